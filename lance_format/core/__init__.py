@@ -1,0 +1,1 @@
+"""Errors, types and helpers shared by every layer."""

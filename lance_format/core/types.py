@@ -1,0 +1,278 @@
+"""Arrow <-> Lance field trees.
+
+Lance stores a schema as a flat list of fields in depth-first pre-order; each field names its parent
+by id and carries a *logical type* string (``"int32"``, ``"timestamp:us:UTC"``, ``"list"``, ...).
+:class:`LanceField` is that node as a tree; :func:`fields_from_arrow` and :func:`schema_to_arrow`
+convert both ways.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+
+import pyarrow as pa
+
+from lance_format.core.errors import CorruptFileError, NotSupportedError
+
+__all__ = [
+    "LanceField",
+    "LanceSchema",
+    "LegacyEncoding",
+    "arrow_type_to_logical",
+    "fields_from_arrow",
+    "logical_to_arrow_type",
+]
+
+
+class LegacyEncoding:
+    """``Field.encoding`` values pylance still writes (legacy, informational)."""
+
+    NONE = 0
+    PLAIN = 1
+    VAR_BINARY = 2
+    DICTIONARY = 3
+    RLE = 4
+
+
+_SIMPLE: dict[str, pa.DataType] = {
+    "null": pa.null(),
+    "bool": pa.bool_(),
+    "int8": pa.int8(),
+    "uint8": pa.uint8(),
+    "int16": pa.int16(),
+    "uint16": pa.uint16(),
+    "int32": pa.int32(),
+    "uint32": pa.uint32(),
+    "int64": pa.int64(),
+    "uint64": pa.uint64(),
+    "halffloat": pa.float16(),
+    "float": pa.float32(),
+    "double": pa.float64(),
+    "string": pa.string(),
+    "binary": pa.binary(),
+    "large_string": pa.large_string(),
+    "large_binary": pa.large_binary(),
+    "json": pa.large_binary(),
+    "date32:day": pa.date32(),
+    "date64:ms": pa.date64(),
+}
+_SIMPLE_NAMES: dict[pa.DataType, str] = {v: k for k, v in _SIMPLE.items() if k != "json"}
+
+
+def arrow_type_to_logical(t: pa.DataType) -> str:
+    """Lance logical type string of an Arrow type (the node itself, not its children)."""
+    name = _SIMPLE_NAMES.get(t)
+    if name is not None:
+        return name
+    if pa.types.is_decimal128(t):
+        return f"decimal:128:{t.precision}:{t.scale}"
+    if pa.types.is_decimal256(t):
+        return f"decimal:256:{t.precision}:{t.scale}"
+    if pa.types.is_time32(t) or pa.types.is_time64(t):
+        return f"time{t.bit_width}:{t.unit}"
+    if pa.types.is_timestamp(t):
+        return f"timestamp:{t.unit}:{t.tz if t.tz is not None else '-'}"
+    if pa.types.is_duration(t):
+        return f"duration:{t.unit}"
+    if pa.types.is_struct(t):
+        return "struct"
+    if pa.types.is_large_list(t):
+        return "large_list.struct" if pa.types.is_struct(t.value_type) else "large_list"
+    if pa.types.is_list(t):
+        return "list.struct" if pa.types.is_struct(t.value_type) else "list"
+    if pa.types.is_fixed_size_list(t):
+        return f"fixed_size_list:{arrow_type_to_logical(t.value_type)}:{t.list_size}"
+    if pa.types.is_fixed_size_binary(t):
+        return f"fixed_size_binary:{t.byte_width}"
+    if pa.types.is_dictionary(t):
+        return f"dict:{arrow_type_to_logical(t.value_type)}:{arrow_type_to_logical(t.index_type)}:false"
+    raise NotSupportedError(f"Arrow type {t} has no Lance logical type")
+
+
+def _unit(s: str, allowed: tuple[str, ...], lt: str) -> str:
+    if s not in allowed:
+        raise ValueError(f"bad time unit in logical type {lt!r}")
+    return s
+
+
+def logical_to_arrow_type(lt: str, children: Sequence[pa.Field] = ()) -> pa.DataType:
+    """Arrow type of a Lance logical type string; ``children`` are the Arrow child fields.
+
+    Raises ``ValueError`` for an unknown or malformed string.
+    """
+    simple = _SIMPLE.get(lt)
+    if simple is not None:
+        return simple
+    parts = lt.split(":")
+    head = parts[0]
+    if head == "decimal" and len(parts) == 4:
+        p, s = int(parts[2]), int(parts[3])
+        return pa.decimal128(p, s) if parts[1] == "128" else pa.decimal256(p, s)
+    if head == "time32" and len(parts) == 2:
+        return pa.time32(_unit(parts[1], ("s", "ms"), lt))
+    if head == "time64" and len(parts) == 2:
+        return pa.time64(_unit(parts[1], ("us", "ns"), lt))
+    if head == "timestamp" and len(parts) >= 3:
+        tz = ":".join(parts[2:])  # a tz such as "+05:30" contains a colon
+        return pa.timestamp(_unit(parts[1], ("s", "ms", "us", "ns"), lt), None if tz == "-" else tz)
+    if head == "duration" and len(parts) == 2:
+        return pa.duration(_unit(parts[1], ("s", "ms", "us", "ns"), lt))
+    if lt == "struct":
+        return pa.struct(list(children))
+    if lt in ("list", "list.struct", "large_list", "large_list.struct"):
+        if len(children) != 1:
+            raise ValueError(f"{lt} field needs exactly one child, has {len(children)}")
+        return pa.large_list(children[0]) if lt.startswith("large") else pa.list_(children[0])
+    if head == "fixed_size_list" and len(parts) >= 3:
+        item_lt = ":".join(parts[1:-1])
+        if item_lt == "lance.bfloat16":
+            raise NotSupportedError("bfloat16 vectors are not supported")
+        item = pa.field("item", logical_to_arrow_type(item_lt), nullable=True)
+        return pa.list_(item, int(parts[-1]))
+    if head == "fixed_size_binary" and len(parts) == 2:
+        return pa.binary(int(parts[1]))
+    if head == "dict" and len(parts) == 4:
+        return pa.dictionary(logical_to_arrow_type(parts[2]), logical_to_arrow_type(parts[1]))
+    raise ValueError(f"unknown logical type {lt!r}")
+
+
+@dataclass(frozen=True)
+class LanceField:
+    """One node of a Lance schema.
+
+    Attributes
+    ----------
+    id, parent_id:
+        Field ids; ``parent_id`` is -1 at the top level.
+    name:
+        The field's own name (not a dotted path).
+    logical_type:
+        Lance logical type string.
+    nullable:
+        Whether nulls are allowed.
+    metadata:
+        Arrow field metadata.
+    children:
+        Child fields (struct members, or the single list item).
+    """
+
+    id: int
+    parent_id: int
+    name: str
+    logical_type: str
+    nullable: bool = True
+    metadata: dict[str, bytes] = field(default_factory=dict)
+    children: tuple[LanceField, ...] = ()
+    encoding: int = LegacyEncoding.NONE
+
+    @property
+    def arrow_type(self) -> pa.DataType:
+        return logical_to_arrow_type(self.logical_type, [c.to_arrow() for c in self.children])
+
+    def to_arrow(self) -> pa.Field:
+        """This field as an Arrow field (children included)."""
+        return pa.field(self.name, self.arrow_type, self.nullable, self.metadata or None)
+
+    def walk(self) -> Iterator[LanceField]:
+        """This field and its descendants, depth-first pre-order."""
+        yield self
+        for c in self.children:
+            yield from c.walk()
+
+    @property
+    def is_leaf(self) -> bool:
+        return not self.children and self.logical_type != "struct"
+
+
+@dataclass(frozen=True)
+class LanceSchema:
+    """Top-level fields plus schema metadata."""
+
+    fields: tuple[LanceField, ...]
+    metadata: dict[str, bytes] = field(default_factory=dict)
+
+    def to_arrow(self) -> pa.Schema:
+        return pa.schema([f.to_arrow() for f in self.fields], metadata=self.metadata or None)
+
+    def walk(self) -> Iterator[LanceField]:
+        for f in self.fields:
+            yield from f.walk()
+
+    def flat(self) -> list[LanceField]:
+        """All fields, depth-first pre-order (the order Lance stores them in)."""
+        return list(self.walk())
+
+    def field_by_name(self, name: str) -> LanceField:
+        for f in self.fields:
+            if f.name == name:
+                return f
+        raise KeyError(name)
+
+    @property
+    def max_field_id(self) -> int:
+        return max((f.id for f in self.walk()), default=-1)
+
+    @staticmethod
+    def from_flat(
+        fields: Sequence[LanceField], metadata: dict[str, bytes] | None = None, path: str = "<schema>"
+    ) -> LanceSchema:
+        """Rebuild the tree from a flat list; each parent must come before its children."""
+        children: dict[int, list[LanceField]] = {}
+        order: list[LanceField] = []
+        seen: set[int] = set()
+        for f in fields:
+            if f.id in seen:
+                raise CorruptFileError(path, f"duplicate field id {f.id}")
+            if f.parent_id != -1 and f.parent_id not in seen:
+                raise CorruptFileError(
+                    path, f"field {f.name!r} (id {f.id}) names unknown parent {f.parent_id}"
+                )
+            seen.add(f.id)
+            children.setdefault(f.parent_id, []).append(f)
+            order.append(f)
+
+        def build(f: LanceField) -> LanceField:
+            return replace(f, children=tuple(build(c) for c in children.get(f.id, [])))
+
+        return LanceSchema(tuple(build(f) for f in children.get(-1, [])), dict(metadata or {}))
+
+
+def _legacy_encoding(t: pa.DataType) -> int:
+    if pa.types.is_struct(t):
+        return LegacyEncoding.NONE
+    if pa.types.is_dictionary(t):
+        return LegacyEncoding.DICTIONARY
+    if (
+        pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+    ):
+        return LegacyEncoding.VAR_BINARY
+    return LegacyEncoding.PLAIN
+
+
+def fields_from_arrow(schema: pa.Schema, first_id: int = 0) -> LanceSchema:
+    """Assign Lance field ids depth-first from ``first_id`` and build the tree."""
+    next_id = first_id
+
+    def convert(f: pa.Field, parent: int) -> LanceField:
+        nonlocal next_id
+        fid = next_id
+        next_id += 1
+        t = f.type
+        if pa.types.is_map(t) or pa.types.is_union(t) or pa.types.is_list_view(t):
+            raise NotSupportedError(f"field {f.name!r}: Arrow type {t} is not supported by Lance")
+        logical = arrow_type_to_logical(t)
+        kids: list[LanceField] = []
+        if pa.types.is_struct(t):
+            kids = [convert(t.field(i), fid) for i in range(t.num_fields)]
+        elif pa.types.is_list(t) or pa.types.is_large_list(t):
+            kids = [convert(t.value_field, fid)]
+        meta = {k.decode(): v for k, v in (f.metadata or {}).items()}
+        return LanceField(fid, parent, f.name, logical, f.nullable, meta, tuple(kids), _legacy_encoding(t))
+
+    fields = tuple(convert(f, -1) for f in schema)
+    meta = {k.decode(): v for k, v in (schema.metadata or {}).items()}
+    return LanceSchema(fields, meta)

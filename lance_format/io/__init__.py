@@ -1,0 +1,1 @@
+"""Object stores, the range planner and ranged readers."""
