@@ -1,0 +1,53 @@
+"""Encodings: how a column's values become page buffers and back.
+
+``v20`` holds the 2.0 array encodings; ``v21`` the 2.1/2.2 structural layouts; ``codecs`` the
+buffer-level compression both use. This module dispatches on the file version.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from lance_format.core.types import LanceField
+    from lance_format.encodings.base import DecodeContext, IOGen, RowRuns
+    from lance_format.file.format import LanceFileVersion
+
+__all__ = ["decode_column_encoding", "decode_field", "decode_page_encoding"]
+
+
+def decode_page_encoding(version: LanceFileVersion, raw: tuple[str, bytes], path: str) -> Any:
+    """Parse a page's serialized encoding into its dataclass tree."""
+    if version.structural:
+        from lance_format.encodings.v21 import page_layout_from_raw
+
+        return page_layout_from_raw(raw, path)
+    from lance_format.encodings.v20 import page_encoding_from_raw
+
+    return page_encoding_from_raw(raw, path)
+
+
+def decode_column_encoding(version: LanceFileVersion, raw: tuple[str, bytes], path: str) -> Any:
+    """Parse a column's serialized column-level encoding (``ColumnEncoding``)."""
+    from lance_format.encodings.v20 import column_encoding_from_raw
+
+    return column_encoding_from_raw(raw, path)
+
+
+def decode_field(
+    version: LanceFileVersion,
+    ctx: DecodeContext,
+    field: LanceField,
+    columns_of: dict[int, int],
+    runs: RowRuns,
+) -> IOGen[pa.Array]:
+    """Decoder generator for the selected rows of one top-level field (see ``base``)."""
+    if version.structural:
+        from lance_format.encodings import v21
+
+        return v21.decode_field(ctx, field, columns_of, runs)
+    from lance_format.encodings import v20
+
+    return v20.decode_field(ctx, field, columns_of, runs)

@@ -1,0 +1,220 @@
+"""The contract between the file container and the encodings.
+
+Decoding is a *generator* protocol so one read can gather the byte ranges of every column before
+any I/O happens:
+
+* A decoder is a generator. Each ``yield`` hands the driver a list of ``(offset, length)`` byte
+  ranges (absolute positions in the file) and receives, via ``send``, one ``memoryview`` per range
+  in the same order. When it is done it ``return``s its result (usually a ``pyarrow.Array``).
+* The file reader drives all column decoders of a read in lock-step: it collects the ranges every
+  generator asked for in this round, plans them into coalesced requests, fetches them in parallel
+  and sends the slices back. Decoders that need two rounds (offsets, then bytes) just yield twice.
+* Rows are selected with :data:`RowRuns`: an ``int64`` array of shape ``(k, 2)`` holding sorted,
+  disjoint, non-empty ``[start, stop)`` runs. A full read is one run; a take is many short runs.
+  The decoded array holds the selected rows in run order.
+
+Sub-decoders compose with ``yield from``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = [
+    "ColumnInfo",
+    "DecodeContext",
+    "IOGen",
+    "PageInfo",
+    "Range",
+    "RowRuns",
+    "drive",
+    "empty_runs",
+    "fetch",
+    "runs_for_range",
+    "runs_from_sorted_indices",
+    "runs_length",
+    "split_runs",
+]
+
+T = TypeVar("T")
+Range = tuple[int, int]
+RowRuns = npt.NDArray[np.int64]
+IOGen = Generator[list[Range], list[memoryview], T]
+
+
+@dataclass(frozen=True)
+class PageInfo:
+    """One page of one column, as the column metadata describes it.
+
+    Attributes
+    ----------
+    buffer_offsets, buffer_sizes:
+        Absolute file positions and sizes of the page's buffers.
+    num_rows:
+        ``Page.length``: rows (2.0: values of this column; 2.1+: top-level rows) in the page.
+    priority:
+        ``Page.priority`` (2.1+: first row of the page; always 0 in 2.0 files).
+    encoding:
+        The page encoding as a dataclass tree (2.0 ``ArrayEncoding``, 2.1+ ``PageLayout``).
+    """
+
+    buffer_offsets: tuple[int, ...]
+    buffer_sizes: tuple[int, ...]
+    num_rows: int
+    priority: int
+    encoding: Any
+
+    def buffer(self, i: int) -> Range:
+        """``(offset, size)`` of page buffer ``i``."""
+        return (self.buffer_offsets[i], self.buffer_sizes[i])
+
+
+@dataclass(frozen=True)
+class ColumnInfo:
+    """A column: its column-level encoding, column buffers and pages (in row order)."""
+
+    index: int
+    encoding: Any
+    pages: tuple[PageInfo, ...]
+    buffer_offsets: tuple[int, ...] = ()
+    buffer_sizes: tuple[int, ...] = ()
+    #: Row at which each page starts, plus the total at the end (len(pages) + 1 entries).
+    page_starts: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(1, dtype=np.int64))
+
+    @property
+    def num_rows(self) -> int:
+        return int(self.page_starts[-1])
+
+
+@dataclass
+class DecodeContext:
+    """What decoders of one file share.
+
+    Attributes
+    ----------
+    path:
+        The file, for error messages.
+    version:
+        ``(major, minor)`` of the file format as the footer says (2.0 files say ``(0, 3)``).
+    columns:
+        All columns of the file, by column index.
+    cache:
+        Per-file cache that lives as long as the reader (dictionaries, chunk metadata, ...). Keys
+        are tuples that start with the column index.
+    """
+
+    path: str
+    version: tuple[int, int]
+    columns: list[ColumnInfo]
+    cache: dict[tuple[Any, ...], Any] = field(default_factory=dict)
+
+
+def empty_runs() -> RowRuns:
+    return np.zeros((0, 2), dtype=np.int64)
+
+
+def runs_for_range(start: int, stop: int) -> RowRuns:
+    """One run ``[start, stop)`` (no runs when empty)."""
+    if stop <= start:
+        return empty_runs()
+    return np.array([[start, stop]], dtype=np.int64)
+
+
+def runs_from_sorted_indices(indices: npt.NDArray[np.integer[Any]]) -> RowRuns:
+    """Runs covering sorted, unique row indices (consecutive indices merge into one run)."""
+    idx = np.asarray(indices, dtype=np.int64)
+    if len(idx) == 0:
+        return empty_runs()
+    breaks = np.flatnonzero(np.diff(idx) != 1) + 1
+    starts = idx[np.concatenate(([0], breaks))]
+    stops = idx[np.concatenate((breaks - 1, [len(idx) - 1]))] + 1
+    return np.stack([starts, stops], axis=1)
+
+
+def runs_length(runs: RowRuns) -> int:
+    """Total rows the runs select."""
+    return int((runs[:, 1] - runs[:, 0]).sum()) if len(runs) else 0
+
+
+def split_runs(runs: RowRuns, bounds: npt.NDArray[np.int64]) -> list[tuple[int, RowRuns]]:
+    """Cut runs at page boundaries.
+
+    Parameters
+    ----------
+    runs:
+        Global row runs.
+    bounds:
+        Page start rows plus the end (``ColumnInfo.page_starts``).
+
+    Returns
+    -------
+    list of (page index, page-local runs)
+        Only pages that have selected rows, in order.
+    """
+    out: list[tuple[int, RowRuns]] = []
+    if len(runs) == 0:
+        return out
+    first = np.searchsorted(bounds, runs[:, 0], side="right") - 1
+    last = np.searchsorted(bounds, runs[:, 1] - 1, side="right") - 1
+    if (first == last).all():
+        # Common case: no run crosses a page boundary; group by page without a Python row loop.
+        pages, starts = np.unique(first, return_index=True)
+        ends = np.append(starts[1:], len(runs))
+        for p, s, e in zip(pages.tolist(), starts.tolist(), ends.tolist(), strict=True):
+            out.append((p, runs[s:e] - bounds[p]))
+        return out
+    pieces: dict[int, list[RowRuns]] = {}
+    for (start, stop), f, la in zip(runs.tolist(), first.tolist(), last.tolist(), strict=True):
+        for p in range(f, la + 1):
+            s = max(start, int(bounds[p]))
+            e = min(stop, int(bounds[p + 1]))
+            if e > s:
+                pieces.setdefault(p, []).append(np.array([[s, e]], dtype=np.int64) - bounds[p])
+    return [(p, np.concatenate(v)) for p, v in sorted(pieces.items())]
+
+
+def fetch(ranges: list[Range]) -> IOGen[list[memoryview]]:
+    """Ask the driver for ``ranges``; ``bufs = yield from fetch(ranges)``."""
+    if not ranges:
+        return []
+    bufs = yield ranges
+    return bufs
+
+
+def drive(gens: list[IOGen[T]], read: Callable[[list[Range]], list[memoryview]]) -> list[T]:
+    """Run decoders to completion, batching each round's ranges into one ``read`` call.
+
+    Parameters
+    ----------
+    gens:
+        Decoder generators (not yet started).
+    read:
+        Fetches ranges; one buffer per range, in order.
+    """
+    results: list[Any] = [None] * len(gens)
+    pending: dict[int, list[Range]] = {}
+    for i, g in enumerate(gens):
+        try:
+            pending[i] = next(g)
+        except StopIteration as stop:
+            results[i] = stop.value
+    while pending:
+        order = list(pending.items())
+        flat = [r for _, rs in order for r in rs]
+        bufs = read(flat)
+        pos = 0
+        nxt: dict[int, list[Range]] = {}
+        for i, rs in order:
+            chunk = bufs[pos : pos + len(rs)]
+            pos += len(rs)
+            try:
+                nxt[i] = gens[i].send(chunk)
+            except StopIteration as stop:
+                results[i] = stop.value
+        pending = nxt
+    return results

@@ -1,0 +1,183 @@
+"""Protobuf <-> dataclass conversion for the file container (the only protobuf user in this layer)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from google.protobuf import any_pb2
+from google.protobuf.message import DecodeError, Message
+
+from lance_format._proto import file2_pb2, file_pb2
+from lance_format.core.errors import CorruptFileError
+from lance_format.core.types import LanceField, LanceSchema
+
+__all__ = [
+    "RawColumn",
+    "RawEncoding",
+    "RawPage",
+    "column_metadata_bytes",
+    "field_from_pb",
+    "field_to_pb",
+    "file_descriptor_bytes",
+    "parse_column_metadata",
+    "parse_file_descriptor",
+    "wrap_any",
+]
+
+# (message name after the last "/", serialized message); e.g. ("lance.encodings.ArrayEncoding", b"...")
+RawEncoding = tuple[str, bytes]
+
+
+class RawPage:
+    """A page with its encoding still serialized."""
+
+    __slots__ = ("buffer_offsets", "buffer_sizes", "encoding", "length", "priority")
+
+    def __init__(
+        self,
+        offsets: tuple[int, ...],
+        sizes: tuple[int, ...],
+        length: int,
+        priority: int,
+        encoding: RawEncoding,
+    ) -> None:
+        self.buffer_offsets = offsets
+        self.buffer_sizes = sizes
+        self.length = length
+        self.priority = priority
+        self.encoding = encoding
+
+
+class RawColumn:
+    """A column's metadata with encodings still serialized."""
+
+    __slots__ = ("buffer_offsets", "buffer_sizes", "encoding", "pages")
+
+    def __init__(
+        self, encoding: RawEncoding, pages: list[RawPage], offsets: tuple[int, ...], sizes: tuple[int, ...]
+    ) -> None:
+        self.encoding = encoding
+        self.pages = pages
+        self.buffer_offsets = offsets
+        self.buffer_sizes = sizes
+
+
+def _parse(msg: Message, data: bytes | memoryview, path: str, what: str) -> None:
+    try:
+        msg.ParseFromString(bytes(data))
+    except (DecodeError, RecursionError, ValueError) as e:
+        raise CorruptFileError(path, f"cannot decode {what}: {e}") from None
+
+
+def field_from_pb(f: file_pb2.Field) -> LanceField:
+    """A flat Lance field (no children yet) from its protobuf."""
+    return LanceField(
+        id=f.id,
+        parent_id=f.parent_id,
+        name=f.name,
+        logical_type=f.logical_type,
+        nullable=f.nullable,
+        metadata=dict(f.metadata),
+        encoding=f.encoding,
+    )
+
+
+def field_to_pb(f: LanceField) -> file_pb2.Field:
+    """The protobuf of one field (children are separate entries of the flat list)."""
+    pb = file_pb2.Field(
+        name=f.name,
+        id=f.id,
+        parent_id=f.parent_id,
+        logical_type=f.logical_type,
+        nullable=f.nullable,
+        encoding=f.encoding,
+    )
+    for k, v in f.metadata.items():
+        pb.metadata[k] = v
+    if f.logical_type.startswith("dict:"):
+        # pylance writes an empty legacy Dictionary sub-message for dictionary fields.
+        pb.dictionary.SetInParent()
+    return pb
+
+
+def parse_file_descriptor(data: bytes | memoryview, path: str) -> tuple[LanceSchema, int]:
+    """``(schema, number of rows)`` from global buffer 0."""
+    fd = file_pb2.FileDescriptor()
+    _parse(fd, data, path, "file descriptor")
+    fields = [field_from_pb(f) for f in fd.schema.fields]
+    schema = LanceSchema.from_flat(fields, dict(fd.schema.metadata), path)
+    for f in schema.walk():
+        try:
+            f.arrow_type  # noqa: B018 - validates the logical type string
+        except ValueError as e:
+            raise CorruptFileError(path, f"field {f.name!r}: {e}") from None
+    return schema, fd.length
+
+
+def file_descriptor_bytes(schema: LanceSchema, num_rows: int) -> bytes:
+    fd = file_pb2.FileDescriptor(length=num_rows)
+    fd.schema.fields.extend(field_to_pb(f) for f in schema.walk())
+    for k, v in schema.metadata.items():
+        fd.schema.metadata[k] = v
+    return bytes(fd.SerializeToString())
+
+
+def _unwrap(enc: file2_pb2.Encoding, path: str, what: str) -> RawEncoding:
+    kind = enc.WhichOneof("location")
+    if kind != "direct":
+        raise CorruptFileError(path, f"{what}: expected a direct encoding, found {kind or 'none'}")
+    anyp = any_pb2.Any()
+    _parse(anyp, enc.direct.encoding, path, what)
+    return anyp.type_url.rsplit("/", 1)[-1], anyp.value
+
+
+def parse_column_metadata(data: bytes | memoryview, path: str, column: int) -> RawColumn:
+    cm = file2_pb2.ColumnMetadata()
+    _parse(cm, data, path, f"column {column} metadata")
+    pages = []
+    for i, p in enumerate(cm.pages):
+        if len(p.buffer_offsets) != len(p.buffer_sizes):
+            raise CorruptFileError(
+                path, f"column {column} page {i}: buffer offsets and sizes differ in count"
+            )
+        pages.append(
+            RawPage(
+                tuple(p.buffer_offsets),
+                tuple(p.buffer_sizes),
+                p.length,
+                p.priority,
+                _unwrap(p.encoding, path, f"column {column} page {i}"),
+            )
+        )
+    if not cm.HasField("encoding"):
+        raise CorruptFileError(path, f"column {column} is missing its encoding")
+    return RawColumn(
+        _unwrap(cm.encoding, path, f"column {column}"),
+        pages,
+        tuple(cm.buffer_offsets),
+        tuple(cm.buffer_sizes),
+    )
+
+
+def wrap_any(raw: RawEncoding) -> file2_pb2.Encoding:
+    """A direct ``Encoding`` holding the serialized message in an ``Any`` with URL ``/<type_name>``."""
+    type_name, value = raw
+    anyp = any_pb2.Any(type_url=f"/{type_name}", value=value)
+    return file2_pb2.Encoding(direct=file2_pb2.DirectEncoding(encoding=anyp.SerializeToString()))
+
+
+def column_metadata_bytes(
+    column_encoding: RawEncoding,
+    pages: Sequence[tuple[Sequence[int], Sequence[int], int, int, RawEncoding]],
+) -> bytes:
+    """Serialize a column: ``pages`` are ``(offsets, sizes, length, priority, encoding)``."""
+    cm = file2_pb2.ColumnMetadata()
+    cm.encoding.CopyFrom(wrap_any(column_encoding))
+    for offsets, sizes, length, priority, enc in pages:
+        p = cm.pages.add()
+        p.buffer_offsets.extend(offsets)
+        p.buffer_sizes.extend(sizes)
+        p.length = length
+        p.priority = priority
+        p.encoding.CopyFrom(wrap_any(enc))
+    return bytes(cm.SerializeToString())

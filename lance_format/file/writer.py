@@ -1,0 +1,260 @@
+"""Writing Lance v2 files: :class:`LanceFileWriter` (mirrors pylance's ``lance.file``)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from lance_format.core.errors import InvalidInputError, LanceError, NotSupportedError, SchemaMismatchError
+from lance_format.core.types import LanceField, LanceSchema, fields_from_arrow
+from lance_format.file import _serde
+from lance_format.file.format import FOOTER_LEN, PAD_BYTE, PAGE_ALIGN, Footer, LanceFileVersion
+from lance_format.file.reader import assign_columns
+from lance_format.io.store import ObjectStore, split_uri, store_for_uri
+
+__all__ = ["EncodedPage", "LanceFileWriter"]
+
+# Bytes buffered per top-level column before a page is encoded. pylance's default (8 MiB per column)
+# gives pages large enough that per-page overhead vanishes in scans. Override per writer
+# (`data_cache_bytes`, split across columns) or with LANCE_FILE_WRITER_DATA_CACHE_BYTES.
+DEFAULT_PAGE_BUFFER_BYTES = 8 * 1024 * 1024
+
+# Upper bound on one page's bytes (pylance's MAX_PAGE_BYTES for 2.0): keeps any single read and
+# decode bounded. Override with `max_page_bytes` or LANCE_FILE_WRITER_MAX_PAGE_BYTES.
+DEFAULT_MAX_PAGE_BYTES = 32 * 1024 * 1024
+
+
+@dataclass
+class EncodedPage:
+    """One encoded page of one column, as an encoder hands it to the writer."""
+
+    column: int
+    buffers: list[Any]
+    num_rows: int
+    encoding: _serde.RawEncoding
+    priority: int = 0
+
+
+@dataclass
+class _ColumnPages:
+    encoding: _serde.RawEncoding
+    pages: list[tuple[list[int], list[int], int, int, _serde.RawEncoding]] = field(default_factory=list)
+
+
+def _env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise InvalidInputError(f"{name}={raw!r} is not an integer") from None
+    if value <= 0:
+        raise InvalidInputError(f"{name} must be positive, got {value}")
+    return value
+
+
+class LanceFileWriter:
+    """Writes one Lance file.
+
+    Parameters
+    ----------
+    path:
+        Local path, ``file://`` or ``memory://`` URI of the file to create.
+    schema:
+        Arrow schema; taken from the first batch when omitted.
+    version:
+        File format version; ``"2.0"`` (the default here).
+    data_cache_bytes:
+        Bytes buffered across all columns before pages are written.
+    max_page_bytes:
+        Largest page to write.
+    store:
+        Write through an already-open store (``path`` is then a key relative to its root).
+
+    Examples
+    --------
+    >>> with LanceFileWriter("/tmp/x.lance") as w:  # doctest: +SKIP
+    ...     w.write_batch(pa.table({"a": [1, 2, 3]}))
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        schema: pa.Schema | None = None,
+        *,
+        version: str | LanceFileVersion = "2.0",
+        data_cache_bytes: int | None = None,
+        max_page_bytes: int | None = None,
+        storage_options: dict[str, str] | None = None,
+        store: ObjectStore | None = None,
+    ) -> None:
+        path = os.fspath(path)
+        if store is None:
+            folder, key = split_uri(path)
+            store = store_for_uri(folder, storage_options)
+        else:
+            key = path
+        self.path = path
+        self._store = store
+        self._key = key
+        self.version = LanceFileVersion.parse(version)
+        if self.version is not LanceFileVersion.V2_0:
+            raise NotSupportedError(
+                f"writing Lance file version {self.version.value} is not supported yet; use 2.0"
+            )
+        self._cache_bytes = data_cache_bytes or _env_int("LANCE_FILE_WRITER_DATA_CACHE_BYTES", 0) or None
+        self._max_page = max_page_bytes or _env_int(
+            "LANCE_FILE_WRITER_MAX_PAGE_BYTES", DEFAULT_MAX_PAGE_BYTES
+        )
+        self._parts: list[bytes | memoryview] = []
+        self._pos = 0
+        self._rows = 0
+        self._closed = False
+        self._schema: pa.Schema | None = None
+        self._lance: LanceSchema | None = None
+        if schema is not None:
+            self._init_schema(schema)
+
+    # -- setup -----------------------------------------------------------------------------------
+    def _init_schema(self, schema: pa.Schema) -> None:
+        from lance_format.encodings import v20
+
+        self._schema = schema
+        self._lance = fields_from_arrow(schema)
+        for f in self._lance.walk():
+            v20.check_writable(f)
+        self._columns_of = assign_columns(self._lance, self.version)
+        self._columns = {
+            c: _ColumnPages(v20.column_encoding_for(f))
+            for f in self._lance.walk()
+            if (c := self._columns_of.get(f.id)) is not None
+        }
+        ntop = max(1, len(schema))
+        total = self._cache_bytes or DEFAULT_PAGE_BUFFER_BYTES * ntop
+        self._page_budget = max(1, total // ntop)
+        self._pending: list[list[pa.Array]] = [[] for _ in schema]
+        self._pending_bytes = [0] * len(schema)
+
+    @property
+    def schema(self) -> pa.Schema | None:
+        return self._schema
+
+    # -- writing -----------------------------------------------------------------------------------
+    def write_batch(self, batch: pa.RecordBatch | pa.Table) -> None:
+        """Append rows (a RecordBatch or a Table) matching the writer's schema."""
+        if self._closed:
+            raise InvalidInputError(f"{self.path}: writer is closed")
+        if not isinstance(batch, pa.RecordBatch | pa.Table):
+            raise InvalidInputError(f"write_batch takes a RecordBatch or Table, got {type(batch).__name__}")
+        if self._schema is None:
+            self._init_schema(batch.schema)
+        assert self._schema is not None
+        assert self._lance is not None
+        if not batch.schema.equals(self._schema, check_metadata=False):
+            try:
+                batch = batch.select(self._schema.names).cast(self._schema)
+            except (KeyError, ValueError, pa.ArrowException) as e:
+                raise SchemaMismatchError(
+                    f"{self.path}: batch schema does not match the file schema: {e}"
+                ) from None
+        for i, top in enumerate(self._lance.fields):
+            col = batch.column(i)
+            chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
+            for chunk in chunks:
+                if len(chunk):
+                    self._pending[i].append(chunk)
+                    self._pending_bytes[i] += chunk.nbytes
+            if self._pending_bytes[i] >= self._page_budget:
+                self._flush(i, top)
+        self._rows += batch.num_rows
+
+    def _flush(self, i: int, top: LanceField) -> None:
+        from lance_format.encodings import v20
+
+        chunks = self._pending[i]
+        if not chunks:
+            return
+        arr = pa.concat_arrays(chunks) if len(chunks) > 1 else chunks[0]
+        self._pending[i] = []
+        self._pending_bytes[i] = 0
+        # Cut oversized pages by rows so no page exceeds the limit (roughly: bytes are assumed even).
+        nbytes = max(1, arr.nbytes)
+        pieces = -(-nbytes // self._max_page)
+        step = max(1, -(-len(arr) // pieces))
+        for start in range(0, len(arr), step):
+            for page in v20.encode_field(top, arr.slice(start, step), self._columns_of):
+                self._add_page(page)
+
+    def _write(self, data: bytes | memoryview) -> int:
+        pos = self._pos
+        if len(data):
+            self._parts.append(data)
+            self._pos += len(data)
+        return pos
+
+    def _pad(self) -> None:
+        rem = self._pos % PAGE_ALIGN
+        if rem:
+            self._write(PAD_BYTE * (PAGE_ALIGN - rem))
+
+    def _add_page(self, page: EncodedPage) -> None:
+        offsets, sizes = [], []
+        for buf in page.buffers:
+            mv = memoryview(buf)
+            offsets.append(self._write(mv.cast("B")))
+            sizes.append(mv.nbytes)
+            self._pad()
+        self._columns[page.column].pages.append((offsets, sizes, page.num_rows, page.priority, page.encoding))
+
+    def close(self) -> int:
+        """Flush pages, write metadata and footer, store the file; returns the rows written."""
+        if self._closed:
+            return self._rows
+        if self._schema is None:
+            raise InvalidInputError(f"{self.path}: no schema (pass one or write a batch before closing)")
+        assert self._lance is not None
+        try:
+            for i, top in enumerate(self._lance.fields):
+                self._flush(i, top)
+        except LanceError:
+            raise
+        except (pa.ArrowException, ValueError, TypeError) as e:
+            raise InvalidInputError(f"{self.path}: cannot encode data: {e}") from None
+        self._pad()
+        # Global buffer 0 (the file descriptor) must sit right before the column metadata.
+        fd = _serde.file_descriptor_bytes(self._lance, self._rows)
+        fd_pos = self._write(fd)
+        col_meta_start = self._pos
+        cmo = []
+        for c in range(len(self._columns)):
+            col = self._columns[c]
+            data = _serde.column_metadata_bytes(col.encoding, col.pages)
+            cmo.append((self._write(data), len(data)))
+        cmo_start = self._pos
+        self._write(b"".join(p.to_bytes(8, "little") + s.to_bytes(8, "little") for p, s in cmo))
+        gbo_start = self._pos
+        self._write(fd_pos.to_bytes(8, "little") + len(fd).to_bytes(8, "little"))
+        major, minor = self.version.footer
+        footer = Footer(col_meta_start, cmo_start, gbo_start, 1, len(cmo), major, minor)
+        self._write(footer.pack())
+        assert self._pos - gbo_start == 16 + FOOTER_LEN
+        self._store.write(self._key, b"".join(self._parts))
+        self._parts = []
+        self._closed = True
+        return self._rows
+
+    @property
+    def size(self) -> int:
+        """Bytes written so far (the file size once closed)."""
+        return self._pos
+
+    def __enter__(self) -> LanceFileWriter:
+        return self
+
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        if exc_type is None:
+            self.close()
