@@ -79,10 +79,13 @@ class MiniBlockLayout(_message.Message):
     NUM_BUFFERS_FIELD_NUMBER: _builtins.int
     REPETITION_INDEX_DEPTH_FIELD_NUMBER: _builtins.int
     NUM_ITEMS_FIELD_NUMBER: _builtins.int
+    HAS_LARGE_CHUNK_FIELD_NUMBER: _builtins.int
     num_dictionary_items: _builtins.int
     num_buffers: _builtins.int
     repetition_index_depth: _builtins.int
     num_items: _builtins.int
+    has_large_chunk: _builtins.bool
+    """2.2: chunk-local sizes are u32 and chunks may exceed 32 KiB"""
     @_builtins.property
     def rep_compression(self) -> Global___CompressiveEncoding: ...
     @_builtins.property
@@ -105,10 +108,11 @@ class MiniBlockLayout(_message.Message):
         num_buffers: _builtins.int = ...,
         repetition_index_depth: _builtins.int = ...,
         num_items: _builtins.int = ...,
+        has_large_chunk: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["def_compression", b"def_compression", "dictionary", b"dictionary", "rep_compression", b"rep_compression", "value_compression", b"value_compression"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["def_compression", b"def_compression", "dictionary", b"dictionary", "layers", b"layers", "num_buffers", b"num_buffers", "num_dictionary_items", b"num_dictionary_items", "num_items", b"num_items", "rep_compression", b"rep_compression", "repetition_index_depth", b"repetition_index_depth", "value_compression", b"value_compression"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["def_compression", b"def_compression", "dictionary", b"dictionary", "has_large_chunk", b"has_large_chunk", "layers", b"layers", "num_buffers", b"num_buffers", "num_dictionary_items", b"num_dictionary_items", "num_items", b"num_items", "rep_compression", b"rep_compression", "repetition_index_depth", b"repetition_index_depth", "value_compression", b"value_compression"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -161,26 +165,48 @@ class FullZipLayout(_message.Message):
 Global___FullZipLayout: _TypeAlias = FullZipLayout  # noqa: Y015
 
 @_typing.final
-class AllNullLayout(_message.Message):
-    """A page with no valid values at the leaf."""
+class ConstantLayout(_message.Message):
+    """A page whose visible values are all one scalar, or all null (no inline value). Levels, when
+    needed, are raw u16 arrays in buffers 0 (rep) and 1 (def) unless compressed as described.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
     LAYERS_FIELD_NUMBER: _builtins.int
+    INLINE_VALUE_FIELD_NUMBER: _builtins.int
+    REP_COMPRESSION_FIELD_NUMBER: _builtins.int
+    DEF_COMPRESSION_FIELD_NUMBER: _builtins.int
+    NUM_REP_VALUES_FIELD_NUMBER: _builtins.int
+    NUM_DEF_VALUES_FIELD_NUMBER: _builtins.int
+    inline_value: _builtins.bytes
+    """fixed-width value bytes; absent for all-null pages"""
+    num_rep_values: _builtins.int
+    num_def_values: _builtins.int
     @_builtins.property
     def layers(self) -> _containers.RepeatedScalarFieldContainer[Global___RepDefLayer.ValueType]: ...
+    @_builtins.property
+    def rep_compression(self) -> Global___CompressiveEncoding: ...
+    @_builtins.property
+    def def_compression(self) -> Global___CompressiveEncoding: ...
     def __init__(
         self,
         *,
         layers: _abc.Iterable[Global___RepDefLayer.ValueType] | None = ...,
+        inline_value: _builtins.bytes | None = ...,
+        rep_compression: Global___CompressiveEncoding | None = ...,
+        def_compression: Global___CompressiveEncoding | None = ...,
+        num_rep_values: _builtins.int = ...,
+        num_def_values: _builtins.int = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_inline_value", b"_inline_value", "def_compression", b"def_compression", "inline_value", b"inline_value", "rep_compression", b"rep_compression"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["layers", b"layers"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_inline_value", b"_inline_value", "def_compression", b"def_compression", "inline_value", b"inline_value", "layers", b"layers", "num_def_values", b"num_def_values", "num_rep_values", b"num_rep_values", "rep_compression", b"rep_compression"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__inline_value: _TypeAlias = _typing.Literal["inline_value"]  # noqa: Y015
+    _WhichOneofArgType__inline_value: _TypeAlias = _typing.Literal["_inline_value", b"_inline_value"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__inline_value) -> _WhichOneofReturnType__inline_value | None: ...
 
-Global___AllNullLayout: _TypeAlias = AllNullLayout  # noqa: Y015
+Global___ConstantLayout: _TypeAlias = ConstantLayout  # noqa: Y015
 
 @_typing.final
 class BlobLayout(_message.Message):
@@ -215,13 +241,15 @@ class PageLayout(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     MINI_BLOCK_LAYOUT_FIELD_NUMBER: _builtins.int
-    ALL_NULL_LAYOUT_FIELD_NUMBER: _builtins.int
+    CONSTANT_LAYOUT_FIELD_NUMBER: _builtins.int
     FULL_ZIP_LAYOUT_FIELD_NUMBER: _builtins.int
     BLOB_LAYOUT_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def mini_block_layout(self) -> Global___MiniBlockLayout: ...
     @_builtins.property
-    def all_null_layout(self) -> Global___AllNullLayout: ...
+    def constant_layout(self) -> Global___ConstantLayout:
+        """the all-null layout of early 2.1 writers is a subset"""
+
     @_builtins.property
     def full_zip_layout(self) -> Global___FullZipLayout: ...
     @_builtins.property
@@ -230,15 +258,15 @@ class PageLayout(_message.Message):
         self,
         *,
         mini_block_layout: Global___MiniBlockLayout | None = ...,
-        all_null_layout: Global___AllNullLayout | None = ...,
+        constant_layout: Global___ConstantLayout | None = ...,
         full_zip_layout: Global___FullZipLayout | None = ...,
         blob_layout: Global___BlobLayout | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["all_null_layout", b"all_null_layout", "blob_layout", b"blob_layout", "full_zip_layout", b"full_zip_layout", "layout", b"layout", "mini_block_layout", b"mini_block_layout"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["blob_layout", b"blob_layout", "constant_layout", b"constant_layout", "full_zip_layout", b"full_zip_layout", "layout", b"layout", "mini_block_layout", b"mini_block_layout"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["all_null_layout", b"all_null_layout", "blob_layout", b"blob_layout", "full_zip_layout", b"full_zip_layout", "layout", b"layout", "mini_block_layout", b"mini_block_layout"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["blob_layout", b"blob_layout", "constant_layout", b"constant_layout", "full_zip_layout", b"full_zip_layout", "layout", b"layout", "mini_block_layout", b"mini_block_layout"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_layout: _TypeAlias = _typing.Literal["mini_block_layout", "all_null_layout", "full_zip_layout", "blob_layout"]  # noqa: Y015
+    _WhichOneofReturnType_layout: _TypeAlias = _typing.Literal["mini_block_layout", "constant_layout", "full_zip_layout", "blob_layout"]  # noqa: Y015
     _WhichOneofArgType_layout: _TypeAlias = _typing.Literal["layout", b"layout"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_layout) -> _WhichOneofReturnType_layout | None: ...
 
@@ -339,6 +367,61 @@ class Constant(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__value) -> _WhichOneofReturnType__value | None: ...
 
 Global___Constant: _TypeAlias = Constant  # noqa: Y015
+
+@_typing.final
+class Range(_message.Message):
+    """start + step * i for i in 0..n (no buffer)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    UNCOMPRESSED_BITS_PER_VALUE_FIELD_NUMBER: _builtins.int
+    START_FIELD_NUMBER: _builtins.int
+    STEP_FIELD_NUMBER: _builtins.int
+    uncompressed_bits_per_value: _builtins.int
+    start: _builtins.int
+    step: _builtins.int
+    def __init__(
+        self,
+        *,
+        uncompressed_bits_per_value: _builtins.int = ...,
+        start: _builtins.int = ...,
+        step: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["start", b"start", "step", b"step", "uncompressed_bits_per_value", b"uncompressed_bits_per_value"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Range: _TypeAlias = Range  # noqa: Y015
+
+@_typing.final
+class Delta(_message.Message):
+    """A non-decreasing sequence as its first value plus compressed adjacent differences."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    UNCOMPRESSED_BITS_PER_VALUE_FIELD_NUMBER: _builtins.int
+    BASE_FIELD_NUMBER: _builtins.int
+    DELTAS_FIELD_NUMBER: _builtins.int
+    uncompressed_bits_per_value: _builtins.int
+    base: _builtins.int
+    @_builtins.property
+    def deltas(self) -> Global___CompressiveEncoding: ...
+    def __init__(
+        self,
+        *,
+        uncompressed_bits_per_value: _builtins.int = ...,
+        base: _builtins.int = ...,
+        deltas: Global___CompressiveEncoding | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["deltas", b"deltas"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["base", b"base", "deltas", b"deltas", "uncompressed_bits_per_value", b"uncompressed_bits_per_value"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Delta: _TypeAlias = Delta  # noqa: Y015
 
 @_typing.final
 class OutOfLineBitpacking(_message.Message):
@@ -621,6 +704,8 @@ class CompressiveEncoding(_message.Message):
     FIXED_SIZE_LIST_FIELD_NUMBER: _builtins.int
     PACKED_STRUCT_FIELD_NUMBER: _builtins.int
     VARIABLE_PACKED_STRUCT_FIELD_NUMBER: _builtins.int
+    RANGE_FIELD_NUMBER: _builtins.int
+    DELTA_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def flat(self) -> Global___Flat: ...
     @_builtins.property
@@ -647,6 +732,10 @@ class CompressiveEncoding(_message.Message):
     def packed_struct(self) -> Global___PackedStruct: ...
     @_builtins.property
     def variable_packed_struct(self) -> Global___VariablePackedStruct: ...
+    @_builtins.property
+    def range(self) -> Global___Range: ...
+    @_builtins.property
+    def delta(self) -> Global___Delta: ...
     def __init__(
         self,
         *,
@@ -663,12 +752,14 @@ class CompressiveEncoding(_message.Message):
         fixed_size_list: Global___FixedSizeList | None = ...,
         packed_struct: Global___PackedStruct | None = ...,
         variable_packed_struct: Global___VariablePackedStruct | None = ...,
+        range: Global___Range | None = ...,
+        delta: Global___Delta | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["byte_stream_split", b"byte_stream_split", "compression", b"compression", "constant", b"constant", "dictionary", b"dictionary", "fixed_size_list", b"fixed_size_list", "flat", b"flat", "fsst", b"fsst", "general", b"general", "inline_bitpacking", b"inline_bitpacking", "out_of_line_bitpacking", b"out_of_line_bitpacking", "packed_struct", b"packed_struct", "rle", b"rle", "variable", b"variable", "variable_packed_struct", b"variable_packed_struct"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["byte_stream_split", b"byte_stream_split", "compression", b"compression", "constant", b"constant", "delta", b"delta", "dictionary", b"dictionary", "fixed_size_list", b"fixed_size_list", "flat", b"flat", "fsst", b"fsst", "general", b"general", "inline_bitpacking", b"inline_bitpacking", "out_of_line_bitpacking", b"out_of_line_bitpacking", "packed_struct", b"packed_struct", "range", b"range", "rle", b"rle", "variable", b"variable", "variable_packed_struct", b"variable_packed_struct"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["byte_stream_split", b"byte_stream_split", "compression", b"compression", "constant", b"constant", "dictionary", b"dictionary", "fixed_size_list", b"fixed_size_list", "flat", b"flat", "fsst", b"fsst", "general", b"general", "inline_bitpacking", b"inline_bitpacking", "out_of_line_bitpacking", b"out_of_line_bitpacking", "packed_struct", b"packed_struct", "rle", b"rle", "variable", b"variable", "variable_packed_struct", b"variable_packed_struct"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["byte_stream_split", b"byte_stream_split", "compression", b"compression", "constant", b"constant", "delta", b"delta", "dictionary", b"dictionary", "fixed_size_list", b"fixed_size_list", "flat", b"flat", "fsst", b"fsst", "general", b"general", "inline_bitpacking", b"inline_bitpacking", "out_of_line_bitpacking", b"out_of_line_bitpacking", "packed_struct", b"packed_struct", "range", b"range", "rle", b"rle", "variable", b"variable", "variable_packed_struct", b"variable_packed_struct"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_compression: _TypeAlias = _typing.Literal["flat", "variable", "constant", "out_of_line_bitpacking", "inline_bitpacking", "fsst", "dictionary", "rle", "byte_stream_split", "general", "fixed_size_list", "packed_struct", "variable_packed_struct"]  # noqa: Y015
+    _WhichOneofReturnType_compression: _TypeAlias = _typing.Literal["flat", "variable", "constant", "out_of_line_bitpacking", "inline_bitpacking", "fsst", "dictionary", "rle", "byte_stream_split", "general", "fixed_size_list", "packed_struct", "variable_packed_struct", "range", "delta"]  # noqa: Y015
     _WhichOneofArgType_compression: _TypeAlias = _typing.Literal["compression", b"compression"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_compression) -> _WhichOneofReturnType_compression | None: ...
 
