@@ -28,13 +28,16 @@ import numpy.typing as npt
 __all__ = [
     "ColumnInfo",
     "DecodeContext",
+    "EncodedPage",
     "IOGen",
     "PageInfo",
     "Range",
     "RowRuns",
     "drive",
     "empty_runs",
+    "expand_ranges",
     "fetch",
+    "gather",
     "runs_for_range",
     "runs_from_sorted_indices",
     "runs_length",
@@ -114,6 +117,20 @@ class DecodeContext:
     cache: dict[tuple[Any, ...], Any] = field(default_factory=dict)
 
 
+@dataclass
+class EncodedPage:
+    """One encoded page of one column, as an encoder hands it to the file writer.
+
+    ``encoding`` is the serialized page encoding: ``(message name, bytes)``.
+    """
+
+    column: int
+    buffers: list[Any]
+    num_rows: int
+    encoding: tuple[str, bytes]
+    priority: int = 0
+
+
 def empty_runs() -> RowRuns:
     return np.zeros((0, 2), dtype=np.int64)
 
@@ -186,16 +203,18 @@ def fetch(ranges: list[Range]) -> IOGen[list[memoryview]]:
     return bufs
 
 
-def drive(gens: list[IOGen[T]], read: Callable[[list[Range]], list[memoryview]]) -> list[T]:
-    """Run decoders to completion, batching each round's ranges into one ``read`` call.
+def expand_ranges(starts: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Concatenation of ``arange(s, s + n)`` for each start and length, without a Python loop."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    shift = np.asarray(starts, dtype=np.int64) - (np.cumsum(lengths) - lengths)
+    return np.repeat(shift, lengths) + np.arange(total, dtype=np.int64)
 
-    Parameters
-    ----------
-    gens:
-        Decoder generators (not yet started).
-    read:
-        Fetches ranges; one buffer per range, in order.
-    """
+
+def gather(gens: list[IOGen[T]]) -> IOGen[list[T]]:
+    """Run sub-decoders in lock-step as one decoder: each round asks for all their ranges at once."""
     results: list[Any] = [None] * len(gens)
     pending: dict[int, list[Range]] = {}
     for i, g in enumerate(gens):
@@ -205,8 +224,7 @@ def drive(gens: list[IOGen[T]], read: Callable[[list[Range]], list[memoryview]])
             results[i] = stop.value
     while pending:
         order = list(pending.items())
-        flat = [r for _, rs in order for r in rs]
-        bufs = read(flat)
+        bufs = yield [r for _, rs in order for r in rs]
         pos = 0
         nxt: dict[int, list[Range]] = {}
         for i, rs in order:
@@ -218,3 +236,22 @@ def drive(gens: list[IOGen[T]], read: Callable[[list[Range]], list[memoryview]])
                 results[i] = stop.value
         pending = nxt
     return results
+
+
+def drive(gens: list[IOGen[T]], read: Callable[[list[Range]], list[memoryview]]) -> list[T]:
+    """Run decoders to completion, batching each round's ranges into one ``read`` call.
+
+    Parameters
+    ----------
+    gens:
+        Decoder generators (not yet started).
+    read:
+        Fetches ranges; one buffer per range, in order.
+    """
+    g = gather(gens)
+    try:
+        ranges = next(g)
+        while True:
+            ranges = g.send(read(ranges))
+    except StopIteration as stop:
+        return list(stop.value)

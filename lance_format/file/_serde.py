@@ -78,7 +78,7 @@ def field_from_pb(f: file_pb2.Field) -> LanceField:
         logical_type=f.logical_type,
         nullable=f.nullable,
         metadata=dict(f.metadata),
-        encoding=f.encoding,
+        encoding=file_pb2.Encoding.ValueType(f.encoding),
     )
 
 

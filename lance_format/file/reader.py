@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -309,22 +309,53 @@ class LanceFileReader:
         )
 
     def _resolve_columns(self, columns: Sequence[str] | None) -> list[LanceField]:
+        """Top-level fields to read; ``"a.b"`` selects a struct member (the struct keeps only it)."""
         schema = self._meta.lance_schema
         if columns is None:
             return list(schema.fields)
         if isinstance(columns, str):
             raise InvalidInputError("columns must be a list of column names, not a string")
-        out = []
+        picked: dict[int, LanceField] = {}
         for name in columns:
-            try:
-                out.append(schema.field_by_name(name))
-            except KeyError:
-                raise InvalidInputError(
-                    f"{self.path}: no column {name!r}; the file has {[f.name for f in schema.fields]}"
-                ) from None
-        return out
+            if not isinstance(name, str):
+                raise InvalidInputError(f"column names must be strings, got {name!r}")
+            field = self._project_path(schema, name)
+            prev = picked.get(field.id)
+            picked[field.id] = field if prev is None else _merge_projection(prev, field)
+        return list(picked.values())
 
-    # -- public API ----------------------------------------------------------------------------
+    def _project_path(self, schema: LanceSchema, name: str) -> LanceField:
+        try:
+            return schema.field_by_name(name)
+        except KeyError:
+            pass
+        parts = name.split(".")
+        try:
+            top = schema.field_by_name(parts[0])
+        except KeyError:
+            top = None
+        chain = [top] if top is not None else []
+        for part in parts[1:]:
+            node = chain[-1] if chain else None
+            if node is None or node.logical_type != "struct":
+                chain = []
+                break
+            child = next((c for c in node.children if c.name == part), None)
+            if child is None:
+                chain = []
+                break
+            chain.append(child)
+        if not chain:
+            raise InvalidInputError(
+                f"{self.path}: no column {name!r}; the file has {[f.name for f in schema.fields]}"
+            )
+        pruned = chain[-1]
+        for parent in reversed(chain[:-1]):
+            pruned = replace(parent, children=(pruned,))
+        return pruned
+
+        # -- public API ----------------------------------------------------------------------------
+
     @property
     def io_stats(self) -> IOStats:
         """Requests and bytes this reader has issued so far (opening included)."""
@@ -401,6 +432,16 @@ class LanceFileReader:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _merge_projection(a: LanceField, b: LanceField) -> LanceField:
+    """Union of two projections of the same field, children in schema order."""
+    if a.logical_type != "struct" or not a.children or not b.children:
+        return a if len(a.children) >= len(b.children) else b
+    by_id = {c.id: c for c in a.children}
+    for c in b.children:
+        by_id[c.id] = _merge_projection(by_id[c.id], c) if c.id in by_id else c
+    return replace(a, children=tuple(sorted(by_id.values(), key=lambda c: c.id)))
 
 
 def _check_batch(batch_size: int) -> int:

@@ -10,6 +10,7 @@ import pyarrow as pa
 
 from lance_format.core.errors import InvalidInputError, LanceError, NotSupportedError, SchemaMismatchError
 from lance_format.core.types import LanceField, LanceSchema, fields_from_arrow
+from lance_format.encodings.base import EncodedPage
 from lance_format.file import _serde
 from lance_format.file.format import FOOTER_LEN, PAD_BYTE, PAGE_ALIGN, Footer, LanceFileVersion
 from lance_format.file.reader import assign_columns
@@ -25,17 +26,6 @@ DEFAULT_PAGE_BUFFER_BYTES = 8 * 1024 * 1024
 # Upper bound on one page's bytes (pylance's MAX_PAGE_BYTES for 2.0): keeps any single read and
 # decode bounded. Override with `max_page_bytes` or LANCE_FILE_WRITER_MAX_PAGE_BYTES.
 DEFAULT_MAX_PAGE_BYTES = 32 * 1024 * 1024
-
-
-@dataclass
-class EncodedPage:
-    """One encoded page of one column, as an encoder hands it to the writer."""
-
-    column: int
-    buffers: list[Any]
-    num_rows: int
-    encoding: _serde.RawEncoding
-    priority: int = 0
 
 
 @dataclass
@@ -202,6 +192,13 @@ class LanceFileWriter:
             self._write(PAD_BYTE * (PAGE_ALIGN - rem))
 
     def _add_page(self, page: EncodedPage) -> None:
+        pages = self._columns[page.column].pages
+        if not page.buffers and pages and not pages[-1][0] and pages[-1][4] == page.encoding:
+            # Buffer-less pages (struct, all-null) of one column merge into one page: pylance reads
+            # struct columns only when they have a single page.
+            offsets0, sizes0, rows, priority, enc = pages[-1]
+            pages[-1] = (offsets0, sizes0, rows + page.num_rows, priority, enc)
+            return
         offsets, sizes = [], []
         for buf in page.buffers:
             mv = memoryview(buf)
