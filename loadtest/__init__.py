@@ -1,0 +1,1 @@
+"""Benchmarks and load tests. Run ``python -m loadtest <name> [options]`` (``./dev bench <name>``)."""
