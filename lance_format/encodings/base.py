@@ -38,6 +38,7 @@ __all__ = [
     "expand_ranges",
     "fetch",
     "gather",
+    "join_buffers",
     "runs_for_range",
     "runs_from_sorted_indices",
     "runs_length",
@@ -176,6 +177,8 @@ def split_runs(runs: RowRuns, bounds: npt.NDArray[np.int64]) -> list[tuple[int, 
     out: list[tuple[int, RowRuns]] = []
     if len(runs) == 0:
         return out
+    if len(bounds) == 2:
+        return [(0, runs)]  # one page: nothing to cut
     first = np.searchsorted(bounds, runs[:, 0], side="right") - 1
     last = np.searchsorted(bounds, runs[:, 1] - 1, side="right") - 1
     if (first == last).all():
@@ -211,6 +214,13 @@ def expand_ranges(starts: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64])
         return np.zeros(0, dtype=np.int64)
     shift = np.asarray(starts, dtype=np.int64) - (np.cumsum(lengths) - lengths)
     return np.repeat(shift, lengths) + np.arange(total, dtype=np.int64)
+
+
+def join_buffers(bufs: list[memoryview]) -> bytes | memoryview:
+    """Concatenate fetched buffers; a single buffer is passed through without a copy."""
+    if len(bufs) == 1:
+        return bufs[0]
+    return b"".join(bufs)
 
 
 def gather(gens: list[IOGen[T]]) -> IOGen[list[T]]:

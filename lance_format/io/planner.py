@@ -52,6 +52,36 @@ class Request:
         return self.end - self.start
 
 
+# Up to this many ranges, plain Python beats numpy's per-call overhead (takes of a few rows).
+_SMALL = 16
+
+
+def _split(s: int, e: int, step: int) -> list[Request]:
+    n = -(-(e - s) // step)
+    if n <= 1:
+        return [Request(s, e)]
+    bounds = [s + ((e - s) * i) // n for i in range(n + 1)]
+    return [Request(a, b) for a, b in itertools.pairwise(bounds)]
+
+
+def _plan_small(ranges: Sequence[tuple[int, int]], limits: PlanLimits) -> list[Request]:
+    spans = sorted((int(o), int(o) + int(n)) for o, n in ranges if n > 0)
+    if not spans:
+        return []
+    if spans[0][0] < 0:
+        raise ValueError("negative offset in byte range")
+    out: list[Request] = []
+    cur_s, cur_e = spans[0]
+    for s, e in spans[1:]:
+        if s > cur_e + limits.max_gap:
+            out.extend(_split(cur_s, cur_e, limits.max_request))
+            cur_s, cur_e = s, e
+        elif e > cur_e:
+            cur_e = e
+    out.extend(_split(cur_s, cur_e, limits.max_request))
+    return out
+
+
 def plan_requests(ranges: Sequence[tuple[int, int]], limits: PlanLimits) -> list[Request]:
     """Coalesce ``(offset, length)`` ranges into requests.
 
@@ -73,6 +103,8 @@ def plan_requests(ranges: Sequence[tuple[int, int]], limits: PlanLimits) -> list
     """
     if len(ranges) == 0:
         return []
+    if len(ranges) <= _SMALL:
+        return _plan_small(ranges, limits)
     arr = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
     arr = arr[arr[:, 1] > 0]
     if len(arr) == 0:
@@ -92,13 +124,6 @@ def plan_requests(ranges: Sequence[tuple[int, int]], limits: PlanLimits) -> list
     group_ends = np.zeros(len(group_starts), dtype=np.int64)
     np.maximum.at(group_ends, group_ids, ends)
     out: list[Request] = []
-    step = limits.max_request
     for s, e in zip(group_starts.tolist(), group_ends.tolist(), strict=True):
-        n = -(-(e - s) // step)
-        if n <= 1:
-            out.append(Request(s, e))
-            continue
-        # Near-equal parts, none above max_request.
-        bounds = [s + ((e - s) * i) // n for i in range(n + 1)]
-        out.extend(Request(a, b) for a, b in itertools.pairwise(bounds))
+        out.extend(_split(s, e, limits.max_request))  # near-equal parts, none above max_request
     return out

@@ -19,6 +19,10 @@ __all__ = ["IOStats", "RangeReader"]
 # local default and keeps a 2-core box from thrashing.
 DEFAULT_IO_THREADS = 8
 
+# Below this many bytes in one call, requests run one after another in the caller's thread: handing
+# work to a pool costs ~50-100 us, more than a few small local reads take.
+PARALLEL_MIN_BYTES = 1024 * 1024
+
 _POOL: ThreadPoolExecutor | None = None
 _POOL_LOCK = threading.Lock()
 
@@ -99,7 +103,10 @@ class RangeReader:
     def read(self, ranges: Sequence[tuple[int, int]]) -> list[memoryview]:
         """Fetch ``(offset, length)`` ranges; returns one buffer per range, in the order given."""
         requests = plan_requests(ranges, self.limits)
-        datas = [self._fetch(requests[0])] if len(requests) == 1 else list(_pool().map(self._fetch, requests))
+        if len(requests) == 1 or sum(r.length for r in requests) < PARALLEL_MIN_BYTES:
+            datas = [self._fetch(r) for r in requests]
+        else:
+            datas = list(_pool().map(self._fetch, requests))
         self._count(len(requests), sum(len(d) for d in datas))
         starts = [r.start for r in requests]
         views = [memoryview(d) for d in datas]

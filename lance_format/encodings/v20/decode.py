@@ -24,6 +24,7 @@ from lance_format.encodings.base import (
     expand_ranges,
     fetch,
     gather,
+    join_buffers,
     runs_length,
     split_runs,
 )
@@ -131,7 +132,7 @@ def _decompress(ctx: DecodeContext, scheme: str, raw: bytes) -> bytes:
 
 def _flat_bytes(
     ctx: DecodeContext, page: PageInfo, flat: m.Flat, runs: RowRuns, width: int, key: tuple[Any, ...]
-) -> IOGen[bytes]:
+) -> IOGen[bytes | memoryview]:
     """The bytes of the selected values of a byte-aligned flat buffer, concatenated."""
     off, size = _page_buffer(ctx, page, flat.buffer)
     if len(runs) == 0:
@@ -146,7 +147,7 @@ def _flat_bytes(
     starts = off + runs[:, 0] * width
     lengths = (runs[:, 1] - runs[:, 0]) * width
     bufs = yield from fetch(list(zip(starts.tolist(), lengths.tolist(), strict=True)))
-    return b"".join(bufs)
+    return join_buffers(bufs)
 
 
 def decode_bits(
@@ -162,7 +163,7 @@ def decode_bits(
     first = runs[:, 0] // 8
     last = (runs[:, 1] + 7) // 8
     bufs = yield from fetch(list(zip((off + first).tolist(), (last - first).tolist(), strict=True)))
-    bits = np.unpackbits(np.frombuffer(b"".join(bufs), dtype=np.uint8), bitorder="little")
+    bits = np.unpackbits(np.frombuffer(join_buffers(bufs), dtype=np.uint8), bitorder="little")
     byte_start = np.cumsum(last - first) - (last - first)
     lengths = runs[:, 1] - runs[:, 0]
     return bits[expand_ranges(byte_start * 8 + runs[:, 0] % 8, lengths)].astype(bool)
@@ -286,25 +287,33 @@ def decode_end_offsets(
     bufs = yield from fetch(
         list(zip((off + first * 8).tolist(), ((runs[:, 1] - first) * 8).tolist(), strict=True))
     )
-    fetched = np.frombuffer(b"".join(bufs), dtype=U64)
+    fetched = np.frombuffer(join_buffers(bufs), dtype=U64)
     if fetched.size and int(fetched.max()) > np.iinfo(np.int64).max:
         raise CorruptFileError(ctx.path, "offset out of range")
     raw = fetched.astype(np.int64)
-    # Give every run a leading "previous end": the fetched one, or 0 at the page start.
-    seg_len = runs[:, 1] - first
-    seg_start = np.cumsum(seg_len) - seg_len
-    raw = np.insert(raw, seg_start[~has_prev], 0)
     lengths = runs[:, 1] - runs[:, 0]
-    seg_start = np.cumsum(lengths + 1) - (lengths + 1)
-    is_head = np.zeros(len(raw), dtype=bool)
-    is_head[seg_start] = True
-    ends_raw = raw[~is_head]
-    is_tail = np.zeros(len(raw), dtype=bool)
-    is_tail[seg_start + lengths] = True
-    prev_raw = raw[~is_tail]
-    null = ends_raw >= adjustment
-    starts = prev_raw % adjustment
-    ends = ends_raw % adjustment
+    if len(runs) == 1:
+        seg = raw if has_prev[0] else np.concatenate((np.zeros(1, dtype=np.int64), raw))
+        prev_raw, ends_raw = seg[:-1], seg[1:]
+    else:
+        # Give every run a leading "previous end": the fetched one, or 0 at the page start.
+        seg_len = runs[:, 1] - first
+        seg_start = np.cumsum(seg_len) - seg_len
+        raw = np.insert(raw, seg_start[~has_prev], 0)
+        seg_start = np.cumsum(lengths + 1) - (lengths + 1)
+        is_head = np.zeros(len(raw), dtype=bool)
+        is_head[seg_start] = True
+        ends_raw = raw[~is_head]
+        is_tail = np.zeros(len(raw), dtype=bool)
+        is_tail[seg_start + lengths] = True
+        prev_raw = raw[~is_tail]
+    if int(ends_raw.max(initial=0)) < adjustment and int(prev_raw.max(initial=0)) < adjustment:
+        # No null rows among these: skip the (slow) modulo.
+        starts, ends, null = prev_raw, ends_raw, np.zeros(len(ends_raw), dtype=bool)
+    else:
+        null = ends_raw >= adjustment
+        starts = prev_raw % adjustment
+        ends = ends_raw % adjustment
     if (ends < starts).any():
         raise CorruptFileError(ctx.path, "offsets decrease")
     return starts, ends, null
