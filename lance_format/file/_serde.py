@@ -90,7 +90,7 @@ def field_to_pb(f: LanceField) -> file_pb2.Field:
         parent_id=f.parent_id,
         logical_type=f.logical_type,
         nullable=f.nullable,
-        encoding=f.encoding,
+        encoding=file_pb2.Encoding.ValueType(f.encoding),
     )
     for k, v in f.metadata.items():
         pb.metadata[k] = v

@@ -28,6 +28,7 @@ from lance_format.encodings.base import (
     runs_length,
     split_runs,
 )
+from lance_format.encodings.buffer_compression import decompress
 from lance_format.encodings.v20 import model as m
 
 __all__ = ["decode_field"]
@@ -116,18 +117,7 @@ def _whole_buffer(ctx: DecodeContext, page: PageInfo, flat: m.Flat, key: tuple[A
 
 
 def _decompress(ctx: DecodeContext, scheme: str, raw: bytes) -> bytes:
-    try:
-        if scheme == "zstd":
-            import zstandard
-
-            return zstandard.ZstdDecompressor().decompressobj().decompress(raw)
-        if scheme == "lz4":
-            import lz4.frame
-
-            return bytes(lz4.frame.decompress(raw))
-    except Exception as e:  # codec libraries raise their own error types
-        raise CorruptFileError(ctx.path, f"{scheme} buffer does not decompress: {e}") from None
-    raise NotSupportedError(f"{ctx.path}: buffer compression {scheme!r} is not supported")
+    return decompress(scheme, raw, ctx.path)
 
 
 def _flat_bytes(
@@ -344,7 +334,7 @@ def _decode_binary(
     if not isinstance(enc.bytes, m.Flat) or enc.bytes.bits != 8:
         raise NotSupportedError(f"{ctx.path}: binary bytes encoded as {enc.bytes}")
     lengths = ends - starts
-    data = b""
+    data: bytes | memoryview = b""
     if n:
         lo, hi = _run_spans(runs, starts, ends)
         span_runs = np.stack([lo, hi], axis=1)

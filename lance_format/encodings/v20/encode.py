@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 from lance_format.core.errors import NotSupportedError
 from lance_format.core.types import LanceField
 from lance_format.encodings.base import EncodedPage
+from lance_format.encodings.buffer_compression import compress
 from lance_format.encodings.v20 import model as m
 from lance_format.encodings.v20._serde import array_encoding_to_bytes, column_encoding_to_bytes
 
@@ -24,6 +25,9 @@ __all__ = ["check_writable", "column_encoding_for", "encode_field"]
 # pylance dictionary-encodes a `string` page when it has at least this many rows and fewer distinct
 # values than this (LANCE_DICT_ENCODING_THRESHOLD, default 100); matching it keeps files alike.
 DICT_ENCODING_THRESHOLD = 100
+
+# Field metadata that opts string/binary bytes into general compression (as in pylance's 2.0 writer).
+COMPRESSION_KEY = "lance-encoding:compression"
 
 
 def check_writable(field: LanceField) -> None:
@@ -82,7 +86,9 @@ def _with_nulls(
     return m.SomeNull(m.Flat(1, validity_first), values)
 
 
-def _encode_values(arr: pa.Array, bufs: _Buffers, name: str) -> m.ArrayEncoding:
+def _encode_values(
+    arr: pa.Array, bufs: _Buffers, name: str, compression: str | None = None
+) -> m.ArrayEncoding:
     """A leaf array (anything but struct and list) as an encoding tree plus buffers."""
     t = arr.type
     n = len(arr)
@@ -95,7 +101,7 @@ def _encode_values(arr: pa.Array, bufs: _Buffers, name: str) -> m.ArrayEncoding:
     if _is_binary_like(t):
         if pa.types.is_string(t) and _auto_dictionary(arr):
             return _encode_auto_dictionary(arr, bufs)
-        return _encode_binary(arr, bufs)
+        return _encode_binary(arr, bufs, compression)
     validity = bufs.add(_bitmap(_valid(arr))) if arr.null_count else None
     if pa.types.is_boolean(t):
         bits = np.asarray(pc.fill_null(arr, False).to_numpy(zero_copy_only=False), dtype=bool)
@@ -155,11 +161,11 @@ def _binary_parts(arr: pa.Array) -> tuple[npt.NDArray[np.uint64], memoryview, in
     return ends, body, adjustment
 
 
-def _encode_binary(arr: pa.Array, bufs: _Buffers) -> m.Binary:
+def _encode_binary(arr: pa.Array, bufs: _Buffers, compression: str | None = None) -> m.Binary:
     ends, body, adjustment = _binary_parts(arr)
     offsets_ref = bufs.add(ends.astype("<u8").tobytes())
-    bytes_ref = bufs.add(body)
-    return m.Binary(m.NoNull(m.Flat(64, offsets_ref)), m.Flat(8, bytes_ref), adjustment)
+    bytes_ref = bufs.add(compress(compression, body) if compression else body)
+    return m.Binary(m.NoNull(m.Flat(64, offsets_ref)), m.Flat(8, bytes_ref, compression), adjustment)
 
 
 def _index_bits(count: int) -> int:
@@ -240,5 +246,6 @@ def _encode(field: LanceField, arr: pa.Array, columns_of: dict[int, int], out: l
         _encode(field.children[0], arr.values.slice(start, end - start), columns_of, out)
         return
     bufs = _Buffers()
-    leaf = _encode_values(arr, bufs, field.name)
+    scheme = field.metadata.get(COMPRESSION_KEY, b"").decode(errors="replace").lower()
+    leaf = _encode_values(arr, bufs, field.name, scheme if scheme in ("zstd", "lz4") else None)
     out.append(_page(columns_of, field, leaf, bufs, n))
