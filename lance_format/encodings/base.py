@@ -156,6 +156,8 @@ def runs_from_sorted_indices(indices: npt.NDArray[np.integer[Any]]) -> RowRuns:
 
 def runs_length(runs: RowRuns) -> int:
     """Total rows the runs select."""
+    if len(runs) == 1:
+        return int(runs[0, 1] - runs[0, 0])
     return int((runs[:, 1] - runs[:, 0]).sum()) if len(runs) else 0
 
 

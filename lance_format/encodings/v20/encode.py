@@ -110,13 +110,6 @@ def _encode_values(
         dim = t.list_size
         child = arr.values.slice(arr.offset * dim, n * dim)
         items = _encode_values(child, bufs, name)
-        if isinstance(items, m.AllNull):
-            # Keep the FSL shape even when every item is null: a validity of zeros, zeroed values.
-            vref = bufs.add(_bitmap(np.zeros(len(child), dtype=bool)))
-            items = m.SomeNull(
-                m.Flat(1, vref),
-                m.Flat(t.value_type.bit_width, bufs.add(bytes(len(child) * t.value_type.bit_width // 8))),
-            )
         return _with_nulls(arr, m.FixedSizeList(dim, items), bufs, validity)
     width = t.byte_width if pa.types.is_fixed_size_binary(t) else t.bit_width // 8
     if not width:
