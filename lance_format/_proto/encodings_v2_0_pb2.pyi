@@ -176,6 +176,8 @@ Global___List: _TypeAlias = List  # noqa: Y015
 
 @_typing.final
 class FixedSizeList(_message.Message):
+    """Fixed-size lists: `dimension` items per row, encoded as one child array."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     DIMENSION_FIELD_NUMBER: _builtins.int
@@ -257,6 +259,8 @@ Global___Flat: _TypeAlias = Flat  # noqa: Y015
 
 @_typing.final
 class Constant(_message.Message):
+    """Every value equal to one scalar (not written in 2.0 files)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     VALUE_FIELD_NUMBER: _builtins.int
@@ -276,6 +280,8 @@ Global___Constant: _TypeAlias = Constant  # noqa: Y015
 
 @_typing.final
 class Bitpacked(_message.Message):
+    """Integers stored with fewer bits per value (file version 2.1 and up only)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     COMPRESSED_BITS_PER_VALUE_FIELD_NUMBER: _builtins.int
@@ -305,6 +311,8 @@ Global___Bitpacked: _TypeAlias = Bitpacked  # noqa: Y015
 
 @_typing.final
 class BitpackedForNonNeg(_message.Message):
+    """Bitpacking for non-negative integers (file version 2.1 and up only)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     COMPRESSED_BITS_PER_VALUE_FIELD_NUMBER: _builtins.int
@@ -331,6 +339,10 @@ Global___BitpackedForNonNeg: _TypeAlias = BitpackedForNonNeg  # noqa: Y015
 
 @_typing.final
 class InlineBitpacking(_message.Message):
+    """Messages marked "2.1 draft" are early 2.1 experiments that Lance keeps in this package;
+    pylance does not write them in 2.0 files. 2.1 draft: bit width stored per block.
+    """
+
     DESCRIPTOR: _descriptor.Descriptor
 
     UNCOMPRESSED_BITS_PER_VALUE_FIELD_NUMBER: _builtins.int
@@ -350,6 +362,8 @@ Global___InlineBitpacking: _TypeAlias = InlineBitpacking  # noqa: Y015
 
 @_typing.final
 class OutOfLineBitpacking(_message.Message):
+    """2.1 draft: one bit width for the whole buffer."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     UNCOMPRESSED_BITS_PER_VALUE_FIELD_NUMBER: _builtins.int
@@ -418,6 +432,8 @@ Global___Binary: _TypeAlias = Binary  # noqa: Y015
 
 @_typing.final
 class Variable(_message.Message):
+    """2.1 draft: variable-width values with offsets of a fixed width."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     BITS_PER_OFFSET_FIELD_NUMBER: _builtins.int
@@ -437,6 +453,8 @@ Global___Variable: _TypeAlias = Variable  # noqa: Y015
 
 @_typing.final
 class Fsst(_message.Message):
+    """Strings compressed with an FSST symbol table, wrapping a Binary encoding."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     BINARY_FIELD_NUMBER: _builtins.int
@@ -460,6 +478,8 @@ Global___Fsst: _TypeAlias = Fsst  # noqa: Y015
 
 @_typing.final
 class Dictionary(_message.Message):
+    """Dictionary encoding: per-row indices into a page-local dictionary of items."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     INDICES_FIELD_NUMBER: _builtins.int
@@ -513,6 +533,8 @@ Global___PackedStruct: _TypeAlias = PackedStruct  # noqa: Y015
 
 @_typing.final
 class PackedStructFixedWidthMiniBlock(_message.Message):
+    """2.1 draft: a packed struct of fixed-width children in mini-blocks."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     FLAT_FIELD_NUMBER: _builtins.int
@@ -537,6 +559,8 @@ Global___PackedStructFixedWidthMiniBlock: _TypeAlias = PackedStructFixedWidthMin
 
 @_typing.final
 class FixedSizeBinary(_message.Message):
+    """Fixed-width binary values stored as one byte buffer."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     BYTES_FIELD_NUMBER: _builtins.int
@@ -560,6 +584,8 @@ Global___FixedSizeBinary: _TypeAlias = FixedSizeBinary  # noqa: Y015
 
 @_typing.final
 class Block(_message.Message):
+    """2.1 draft: a general codec applied per block."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SCHEME_FIELD_NUMBER: _builtins.int
@@ -579,6 +605,8 @@ Global___Block: _TypeAlias = Block  # noqa: Y015
 
 @_typing.final
 class Rle(_message.Message):
+    """2.1 draft: run-length encoding."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     BITS_PER_VALUE_FIELD_NUMBER: _builtins.int
@@ -598,6 +626,8 @@ Global___Rle: _TypeAlias = Rle  # noqa: Y015
 
 @_typing.final
 class ByteStreamSplit(_message.Message):
+    """2.1 draft: values split into byte streams."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     BITS_PER_VALUE_FIELD_NUMBER: _builtins.int
@@ -617,6 +647,8 @@ Global___ByteStreamSplit: _TypeAlias = ByteStreamSplit  # noqa: Y015
 
 @_typing.final
 class GeneralMiniBlock(_message.Message):
+    """2.1 draft: a general codec over an inner mini-block encoding."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     INNER_FIELD_NUMBER: _builtins.int

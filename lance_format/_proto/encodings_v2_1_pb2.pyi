@@ -57,7 +57,8 @@ class _CompressionSchemeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Com
     COMPRESSION_ALGORITHM_LZ4: _CompressionScheme.ValueType  # 1
     COMPRESSION_ALGORITHM_ZSTD: _CompressionScheme.ValueType  # 2
 
-class CompressionScheme(_CompressionScheme, metaclass=_CompressionSchemeEnumTypeWrapper): ...
+class CompressionScheme(_CompressionScheme, metaclass=_CompressionSchemeEnumTypeWrapper):
+    """General-purpose codecs for a whole buffer."""
 
 COMPRESSION_ALGORITHM_UNSPECIFIED: CompressionScheme.ValueType  # 0
 COMPRESSION_ALGORITHM_LZ4: CompressionScheme.ValueType  # 1
@@ -248,12 +249,16 @@ class PageLayout(_message.Message):
     def mini_block_layout(self) -> Global___MiniBlockLayout: ...
     @_builtins.property
     def constant_layout(self) -> Global___ConstantLayout:
-        """the all-null layout of early 2.1 writers is a subset"""
+        """Older Lance calls field 2 all_null_layout (an AllNullLayout with only `layers = 5`); the
+        same bytes parse as a ConstantLayout without inline_value.
+        """
 
     @_builtins.property
     def full_zip_layout(self) -> Global___FullZipLayout: ...
     @_builtins.property
-    def blob_layout(self) -> Global___BlobLayout: ...
+    def blob_layout(self) -> Global___BlobLayout:
+        """5 is a sparse layout of the unstable 2.3 format; not modelled."""
+
     def __init__(
         self,
         *,
@@ -274,6 +279,8 @@ Global___PageLayout: _TypeAlias = PageLayout  # noqa: Y015
 
 @_typing.final
 class BufferCompression(_message.Message):
+    """A codec (and optional level) applied to one buffer."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SCHEME_FIELD_NUMBER: _builtins.int
@@ -298,6 +305,8 @@ Global___BufferCompression: _TypeAlias = BufferCompression  # noqa: Y015
 
 @_typing.final
 class Flat(_message.Message):
+    """Fixed-width values, one after another (a leaf)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     BITS_PER_VALUE_FIELD_NUMBER: _builtins.int
@@ -323,6 +332,8 @@ Global___Flat: _TypeAlias = Flat  # noqa: Y015
 
 @_typing.final
 class Variable(_message.Message):
+    """Variable-width values: compressed offsets plus the value bytes."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     OFFSETS_FIELD_NUMBER: _builtins.int
@@ -349,6 +360,8 @@ Global___Variable: _TypeAlias = Variable  # noqa: Y015
 
 @_typing.final
 class Constant(_message.Message):
+    """Every value equal to one scalar, kept in the description (no buffer)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     VALUE_FIELD_NUMBER: _builtins.int
@@ -425,6 +438,8 @@ Global___Delta: _TypeAlias = Delta  # noqa: Y015
 
 @_typing.final
 class OutOfLineBitpacking(_message.Message):
+    """Bitpacking with one bit width for the whole buffer (FastLanes order)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     UNCOMPRESSED_BITS_PER_VALUE_FIELD_NUMBER: _builtins.int
@@ -448,6 +463,8 @@ Global___OutOfLineBitpacking: _TypeAlias = OutOfLineBitpacking  # noqa: Y015
 
 @_typing.final
 class InlineBitpacking(_message.Message):
+    """Bitpacking with the bit width stored at the start of each 1024-value chunk."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     UNCOMPRESSED_BITS_PER_VALUE_FIELD_NUMBER: _builtins.int
@@ -473,6 +490,8 @@ Global___InlineBitpacking: _TypeAlias = InlineBitpacking  # noqa: Y015
 
 @_typing.final
 class Fsst(_message.Message):
+    """Strings compressed with a page-wide FSST symbol table."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SYMBOL_TABLE_FIELD_NUMBER: _builtins.int
@@ -496,6 +515,8 @@ Global___Fsst: _TypeAlias = Fsst  # noqa: Y015
 
 @_typing.final
 class Dictionary(_message.Message):
+    """Values replaced by indices into a dictionary."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     INDICES_FIELD_NUMBER: _builtins.int
@@ -523,6 +544,8 @@ Global___Dictionary: _TypeAlias = Dictionary  # noqa: Y015
 
 @_typing.final
 class Rle(_message.Message):
+    """Run-length encoding: run values and run lengths."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     VALUES_FIELD_NUMBER: _builtins.int
@@ -547,6 +570,8 @@ Global___Rle: _TypeAlias = Rle  # noqa: Y015
 
 @_typing.final
 class FixedSizeList(_message.Message):
+    """Fixed-size lists flattened into their items."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     ITEMS_PER_VALUE_FIELD_NUMBER: _builtins.int
@@ -573,6 +598,8 @@ Global___FixedSizeList: _TypeAlias = FixedSizeList  # noqa: Y015
 
 @_typing.final
 class PackedStruct(_message.Message):
+    """A struct of fixed-width children packed row by row."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     BITS_PER_VALUE_FIELD_NUMBER: _builtins.int
@@ -597,6 +624,8 @@ Global___PackedStruct: _TypeAlias = PackedStruct  # noqa: Y015
 
 @_typing.final
 class VariablePackedStruct(_message.Message):
+    """A struct with variable-width children packed row by row (2.2)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     @_typing.final
@@ -643,6 +672,8 @@ Global___VariablePackedStruct: _TypeAlias = VariablePackedStruct  # noqa: Y015
 
 @_typing.final
 class General(_message.Message):
+    """A general codec applied to the output of an inner encoding."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     COMPRESSION_FIELD_NUMBER: _builtins.int
@@ -667,6 +698,8 @@ Global___General: _TypeAlias = General  # noqa: Y015
 
 @_typing.final
 class ByteStreamSplit(_message.Message):
+    """Fixed-width values split into one stream per byte position."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     VALUES_FIELD_NUMBER: _builtins.int

@@ -68,6 +68,8 @@ Global___DirectEncoding: _TypeAlias = DirectEncoding  # noqa: Y015
 
 @_typing.final
 class Encoding(_message.Message):
+    """Where an encoding description lives (pylance always writes `direct`)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     INDIRECT_FIELD_NUMBER: _builtins.int

@@ -249,6 +249,8 @@ class Field(_message.Message):
     METADATA_FIELD_NUMBER: _builtins.int
     UNENFORCED_PRIMARY_KEY_FIELD_NUMBER: _builtins.int
     UNENFORCED_PRIMARY_KEY_POSITION_FIELD_NUMBER: _builtins.int
+    UNENFORCED_CLUSTERING_KEY_FIELD_NUMBER: _builtins.int
+    UNENFORCED_CLUSTERING_KEY_POSITION_FIELD_NUMBER: _builtins.int
     type: Global___Field.Type.ValueType
     """always PARENT (0) in practice"""
     name: _builtins.str
@@ -263,7 +265,13 @@ class Field(_message.Message):
     extension_name: _builtins.str
     """superseded by the ARROW:extension:name metadata key"""
     unenforced_primary_key: _builtins.bool
+    """Unenforced keys, declared through field metadata ("lance-schema:unenforced-...")."""
     unenforced_primary_key_position: _builtins.int
+    """1-based; 0 = order by field id"""
+    unenforced_clustering_key: _builtins.bool
+    """not written by pylance 14; the position says it all"""
+    unenforced_clustering_key_position: _builtins.int
+    """1-based; 0 = not part of the clustering key"""
     @_builtins.property
     def dictionary(self) -> Global___Dictionary: ...
     @_builtins.property
@@ -283,10 +291,12 @@ class Field(_message.Message):
         metadata: _abc.Mapping[_builtins.str, _builtins.bytes] | None = ...,
         unenforced_primary_key: _builtins.bool = ...,
         unenforced_primary_key_position: _builtins.int = ...,
+        unenforced_clustering_key: _builtins.bool = ...,
+        unenforced_clustering_key_position: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["dictionary", b"dictionary"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["dictionary", b"dictionary", "encoding", b"encoding", "extension_name", b"extension_name", "id", b"id", "logical_type", b"logical_type", "metadata", b"metadata", "name", b"name", "nullable", b"nullable", "parent_id", b"parent_id", "type", b"type", "unenforced_primary_key", b"unenforced_primary_key", "unenforced_primary_key_position", b"unenforced_primary_key_position"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dictionary", b"dictionary", "encoding", b"encoding", "extension_name", b"extension_name", "id", b"id", "logical_type", b"logical_type", "metadata", b"metadata", "name", b"name", "nullable", b"nullable", "parent_id", b"parent_id", "type", b"type", "unenforced_clustering_key", b"unenforced_clustering_key", "unenforced_clustering_key_position", b"unenforced_clustering_key_position", "unenforced_primary_key", b"unenforced_primary_key", "unenforced_primary_key_position", b"unenforced_primary_key_position"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

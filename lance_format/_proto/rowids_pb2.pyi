@@ -44,6 +44,8 @@ Global___RowIdSequence: _TypeAlias = RowIdSequence  # noqa: Y015
 
 @_typing.final
 class U64Segment(_message.Message):
+    """A run of u64 values in one of several compact forms."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     @_typing.final
@@ -262,6 +264,8 @@ Global___RowDatasetVersionSequence: _TypeAlias = RowDatasetVersionSequence  # no
 
 @_typing.final
 class RowDatasetVersionRun(_message.Message):
+    """A span of rows (by position in the fragment) and one version for all of them."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SPAN_FIELD_NUMBER: _builtins.int

@@ -202,9 +202,15 @@ class Manifest(_message.Message):
     next_row_id: _builtins.int
     """stable row ids only"""
     branch: _builtins.str
+    """unset on the main branch"""
     transaction_section_deprecated: _builtins.int
+    """Where the inline, length-prefixed Transaction starts. Older writers used 21; pylance 14 writes 23
+    (even when the position is 0). Readers should try 23, then 21.
+    """
     transaction_section: _builtins.int
-    """position of the inline, length-prefixed Transaction"""
+    """pylance 14 also knows fragment_tree, max_allocated_field_id, clustering and max_clustering_id;
+    their numbers are unconfirmed (probably 22 and 24..26), so they are left out until verified.
+    """
     @_builtins.property
     def fields(self) -> _containers.RepeatedCompositeFieldContainer[_file_pb2.Field]:
         """depth-first, parents before children"""
@@ -311,6 +317,8 @@ Global___BasePath: _TypeAlias = BasePath  # noqa: Y015
 
 @_typing.final
 class VersionAuxData(_message.Message):
+    """Extra data attached to one version, loaded only on demand."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     @_typing.final
@@ -375,6 +383,8 @@ Global___IndexFile: _TypeAlias = IndexFile  # noqa: Y015
 
 @_typing.final
 class IndexMetadata(_message.Message):
+    """One index (or one segment of an index) as recorded in a version."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     UUID_FIELD_NUMBER: _builtins.int
@@ -394,17 +404,24 @@ class IndexMetadata(_message.Message):
     """portable 32-bit Roaring bitmap of covered fragment ids"""
     index_version: _builtins.int
     created_at: _builtins.int
+    """milliseconds since the epoch"""
     base_id: _builtins.int
     @_builtins.property
     def uuid(self) -> Global___UUID: ...
     @_builtins.property
-    def fields(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def fields(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """field ids; keyed ones first, then any covered (carried) ones"""
+
     @_builtins.property
     def index_details(self) -> _any_pb2.Any: ...
     @_builtins.property
-    def files(self) -> _containers.RepeatedCompositeFieldContainer[Global___IndexFile]: ...
+    def files(self) -> _containers.RepeatedCompositeFieldContainer[Global___IndexFile]:
+        """empty when the sizes are unknown"""
+
     @_builtins.property
-    def covering_fields(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def covering_fields(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """trailing fields the index only carries (reader flag 128)"""
+
     def __init__(
         self,
         *,
@@ -441,6 +458,8 @@ Global___IndexMetadata: _TypeAlias = IndexMetadata  # noqa: Y015
 
 @_typing.final
 class IndexSection(_message.Message):
+    """The indices of one version, stored length-prefixed in the manifest file."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     INDICES_FIELD_NUMBER: _builtins.int
@@ -495,7 +514,9 @@ class DataFragment(_message.Message):
     @_builtins.property
     def external_created_at_versions(self) -> Global___ExternalFile: ...
     @_builtins.property
-    def overlays(self) -> _containers.RepeatedCompositeFieldContainer[Global___DataOverlayFile]: ...
+    def overlays(self) -> _containers.RepeatedCompositeFieldContainer[Global___DataOverlayFile]:
+        """newest last; empty unless reader flag 64"""
+
     def __init__(
         self,
         *,
@@ -660,44 +681,30 @@ Global___ExternalFile: _TypeAlias = ExternalFile  # noqa: Y015
 
 @_typing.final
 class DataOverlayFile(_message.Message):
-    """A data file that overrides some cells of a fragment (unstable feature)."""
+    """A data file that supplies new values for some cells of a fragment (unstable; reader flag 64)."""
 
     DESCRIPTOR: _descriptor.Descriptor
-
-    @_typing.final
-    class FieldCoverage(_message.Message):
-        DESCRIPTOR: _descriptor.Descriptor
-
-        OFFSET_BITMAPS_FIELD_NUMBER: _builtins.int
-        @_builtins.property
-        def offset_bitmaps(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]: ...
-        def __init__(
-            self,
-            *,
-            offset_bitmaps: _abc.Iterable[_builtins.bytes] | None = ...,
-        ) -> None: ...
-        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
-        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-        _ClearFieldArgType: _TypeAlias = _typing.Literal["offset_bitmaps", b"offset_bitmaps"]  # noqa: Y015
-        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-        def WhichOneof(self, oneof_group: _Never) -> None: ...
 
     DATA_FILE_FIELD_NUMBER: _builtins.int
     SHARED_OFFSET_BITMAP_FIELD_NUMBER: _builtins.int
     FIELD_COVERAGE_FIELD_NUMBER: _builtins.int
     COMMITTED_VERSION_FIELD_NUMBER: _builtins.int
     shared_offset_bitmap: _builtins.bytes
+    """one Roaring bitmap of row offsets, for every field"""
     committed_version: _builtins.int
+    """the version that committed the overlay"""
     @_builtins.property
     def data_file(self) -> Global___DataFile: ...
     @_builtins.property
-    def field_coverage(self) -> Global___DataOverlayFile.FieldCoverage: ...
+    def field_coverage(self) -> Global___FieldCoverage:
+        """a bitmap per field"""
+
     def __init__(
         self,
         *,
         data_file: Global___DataFile | None = ...,
         shared_offset_bitmap: _builtins.bytes = ...,
-        field_coverage: Global___DataOverlayFile.FieldCoverage | None = ...,
+        field_coverage: Global___FieldCoverage | None = ...,
         committed_version: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["coverage", b"coverage", "data_file", b"data_file", "field_coverage", b"field_coverage", "shared_offset_bitmap", b"shared_offset_bitmap"]  # noqa: Y015
@@ -711,7 +718,31 @@ class DataOverlayFile(_message.Message):
 Global___DataOverlayFile: _TypeAlias = DataOverlayFile  # noqa: Y015
 
 @_typing.final
+class FieldCoverage(_message.Message):
+    """Per-field row offsets an overlay covers, one Roaring bitmap per entry of data_file.fields."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OFFSET_BITMAPS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def offset_bitmaps(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]: ...
+    def __init__(
+        self,
+        *,
+        offset_bitmaps: _abc.Iterable[_builtins.bytes] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["offset_bitmaps", b"offset_bitmaps"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___FieldCoverage: _TypeAlias = FieldCoverage  # noqa: Y015
+
+@_typing.final
 class VectorIndexDetails(_message.Message):
+    """Index details of vector indices (the payload lives in the index files)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     def __init__(
@@ -727,7 +758,7 @@ Global___VectorIndexDetails: _TypeAlias = VectorIndexDetails  # noqa: Y015
 
 @_typing.final
 class FragmentReuseIndexDetails(_message.Message):
-    """Details of the system index that remaps row addresses after compaction."""
+    """Details of the system index that maps old row addresses to new ones after compaction."""
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -735,19 +766,100 @@ class FragmentReuseIndexDetails(_message.Message):
     class InlineContent(_message.Message):
         DESCRIPTOR: _descriptor.Descriptor
 
-        VERSIONS_FIELD_NUMBER: _builtins.int
+        LEGACY_VERSIONS_FIELD_NUMBER: _builtins.int
+        TRANSITIONS_FIELD_NUMBER: _builtins.int
         @_builtins.property
-        def versions(self) -> _containers.RepeatedCompositeFieldContainer[Global___FragmentReuseIndexDetails.Version]: ...
+        def legacy_versions(self) -> _containers.RepeatedCompositeFieldContainer[Global___FragmentReuseIndexDetails.Version]: ...
+        @_builtins.property
+        def transitions(self) -> _containers.RepeatedCompositeFieldContainer[Global___FragmentReuseIndexDetails.Transition]: ...
         def __init__(
             self,
             *,
-            versions: _abc.Iterable[Global___FragmentReuseIndexDetails.Version] | None = ...,
+            legacy_versions: _abc.Iterable[Global___FragmentReuseIndexDetails.Version] | None = ...,
+            transitions: _abc.Iterable[Global___FragmentReuseIndexDetails.Transition] | None = ...,
         ) -> None: ...
         _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
         def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-        _ClearFieldArgType: _TypeAlias = _typing.Literal["versions", b"versions"]  # noqa: Y015
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["legacy_versions", b"legacy_versions", "transitions", b"transitions"]  # noqa: Y015
         def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
         def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    @_typing.final
+    class Transition(_message.Message):
+        """Whole source fragments replaced by destination fragments."""
+
+        DESCRIPTOR: _descriptor.Descriptor
+
+        SOURCES_FIELD_NUMBER: _builtins.int
+        DESTINATIONS_FIELD_NUMBER: _builtins.int
+        ORDERED_COMPACTION_FIELD_NUMBER: _builtins.int
+        STABLE_PARTITION_FIELD_NUMBER: _builtins.int
+        @_builtins.property
+        def sources(self) -> _containers.RepeatedCompositeFieldContainer[Global___FragmentReuseIndexDetails.FragmentDigest]: ...
+        @_builtins.property
+        def destinations(self) -> _containers.RepeatedCompositeFieldContainer[Global___FragmentReuseIndexDetails.FragmentDigest]: ...
+        @_builtins.property
+        def ordered_compaction(self) -> Global___FragmentReuseIndexDetails.OrderedCompaction: ...
+        @_builtins.property
+        def stable_partition(self) -> Global___FragmentReuseIndexDetails.StablePartition: ...
+        def __init__(
+            self,
+            *,
+            sources: _abc.Iterable[Global___FragmentReuseIndexDetails.FragmentDigest] | None = ...,
+            destinations: _abc.Iterable[Global___FragmentReuseIndexDetails.FragmentDigest] | None = ...,
+            ordered_compaction: Global___FragmentReuseIndexDetails.OrderedCompaction | None = ...,
+            stable_partition: Global___FragmentReuseIndexDetails.StablePartition | None = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _typing.Literal["mapping", b"mapping", "ordered_compaction", b"ordered_compaction", "stable_partition", b"stable_partition"]  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["destinations", b"destinations", "mapping", b"mapping", "ordered_compaction", b"ordered_compaction", "sources", b"sources", "stable_partition", b"stable_partition"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        _WhichOneofReturnType_mapping: _TypeAlias = _typing.Literal["ordered_compaction", "stable_partition"]  # noqa: Y015
+        _WhichOneofArgType_mapping: _TypeAlias = _typing.Literal["mapping", b"mapping"]  # noqa: Y015
+        def WhichOneof(self, oneof_group: _WhichOneofArgType_mapping) -> _WhichOneofReturnType_mapping | None: ...
+
+    @_typing.final
+    class OrderedCompaction(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        CHANGED_ROW_ADDRS_FIELD_NUMBER: _builtins.int
+        changed_row_addrs: _builtins.bytes
+        """RoaringTreemap of surviving source row addresses"""
+        def __init__(
+            self,
+            *,
+            changed_row_addrs: _builtins.bytes = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["changed_row_addrs", b"changed_row_addrs"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    @_typing.final
+    class StablePartition(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        MAP_ID_FIELD_NUMBER: _builtins.int
+        MAP_SIZE_BYTES_FIELD_NUMBER: _builtins.int
+        BASE_ID_FIELD_NUMBER: _builtins.int
+        map_id: _builtins.str
+        map_size_bytes: _builtins.int
+        base_id: _builtins.int
+        def __init__(
+            self,
+            *,
+            map_id: _builtins.str = ...,
+            map_size_bytes: _builtins.int = ...,
+            base_id: _builtins.int | None = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _typing.Literal["_base_id", b"_base_id", "base_id", b"base_id"]  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["_base_id", b"_base_id", "base_id", b"base_id", "map_id", b"map_id", "map_size_bytes", b"map_size_bytes"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        _WhichOneofReturnType__base_id: _TypeAlias = _typing.Literal["base_id"]  # noqa: Y015
+        _WhichOneofArgType__base_id: _TypeAlias = _typing.Literal["_base_id", b"_base_id"]  # noqa: Y015
+        def WhichOneof(self, oneof_group: _WhichOneofArgType__base_id) -> _WhichOneofReturnType__base_id | None: ...
 
     @_typing.final
     class FragmentDigest(_message.Message):
@@ -823,7 +935,9 @@ class FragmentReuseIndexDetails(_message.Message):
     @_builtins.property
     def inline(self) -> Global___FragmentReuseIndexDetails.InlineContent: ...
     @_builtins.property
-    def external(self) -> Global___ExternalFile: ...
+    def external(self) -> Global___ExternalFile:
+        """an InlineContent message stored in a file"""
+
     def __init__(
         self,
         *,
@@ -841,96 +955,28 @@ class FragmentReuseIndexDetails(_message.Message):
 Global___FragmentReuseIndexDetails: _TypeAlias = FragmentReuseIndexDetails  # noqa: Y015
 
 @_typing.final
-class MemWalIndexDetails(_message.Message):
-    """Details of the write-ahead-log system index."""
+class CompactedSsTable(_message.Message):
+    """The newest SSTable generation of a MemWAL shard merged into the base table. The rest of the
+    MemWAL family (shard manifests, index details) is not modelled here.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
-    @_typing.final
-    class MemWalId(_message.Message):
-        DESCRIPTOR: _descriptor.Descriptor
-
-        REGION_FIELD_NUMBER: _builtins.int
-        GENERATION_FIELD_NUMBER: _builtins.int
-        region: _builtins.str
-        generation: _builtins.int
-        def __init__(
-            self,
-            *,
-            region: _builtins.str = ...,
-            generation: _builtins.int = ...,
-        ) -> None: ...
-        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
-        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-        _ClearFieldArgType: _TypeAlias = _typing.Literal["generation", b"generation", "region", b"region"]  # noqa: Y015
-        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-        def WhichOneof(self, oneof_group: _Never) -> None: ...
-
-    @_typing.final
-    class MemWal(_message.Message):
-        DESCRIPTOR: _descriptor.Descriptor
-
-        class _State:
-            ValueType = _typing.NewType("ValueType", _builtins.int)
-            V: _TypeAlias = ValueType  # noqa: Y015
-
-        class _StateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[MemWalIndexDetails.MemWal._State.ValueType], _builtins.type):
-            DESCRIPTOR: _descriptor.EnumDescriptor
-            OPEN: MemWalIndexDetails.MemWal._State.ValueType  # 0
-            SEALED: MemWalIndexDetails.MemWal._State.ValueType  # 1
-            FLUSHED: MemWalIndexDetails.MemWal._State.ValueType  # 2
-            MERGED: MemWalIndexDetails.MemWal._State.ValueType  # 3
-
-        class State(_State, metaclass=_StateEnumTypeWrapper): ...
-        OPEN: MemWalIndexDetails.MemWal.State.ValueType  # 0
-        SEALED: MemWalIndexDetails.MemWal.State.ValueType  # 1
-        FLUSHED: MemWalIndexDetails.MemWal.State.ValueType  # 2
-        MERGED: MemWalIndexDetails.MemWal.State.ValueType  # 3
-
-        ID_FIELD_NUMBER: _builtins.int
-        MEM_TABLE_LOCATION_FIELD_NUMBER: _builtins.int
-        WAL_LOCATION_FIELD_NUMBER: _builtins.int
-        WAL_ENTRIES_FIELD_NUMBER: _builtins.int
-        STATE_FIELD_NUMBER: _builtins.int
-        OWNER_ID_FIELD_NUMBER: _builtins.int
-        LAST_UPDATED_DATASET_VERSION_FIELD_NUMBER: _builtins.int
-        mem_table_location: _builtins.str
-        wal_location: _builtins.str
-        wal_entries: _builtins.bytes
-        state: Global___MemWalIndexDetails.MemWal.State.ValueType
-        owner_id: _builtins.str
-        last_updated_dataset_version: _builtins.int
-        @_builtins.property
-        def id(self) -> Global___MemWalIndexDetails.MemWalId: ...
-        def __init__(
-            self,
-            *,
-            id: Global___MemWalIndexDetails.MemWalId | None = ...,
-            mem_table_location: _builtins.str = ...,
-            wal_location: _builtins.str = ...,
-            wal_entries: _builtins.bytes = ...,
-            state: Global___MemWalIndexDetails.MemWal.State.ValueType = ...,
-            owner_id: _builtins.str = ...,
-            last_updated_dataset_version: _builtins.int = ...,
-        ) -> None: ...
-        _HasFieldArgType: _TypeAlias = _typing.Literal["id", b"id"]  # noqa: Y015
-        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-        _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "last_updated_dataset_version", b"last_updated_dataset_version", "mem_table_location", b"mem_table_location", "owner_id", b"owner_id", "state", b"state", "wal_entries", b"wal_entries", "wal_location", b"wal_location"]  # noqa: Y015
-        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-        def WhichOneof(self, oneof_group: _Never) -> None: ...
-
-    MEM_WAL_LIST_FIELD_NUMBER: _builtins.int
+    SHARD_ID_FIELD_NUMBER: _builtins.int
+    GENERATION_FIELD_NUMBER: _builtins.int
+    generation: _builtins.int
     @_builtins.property
-    def mem_wal_list(self) -> _containers.RepeatedCompositeFieldContainer[Global___MemWalIndexDetails.MemWal]: ...
+    def shard_id(self) -> Global___UUID: ...
     def __init__(
         self,
         *,
-        mem_wal_list: _abc.Iterable[Global___MemWalIndexDetails.MemWal] | None = ...,
+        shard_id: Global___UUID | None = ...,
+        generation: _builtins.int = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["shard_id", b"shard_id"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["mem_wal_list", b"mem_wal_list"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["generation", b"generation", "shard_id", b"shard_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___MemWalIndexDetails: _TypeAlias = MemWalIndexDetails  # noqa: Y015
+Global___CompactedSsTable: _TypeAlias = CompactedSsTable  # noqa: Y015

@@ -26,6 +26,8 @@ DESCRIPTOR: _descriptor.FileDescriptor
 
 @_typing.final
 class Transaction(_message.Message):
+    """What one commit did. Stored bare in _transactions/*.txn and inline in the manifest file."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     class _UpdateMode:
@@ -37,7 +39,9 @@ class Transaction(_message.Message):
         REWRITE_ROWS: Transaction._UpdateMode.ValueType  # 0
         REWRITE_COLUMNS: Transaction._UpdateMode.ValueType  # 1
 
-    class UpdateMode(_UpdateMode, metaclass=_UpdateModeEnumTypeWrapper): ...
+    class UpdateMode(_UpdateMode, metaclass=_UpdateModeEnumTypeWrapper):
+        """How an Update stored the changed rows."""
+
     REWRITE_ROWS: Transaction.UpdateMode.ValueType  # 0
     REWRITE_COLUMNS: Transaction.UpdateMode.ValueType  # 1
 
@@ -186,6 +190,8 @@ class Transaction(_message.Message):
 
     @_typing.final
     class CreateIndex(_message.Message):
+        """Indices added or replaced (an index is dropped by replacing it with nothing)."""
+
         DESCRIPTOR: _descriptor.Descriptor
 
         NEW_INDICES_FIELD_NUMBER: _builtins.int
@@ -220,6 +226,7 @@ class Transaction(_message.Message):
             NEW_ID_FIELD_NUMBER: _builtins.int
             NEW_INDEX_DETAILS_FIELD_NUMBER: _builtins.int
             NEW_INDEX_VERSION_FIELD_NUMBER: _builtins.int
+            NEW_INDEX_FILES_FIELD_NUMBER: _builtins.int
             new_index_version: _builtins.int
             @_builtins.property
             def old_id(self) -> _table_pb2.UUID: ...
@@ -227,6 +234,8 @@ class Transaction(_message.Message):
             def new_id(self) -> _table_pb2.UUID: ...
             @_builtins.property
             def new_index_details(self) -> _any_pb2.Any: ...
+            @_builtins.property
+            def new_index_files(self) -> _containers.RepeatedCompositeFieldContainer[_table_pb2.IndexFile]: ...
             def __init__(
                 self,
                 *,
@@ -234,10 +243,11 @@ class Transaction(_message.Message):
                 new_id: _table_pb2.UUID | None = ...,
                 new_index_details: _any_pb2.Any | None = ...,
                 new_index_version: _builtins.int = ...,
+                new_index_files: _abc.Iterable[_table_pb2.IndexFile] | None = ...,
             ) -> None: ...
             _HasFieldArgType: _TypeAlias = _typing.Literal["new_id", b"new_id", "new_index_details", b"new_index_details", "old_id", b"old_id"]  # noqa: Y015
             def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-            _ClearFieldArgType: _TypeAlias = _typing.Literal["new_id", b"new_id", "new_index_details", b"new_index_details", "new_index_version", b"new_index_version", "old_id", b"old_id"]  # noqa: Y015
+            _ClearFieldArgType: _TypeAlias = _typing.Literal["new_id", b"new_id", "new_index_details", b"new_index_details", "new_index_files", b"new_index_files", "new_index_version", b"new_index_version", "old_id", b"old_id"]  # noqa: Y015
             def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
             def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -318,6 +328,9 @@ class Transaction(_message.Message):
         FRAGMENTS_FIELD_NUMBER: _builtins.int
         SCHEMA_FIELD_NUMBER: _builtins.int
         SCHEMA_METADATA_FIELD_NUMBER: _builtins.int
+        PRESERVES_NULLABILITY_FIELD_NUMBER: _builtins.int
+        preserves_nullability: _builtins.bool
+        """no new field that older staged data could not leave out"""
         @_builtins.property
         def fragments(self) -> _containers.RepeatedCompositeFieldContainer[_table_pb2.DataFragment]: ...
         @_builtins.property
@@ -330,10 +343,11 @@ class Transaction(_message.Message):
             fragments: _abc.Iterable[_table_pb2.DataFragment] | None = ...,
             schema: _abc.Iterable[_file_pb2.Field] | None = ...,
             schema_metadata: _abc.Mapping[_builtins.str, _builtins.bytes] | None = ...,
+            preserves_nullability: _builtins.bool = ...,
         ) -> None: ...
         _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
         def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-        _ClearFieldArgType: _TypeAlias = _typing.Literal["fragments", b"fragments", "schema", b"schema", "schema_metadata", b"schema_metadata"]  # noqa: Y015
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["fragments", b"fragments", "preserves_nullability", b"preserves_nullability", "schema", b"schema", "schema_metadata", b"schema_metadata"]  # noqa: Y015
         def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
         def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -344,21 +358,26 @@ class Transaction(_message.Message):
         DESCRIPTOR: _descriptor.Descriptor
 
         SCHEMA_FIELD_NUMBER: _builtins.int
+        PRESERVES_NULLABILITY_FIELD_NUMBER: _builtins.int
+        preserves_nullability: _builtins.bool
         @_builtins.property
         def schema(self) -> _containers.RepeatedCompositeFieldContainer[_file_pb2.Field]: ...
         def __init__(
             self,
             *,
             schema: _abc.Iterable[_file_pb2.Field] | None = ...,
+            preserves_nullability: _builtins.bool = ...,
         ) -> None: ...
         _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
         def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-        _ClearFieldArgType: _TypeAlias = _typing.Literal["schema", b"schema"]  # noqa: Y015
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["preserves_nullability", b"preserves_nullability", "schema", b"schema"]  # noqa: Y015
         def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
         def WhichOneof(self, oneof_group: _Never) -> None: ...
 
     @_typing.final
     class Restore(_message.Message):
+        """The table reset to an earlier version's state."""
+
         DESCRIPTOR: _descriptor.Descriptor
 
         VERSION_FIELD_NUMBER: _builtins.int
@@ -376,6 +395,8 @@ class Transaction(_message.Message):
 
     @_typing.final
     class ReserveFragments(_message.Message):
+        """Fragment ids set aside for a later rewrite."""
+
         DESCRIPTOR: _descriptor.Descriptor
 
         NUM_FRAGMENTS_FIELD_NUMBER: _builtins.int
@@ -393,6 +414,8 @@ class Transaction(_message.Message):
 
     @_typing.final
     class Clone(_message.Message):
+        """A dataset created as a (shallow or deep) clone of another one."""
+
         DESCRIPTOR: _descriptor.Descriptor
 
         IS_SHALLOW_FIELD_NUMBER: _builtins.int
@@ -428,16 +451,157 @@ class Transaction(_message.Message):
         def WhichOneof(self, oneof_group: _WhichOneofArgType__ref_name) -> _WhichOneofReturnType__ref_name | None: ...
 
     @_typing.final
-    class Update(_message.Message):
+    class ExactKeySetFilter(_message.Message):
+        """Hashes of the keys a merge-insert inserted, for primary-key conflict checks."""
+
         DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_HASHES_FIELD_NUMBER: _builtins.int
+        @_builtins.property
+        def key_hashes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+        def __init__(
+            self,
+            *,
+            key_hashes: _abc.Iterable[_builtins.int] | None = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key_hashes", b"key_hashes"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    @_typing.final
+    class BloomFilter(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        BITMAP_FIELD_NUMBER: _builtins.int
+        NUM_BITS_FIELD_NUMBER: _builtins.int
+        NUMBER_OF_ITEMS_FIELD_NUMBER: _builtins.int
+        PROBABILITY_FIELD_NUMBER: _builtins.int
+        bitmap: _builtins.bytes
+        """split-block Bloom filter bits"""
+        num_bits: _builtins.int
+        number_of_items: _builtins.int
+        probability: _builtins.float
+        def __init__(
+            self,
+            *,
+            bitmap: _builtins.bytes = ...,
+            num_bits: _builtins.int = ...,
+            number_of_items: _builtins.int = ...,
+            probability: _builtins.float = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["bitmap", b"bitmap", "num_bits", b"num_bits", "number_of_items", b"number_of_items", "probability", b"probability"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    @_typing.final
+    class KeyExistenceFilter(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        FIELD_IDS_FIELD_NUMBER: _builtins.int
+        EXACT_FIELD_NUMBER: _builtins.int
+        BLOOM_FIELD_NUMBER: _builtins.int
+        @_builtins.property
+        def field_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+            """the unenforced primary key"""
+
+        @_builtins.property
+        def exact(self) -> Global___Transaction.ExactKeySetFilter: ...
+        @_builtins.property
+        def bloom(self) -> Global___Transaction.BloomFilter: ...
+        def __init__(
+            self,
+            *,
+            field_ids: _abc.Iterable[_builtins.int] | None = ...,
+            exact: Global___Transaction.ExactKeySetFilter | None = ...,
+            bloom: Global___Transaction.BloomFilter | None = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _typing.Literal["bloom", b"bloom", "data", b"data", "exact", b"exact"]  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["bloom", b"bloom", "data", b"data", "exact", b"exact", "field_ids", b"field_ids"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        _WhichOneofReturnType_data: _TypeAlias = _typing.Literal["exact", "bloom"]  # noqa: Y015
+        _WhichOneofArgType_data: _TypeAlias = _typing.Literal["data", b"data"]  # noqa: Y015
+        def WhichOneof(self, oneof_group: _WhichOneofArgType_data) -> _WhichOneofReturnType_data | None: ...
+
+    @_typing.final
+    class UInt32List(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        VALUES_FIELD_NUMBER: _builtins.int
+        @_builtins.property
+        def values(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+        def __init__(
+            self,
+            *,
+            values: _abc.Iterable[_builtins.int] | None = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["values", b"values"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    @_typing.final
+    class Update(_message.Message):
+        """Rows changed in place: rewritten into new fragments, or columns rewritten per fragment."""
+
+        DESCRIPTOR: _descriptor.Descriptor
+
+        @_typing.final
+        class UpdatedFragmentOffsetsEntry(_message.Message):
+            DESCRIPTOR: _descriptor.Descriptor
+
+            KEY_FIELD_NUMBER: _builtins.int
+            VALUE_FIELD_NUMBER: _builtins.int
+            key: _builtins.int
+            @_builtins.property
+            def value(self) -> Global___Transaction.UInt32List: ...
+            def __init__(
+                self,
+                *,
+                key: _builtins.int = ...,
+                value: Global___Transaction.UInt32List | None = ...,
+            ) -> None: ...
+            _HasFieldArgType: _TypeAlias = _typing.Literal["value", b"value"]  # noqa: Y015
+            def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+            _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+            def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+            def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+        @_typing.final
+        class UpdatedFragmentOffsetBitmapsEntry(_message.Message):
+            DESCRIPTOR: _descriptor.Descriptor
+
+            KEY_FIELD_NUMBER: _builtins.int
+            VALUE_FIELD_NUMBER: _builtins.int
+            key: _builtins.int
+            value: _builtins.bytes
+            def __init__(
+                self,
+                *,
+                key: _builtins.int = ...,
+                value: _builtins.bytes = ...,
+            ) -> None: ...
+            _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+            def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+            _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+            def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+            def WhichOneof(self, oneof_group: _Never) -> None: ...
 
         REMOVED_FRAGMENT_IDS_FIELD_NUMBER: _builtins.int
         UPDATED_FRAGMENTS_FIELD_NUMBER: _builtins.int
         NEW_FRAGMENTS_FIELD_NUMBER: _builtins.int
         FIELDS_MODIFIED_FIELD_NUMBER: _builtins.int
-        MEM_WAL_TO_MERGE_FIELD_NUMBER: _builtins.int
+        COMPACTED_SSTABLES_FIELD_NUMBER: _builtins.int
         FIELDS_FOR_PRESERVING_FRAG_BITMAP_FIELD_NUMBER: _builtins.int
         UPDATE_MODE_FIELD_NUMBER: _builtins.int
+        INSERTED_ROWS_FIELD_NUMBER: _builtins.int
+        UPDATED_FRAGMENT_OFFSETS_FIELD_NUMBER: _builtins.int
+        UPDATED_FRAGMENT_OFFSET_BITMAPS_FIELD_NUMBER: _builtins.int
         update_mode: Global___Transaction.UpdateMode.ValueType
         @_builtins.property
         def removed_fragment_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
@@ -448,9 +612,21 @@ class Transaction(_message.Message):
         @_builtins.property
         def fields_modified(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
         @_builtins.property
-        def mem_wal_to_merge(self) -> _table_pb2.MemWalIndexDetails.MemWal: ...
+        def compacted_sstables(self) -> _containers.RepeatedCompositeFieldContainer[_table_pb2.CompactedSsTable]:
+            """MemWAL progress merged by this commit"""
+
         @_builtins.property
         def fields_for_preserving_frag_bitmap(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+        @_builtins.property
+        def inserted_rows(self) -> Global___Transaction.KeyExistenceFilter: ...
+        @_builtins.property
+        def updated_fragment_offsets(self) -> _containers.MessageMap[_builtins.int, Global___Transaction.UInt32List]:
+            """older form of field 10"""
+
+        @_builtins.property
+        def updated_fragment_offset_bitmaps(self) -> _containers.ScalarMap[_builtins.int, _builtins.bytes]:
+            """fragment id -> Roaring bitmap"""
+
         def __init__(
             self,
             *,
@@ -458,15 +634,20 @@ class Transaction(_message.Message):
             updated_fragments: _abc.Iterable[_table_pb2.DataFragment] | None = ...,
             new_fragments: _abc.Iterable[_table_pb2.DataFragment] | None = ...,
             fields_modified: _abc.Iterable[_builtins.int] | None = ...,
-            mem_wal_to_merge: _table_pb2.MemWalIndexDetails.MemWal | None = ...,
+            compacted_sstables: _abc.Iterable[_table_pb2.CompactedSsTable] | None = ...,
             fields_for_preserving_frag_bitmap: _abc.Iterable[_builtins.int] | None = ...,
             update_mode: Global___Transaction.UpdateMode.ValueType = ...,
+            inserted_rows: Global___Transaction.KeyExistenceFilter | None = ...,
+            updated_fragment_offsets: _abc.Mapping[_builtins.int, Global___Transaction.UInt32List] | None = ...,
+            updated_fragment_offset_bitmaps: _abc.Mapping[_builtins.int, _builtins.bytes] | None = ...,
         ) -> None: ...
-        _HasFieldArgType: _TypeAlias = _typing.Literal["mem_wal_to_merge", b"mem_wal_to_merge"]  # noqa: Y015
+        _HasFieldArgType: _TypeAlias = _typing.Literal["_inserted_rows", b"_inserted_rows", "inserted_rows", b"inserted_rows"]  # noqa: Y015
         def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-        _ClearFieldArgType: _TypeAlias = _typing.Literal["fields_for_preserving_frag_bitmap", b"fields_for_preserving_frag_bitmap", "fields_modified", b"fields_modified", "mem_wal_to_merge", b"mem_wal_to_merge", "new_fragments", b"new_fragments", "removed_fragment_ids", b"removed_fragment_ids", "update_mode", b"update_mode", "updated_fragments", b"updated_fragments"]  # noqa: Y015
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["_inserted_rows", b"_inserted_rows", "compacted_sstables", b"compacted_sstables", "fields_for_preserving_frag_bitmap", b"fields_for_preserving_frag_bitmap", "fields_modified", b"fields_modified", "inserted_rows", b"inserted_rows", "new_fragments", b"new_fragments", "removed_fragment_ids", b"removed_fragment_ids", "update_mode", b"update_mode", "updated_fragment_offset_bitmaps", b"updated_fragment_offset_bitmaps", "updated_fragment_offsets", b"updated_fragment_offsets", "updated_fragments", b"updated_fragments"]  # noqa: Y015
         def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-        def WhichOneof(self, oneof_group: _Never) -> None: ...
+        _WhichOneofReturnType__inserted_rows: _TypeAlias = _typing.Literal["inserted_rows"]  # noqa: Y015
+        _WhichOneofArgType__inserted_rows: _TypeAlias = _typing.Literal["_inserted_rows", b"_inserted_rows"]  # noqa: Y015
+        def WhichOneof(self, oneof_group: _WhichOneofArgType__inserted_rows) -> _WhichOneofReturnType__inserted_rows | None: ...
 
     @_typing.final
     class UpdateMapEntry(_message.Message):
@@ -515,6 +696,8 @@ class Transaction(_message.Message):
 
     @_typing.final
     class UpdateConfig(_message.Message):
+        """Changes to config, table metadata, schema metadata or field metadata."""
+
         DESCRIPTOR: _descriptor.Descriptor
 
         @_typing.final
@@ -689,6 +872,8 @@ class Transaction(_message.Message):
 
     @_typing.final
     class DataReplacementGroup(_message.Message):
+        """Data files swapped for new ones holding the same rows of the same fields."""
+
         DESCRIPTOR: _descriptor.Descriptor
 
         FRAGMENT_ID_FIELD_NUMBER: _builtins.int
@@ -728,32 +913,28 @@ class Transaction(_message.Message):
 
     @_typing.final
     class UpdateMemWalState(_message.Message):
+        """MemWAL merge progress recorded on its own."""
+
         DESCRIPTOR: _descriptor.Descriptor
 
-        ADDED_FIELD_NUMBER: _builtins.int
-        UPDATED_FIELD_NUMBER: _builtins.int
-        REMOVED_FIELD_NUMBER: _builtins.int
+        COMPACTED_SSTABLES_FIELD_NUMBER: _builtins.int
         @_builtins.property
-        def added(self) -> _containers.RepeatedCompositeFieldContainer[_table_pb2.MemWalIndexDetails.MemWal]: ...
-        @_builtins.property
-        def updated(self) -> _containers.RepeatedCompositeFieldContainer[_table_pb2.MemWalIndexDetails.MemWal]: ...
-        @_builtins.property
-        def removed(self) -> _containers.RepeatedCompositeFieldContainer[_table_pb2.MemWalIndexDetails.MemWal]: ...
+        def compacted_sstables(self) -> _containers.RepeatedCompositeFieldContainer[_table_pb2.CompactedSsTable]: ...
         def __init__(
             self,
             *,
-            added: _abc.Iterable[_table_pb2.MemWalIndexDetails.MemWal] | None = ...,
-            updated: _abc.Iterable[_table_pb2.MemWalIndexDetails.MemWal] | None = ...,
-            removed: _abc.Iterable[_table_pb2.MemWalIndexDetails.MemWal] | None = ...,
+            compacted_sstables: _abc.Iterable[_table_pb2.CompactedSsTable] | None = ...,
         ) -> None: ...
         _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
         def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-        _ClearFieldArgType: _TypeAlias = _typing.Literal["added", b"added", "removed", b"removed", "updated", b"updated"]  # noqa: Y015
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["compacted_sstables", b"compacted_sstables"]  # noqa: Y015
         def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
         def WhichOneof(self, oneof_group: _Never) -> None: ...
 
     @_typing.final
     class UpdateBases(_message.Message):
+        """Base paths added to the table."""
+
         DESCRIPTOR: _descriptor.Descriptor
 
         NEW_BASES_FIELD_NUMBER: _builtins.int
@@ -767,6 +948,47 @@ class Transaction(_message.Message):
         _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
         def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
         _ClearFieldArgType: _TypeAlias = _typing.Literal["new_bases", b"new_bases"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    @_typing.final
+    class DataOverlayGroup(_message.Message):
+        """Overlay files appended to one fragment's overlays (unstable feature)."""
+
+        DESCRIPTOR: _descriptor.Descriptor
+
+        FRAGMENT_ID_FIELD_NUMBER: _builtins.int
+        OVERLAYS_FIELD_NUMBER: _builtins.int
+        fragment_id: _builtins.int
+        @_builtins.property
+        def overlays(self) -> _containers.RepeatedCompositeFieldContainer[_table_pb2.DataOverlayFile]: ...
+        def __init__(
+            self,
+            *,
+            fragment_id: _builtins.int = ...,
+            overlays: _abc.Iterable[_table_pb2.DataOverlayFile] | None = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["fragment_id", b"fragment_id", "overlays", b"overlays"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    @_typing.final
+    class DataOverlay(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        GROUPS_FIELD_NUMBER: _builtins.int
+        @_builtins.property
+        def groups(self) -> _containers.RepeatedCompositeFieldContainer[Global___Transaction.DataOverlayGroup]: ...
+        def __init__(
+            self,
+            *,
+            groups: _abc.Iterable[Global___Transaction.DataOverlayGroup] | None = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["groups", b"groups"]  # noqa: Y015
         def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
         def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -789,6 +1011,7 @@ class Transaction(_message.Message):
     UPDATE_MEM_WAL_STATE_FIELD_NUMBER: _builtins.int
     CLONE_FIELD_NUMBER: _builtins.int
     UPDATE_BASES_FIELD_NUMBER: _builtins.int
+    DATA_OVERLAY_FIELD_NUMBER: _builtins.int
     read_version: _builtins.int
     """the version this transaction was planned against"""
     uuid: _builtins.str
@@ -825,6 +1048,8 @@ class Transaction(_message.Message):
     def clone(self) -> Global___Transaction.Clone: ...
     @_builtins.property
     def update_bases(self) -> Global___Transaction.UpdateBases: ...
+    @_builtins.property
+    def data_overlay(self) -> Global___Transaction.DataOverlay: ...
     def __init__(
         self,
         *,
@@ -847,12 +1072,13 @@ class Transaction(_message.Message):
         update_mem_wal_state: Global___Transaction.UpdateMemWalState | None = ...,
         clone: Global___Transaction.Clone | None = ...,
         update_bases: Global___Transaction.UpdateBases | None = ...,
+        data_overlay: Global___Transaction.DataOverlay | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["append", b"append", "clone", b"clone", "create_index", b"create_index", "data_replacement", b"data_replacement", "delete", b"delete", "merge", b"merge", "operation", b"operation", "overwrite", b"overwrite", "project", b"project", "reserve_fragments", b"reserve_fragments", "restore", b"restore", "rewrite", b"rewrite", "update", b"update", "update_bases", b"update_bases", "update_config", b"update_config", "update_mem_wal_state", b"update_mem_wal_state"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["append", b"append", "clone", b"clone", "create_index", b"create_index", "data_overlay", b"data_overlay", "data_replacement", b"data_replacement", "delete", b"delete", "merge", b"merge", "operation", b"operation", "overwrite", b"overwrite", "project", b"project", "reserve_fragments", b"reserve_fragments", "restore", b"restore", "rewrite", b"rewrite", "update", b"update", "update_bases", b"update_bases", "update_config", b"update_config", "update_mem_wal_state", b"update_mem_wal_state"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["append", b"append", "clone", b"clone", "create_index", b"create_index", "data_replacement", b"data_replacement", "delete", b"delete", "merge", b"merge", "operation", b"operation", "overwrite", b"overwrite", "project", b"project", "read_version", b"read_version", "reserve_fragments", b"reserve_fragments", "restore", b"restore", "rewrite", b"rewrite", "tag", b"tag", "transaction_properties", b"transaction_properties", "update", b"update", "update_bases", b"update_bases", "update_config", b"update_config", "update_mem_wal_state", b"update_mem_wal_state", "uuid", b"uuid"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["append", b"append", "clone", b"clone", "create_index", b"create_index", "data_overlay", b"data_overlay", "data_replacement", b"data_replacement", "delete", b"delete", "merge", b"merge", "operation", b"operation", "overwrite", b"overwrite", "project", b"project", "read_version", b"read_version", "reserve_fragments", b"reserve_fragments", "restore", b"restore", "rewrite", b"rewrite", "tag", b"tag", "transaction_properties", b"transaction_properties", "update", b"update", "update_bases", b"update_bases", "update_config", b"update_config", "update_mem_wal_state", b"update_mem_wal_state", "uuid", b"uuid"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_operation: _TypeAlias = _typing.Literal["append", "delete", "overwrite", "create_index", "rewrite", "merge", "restore", "reserve_fragments", "update", "project", "update_config", "data_replacement", "update_mem_wal_state", "clone", "update_bases"]  # noqa: Y015
+    _WhichOneofReturnType_operation: _TypeAlias = _typing.Literal["append", "delete", "overwrite", "create_index", "rewrite", "merge", "restore", "reserve_fragments", "update", "project", "update_config", "data_replacement", "update_mem_wal_state", "clone", "update_bases", "data_overlay"]  # noqa: Y015
     _WhichOneofArgType_operation: _TypeAlias = _typing.Literal["operation", b"operation"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_operation) -> _WhichOneofReturnType_operation | None: ...
 
