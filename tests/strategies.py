@@ -17,7 +17,6 @@ Fixed-size-list items are always the nullable ``"item"`` field, the only form La
 
 from __future__ import annotations
 
-import decimal
 import string
 from collections.abc import Callable
 
@@ -164,19 +163,18 @@ def _leaf(t: pa.DataType, n: int, rng: np.random.Generator, mask: np.ndarray | N
     if pa.types.is_timestamp(t) or pa.types.is_duration(t):
         return pa.array(rng.integers(-(2**50), 2**50, n), type=t, mask=mask)
     if pa.types.is_decimal(t):
-        exact = decimal.Context(prec=80)
+        # Build from unscaled 128-bit integers: going through decimal.Decimal makes
+        # pyarrow rescale, which fails for negative scales.
         limit = 10**t.precision - 1
         digits = rng.integers(1, t.precision + 1, n)
-        values = []
+        raw = bytearray()
         for i in range(n):
-            if mask is not None and mask[i]:
-                values.append(None)
-                continue
             d = int(digits[i])
             mag = int(rng.integers(0, 10 ** min(d, 18))) * 10 ** max(0, d - 18)
             v = min(mag, limit) * (-1 if rng.random() < 0.5 else 1)
-            values.append(decimal.Decimal(v).scaleb(-t.scale, exact))
-        return pa.array(values, type=t)
+            raw += v.to_bytes(16, "little", signed=True)
+        validity = None if mask is None else pa.array(~mask).buffers()[1]
+        return pa.Array.from_buffers(t, n, [validity, pa.py_buffer(bytes(raw))])
     if pa.types.is_fixed_size_binary(t):
         data = rng.integers(0, 256, n * t.byte_width, dtype=np.uint8).tobytes()
         values = [data[i * t.byte_width : (i + 1) * t.byte_width] for i in range(n)]

@@ -110,19 +110,26 @@ class DecodeContext:
     cache:
         Per-file cache that lives as long as the reader (dictionaries, chunk metadata, ...). Keys
         are tuples that start with the column index.
+    data_end:
+        Where the data section ends (the metadata starts), or None when unknown. Decoders that
+        follow positions stored inside data (2.1 blob descriptions) check them against it.
     """
 
     path: str
     version: tuple[int, int]
     columns: list[ColumnInfo]
     cache: dict[tuple[Any, ...], Any] = field(default_factory=dict)
+    # Added for the 2.1 blob decoder (bounds of positions read from data); keyword, defaulted.
+    data_end: int | None = None
 
 
 @dataclass
 class EncodedPage:
     """One encoded page of one column, as an encoder hands it to the file writer.
 
-    ``encoding`` is the serialized page encoding: ``(message name, bytes)``.
+    ``encoding`` is the serialized page encoding: ``(message name, bytes)``. ``accumulate`` marks a
+    buffer-less page whose rows the writer adds to the column's previous such page instead of
+    starting a new one (2.0 struct headers: pylance writes exactly one per column and file).
     """
 
     column: int
@@ -130,6 +137,8 @@ class EncodedPage:
     num_rows: int
     encoding: tuple[str, bytes]
     priority: int = 0
+    # Added for the 2.0 encoder (see the docstring); defaults keep other encoders unaffected.
+    accumulate: bool = False
 
 
 def empty_runs() -> RowRuns:

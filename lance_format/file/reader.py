@@ -43,7 +43,12 @@ STREAM_CHUNK_ROWS = 64 * 1024
 DEFAULT_BATCH_SIZE = 1024
 
 
-def _is_packed_struct(f: LanceField) -> bool:
+def _is_packed_struct(f: LanceField, version: LanceFileVersion) -> bool:
+    if not version.structural:
+        # 2.0: pylance's 2.0 writer has its own metadata rule; follow it so its files map right.
+        from lance_format.encodings.v20 import is_packed_struct
+
+        return is_packed_struct(f)
     v = f.metadata.get("lance-encoding:packed") or f.metadata.get("packed")
     return f.logical_type == "struct" and v is not None and v.lower() in (b"true", b"1")
 
@@ -57,7 +62,7 @@ def assign_columns(schema: LanceSchema, version: LanceFileVersion) -> dict[int, 
     out: dict[int, int] = {}
 
     def visit(f: LanceField) -> None:
-        if _is_packed_struct(f):
+        if _is_packed_struct(f, version):
             out[f.id] = len(out)
             return
         if not version.structural or f.is_leaf:
@@ -229,7 +234,10 @@ class LanceFileReader:
                 raise CorruptFileError(path, f"column {i} metadata lies before the metadata section")
             raw = _serde.parse_column_metadata(self._slice(tail, tail_start, pos, length), path, i)
             columns.append(self._column_info(i, raw, version))
-        self._ctx = DecodeContext(path, (footer.major_version, footer.minor_version), columns)
+        # data_end bounds data-internal positions (2.1 blob descriptions).
+        self._ctx = DecodeContext(
+            path, (footer.major_version, footer.minor_version), columns, data_end=meta_start
+        )
         self._columns_of = assign_columns(schema, version)
         if len(self._columns_of) != len(columns):
             raise CorruptFileError(

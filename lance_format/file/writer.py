@@ -176,8 +176,17 @@ class LanceFileWriter:
         pieces = -(-nbytes // self._max_page)
         step = max(1, -(-len(arr) // pieces))
         for start in range(0, len(arr), step):
-            for page in v20.encode_field(top, arr.slice(start, step), self._columns_of):
+            pages = v20.encode_field(
+                top, arr.slice(start, step), self._columns_of, write_external=self._write_external
+            )
+            for page in pages:
                 self._add_page(page)
+
+    def _write_external(self, data: memoryview) -> int:
+        """Store a buffer out of line (2.0 blob bytes) and return its position; padded like pages."""
+        pos = self._write(data.cast("B"))
+        self._pad()
+        return pos
 
     def _write(self, data: bytes | memoryview) -> int:
         pos = self._pos
@@ -193,9 +202,9 @@ class LanceFileWriter:
 
     def _add_page(self, page: EncodedPage) -> None:
         pages = self._columns[page.column].pages
-        if not page.buffers and pages and not pages[-1][0] and pages[-1][4] == page.encoding:
-            # Buffer-less pages (struct, all-null) of one column merge into one page: pylance reads
-            # struct columns only when they have a single page.
+        if page.accumulate and pages and not pages[-1][0] and pages[-1][4] == page.encoding:
+            # 2.0 struct headers of one column merge into one page: pylance writes one per column and
+            # reads struct columns only when they have a single page.
             offsets0, sizes0, rows, priority, enc = pages[-1]
             pages[-1] = (offsets0, sizes0, rows + page.num_rows, priority, enc)
             return
@@ -217,6 +226,13 @@ class LanceFileWriter:
         try:
             for i, top in enumerate(self._lance.fields):
                 self._flush(i, top)
+            if self._rows == 0:
+                # A file without rows still has one (0-row) page per struct column, as pylance's.
+                from lance_format.encodings import v20
+
+                for f in self._lance.fields:
+                    for page in v20.encode_field(f, pa.array([], type=f.to_arrow().type), self._columns_of):
+                        self._add_page(page)
         except LanceError:
             raise
         except (pa.ArrowException, ValueError, TypeError) as e:

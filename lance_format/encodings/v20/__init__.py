@@ -1,9 +1,18 @@
-"""Lance file format 2.0: array encodings (``model``), their protobuf form, decoding and encoding."""
+"""Lance file format 2.0: array encodings (``model``), their protobuf form, decoding and encoding.
 
-from lance_format.encodings.v20._serde import column_encoding_from_bytes as column_encoding_from_raw
-from lance_format.encodings.v20._serde import page_encoding_from_raw
+Modules: ``model`` (the encoding trees), ``_serde`` (protobuf), ``buffers`` (reading selected values
+out of page buffers), ``pages`` (decoding one page's encoding tree), ``decode`` (fields: structs,
+lists, blobs), ``leaves`` (encoding a page of values) and ``encode`` (fields, as pylance writes them).
+"""
+
+from lance_format.encodings.v20._serde import column_encoding_from_raw, page_encoding_from_raw
 from lance_format.encodings.v20.decode import decode_field
-from lance_format.encodings.v20.encode import check_writable, column_encoding_for, encode_field
+from lance_format.encodings.v20.encode import (
+    check_writable,
+    column_encoding_for,
+    encode_field,
+    is_packed_struct,
+)
 
 __all__ = [
     "check_writable",
@@ -11,5 +20,6 @@ __all__ = [
     "column_encoding_from_raw",
     "decode_field",
     "encode_field",
+    "is_packed_struct",
     "page_encoding_from_raw",
 ]

@@ -1,4 +1,10 @@
-"""Protobuf <-> dataclass conversion of 2.0 encodings (the only protobuf user of this package)."""
+"""Protobuf <-> dataclass conversion of the 2.0 encodings (this package's only protobuf user).
+
+Reading turns a serialized ``lance.encodings.ArrayEncoding`` / ``ColumnEncoding`` into the trees of
+:mod:`.model`; writing does the reverse. Sub-messages pylance writes are always made *present* on
+write, even when all their fields are defaults (``Flat.buffer {}`` with index 0): pylance unwraps
+them and panics on a missing one.
+"""
 
 from __future__ import annotations
 
@@ -11,25 +17,74 @@ from lance_format.encodings.v20 import model as m
 __all__ = [
     "ARRAY_ENCODING",
     "COLUMN_ENCODING",
+    "RawEncoding",
     "array_encoding_from_pb",
     "array_encoding_to_bytes",
-    "column_encoding_from_bytes",
+    "column_encoding_from_raw",
     "column_encoding_to_bytes",
+    "page_encoding_from_raw",
 ]
+
+#: ``(message name, serialized message)``, as the file container hands encodings around.
+RawEncoding = tuple[str, bytes]
 
 ARRAY_ENCODING = "lance.encodings.ArrayEncoding"
 COLUMN_ENCODING = "lance.encodings.ColumnEncoding"
 
-# Deep trees only come from hostile input; real encodings nest a handful of levels.
+# Real encodings nest a handful of levels; deeper trees only come from damaged or hostile input.
 _MAX_DEPTH = 64
 
+# Encodings of the ArrayEncoding oneof that are early 2.1 experiments: never in a 2.0 page.
+_DRAFTS = frozenset(
+    {
+        "inline_bitpacking",
+        "out_of_line_bitpacking",
+        "variable",
+        "packed_struct_fixed_width_mini_block",
+        "block",
+        "rle",
+        "general_mini_block",
+        "byte_stream_split",
+    }
+)
 
-def _buf(b: pb.Buffer) -> m.BufferRef:
-    return m.BufferRef(b.buffer_index, b.buffer_type)
+
+# -- reading ---------------------------------------------------------------------------------------
+def _buffer(b: pb.Buffer, path: str) -> m.Buffer:
+    if b.buffer_type not in (m.BufferKind.PAGE, m.BufferKind.COLUMN, m.BufferKind.FILE):
+        raise CorruptFileError(path, f"unknown buffer type {b.buffer_type}")
+    return m.Buffer(b.buffer_index, b.buffer_type)
+
+
+def _required(parent: object, name: str, path: str, what: str) -> None:
+    if not parent.HasField(name):  # type: ignore[attr-defined]
+        raise CorruptFileError(path, f"{what} encoding has no {name}")
 
 
 def array_encoding_from_pb(e: pb.ArrayEncoding, path: str, depth: int = 0) -> m.ArrayEncoding:
-    """Dataclass tree of a parsed ``ArrayEncoding``."""
+    """The dataclass tree of a parsed ``ArrayEncoding``.
+
+    Parameters
+    ----------
+    e:
+        The parsed message.
+    path:
+        The file, for error messages.
+    depth:
+        Nesting level (guards against runaway recursion on hostile input).
+
+    Returns
+    -------
+    ArrayEncoding
+        The tree.
+
+    Raises
+    ------
+    CorruptFileError
+        An empty or inconsistent message.
+    NotSupportedError
+        An encoding that 2.0 files do not use.
+    """
     if depth > _MAX_DEPTH:
         raise CorruptFileError(path, "array encoding nests too deeply")
 
@@ -39,8 +94,12 @@ def array_encoding_from_pb(e: pb.ArrayEncoding, path: str, depth: int = 0) -> m.
     kind = e.WhichOneof("array_encoding")
     if kind == "flat":
         f = e.flat
-        comp = f.compression.scheme if f.HasField("compression") and f.compression.scheme else None
-        return m.Flat(f.bits_per_value, _buf(f.buffer), comp)
+        _required(f, "buffer", path, "flat")
+        comp = None
+        if f.HasField("compression"):
+            level = f.compression.level if f.compression.HasField("level") else None
+            comp = m.Compression(f.compression.scheme, level)
+        return m.Flat(f.bits_per_value, _buffer(f.buffer, path), comp)
     if kind == "nullable":
         n = e.nullable
         which = n.WhichOneof("nullability")
@@ -52,11 +111,13 @@ def array_encoding_from_pb(e: pb.ArrayEncoding, path: str, depth: int = 0) -> m.
             return m.AllNull()
         raise CorruptFileError(path, "nullable encoding without a nullability case")
     if kind == "fixed_size_list":
-        x = e.fixed_size_list
-        return m.FixedSizeList(x.dimension, sub(x.items), x.has_validity)
+        fsl = e.fixed_size_list
+        if fsl.dimension == 0:
+            raise CorruptFileError(path, "fixed-size list of dimension 0")
+        return m.FixedSizeList(fsl.dimension, sub(fsl.items), fsl.has_validity)
     if kind == "list":
-        x2 = e.list
-        return m.List(sub(x2.offsets), x2.null_offset_adjustment, x2.num_items)
+        lst = e.list
+        return m.List(sub(lst.offsets), lst.null_offset_adjustment, lst.num_items)
     if kind == "struct":
         return m.SimpleStruct()
     if kind == "binary":
@@ -65,23 +126,62 @@ def array_encoding_from_pb(e: pb.ArrayEncoding, path: str, depth: int = 0) -> m.
     if kind == "dictionary":
         d = e.dictionary
         return m.Dictionary(sub(d.indices), sub(d.items), d.num_dictionary_items)
+    if kind == "fsst":
+        return m.Fsst(sub(e.fsst.binary), bytes(e.fsst.symbol_table))
     if kind == "packed_struct":
         p = e.packed_struct
-        return m.PackedStruct(tuple(sub(i) for i in p.inner), _buf(p.buffer))
+        _required(p, "buffer", path, "packed struct")
+        return m.PackedStruct(tuple(sub(i) for i in p.inner), _buffer(p.buffer, path))
     if kind == "fixed_size_binary":
         fb = e.fixed_size_binary
+        if fb.byte_width == 0:
+            raise CorruptFileError(path, "fixed-size binary of width 0")
         return m.FixedSizeBinary(sub(fb.bytes), fb.byte_width)
+    if kind == "bitpacked":
+        bp = e.bitpacked
+        _required(bp, "buffer", path, "bitpacked")
+        return m.Bitpacked(
+            bp.compressed_bits_per_value, bp.uncompressed_bits_per_value, _buffer(bp.buffer, path), bp.signed
+        )
+    if kind == "bitpacked_for_non_neg":
+        bn = e.bitpacked_for_non_neg
+        _required(bn, "buffer", path, "bitpacked")
+        return m.BitpackedForNonNeg(
+            bn.compressed_bits_per_value, bn.uncompressed_bits_per_value, _buffer(bn.buffer, path)
+        )
     if kind == "constant":
-        return m.Constant(e.constant.value)
+        return m.Constant(bytes(e.constant.value))
     if kind is None:
         raise CorruptFileError(path, "empty array encoding")
-    raise NotSupportedError(f"{path}: the 2.0 array encoding {kind!r} is not supported")
+    what = "a 2.1 draft encoding" if kind in _DRAFTS else "not supported"
+    raise NotSupportedError(f"{path}: the 2.0 array encoding {kind!r} is {what} in a 2.0 page")
 
 
-def page_encoding_from_raw(raw: tuple[str, bytes], path: str) -> m.ArrayEncoding:
+def page_encoding_from_raw(raw: RawEncoding, path: str) -> m.ArrayEncoding:
+    """Parse a 2.0 page encoding.
+
+    Parameters
+    ----------
+    raw:
+        ``(message name, serialized bytes)``; the name must be ``lance.encodings.ArrayEncoding``.
+    path:
+        The file, for error messages.
+
+    Returns
+    -------
+    ArrayEncoding
+        The encoding tree.
+
+    Raises
+    ------
+    NotSupportedError
+        Another message type, or an encoding 2.0 files do not use.
+    CorruptFileError
+        Bytes that do not parse.
+    """
     name, value = raw
     if name != ARRAY_ENCODING:
-        raise NotSupportedError(f"{path}: unknown page encoding {name!r} in a 2.0 file")
+        raise NotSupportedError(f"{path}: page encoding {name!r} is not a 2.0 encoding")
     e = pb.ArrayEncoding()
     try:
         e.ParseFromString(value)
@@ -97,16 +197,39 @@ def _column_from_pb(c: pb.ColumnEncoding, path: str, depth: int = 0) -> m.Column
     if kind == "values":
         return m.Values()
     if kind == "blob":
+        _required(c.blob, "inner", path, "blob column")
         return m.Blob(_column_from_pb(c.blob.inner, path, depth + 1))
     if kind == "zone_index":
         z = c.zone_index
+        _required(z, "inner", path, "zone index")
         return m.ZoneIndex(
-            z.rows_per_zone, _buf(z.zone_map_buffer), _column_from_pb(z.inner, path, depth + 1)
+            z.rows_per_zone, _buffer(z.zone_map_buffer, path), _column_from_pb(z.inner, path, depth + 1)
         )
     raise CorruptFileError(path, "column encoding has no case set")
 
 
-def column_encoding_from_bytes(raw: tuple[str, bytes], path: str) -> m.ColumnEncoding:
+def column_encoding_from_raw(raw: RawEncoding, path: str) -> m.ColumnEncoding:
+    """Parse a column-level encoding (``lance.encodings.ColumnEncoding``, 2.0 and 2.1+ files).
+
+    Parameters
+    ----------
+    raw:
+        ``(message name, serialized bytes)``.
+    path:
+        The file, for error messages.
+
+    Returns
+    -------
+    ColumnEncoding
+        :class:`~.model.Values`, :class:`~.model.Blob` or :class:`~.model.ZoneIndex`.
+
+    Raises
+    ------
+    NotSupportedError
+        Another message type.
+    CorruptFileError
+        Bytes that do not parse, or no case set.
+    """
     name, value = raw
     if name != COLUMN_ENCODING:
         raise NotSupportedError(f"{path}: unknown column encoding {name!r}")
@@ -118,58 +241,94 @@ def column_encoding_from_bytes(raw: tuple[str, bytes], path: str) -> m.ColumnEnc
     return _column_from_pb(c, path)
 
 
-def _set_buf(target: pb.Buffer, ref: m.BufferRef) -> None:
-    target.SetInParent()  # pylance requires the sub-message even when it is all defaults
+# -- writing ---------------------------------------------------------------------------------------
+def _set_buffer(target: pb.Buffer, ref: m.Buffer) -> None:
+    target.SetInParent()  # present even with index 0: pylance unwraps it
     target.buffer_index = ref.index
     target.buffer_type = ref.kind  # type: ignore[assignment]
 
 
-def array_encoding_to_pb(enc: m.ArrayEncoding, out: pb.ArrayEncoding) -> None:
-    """Fill ``out`` with ``enc``."""
+def _array_to_pb(enc: m.ArrayEncoding, out: pb.ArrayEncoding) -> None:
     if isinstance(enc, m.Flat):
         out.flat.bits_per_value = enc.bits
-        _set_buf(out.flat.buffer, enc.buffer)
-        if enc.compression:
-            out.flat.compression.scheme = enc.compression
+        _set_buffer(out.flat.buffer, enc.buffer)
+        if enc.compression is not None:
+            out.flat.compression.scheme = enc.compression.scheme
+            if enc.compression.level is not None:
+                out.flat.compression.level = enc.compression.level
     elif isinstance(enc, m.NoNull):
-        array_encoding_to_pb(enc.values, out.nullable.no_nulls.values)
+        _array_to_pb(enc.values, out.nullable.no_nulls.values)
     elif isinstance(enc, m.SomeNull):
-        array_encoding_to_pb(enc.validity, out.nullable.some_nulls.validity)
-        array_encoding_to_pb(enc.values, out.nullable.some_nulls.values)
+        _array_to_pb(enc.validity, out.nullable.some_nulls.validity)
+        _array_to_pb(enc.values, out.nullable.some_nulls.values)
     elif isinstance(enc, m.AllNull):
         out.nullable.all_nulls.SetInParent()
     elif isinstance(enc, m.FixedSizeList):
         out.fixed_size_list.dimension = enc.dimension
         out.fixed_size_list.has_validity = enc.has_validity
-        array_encoding_to_pb(enc.items, out.fixed_size_list.items)
+        _array_to_pb(enc.items, out.fixed_size_list.items)
     elif isinstance(enc, m.List):
-        array_encoding_to_pb(enc.offsets, out.list.offsets)
+        _array_to_pb(enc.offsets, out.list.offsets)
         out.list.null_offset_adjustment = enc.null_offset_adjustment
         out.list.num_items = enc.num_items
     elif isinstance(enc, m.SimpleStruct):
         out.struct.SetInParent()
     elif isinstance(enc, m.Binary):
-        array_encoding_to_pb(enc.indices, out.binary.indices)
-        array_encoding_to_pb(enc.bytes, out.binary.bytes)
+        _array_to_pb(enc.indices, out.binary.indices)
+        _array_to_pb(enc.bytes, out.binary.bytes)
         out.binary.null_adjustment = enc.null_adjustment
     elif isinstance(enc, m.Dictionary):
-        array_encoding_to_pb(enc.indices, out.dictionary.indices)
-        array_encoding_to_pb(enc.items, out.dictionary.items)
+        _array_to_pb(enc.indices, out.dictionary.indices)
+        _array_to_pb(enc.items, out.dictionary.items)
         out.dictionary.num_dictionary_items = enc.num_dictionary_items
-    else:
-        raise NotSupportedError(f"writing the 2.0 encoding {type(enc).__name__} is not supported")
+    elif isinstance(enc, m.Fsst):
+        _array_to_pb(enc.binary, out.fsst.binary)
+        out.fsst.symbol_table = enc.symbol_table
+    elif isinstance(enc, m.PackedStruct):
+        out.packed_struct.SetInParent()
+        for inner in enc.inner:
+            _array_to_pb(inner, out.packed_struct.inner.add())
+        _set_buffer(out.packed_struct.buffer, enc.buffer)
+    elif isinstance(enc, m.FixedSizeBinary):
+        _array_to_pb(enc.bytes, out.fixed_size_binary.bytes)
+        out.fixed_size_binary.byte_width = enc.byte_width
+    elif isinstance(enc, m.Bitpacked):
+        out.bitpacked.compressed_bits_per_value = enc.compressed_bits
+        out.bitpacked.uncompressed_bits_per_value = enc.uncompressed_bits
+        _set_buffer(out.bitpacked.buffer, enc.buffer)
+        out.bitpacked.signed = enc.signed
+    elif isinstance(enc, m.BitpackedForNonNeg):
+        out.bitpacked_for_non_neg.compressed_bits_per_value = enc.compressed_bits
+        out.bitpacked_for_non_neg.uncompressed_bits_per_value = enc.uncompressed_bits
+        _set_buffer(out.bitpacked_for_non_neg.buffer, enc.buffer)
+    elif isinstance(enc, m.Constant):
+        out.constant.SetInParent()
+        out.constant.value = enc.value
+    else:  # pragma: no cover - the union is exhaustive
+        raise TypeError(f"not a 2.0 array encoding: {enc!r}")
 
 
-def array_encoding_to_bytes(enc: m.ArrayEncoding) -> tuple[str, bytes]:
+def array_encoding_to_bytes(enc: m.ArrayEncoding) -> RawEncoding:
+    """Serialize a page encoding tree as ``("lance.encodings.ArrayEncoding", bytes)``."""
     out = pb.ArrayEncoding()
-    array_encoding_to_pb(enc, out)
+    _array_to_pb(enc, out)
     return ARRAY_ENCODING, out.SerializeToString()
 
 
-def column_encoding_to_bytes(enc: m.ColumnEncoding) -> tuple[str, bytes]:
-    c = pb.ColumnEncoding()
+def _column_to_pb(enc: m.ColumnEncoding, out: pb.ColumnEncoding) -> None:
     if isinstance(enc, m.Values):
-        c.values.SetInParent()
+        out.values.SetInParent()
+    elif isinstance(enc, m.Blob):
+        out.blob.SetInParent()
+        _column_to_pb(enc.inner, out.blob.inner)
     else:
-        raise NotSupportedError(f"writing the column encoding {type(enc).__name__} is not supported")
-    return COLUMN_ENCODING, c.SerializeToString()
+        out.zone_index.rows_per_zone = enc.rows_per_zone
+        _set_buffer(out.zone_index.zone_map_buffer, enc.zone_map_buffer)
+        _column_to_pb(enc.inner, out.zone_index.inner)
+
+
+def column_encoding_to_bytes(enc: m.ColumnEncoding) -> RawEncoding:
+    """Serialize a column encoding as ``("lance.encodings.ColumnEncoding", bytes)``."""
+    out = pb.ColumnEncoding()
+    _column_to_pb(enc, out)
+    return COLUMN_ENCODING, out.SerializeToString()
