@@ -1,0 +1,545 @@
+"""Undo a ``CompressiveEncoding`` tree on buffers, in the three contexts Lance uses them.
+
+* **mini-block** (:func:`decode_mini`): a batch of chunks, each with ``num_buffers`` value buffers
+  holding a known number of values;
+* **block** (:func:`decode_block`): whole buffers (rep/def levels inside chunks, dictionaries,
+  all-null levels), each holding a known number of values;
+* **per value** (:func:`decode_fixed_rows`, :func:`decode_variable_rows`): full-zip values that
+  were unzipped from their control words.
+
+Every function decodes a whole batch with numpy; the only per-buffer loops are the general-purpose
+(LZ4/ZSTD) decompressions, which cannot be batched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from lance_format.core.errors import NotSupportedError
+from lance_format.encodings import buffer_compression
+from lance_format.encodings.base import expand_ranges
+from lance_format.encodings.v21 import model as m
+from lance_format.encodings.v21._bytes import Bufs, gather, read_uint
+from lance_format.encodings.v21._fsst import fsst_decompress
+from lance_format.encodings.v21._kernels import FL_BLOCK, fastlanes_unpack, uint_dtype
+from lance_format.encodings.v21.values import Fixed, Fsl, Nulls, Struct, Values, VarBin
+
+__all__ = [
+    "decode_block",
+    "decode_fixed_rows",
+    "decode_levels",
+    "decode_mini",
+    "decode_variable_rows",
+    "fixed_row_bytes",
+]
+
+I64 = npt.NDArray[np.int64]
+U8 = npt.NDArray[np.uint8]
+
+
+def _unsupported(path: str, what: str, ce: object) -> NotSupportedError:
+    return NotSupportedError(f"{path}: {what} encoding {type(ce).__name__} is not supported")
+
+
+def _chunk_ids(counts: I64) -> I64:
+    return np.repeat(np.arange(len(counts), dtype=np.int64), counts)
+
+
+# -- fixed width --------------------------------------------------------------------------------
+
+
+def _flat(bufs: Bufs, bits: int, counts: I64) -> Fixed:
+    total = int(counts.sum())
+    if bits == 1:
+        pos = expand_ranges(bufs.starts * 8, counts)
+        if len(pos) and int(pos.max()) >= len(bufs.blob) * 8:
+            raise ValueError("bitmap outside the data read")
+        bits_out = ((bufs.blob[pos >> 3] >> (pos & 7).astype(np.uint8)) & 1).astype(bool)
+        return Fixed(bits_out, 1, total)
+    if bits % 8:
+        raise NotSupportedError(f"flat values of {bits} bits are not supported")
+    width = bits // 8
+    if bool((bufs.sizes < counts * width).any()):
+        raise ValueError("flat buffer is smaller than its values")
+    return Fixed(gather(bufs.blob, bufs.starts, counts * width), bits, total)
+
+
+def _inline_bitpacked(bufs: Bufs, t: int, counts: I64) -> Fixed:
+    """FastLanes blocks led by their bit width; one block per buffer (<= 1024 values)."""
+    if t not in (8, 16, 32, 64):
+        raise ValueError(f"bad bit-packing word size {t}")
+    if bool((counts > FL_BLOCK).any()):
+        raise NotSupportedError("inline bit-packed buffers of more than 1024 values are not supported")
+    dt = uint_dtype(t)
+    wbytes = t // 8
+    total = int(counts.sum())
+    has = counts > 0
+    if not has.any():
+        return Fixed(np.zeros(0, dtype=np.uint8), t, 0)
+    starts = bufs.starts[has]
+    cnt = counts[has]
+    widths = read_uint(bufs.blob, starts, wbytes).astype(np.int64)
+    if int(widths.max()) > t:
+        raise ValueError("bit width larger than the value width")
+    # One row of 1024 per buffer; blocks of one bit width are unpacked together.
+    grid = np.empty((len(cnt), FL_BLOCK), dtype=dt)
+    for w in np.unique(widths).tolist():
+        sel = np.flatnonzero(widths == w)
+        nbytes = FL_BLOCK * w // 8
+        raw = gather(bufs.blob, starts[sel] + wbytes, np.full(len(sel), nbytes, dtype=np.int64))
+        grid[sel] = fastlanes_unpack(np.ascontiguousarray(raw).view(dt), w, t, len(sel))
+    if bool((cnt[:-1] == FL_BLOCK).all()):
+        out = grid.reshape(-1)[:total]
+    else:
+        out = grid[np.arange(FL_BLOCK)[None, :] < cnt[:, None]]
+    return Fixed(np.ascontiguousarray(out).view(np.uint8), t, total)
+
+
+def _out_of_line_bitpacked(bufs: Bufs, t: int, width: int, counts: I64) -> Fixed:
+    """FastLanes blocks with one bit width; the tail is packed or, when smaller, raw."""
+    if t not in (8, 16, 32, 64) or width > t:
+        raise ValueError("bad out-of-line bit-packing widths")
+    dt = uint_dtype(t)
+    wbytes = t // 8
+    block_bytes = FL_BLOCK * width // 8
+    full = counts // FL_BLOCK
+    tail = counts % FL_BLOCK
+    raw_tail = (tail > 0) & (bufs.sizes == full * block_bytes + tail * wbytes)
+    nblocks = full + ((tail > 0) & ~raw_tail)
+    if bool((bufs.sizes < nblocks * block_bytes + np.where(raw_tail, tail * wbytes, 0)).any()):
+        raise ValueError("bit-packed buffer is smaller than its values")
+    ids = _chunk_ids(nblocks)
+    first_block = np.cumsum(nblocks) - nblocks
+    block_starts = bufs.starts[ids] + (np.arange(len(ids)) - first_block[ids]) * block_bytes
+    if len(ids):
+        raw = gather(bufs.blob, block_starts, np.full(len(ids), block_bytes, dtype=np.int64))
+        packed = fastlanes_unpack(np.ascontiguousarray(raw).view(dt), width, t, len(ids)).reshape(-1)
+    else:
+        packed = np.zeros(0, dtype=dt)
+    if not raw_tail.any():
+        # Only packed blocks: each buffer's values are the start of its blocks.
+        if len(counts) == 1:
+            out = packed[: int(counts[0])]
+        else:
+            out = packed[expand_ranges(first_block * FL_BLOCK, counts)]
+        return Fixed(np.ascontiguousarray(out).view(np.uint8), t, len(out))
+    tails = gather(bufs.blob, bufs.starts + full * block_bytes, np.where(raw_tail, tail * wbytes, 0))
+    source = np.concatenate([packed, np.ascontiguousarray(tails).view(dt)])
+    # Per buffer: its unpacked values (trimmed to the count), then its raw tail if any.
+    from_packed = np.where(raw_tail, full * FL_BLOCK, counts)
+    tail_base = len(packed) + np.cumsum(np.where(raw_tail, tail, 0)) - np.where(raw_tail, tail, 0)
+    starts2 = np.stack([first_block * FL_BLOCK, tail_base], axis=1).reshape(-1)
+    lens2 = np.stack([from_packed, np.where(raw_tail, tail, 0)], axis=1).reshape(-1)
+    out = source[expand_ranges(starts2, lens2)]
+    return Fixed(out.view(np.uint8), t, len(out))
+
+
+def _rle(values: U8, bits: int, lengths: U8, run_counts: I64, counts: I64) -> Fixed:
+    """Run-length decode per buffer; runs past a buffer's count are cut (as Lance does)."""
+    width = bits // 8
+    if bits % 8 or len(values) != len(lengths) * width:
+        raise ValueError("RLE values and run lengths disagree")
+    runs = lengths.astype(np.int64)
+    rows = values.reshape(-1, width) if width else values.reshape(len(runs), 0)
+    expanded = np.repeat(rows, runs, axis=0)
+    csum = np.zeros(len(runs) + 1, dtype=np.int64)
+    np.cumsum(runs, out=csum[1:])
+    run_end = np.cumsum(run_counts)
+    produced = csum[run_end] - csum[run_end - run_counts]
+    if bool((produced < counts).any()):
+        raise ValueError("RLE runs are shorter than their values")
+    if bool((produced != counts).any()):
+        base = np.cumsum(produced) - produced
+        expanded = expanded[expand_ranges(base, counts)]
+    return Fixed(expanded.reshape(-1), bits, int(counts.sum()))
+
+
+def _byte_stream_split(bufs: Bufs, bits: int, counts: I64) -> Fixed:
+    width = bits // 8
+    if bits % 8 or bool((bufs.sizes < counts * width).any()):
+        raise ValueError("byte-stream-split buffer is smaller than its values")
+    ids = _chunk_ids(counts)
+    local = np.arange(len(ids), dtype=np.int64) - (np.cumsum(counts) - counts)[ids]
+    base = bufs.starts[ids] + local
+    idx = base[:, None] + np.arange(width, dtype=np.int64)[None, :] * counts[ids][:, None]
+    return Fixed(bufs.blob[idx].reshape(-1), bits, len(ids))
+
+
+# -- general-purpose compression --------------------------------------------------------------
+
+
+def _decompress_each(bufs: Bufs, scheme: str | None, path: str) -> Bufs:
+    """LZ4/ZSTD-decompress every buffer (the one per-buffer loop there is)."""
+    if scheme is None:
+        return bufs
+    parts = [
+        np.frombuffer(buffer_compression.decompress(scheme, bufs.one(k).tobytes(), path), dtype=np.uint8)
+        for k in range(len(bufs))
+    ]
+    sizes = np.array([len(p) for p in parts], dtype=np.int64)
+    blob = np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint8)
+    return Bufs(blob, np.cumsum(sizes) - sizes, sizes)
+
+
+# -- variable width ---------------------------------------------------------------------------
+
+
+def _variable_mini(bufs: Bufs, offset_bits: int, counts: I64) -> VarBin:
+    """Chunks holding ``n + 1`` offsets (relative to the chunk) followed by the bytes."""
+    if offset_bits not in (32, 64):
+        raise ValueError(f"bad offset width {offset_bits}")
+    ob = offset_bits // 8
+    nofs = counts + 1
+    ids = _chunk_ids(nofs)
+    local = np.arange(len(ids), dtype=np.int64) - (np.cumsum(nofs) - nofs)[ids]
+    offs = read_uint(bufs.blob, bufs.starts[ids] + local * ob, ob).astype(np.int64)
+    last = np.cumsum(nofs) - 1
+    first = last - counts
+    lengths_all = np.diff(offs)
+    boundary = np.zeros(len(lengths_all), dtype=bool)
+    boundary[last[:-1]] = True
+    lengths = lengths_all[~boundary]
+    start_rel = offs[first]
+    nbytes = offs[last] - start_rel
+    if bool((lengths < 0).any()) or bool((start_rel < 0).any()) or bool((offs[last] > bufs.sizes).any()):
+        raise ValueError("variable-width offsets out of order")
+    data = gather(bufs.blob, bufs.starts + start_rel, nbytes)
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return VarBin(offsets, np.ascontiguousarray(data))
+
+
+def _variable_block(buf: U8, count: int) -> VarBin:
+    """One buffer: bits per offset, start of the bytes, offsets, bytes."""
+    if len(buf) < 8:
+        raise ValueError("variable-width block is too short")
+    if buf[1] or buf[2] or buf[3]:
+        # The older header: one byte of offset width, then the value count.
+        width = int(buf[0])
+        head = 9 if width == 32 else 17
+        start = int(read_uint(buf, np.array([5 if width == 32 else 9]), width // 8)[0])
+    else:
+        width = int(read_uint(buf, np.array([0]), 4)[0])
+        head = 8 if width == 32 else 16
+        start = int(read_uint(buf, np.array([4 if width == 32 else 8]), width // 8)[0])
+    if width not in (32, 64):
+        raise ValueError(f"bad offset width {width}")
+    ob = width // 8
+    if start > len(buf) or start < head + (count + 1) * ob:
+        raise ValueError("variable-width block header is inconsistent")
+    offs = np.frombuffer(buf[head : head + (count + 1) * ob].tobytes(), dtype=f"<u{ob}").astype(np.int64)
+    data = buf[start:]
+    if len(offs) and (bool((np.diff(offs) < 0).any()) or int(offs[-1]) > len(data) or int(offs[0]) < 0):
+        raise ValueError("variable-width offsets out of range")
+    return VarBin(offs, np.ascontiguousarray(data))
+
+
+def _fsst(table: bytes, inner: Values) -> VarBin:
+    if not isinstance(inner, VarBin):
+        raise ValueError("FSST over non-string values")
+    offsets, data = fsst_decompress(table, inner.offsets, inner.data)
+    return VarBin(offsets, data)
+
+
+# -- mini-block -------------------------------------------------------------------------------
+
+
+def decode_mini(ce: m.CompressiveEncoding, bufs: Sequence[Bufs], counts: I64, path: str) -> Values:
+    """Decode the value buffers of a batch of mini-block chunks.
+
+    Parameters
+    ----------
+    ce:
+        The layout's ``value_compression``.
+    bufs:
+        One :class:`Bufs` per value buffer (``num_buffers`` of them), each with one entry per chunk.
+    counts:
+        Values in each chunk.
+    path:
+        The file, for error messages.
+    """
+    if isinstance(ce, m.Flat):
+        b0 = _decompress_each(bufs[0], ce.data.scheme if ce.data else None, path)
+        return _flat(b0, ce.bits_per_value, counts)
+    if isinstance(ce, m.InlineBitpacking):
+        b0 = _decompress_each(bufs[0], ce.values.scheme if ce.values else None, path)
+        return _inline_bitpacked(b0, ce.uncompressed_bits_per_value, counts)
+    if isinstance(ce, m.Variable):
+        if ce.values is not None and ce.values.scheme is not None:
+            raise _unsupported(path, "compressed variable", ce)
+        if not isinstance(ce.offsets, m.Flat):
+            raise _unsupported(path, "variable offsets", ce.offsets)
+        return _variable_mini(bufs[0], ce.offsets.bits_per_value, counts)
+    if isinstance(ce, m.Fsst):
+        return _fsst(ce.symbol_table, decode_mini(ce.values, bufs, counts, path))
+    if isinstance(ce, m.General):
+        b0 = _decompress_each(bufs[0], ce.compression.scheme, path)
+        return decode_mini(ce.values, [b0, *bufs[1:]], counts, path)
+    if isinstance(ce, m.Rle):
+        if not isinstance(ce.values, m.Flat) or not isinstance(ce.run_lengths, m.Flat):
+            raise _unsupported(path, "RLE child", ce)
+        vb, lb = bufs[0], bufs[1]
+        values = gather(vb.blob, vb.starts, vb.sizes)
+        lengths = gather(lb.blob, lb.starts, lb.sizes)
+        return _rle(values, ce.values.bits_per_value, lengths, lb.sizes, counts)
+    if isinstance(ce, m.ByteStreamSplit):
+        if not isinstance(ce.values, m.Flat):
+            raise _unsupported(path, "byte-stream-split child", ce.values)
+        return _byte_stream_split(bufs[0], ce.values.bits_per_value, counts)
+    if isinstance(ce, m.FixedSizeList):
+        rest = list(bufs)
+        validity = None
+        if ce.has_validity:
+            vb = rest.pop(0)
+            validity = _flat(vb, 1, counts * ce.items_per_value).data.astype(bool)
+        child = decode_mini(ce.values, rest, counts * ce.items_per_value, path)
+        return Fsl(ce.items_per_value, validity, child, int(counts.sum()))
+    if isinstance(ce, m.PackedStruct):
+        inner = decode_mini(ce.values, bufs, counts, path)
+        return _split_packed(inner, ce.bits_per_value, path)
+    if isinstance(ce, m.Constant):
+        return _constant(ce.value, int(counts.sum()))
+    raise _unsupported(path, "mini-block value", ce)
+
+
+def _split_packed(inner: Values, bits: tuple[int, ...], path: str) -> Struct:
+    if not isinstance(inner, Fixed) or inner.bits == 1 or any(b % 8 for b in bits):
+        raise NotSupportedError(f"{path}: packed struct fields must be whole bytes")
+    row = inner.bits // 8
+    if sum(bits) // 8 != row:
+        raise ValueError("packed struct widths do not add up")
+    rows = inner.data.reshape(inner.n, row) if row else inner.data.reshape(inner.n, 0)
+    kids: list[Values] = []
+    pos = 0
+    for b in bits:
+        w = b // 8
+        kids.append(
+            Fixed(np.ascontiguousarray(rows[:, pos : pos + w], dtype=np.uint8).reshape(-1), b, inner.n)
+        )
+        pos += w
+    return Struct(tuple(kids), inner.n)
+
+
+def _constant(value: bytes | None, n: int) -> Values:
+    if value is None:
+        return Nulls(n)
+    raw = np.frombuffer(value, dtype=np.uint8)
+    return Fixed(np.tile(raw, n), 8 * len(raw), n)
+
+
+# -- block ------------------------------------------------------------------------------------
+
+
+def decode_block(ce: m.CompressiveEncoding, bufs: Bufs, counts: I64, path: str) -> Values:
+    """Decode whole buffers, each holding a known number of values.
+
+    Parameters
+    ----------
+    ce:
+        The buffers' encoding (levels, dictionary, ...).
+    bufs:
+        The buffers.
+    counts:
+        Values in each buffer.
+    path:
+        The file, for error messages.
+
+    Returns
+    -------
+    Values
+        The values of all buffers, concatenated.
+
+    Raises
+    ------
+    ValueError
+        The bytes do not match the encoding (the caller reports a corrupt file).
+    NotSupportedError
+        An encoding this reader does not implement in block context.
+    """
+    if isinstance(ce, m.Flat):
+        return _flat(
+            _decompress_each(bufs, ce.data.scheme if ce.data else None, path), ce.bits_per_value, counts
+        )
+    if isinstance(ce, m.InlineBitpacking):
+        b = _decompress_each(bufs, ce.values.scheme if ce.values else None, path)
+        return _inline_bitpacked(b, ce.uncompressed_bits_per_value, counts)
+    if isinstance(ce, m.OutOfLineBitpacking):
+        if not isinstance(ce.values, m.Flat):
+            raise _unsupported(path, "out-of-line bit-packing child", ce.values)
+        return _out_of_line_bitpacked(bufs, ce.uncompressed_bits_per_value, ce.values.bits_per_value, counts)
+    if isinstance(ce, m.Constant):
+        return _constant(ce.value, int(counts.sum()))
+    if isinstance(ce, m.General):
+        return decode_block(ce.values, _decompress_each(bufs, ce.compression.scheme, path), counts, path)
+    if isinstance(ce, m.Variable):
+        parts = [_variable_block(bufs.one(k), int(counts[k])) for k in range(len(bufs))]
+        if len(parts) == 1:
+            return parts[0]
+        from lance_format.encodings.v21.values import concat_values
+
+        return concat_values(parts)
+    if isinstance(ce, m.Fsst):
+        return _fsst(ce.symbol_table, decode_block(ce.values, bufs, counts, path))
+    if isinstance(ce, m.Rle):
+        if not isinstance(ce.values, m.Flat) or not isinstance(ce.run_lengths, m.Flat):
+            raise _unsupported(path, "RLE child", ce)
+        # One buffer each: u64 size of the run values, the run values, one u8 length per run.
+        vbytes = read_uint(bufs.blob, bufs.starts, 8).astype(np.int64)
+        width = ce.values.bits_per_value // 8
+        if width == 0 or bool((vbytes % width).any()) or bool((8 + vbytes > bufs.sizes).any()):
+            raise ValueError("RLE block header is inconsistent")
+        nruns = vbytes // width
+        if bool((8 + vbytes + nruns > bufs.sizes).any()):
+            raise ValueError("RLE block is truncated")
+        values = gather(bufs.blob, bufs.starts + 8, vbytes)
+        lengths = gather(bufs.blob, bufs.starts + 8 + vbytes, nruns)
+        return _rle(values, ce.values.bits_per_value, lengths, nruns, counts)
+    if isinstance(ce, m.ByteStreamSplit):
+        if not isinstance(ce.values, m.Flat):
+            raise _unsupported(path, "byte-stream-split child", ce.values)
+        return _byte_stream_split(bufs, ce.values.bits_per_value, counts)
+    if isinstance(ce, m.FixedSizeList):
+        return decode_mini(ce, [bufs], counts, path)
+    raise _unsupported(path, "block", ce)
+
+
+def decode_levels(ce: m.CompressiveEncoding, bufs: Bufs, counts: I64, path: str) -> npt.NDArray[np.uint16]:
+    """Repetition or definition levels of a batch of buffers.
+
+    Parameters
+    ----------
+    ce:
+        ``rep_compression`` or ``def_compression`` of the layout.
+    bufs:
+        One level buffer per chunk.
+    counts:
+        Levels in each buffer.
+    path:
+        The file, for error messages.
+
+    Returns
+    -------
+    numpy.ndarray
+        The levels as u16, concatenated.
+    """
+    v = decode_block(ce, bufs, counts, path)
+    if isinstance(v, Nulls):
+        return np.zeros(v.n, dtype=np.uint16)
+    if not isinstance(v, Fixed) or v.bits not in (8, 16, 32, 64):
+        raise ValueError("levels are not integers")
+    return np.ascontiguousarray(v.data).view(uint_dtype(v.bits)).astype(np.uint16)
+
+
+# -- per value (full-zip) ---------------------------------------------------------------------
+
+
+def fixed_row_bytes(ce: m.CompressiveEncoding, bits_per_value: int) -> int:
+    """Bytes one fixed-width full-zip value occupies."""
+    if bits_per_value % 8:
+        raise NotSupportedError("bit-packed full-zip values are not supported")
+    return bits_per_value // 8
+
+
+def decode_fixed_rows(ce: m.CompressiveEncoding, rows: U8, n: int, path: str) -> Values:
+    """Full-zip fixed-width values.
+
+    Parameters
+    ----------
+    ce:
+        The layout's ``value_compression``.
+    rows:
+        ``n`` values of equal size, back to back (control words already removed).
+    n:
+        Number of values.
+    path:
+        The file, for error messages.
+    """
+    if isinstance(ce, m.Flat):
+        if ce.data is not None and ce.data.scheme is not None:
+            raise _unsupported(path, "compressed full-zip", ce)
+        return Fixed(rows, ce.bits_per_value, n)
+    if isinstance(ce, m.FixedSizeList):
+        width = len(rows) // n if n else 0
+        mat = rows.reshape(n, width)
+        return _fsl_rows(ce, mat, n, path)
+    if isinstance(ce, m.Constant):
+        return _constant(ce.value, n)
+    raise _unsupported(path, "full-zip fixed", ce)
+
+
+def _fsl_rows(ce: m.FixedSizeList, mat: U8, n: int, path: str) -> Values:
+    """Per row: one item bitmap per FSL layer with validity (outermost first), then the items."""
+    layers: list[m.FixedSizeList] = []
+    node: m.CompressiveEncoding = ce
+    while isinstance(node, m.FixedSizeList):
+        layers.append(node)
+        node = node.values
+    if not isinstance(node, m.Flat) or (node.bits_per_value % 8 and node.bits_per_value != 1):
+        raise _unsupported(path, "full-zip fixed-size-list item", node)
+    pos = 0
+    dims = 1
+    validities: list[npt.NDArray[np.bool_] | None] = []
+    for layer in layers:
+        dims *= layer.items_per_value
+        if layer.has_validity:
+            nb = (dims + 7) // 8
+            bits = np.unpackbits(np.ascontiguousarray(mat[:, pos : pos + nb]), axis=1, bitorder="little")
+            validities.append(bits[:, :dims].reshape(-1).astype(bool))
+            pos += nb
+        else:
+            validities.append(None)
+    items = np.ascontiguousarray(mat[:, pos:]).reshape(-1)
+    out: Values
+    if node.bits_per_value == 1:
+        out = Fixed(np.unpackbits(items, bitorder="little")[: n * dims].astype(bool), 1, n * dims)
+    else:
+        out = Fixed(items, node.bits_per_value, n * dims)
+    count = n * dims
+    for layer, validity in zip(reversed(layers), reversed(validities), strict=True):
+        count //= layer.items_per_value
+        out = Fsl(layer.items_per_value, validity, out, count)
+    return out
+
+
+def decode_variable_rows(ce: m.CompressiveEncoding, values: VarBin, path: str) -> Values:
+    """Full-zip variable-width values.
+
+    Parameters
+    ----------
+    ce:
+        The layout's ``value_compression``.
+    values:
+        The values as stored, already unzipped from their control words and lengths.
+    path:
+        The file, for error messages.
+    """
+    if isinstance(ce, m.Variable):
+        return values
+    if isinstance(ce, m.Fsst):
+        return _fsst(ce.symbol_table, decode_variable_rows(ce.values, values, path))
+    if isinstance(ce, m.General):
+        return _general_per_value(values, ce.compression.scheme, path)
+    raise _unsupported(path, "full-zip variable", ce)
+
+
+def _general_per_value(values: VarBin, scheme: str | None, path: str) -> VarBin:
+    """Each value compressed on its own: one decompression call per value (opt-in encoding)."""
+    if scheme is None:
+        return values
+    parts = [
+        np.frombuffer(
+            buffer_compression.decompress(scheme, values.data[int(a) : int(b)].tobytes(), path),
+            dtype=np.uint8,
+        )
+        if b > a
+        else np.zeros(0, dtype=np.uint8)
+        for a, b in zip(values.offsets[:-1].tolist(), values.offsets[1:].tolist(), strict=True)
+    ]
+    lengths = np.array([len(p) for p in parts], dtype=np.int64)
+    offsets = np.zeros(len(parts) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    data = np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint8)
+    return VarBin(offsets, data)
