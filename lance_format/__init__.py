@@ -1,3 +1,7 @@
 """A pure-Python implementation of the Lance table and file formats, byte-compatible with pylance."""
 
+from lance_format.dataset import LanceDataset, dataset, write_dataset
+
 __version__ = "0.1.0"
+
+__all__ = ["LanceDataset", "__version__", "dataset", "write_dataset"]

@@ -1,0 +1,15 @@
+"""Datasets: open, scan, take, write, delete, versions and tags (mirrors pylance's API)."""
+
+from lance_format.dataset.dataset import LanceDataset, LanceFragment, dataset
+from lance_format.dataset.scanner import LanceScanner
+from lance_format.dataset.write import commit, stage_fragments, write_dataset
+
+__all__ = [
+    "LanceDataset",
+    "LanceFragment",
+    "LanceScanner",
+    "commit",
+    "dataset",
+    "stage_fragments",
+    "write_dataset",
+]

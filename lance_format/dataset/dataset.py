@@ -1,0 +1,503 @@
+"""``LanceDataset``: one version of a Lance table, with reads, takes, deletes, versions and tags."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from lance_format.core.errors import InvalidInputError, NotFoundError
+from lance_format.core.types import LanceSchema
+from lance_format.dataset.filters import Filter
+from lance_format.dataset.fragment import FragmentReader, ReaderCache
+from lance_format.dataset.scanner import LanceScanner
+from lance_format.dataset.tags import Tags
+from lance_format.dataset.take import as_u64, logical_to_addresses, stable_ids_to_addresses, take_addresses
+from lance_format.io.store import ObjectStore, store_for_uri
+from lance_format.table.flags import STABLE_ROW_IDS, check_reader_flags
+from lance_format.table.manifest_file import read_manifest
+from lance_format.table.model import BasePath, DataFile, DataFragment, DeletionFile, Manifest, Transaction
+from lance_format.table.naming import ManifestNaming
+from lance_format.table.versions import VersionInfo, load_manifest, read_transaction
+
+__all__ = ["LanceDataset", "LanceFragment", "dataset"]
+
+
+class LanceFragment:
+    """One fragment of a dataset version (mirrors pylance's ``LanceFragment``)."""
+
+    def __init__(self, ds: LanceDataset, frag: DataFragment) -> None:
+        self._ds = ds
+        self.metadata = frag
+
+    @property
+    def fragment_id(self) -> int:
+        """The fragment's id (the high 32 bits of its row addresses)."""
+        return self.metadata.id
+
+    @property
+    def physical_rows(self) -> int:
+        """Rows stored in the fragment's files, deleted ones included."""
+        return self.metadata.physical_rows
+
+    @property
+    def num_deletions(self) -> int:
+        """Rows of this fragment marked deleted."""
+        return self.metadata.num_deleted_rows
+
+    def count_rows(self, filter: Filter | None = None) -> int:
+        """Live rows of this fragment (matching ``filter`` when given)."""
+        if filter is None:
+            return self.metadata.num_rows
+        return self.scanner(columns=[], filter=filter).count_rows()
+
+    def data_files(self) -> list[DataFile]:
+        """The fragment's data files (:class:`~lance_format.table.model.DataFile`)."""
+        return list(self.metadata.files)
+
+    def deletion_file(self) -> DeletionFile | None:
+        """The fragment's deletion file entry, or ``None``."""
+        return self.metadata.deletion_file
+
+    def scanner(self, **kwargs: Any) -> LanceScanner:
+        """A scan of this fragment only; takes the parameters of :meth:`LanceDataset.scanner`."""
+        return LanceScanner(self._ds, fragments=[self.metadata], **kwargs)
+
+    def to_table(self, **kwargs: Any) -> pa.Table:
+        """Read this fragment; takes the parameters of :meth:`LanceDataset.to_table`."""
+        return self.scanner(**kwargs).to_table()
+
+    def __repr__(self) -> str:
+        return f"LanceFragment(id={self.fragment_id}, physical_rows={self.physical_rows})"
+
+
+class _Optimize:
+    """pylance's ``ds.optimize`` namespace."""
+
+    def __init__(self, ds: LanceDataset) -> None:
+        self._ds = ds
+
+    def compact_files(self, *, target_rows_per_fragment: int = 1024 * 1024) -> dict[str, int]:
+        """Rewrite small fragments and fragments with deletions into full ones."""
+        return self._ds.compact_files(target_rows_per_fragment)
+
+
+class LanceDataset:
+    """A Lance dataset pinned to one version.
+
+    Parameters
+    ----------
+    uri:
+        Local path, ``file://`` or ``memory://`` URI of the dataset root.
+    version:
+        Version number or tag name; the latest version when omitted.
+    storage_options:
+        Options for the object store.
+    """
+
+    def __init__(
+        self,
+        uri: str | os.PathLike[str],
+        version: int | str | None = None,
+        storage_options: dict[str, str] | None = None,
+        *,
+        store: ObjectStore | None = None,
+        manifest: Manifest | None = None,
+        naming: ManifestNaming | None = None,
+        cache: ReaderCache | None = None,
+    ) -> None:
+        self.uri = os.fspath(uri)
+        self._storage_options = storage_options
+        self._store = store or store_for_uri(self.uri, storage_options)
+        if manifest is None or naming is None:
+            manifest, naming = self._load(version)
+        check_reader_flags(manifest, self.uri)
+        self.manifest = manifest
+        self._naming = naming
+        self._cache = cache or ReaderCache(self._store, storage_options=storage_options)
+        self._row_index: tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64]] | None = None
+        self._lock = threading.Lock()
+
+    def _load(self, version: int | str | None) -> tuple[Manifest, ManifestNaming]:
+        if isinstance(version, str):
+            version = int(self.tags.get_version(version))
+        elif version is not None and (isinstance(version, bool) or not isinstance(version, int | np.integer)):
+            raise InvalidInputError(f"version must be an int or a tag name, got {version!r}")
+        return load_manifest(self._store, None if version is None else int(version))
+
+    # -- metadata --------------------------------------------------------------------------------
+    @property
+    def version(self) -> int:
+        """The version this object reads."""
+        return self.manifest.version
+
+    @property
+    def latest_version(self) -> int:
+        """The newest committed version (one listing of ``_versions/``)."""
+        latest = VersionInfo(self._store).latest
+        if latest is None:
+            raise NotFoundError(f"{self.uri}: dataset not found")
+        return latest
+
+    @property
+    def schema(self) -> pa.Schema:
+        """The Arrow schema of this version."""
+        return self.manifest.schema.to_arrow()
+
+    @property
+    def lance_schema(self) -> LanceSchema:
+        """The Lance field tree (with field ids) of this version."""
+        return self.manifest.schema
+
+    @property
+    def data_storage_version(self) -> str:
+        """File format version of the data files (``"2.0"``, ``"2.1"`` ...)."""
+        return self.manifest.data_format.version
+
+    @property
+    def max_field_id(self) -> int:
+        """The largest field id in the schema."""
+        return self.manifest.schema.max_field_id
+
+    @property
+    def has_stable_row_ids(self) -> bool:
+        """Whether rows carry stable ids (``enable_stable_row_ids=True``)."""
+        return bool(self.manifest.reader_feature_flags & STABLE_ROW_IDS)
+
+    @property
+    def tags(self) -> Tags:
+        """Named versions of this dataset (create, delete, update, list)."""
+        return Tags(self)
+
+    @property
+    def store(self) -> ObjectStore:
+        """The object store holding the dataset."""
+        return self._store
+
+    def config(self) -> dict[str, str]:
+        """The table config key/value pairs of this version."""
+        return dict(self.manifest.config)
+
+    def versions(self) -> list[dict[str, Any]]:
+        """Every version with its timestamp and totals, oldest first (pylance's shape)."""
+        info = VersionInfo(self._store)
+        out = []
+        for v in sorted(info.entries):
+            key, size = info.entries[v]
+            m = read_manifest(self._store, key, size)
+            out.append(_version_entry(m))
+        return out
+
+    def checkout_version(self, version: int | str) -> LanceDataset:
+        """The dataset at another version (number or tag)."""
+        manifest, naming = self._load(version)
+        return LanceDataset(self.uri, store=self._store, manifest=manifest, naming=naming, cache=self._cache)
+
+    def checkout_latest(self) -> LanceDataset:
+        """The dataset at its newest version."""
+        return self.checkout_version(self.latest_version)
+
+    def get_fragments(self) -> list[LanceFragment]:
+        """The fragments of this version, in order."""
+        return [LanceFragment(self, f) for f in self.manifest.fragments]
+
+    def get_fragment(self, fragment_id: int) -> LanceFragment | None:
+        """The fragment with ``fragment_id``, or ``None``."""
+        for f in self.manifest.fragments:
+            if f.id == fragment_id:
+                return LanceFragment(self, f)
+        return None
+
+    @property
+    def _bases(self) -> dict[int, BasePath]:
+        return {b.id: b for b in self.manifest.base_paths}
+
+    def _fragment_reader(self, frag: DataFragment) -> FragmentReader:
+        return FragmentReader(frag, self.manifest.schema, self._cache, self._bases)
+
+    def _row_id_index(self) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64]]:
+        """``(sorted stable ids, their addresses)`` over live rows of this version."""
+        with self._lock:
+            if self._row_index is not None:
+                return self._row_index
+        ids, addrs = [], []
+        for frag in self.manifest.fragments:
+            reader = self._fragment_reader(frag)
+            fid = reader.row_ids()
+            offs = np.arange(frag.physical_rows, dtype=np.uint64)
+            keep = reader.keep_mask()
+            if keep is not None:
+                fid, offs = fid[keep], offs[keep]
+            ids.append(fid)
+            addrs.append((np.uint64(frag.id) << np.uint64(32)) | offs)
+        all_ids = np.concatenate(ids) if ids else np.zeros(0, np.uint64)
+        all_addr = np.concatenate(addrs) if addrs else np.zeros(0, np.uint64)
+        order = np.argsort(all_ids, kind="stable")
+        index = (all_ids[order], all_addr[order])
+        with self._lock:
+            self._row_index = index
+        return index
+
+    # -- reading ---------------------------------------------------------------------------------
+    def scanner(
+        self,
+        columns: Sequence[str] | dict[str, str] | None = None,
+        filter: Filter | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+        batch_size: int | None = None,
+        with_row_id: bool = False,
+        with_row_address: bool = False,
+        fragments: Sequence[LanceFragment] | None = None,
+    ) -> LanceScanner:
+        """A scan of this version; see :meth:`to_table` for the parameters."""
+        frags = None if fragments is None else [f.metadata for f in fragments]
+        return LanceScanner(
+            self, columns, filter, limit, offset, batch_size, with_row_id, with_row_address, frags
+        )
+
+    def to_table(
+        self,
+        columns: Sequence[str] | dict[str, str] | None = None,
+        filter: Filter | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+        batch_size: int | None = None,
+        with_row_id: bool = False,
+        with_row_address: bool = False,
+        fragments: Sequence[LanceFragment] | None = None,
+    ) -> pa.Table:
+        """Read rows as one table.
+
+        Parameters
+        ----------
+        columns:
+            Column names to read (all when omitted), or ``{name: SQL expression}``.
+        filter:
+            SQL-style predicate string or pyarrow compute Expression.
+        limit, offset:
+            Rows to return and rows to skip (after filtering).
+        batch_size:
+            Rows per internal batch.
+        with_row_id, with_row_address:
+            Add ``_rowid`` / ``_rowaddr`` (``uint64``) columns.
+        fragments:
+            Scan only these fragments.
+        """
+        return self.scanner(
+            columns, filter, limit, offset, batch_size, with_row_id, with_row_address, fragments
+        ).to_table()
+
+    def to_batches(self, **kwargs: Any) -> Iterator[pa.RecordBatch]:
+        """Stream batches; takes the parameters of :meth:`to_table`."""
+        return self.scanner(**kwargs).to_batches()
+
+    def count_rows(self, filter: Filter | None = None) -> int:
+        """Live rows (matching ``filter`` when given)."""
+        if filter is None:
+            return self.manifest.num_rows
+        return self.scanner(columns=[], filter=filter).count_rows()
+
+    def head(self, num_rows: int, **kwargs: Any) -> pa.Table:
+        """The first ``num_rows`` rows (takes the other parameters of :meth:`to_table`)."""
+        return self.scanner(limit=num_rows, **kwargs).to_table()
+
+    def take(
+        self,
+        indices: Sequence[int] | npt.ArrayLike,
+        columns: Sequence[str] | None = None,
+        *,
+        with_row_id: bool = False,
+        with_row_address: bool = False,
+    ) -> pa.Table:
+        """Rows at logical offsets (deleted rows skipped), in the order given; repeats allowed."""
+        addresses = logical_to_addresses(self, as_u64(indices, "indices"))
+        return take_addresses(
+            self, addresses, columns, with_row_id=with_row_id, with_row_address=with_row_address
+        )
+
+    def take_rows(
+        self,
+        row_ids: Sequence[int] | npt.ArrayLike,
+        columns: Sequence[str] | None = None,
+        *,
+        with_row_id: bool = False,
+        with_row_address: bool = False,
+    ) -> pa.Table:
+        """Rows by row id (stable ids when enabled, else addresses ``frag << 32 | offset``).
+
+        Deleted rows are left out; the rest come back in the order given, repeats included.
+        """
+        ids = as_u64(row_ids, "row ids")
+        if self.has_stable_row_ids:
+            ids = stable_ids_to_addresses(self, ids)
+        return take_addresses(self, ids, columns, with_row_id=with_row_id, with_row_address=with_row_address)
+
+    _take_rows = take_rows
+
+    # -- writing ---------------------------------------------------------------------------------
+    def delete(self, predicate: Filter) -> dict[str, int]:
+        """Delete the rows matching ``predicate`` (new version with deletion files).
+
+        Returns ``{"num_deleted_rows": n}`` like pylance 14.
+        """
+        from lance_format.dataset.mutate import delete_rows
+
+        self.manifest, n = delete_rows(self, predicate)
+        self._row_index = None
+        return {"num_deleted_rows": n}
+
+    @property
+    def optimize(self) -> _Optimize:
+        """``ds.optimize.compact_files(...)``, as in pylance."""
+        return _Optimize(self)
+
+    def restore(self) -> None:
+        """Make this (old) version the latest again, as a new version."""
+        from lance_format.dataset.mutate import restore_version
+
+        self.manifest = restore_version(self)
+        self._row_index = None
+
+    def add_columns(self, transforms: dict[str, str]) -> None:
+        """Add columns computed by SQL expressions over existing columns (``{name: sql}``)."""
+        from lance_format.dataset.evolve import add_columns
+        from lance_format.dataset.mutate import with_retries
+
+        self.manifest = with_retries(self, lambda ds: add_columns(ds, transforms))
+
+    def drop_columns(self, columns: list[str]) -> None:
+        """Remove columns from the schema (data files are kept until compaction)."""
+        from lance_format.dataset.evolve import drop_columns
+        from lance_format.dataset.mutate import with_retries
+
+        self.manifest = with_retries(self, lambda ds: drop_columns(ds, columns))
+
+    def alter_columns(self, *alterations: dict[str, str]) -> None:
+        """Rename columns: each alteration is ``{"path": old_name, "name": new_name}``."""
+        from lance_format.dataset.evolve import alter_columns
+        from lance_format.dataset.mutate import with_retries
+
+        self.manifest = with_retries(self, lambda ds: alter_columns(ds, list(alterations)))
+
+    def compact_files(self, target_rows_per_fragment: int = 1024 * 1024) -> dict[str, int]:
+        """Rewrite small fragments (or fragments with deletions) into fewer, full ones."""
+        from lance_format.dataset.compact import compact_files
+        from lance_format.dataset.mutate import with_retries
+
+        self.manifest, stats = with_retries(self, lambda ds: compact_files(ds, target_rows_per_fragment))
+        self._row_index = None
+        return stats
+
+    def update(self, updates: dict[str, str], where: Filter | None = None) -> dict[str, int]:
+        """Set columns to SQL expressions on rows matching ``where``; ``{"num_rows_updated": n}``."""
+        from lance_format.dataset.mutate import update_rows
+
+        self.manifest, n = update_rows(self, updates, where)
+        self._row_index = None
+        return {"num_rows_updated": n}
+
+    def update_config(self, upsert_values: dict[str, str]) -> None:
+        """Set table config keys (new version)."""
+        from lance_format.dataset.mutate import update_config
+
+        self.manifest = update_config(self, dict(upsert_values))
+
+    def delete_config_keys(self, keys: list[str]) -> None:
+        """Remove table config keys (new version)."""
+        from lance_format.dataset.mutate import update_config
+
+        self.manifest = update_config(self, dict.fromkeys(keys))
+
+    def read_transaction(self, version: int | None = None) -> Transaction | None:
+        """The transaction that created ``version`` (this version when omitted)."""
+        manifest = self.manifest if version is None else self._load(version)[0]
+        return read_transaction(self._store, manifest, self._naming)
+
+    def migrate_manifest_paths_v2(self) -> None:
+        """Rename ``{N}.manifest`` (V1) manifests to the V2 scheme, as pylance's method does."""
+        from lance_format.table.naming import migrate_to_v2
+
+        migrate_to_v2(self._store)
+        self._naming = ManifestNaming.V2
+
+    def cleanup_old_versions(
+        self, older_than_seconds: float = 14 * 24 * 3600, *, delete_unverified: bool = False
+    ) -> dict[str, int]:
+        """Remove versions older than the cutoff and files no kept version or tag references."""
+        from lance_format.dataset.cleanup import cleanup_old_versions
+
+        return cleanup_old_versions(self, older_than_seconds, delete_unverified=delete_unverified)
+
+    def __len__(self) -> int:
+        return self.count_rows()
+
+    def __repr__(self) -> str:
+        return f"LanceDataset(uri={self.uri!r}, version={self.version})"
+
+
+def _version_entry(m: Manifest) -> dict[str, Any]:
+    data_files = sum(len(f.files) for f in m.fragments)
+    deletions = [f for f in m.fragments if f.deletion_file is not None]
+    meta = {
+        "total_data_file_rows": str(sum(f.physical_rows for f in m.fragments)),
+        "total_data_files": str(data_files),
+        "total_deletion_file_rows": str(sum(f.num_deleted_rows for f in deletions)),
+        "total_deletion_files": str(len(deletions)),
+        "total_files_size": str(sum(d.file_size_bytes for f in m.fragments for d in f.files)),
+        "total_fragments": str(len(m.fragments)),
+        "total_rows": str(m.num_rows),
+    }
+    # pylance's naive local-time datetime, computed as pylance does: float arithmetic on the
+    # nanoseconds (so it can differ from exact truncation by one microsecond).
+    ns = m.timestamp_ns
+    ts = datetime.fromtimestamp(ns // 1e9) + timedelta(microseconds=(ns % 1e9) // 1e3)
+    return {"version": m.version, "timestamp": ts, "metadata": meta}
+
+
+def dataset(
+    uri: str | os.PathLike[str],
+    version: int | str | None = None,
+    storage_options: dict[str, str] | None = None,
+    *,
+    asof: datetime | None = None,
+) -> LanceDataset:
+    """Open a Lance dataset.
+
+    Parameters
+    ----------
+    uri:
+        Local path, ``file://`` or ``memory://`` URI of the dataset root.
+    version:
+        Version number or tag name; the latest version when omitted.
+    storage_options:
+        Options for the object store.
+    asof:
+        Open the newest version committed at or before this time (naive datetimes are local time,
+        as in pylance). Not combinable with ``version``.
+
+    Returns
+    -------
+    LanceDataset
+    """
+    if asof is None:
+        return LanceDataset(uri, version, storage_options)
+    if version is not None:
+        raise InvalidInputError("pass either version or asof, not both")
+    ds = LanceDataset(uri, None, storage_options)
+    cutoff = int(asof.timestamp() * 1_000_000_000)
+    found = None
+    for v in reversed(sorted(VersionInfo(ds.store).entries)):
+        m = ds.checkout_version(v).manifest
+        if m.timestamp_ns <= cutoff:
+            found = v
+            break
+    if found is None:
+        raise NotFoundError(f"{ds.uri}: no version was committed at or before {asof.isoformat()}")
+    return ds.checkout_version(found)

@@ -1,0 +1,119 @@
+"""Schema evolution: add columns (new data files per fragment), drop and rename columns."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from lance_format.core.errors import InvalidInputError
+from lance_format.core.types import LanceField, LanceSchema, fields_from_arrow
+from lance_format.dataset.filters import evaluate, parse_filter
+from lance_format.dataset.write import _file_columns
+from lance_format.file import LanceFileVersion, LanceFileWriter
+from lance_format.table.commit import commit_transaction
+from lance_format.table.model import DataFile, DataFragment, Manifest, Merge, Project, Transaction
+from lance_format.table.naming import data_file_name
+
+if TYPE_CHECKING:
+    from lance_format.dataset.dataset import LanceDataset
+
+__all__ = ["add_columns", "alter_columns", "drop_columns"]
+
+
+def _commit(ds: LanceDataset, op: Project | Merge) -> Manifest:
+    txn = Transaction(ds.version, str(uuid.uuid4()), op)
+    return commit_transaction(ds.store, txn, ds.manifest, ds._naming)
+
+
+def drop_columns(ds: LanceDataset, columns: list[str]) -> Manifest:
+    """Commit a schema without ``columns`` (data files are left as they are)."""
+    names = [f.name for f in ds.lance_schema.fields]
+    for c in columns:
+        if c not in names:
+            raise InvalidInputError(f"cannot drop {c!r}: no such column; columns are {names}")
+    kept = tuple(f for f in ds.lance_schema.fields if f.name not in set(columns))
+    if not kept:
+        raise InvalidInputError("cannot drop every column of a dataset")
+    return _commit(ds, Project(LanceSchema(kept, dict(ds.lance_schema.metadata))))
+
+
+def alter_columns(ds: LanceDataset, alterations: list[dict[str, str]]) -> Manifest:
+    """Commit renames: each alteration is ``{"path": old_name, "name": new_name}``."""
+    fields = list(ds.lance_schema.fields)
+    names = [f.name for f in fields]
+    for alt in alterations:
+        old, new = alt.get("path"), alt.get("name")
+        if old not in names:
+            raise InvalidInputError(f"cannot alter {old!r}: no such column; columns are {names}")
+        if set(alt) - {"path", "name"}:
+            raise InvalidInputError(f"only renames are supported, got {sorted(alt)}")
+        if new is None or not new or (new in names and new != old):
+            raise InvalidInputError(f"cannot rename {old!r} to {new!r}")
+        i = names.index(old)
+        fields[i] = replace(fields[i], name=new)
+        names[i] = new
+    return _commit(ds, Project(LanceSchema(tuple(fields), dict(ds.lance_schema.metadata))))
+
+
+def _renumber(f: LanceField, next_id: list[int], parent: int) -> LanceField:
+    fid = next_id[0]
+    next_id[0] += 1
+    kids = tuple(_renumber(c, next_id, fid) for c in f.children)
+    return replace(f, id=fid, parent_id=parent, children=kids)
+
+
+def _new_fields(ds: LanceDataset, schema: pa.Schema) -> LanceSchema:
+    """Lance fields for new columns, numbered after the dataset's largest field id."""
+    counter = [ds.lance_schema.max_field_id + 1]
+    return LanceSchema(tuple(_renumber(f, counter, -1) for f in fields_from_arrow(schema).fields))
+
+
+def add_columns(ds: LanceDataset, transforms: dict[str, str]) -> Manifest:
+    """Commit new columns computed from SQL expressions over existing ones (one new file per fragment)."""
+    if not transforms:
+        raise InvalidInputError("add_columns needs at least one column")
+    arrow = ds.schema
+    for name in transforms:
+        if name in arrow.names:
+            raise InvalidInputError(f"column {name!r} already exists")
+    exprs = {}
+    needed: set[str] = set()
+    for name, sql in transforms.items():
+        expr, cols = _sql_value(sql, arrow)
+        exprs[name] = expr
+        needed |= cols
+    read = [c for c in arrow.names if c in needed]
+    version = ds.data_storage_version
+    frags: list[DataFragment] = []
+    new_arrow: pa.Schema | None = None
+    new_lance: LanceSchema | None = None
+    for frag in ds.manifest.fragments:
+        reader = ds._fragment_reader(frag)
+        # Every physical row (deleted ones too): the new file must line up with the old ones.
+        values = evaluate(reader.read_range(read, 0, frag.physical_rows), exprs)
+        if new_arrow is None:
+            new_arrow = values.schema
+            new_lance = _new_fields(ds, new_arrow)
+        assert new_lance is not None
+        name = data_file_name()
+        writer = LanceFileWriter(f"data/{name}", new_arrow, version=version, store=ds.store)
+        writer.write_batch(values.cast(new_arrow))
+        writer.close()
+        fields, indices = _file_columns(new_lance, LanceFileVersion(version))
+        major, minor = LanceFileVersion(version).manifest
+        data_file = DataFile(name, fields, indices, major, minor, writer.size)
+        frags.append(replace(frag, files=(*frag.files, data_file)))
+    if new_lance is None:  # no fragments: only the schema changes
+        empty = pa.schema([arrow.field(c) for c in read]).empty_table()
+        new_lance = _new_fields(ds, evaluate(empty, exprs).schema)
+    schema = LanceSchema(ds.lance_schema.fields + new_lance.fields, dict(ds.lance_schema.metadata))
+    return _commit(ds, Merge(tuple(frags), schema))
+
+
+def _sql_value(sql: str, schema: pa.Schema) -> tuple[pa.compute.Expression, set[str]]:
+    if not isinstance(sql, str):
+        raise InvalidInputError("add_columns takes SQL expression strings")
+    return parse_filter(sql, schema)

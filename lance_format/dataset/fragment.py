@@ -1,0 +1,238 @@
+"""Reading one fragment: its data files side by side, its deletions, its row ids."""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from lance_format.core.errors import CorruptFileError, InvalidInputError, NotSupportedError
+from lance_format.core.types import LanceField, LanceSchema
+from lance_format.dataset.cache import METADATA_CACHE, ByteLRU
+from lance_format.file import LanceFileReader
+from lance_format.file.reader import assign_columns
+from lance_format.io.store import ObjectStore, store_for_uri
+from lance_format.table.deletion import read_deletion_file
+from lance_format.table.model import BasePath, DataFile, DataFragment, ExternalFile
+from lance_format.table.rowids import decode_row_ids
+
+__all__ = ["FragmentReader", "ReaderCache"]
+
+#: Bytes charged per cached open file beyond its column metadata (footer, schema, Python objects).
+_READER_OVERHEAD_BYTES = 16 * 1024
+
+
+class ReaderCache:
+    """Open data files, deletion vectors and row ids of one store, in the process-wide
+    :data:`~lance_format.dataset.cache.METADATA_CACHE` (so reopening a dataset stays warm).
+    """
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        cache: ByteLRU | None = None,
+        storage_options: dict[str, str] | None = None,
+    ) -> None:
+        self.store = store
+        self._cache = cache or METADATA_CACHE
+        self._storage_options = storage_options
+        self._stores: dict[str, ObjectStore] = {}
+        self._lock = threading.Lock()
+
+    def locate(
+        self, base_id: int | None, folder: str, name: str, bases: dict[int, BasePath]
+    ) -> tuple[ObjectStore, str]:
+        """``(store, key)`` of a file named relative to ``folder`` of the root or of a base path."""
+        if base_id is None:
+            return self.store, f"{folder}/{name}"
+        base = bases.get(base_id)
+        if base is None:
+            raise CorruptFileError(self.store.uri, f"{name} names base path {base_id}, which is not defined")
+        with self._lock:
+            store = self._stores.get(base.path)
+            if store is None:
+                store = self._stores[base.path] = store_for_uri(base.path, self._storage_options)
+        return store, (f"{folder}/{name}" if base.is_dataset_root else name)
+
+    def reader(self, f: DataFile, bases: dict[int, BasePath] | None = None) -> LanceFileReader:
+        """The open reader of a data file (opened once per process)."""
+        store, key = self.locate(f.base_id, "data", f.path, bases or {})
+        ckey = (store.uri, "file", key)
+        r = self._cache.get(ckey)
+        if r is None:
+            r = LanceFileReader(key, store=store, size=f.file_size_bytes or None)
+            meta = r.metadata()
+            self._cache.put(ckey, r, meta.num_column_metadata_bytes + _READER_OVERHEAD_BYTES)
+        return r
+
+    def row_ids(self, frag: DataFragment) -> npt.NDArray[np.uint64]:
+        """Decoded stable row ids of a fragment."""
+        seq = frag.row_ids
+        if seq is None:
+            raise InvalidInputError(f"fragment {frag.id} has no stable row ids")
+        ident = seq if isinstance(seq, ExternalFile) else (len(seq), hash(seq))
+        ckey = (self.store.uri, "row_ids", frag.id, ident)
+        ids = self._cache.get(ckey)
+        if ids is None:
+            if isinstance(seq, ExternalFile):
+                data = self.store.read_range(seq.path, seq.offset, seq.offset + seq.size)
+            else:
+                data = seq
+            ids = decode_row_ids(data, f"{self.store.uri} fragment {frag.id}")
+            if len(ids) != frag.physical_rows:
+                raise CorruptFileError(
+                    self.store.uri,
+                    f"fragment {frag.id} has {len(ids)} row ids for {frag.physical_rows} rows",
+                )
+            self._cache.put(ckey, ids, ids.nbytes)
+        return ids
+
+    def deleted(self, frag: DataFragment, bases: dict[int, BasePath] | None = None) -> npt.NDArray[np.uint32]:
+        """Sorted deleted offsets of a fragment."""
+        d = frag.deletion_file
+        if d is None:
+            return np.zeros(0, np.uint32)
+        folder, _, name = d.key(frag.id).partition("/")
+        store, key = self.locate(d.base_id, folder, name, bases or {})
+        ckey = (store.uri, "deletion", key)
+        arr = self._cache.get(ckey)
+        if arr is None:
+            arr = read_deletion_file(store, frag.id, d, key)
+            self._cache.put(ckey, arr, arr.nbytes)
+        return arr
+
+
+def _projected(reader: LanceFileReader, fields: Sequence[LanceField]) -> LanceFileReader:
+    """A view of an open reader that decodes only ``fields`` (no new I/O)."""
+    view = copy.copy(reader)
+    view._projection = list(fields)
+    view.schema = pa.schema([f.to_arrow() for f in fields])
+    return view
+
+
+class FragmentReader:
+    """Reads columns of one fragment by physical row offset."""
+
+    def __init__(
+        self,
+        frag: DataFragment,
+        schema: LanceSchema,
+        cache: ReaderCache,
+        bases: dict[int, BasePath] | None = None,
+    ) -> None:
+        self.frag = frag
+        self.schema = schema
+        self.cache = cache
+        self.bases = bases or {}
+
+    @property
+    def physical_rows(self) -> int:
+        """Rows in the fragment, deleted ones included."""
+        return self.frag.physical_rows
+
+    def deleted(self) -> npt.NDArray[np.uint32]:
+        """Sorted deleted physical offsets."""
+        return self.cache.deleted(self.frag, self.bases)
+
+    def keep_mask(self) -> npt.NDArray[np.bool_] | None:
+        """``True`` for live rows; ``None`` when nothing is deleted."""
+        deleted = self.deleted()
+        if not len(deleted):
+            return None
+        mask = np.ones(self.frag.physical_rows, dtype=bool)
+        mask[deleted[deleted < self.frag.physical_rows]] = False
+        return mask
+
+    def row_ids(self) -> npt.NDArray[np.uint64]:
+        """Stable row ids of every physical row."""
+        return self.cache.row_ids(self.frag)
+
+    def _plan(self, columns: Sequence[str]) -> list[tuple[LanceFileReader | None, list[str]]]:
+        """Per data file: a projected reader and the dataset column names it provides.
+
+        A top-level field lives in the data file whose ``fields`` name it or one of its descendants
+        (2.0 gives every field a column; 2.1+ only leaves, a list keyed by its item). The column
+        found is mapped to the file's own top-level field through the file's schema, so renamed
+        and renumbered fields still resolve.
+        """
+        wanted = [self.schema.field_by_name(c) for c in columns]
+        plan: list[tuple[LanceFileReader | None, list[str]]] = []
+        missing = {f.id: f for f in wanted}
+        for df in self.frag.files:
+            if df.file_major_version < 2:
+                raise NotSupportedError(
+                    f"{self.cache.store.uri}/data/{df.path}: legacy (0.1) data files are not supported"
+                )
+            col_of = {fid: c for fid, c in zip(df.fields, df.column_indices, strict=False) if c >= 0}
+            here: list[tuple[LanceField, int]] = []
+            for f in wanted:
+                if f.id not in missing:
+                    continue
+                col = next((col_of[x.id] for x in f.walk() if x.id in col_of), None)
+                if col is not None:
+                    here.append((f, col))
+            if not here:
+                continue
+            reader = self.cache.reader(df, self.bases)
+            file_schema = reader.metadata().lance_schema
+            by_col = {c: fid for fid, c in assign_columns(file_schema, reader.version).items()}
+            top_of = {x.id: top for top in file_schema.fields for x in top.walk()}
+            fields = []
+            for f, col in here:
+                file_field = top_of.get(by_col.get(col, -1))
+                if file_field is None:
+                    raise CorruptFileError(
+                        f"{self.cache.store.uri}/data/{df.path}",
+                        f"no column {col} for field {f.name!r}",
+                    )
+                fields.append(file_field)
+                del missing[f.id]
+            plan.append((_projected(reader, fields), [f.name for f, _ in here]))
+        if missing:
+            plan.append((None, [f.name for f in missing.values()]))
+        return plan
+
+    def _assemble(
+        self, columns: Sequence[str], parts: list[tuple[list[str], list[pa.ChunkedArray]]], n: int
+    ) -> pa.Table:
+        if not columns:  # no columns, but the row count still matters
+            return pa.table({"_": pa.nulls(n, pa.int8())}).select([])
+        got: dict[str, Any] = {}
+        for names, arrays in parts:
+            got.update(zip(names, arrays, strict=True))
+        arrow = self.schema.to_arrow()
+        out = []
+        for name in columns:
+            field = arrow.field(name)
+            col = got.get(name)
+            if col is None:
+                col = pa.nulls(n, field.type)
+            elif not col.type.equals(field.type):
+                col = col.cast(field.type)
+            out.append(col)
+        return pa.Table.from_arrays(out, schema=pa.schema([arrow.field(c) for c in columns]))
+
+    def read_range(self, columns: Sequence[str], start: int, stop: int) -> pa.Table:
+        """Physical rows ``[start, stop)``."""
+        parts = []
+        for reader, names in self._plan(columns):
+            if reader is None:
+                continue
+            t = reader.read_range(start, stop - start).to_table()
+            parts.append((names, t.columns))
+        return self._assemble(columns, parts, stop - start)
+
+    def take(self, columns: Sequence[str], offsets: npt.NDArray[np.int64]) -> pa.Table:
+        """Physical rows at ``offsets`` (sorted unique is cheapest; any order works)."""
+        parts = []
+        for reader, names in self._plan(columns):
+            if reader is None:
+                continue
+            t = reader.take_rows(offsets).to_table()
+            parts.append((names, t.columns))
+        return self._assemble(columns, parts, len(offsets))

@@ -1,0 +1,170 @@
+"""Changes to an existing dataset: delete rows, restore an old version."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING, TypeVar
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lance_format.core.errors import InternalError, InvalidInputError, RetryableCommitConflictError
+from lance_format.dataset.filters import Filter, evaluate, parse_filter
+from lance_format.dataset.scanner import ROWADDR, ROWID, LanceScanner
+from lance_format.dataset.write import write_fragments
+from lance_format.table.commit import commit_transaction
+from lance_format.table.deletion import write_deletion_file
+from lance_format.table.model import (
+    DataFragment,
+    Delete,
+    Manifest,
+    Operation,
+    Restore,
+    Transaction,
+    Update,
+    UpdateConfig,
+)
+from lance_format.table.rowids import encode_row_ids
+from lance_format.table.versions import load_manifest
+
+if TYPE_CHECKING:
+    from lance_format.dataset.dataset import LanceDataset
+
+__all__ = ["delete_rows", "restore_version", "update_config", "update_rows"]
+
+#: Times an operation is planned again on the latest version after losing to a conflicting commit.
+CONFLICT_RETRIES = 10
+
+T = TypeVar("T")
+
+
+def with_retries(ds: LanceDataset, attempt: Callable[[LanceDataset], T]) -> T:
+    """Run ``attempt`` (plan and commit) on ``ds``, then on the latest version after each
+    :class:`RetryableCommitConflictError`, up to :data:`CONFLICT_RETRIES` times."""
+    current = ds
+    for n in range(CONFLICT_RETRIES + 1):
+        try:
+            return attempt(current)
+        except RetryableCommitConflictError:
+            if n == CONFLICT_RETRIES:
+                raise
+            current = current.checkout_latest()
+    raise InternalError("conflict retry loop ended without a result")
+
+
+def _commit(ds: LanceDataset, op: Operation) -> Manifest:
+    txn = Transaction(ds.version, str(uuid.uuid4()), op)
+    return commit_transaction(ds.store, txn, ds.manifest, ds._naming)
+
+
+def _plan_delete(ds: LanceDataset, predicate: Filter) -> tuple[Delete, int]:
+    """The Delete operation for ``predicate`` on ``ds``'s version, and the rows it deletes."""
+    LanceScanner(ds, columns=[], filter=predicate, fragments=[])  # validate before touching storage
+    updated: list[DataFragment] = []
+    gone: list[int] = []
+    total = 0
+    for frag in ds.manifest.fragments:
+        scan = LanceScanner(ds, columns=[], filter=predicate, with_row_address=True, fragments=[frag])
+        hits = scan.to_table().column(ROWADDR).to_numpy() & np.uint64(0xFFFFFFFF)
+        if not len(hits):
+            continue
+        total += len(hits)
+        old = ds._fragment_reader(frag).deleted()
+        deleted = np.union1d(old.astype(np.uint64), hits)
+        if len(deleted) >= frag.physical_rows:
+            gone.append(frag.id)
+            continue
+        d = write_deletion_file(ds.store, frag.id, ds.version, deleted)
+        updated.append(replace(frag, deletion_file=d))
+    text = predicate if isinstance(predicate, str) else str(predicate)
+    return Delete(tuple(updated), tuple(gone), text), total
+
+
+def delete_rows(ds: LanceDataset, predicate: Filter) -> tuple[Manifest, int]:
+    """Commit a delete of the rows matching ``predicate``; returns the new manifest and rows deleted.
+
+    When a concurrent commit touched the same fragments, the delete is planned again on the latest
+    version (up to :data:`DELETE_CONFLICT_RETRIES` times).
+    """
+
+    def attempt(current: LanceDataset) -> tuple[Manifest, int]:
+        op, total = _plan_delete(current, predicate)
+        return _commit(current, op), total
+
+    return with_retries(ds, attempt)
+
+
+def update_config(ds: LanceDataset, updates: dict[str, str | None]) -> Manifest:
+    """Commit config upserts (str values) and deletions (``None``)."""
+    for k, v in updates.items():
+        if not isinstance(k, str) or not (v is None or isinstance(v, str)):
+            raise InvalidInputError(f"config keys and values must be strings, got {k!r}: {v!r}")
+    txn = Transaction(ds.version, str(uuid.uuid4()), UpdateConfig(updates))
+    return commit_transaction(ds.store, txn, ds.manifest, ds._naming)
+
+
+def restore_version(ds: LanceDataset) -> Manifest:
+    """Commit a Restore of ``ds``'s version on top of the latest one."""
+    latest, naming = load_manifest(ds.store)
+    txn = Transaction(latest.version, str(uuid.uuid4()), Restore(ds.version))
+    return commit_transaction(ds.store, txn, latest, naming)
+
+
+def _plan_update(ds: LanceDataset, values: dict[str, str], where: Filter | None) -> tuple[Update, int]:
+    """Rows matching ``where`` rewritten with ``values`` into new fragments; old rows deleted."""
+    schema = ds.schema
+    exprs = {}
+    for name, sql in values.items():
+        if name not in schema.names:
+            raise InvalidInputError(f"cannot update {name!r}: no such column; columns are {schema.names}")
+        exprs[name] = parse_filter(sql, schema)[0].cast(schema.field(name).type)
+    if where is not None:
+        LanceScanner(ds, columns=[], filter=where, fragments=[])  # validate before touching storage
+    stable = ds.has_stable_row_ids
+    moved: list[pa.Table] = []
+    ids: list[np.ndarray] = []
+    updated: list[DataFragment] = []
+    removed: list[int] = []
+    for frag in ds.manifest.fragments:
+        scan = LanceScanner(ds, filter=where, with_row_id=stable, with_row_address=True, fragments=[frag])
+        hits = scan.to_table()
+        if not hits.num_rows:
+            continue
+        offsets = hits.column(ROWADDR).to_numpy() & np.uint64(0xFFFFFFFF)
+        if stable:
+            ids.append(hits.column(ROWID).to_numpy())
+        projection = {c: exprs.get(c, pc.field(c)) for c in schema.names}
+        moved.append(evaluate(hits.select(schema.names), projection))
+        deleted = np.union1d(ds._fragment_reader(frag).deleted().astype(np.uint64), offsets)
+        if len(deleted) >= frag.physical_rows:
+            removed.append(frag.id)
+            continue
+        d = write_deletion_file(ds.store, frag.id, ds.version, deleted)
+        updated.append(replace(frag, deletion_file=d))
+    new: list[DataFragment] = []
+    if moved:
+        data = pa.concat_tables(moved).cast(schema)
+        new = write_fragments(ds.store, data.to_reader(), ds.lance_schema, ds.data_storage_version, 1 << 20)
+        if stable:
+            all_ids = np.concatenate(ids).astype(np.uint64)
+            start = 0
+            for i, f in enumerate(new):
+                new[i] = replace(f, row_ids=encode_row_ids(all_ids[start : start + f.physical_rows]))
+                start += f.physical_rows
+    total = sum(t.num_rows for t in moved)
+    return Update(tuple(removed), tuple(updated), tuple(new)), total
+
+
+def update_rows(ds: LanceDataset, values: dict[str, str], where: Filter | None) -> tuple[Manifest, int]:
+    """Commit an update; re-planned on the latest version after a conflicting concurrent commit."""
+    if not values:
+        raise InvalidInputError("update needs at least one column value")
+
+    def attempt(current: LanceDataset) -> tuple[Manifest, int]:
+        op, total = _plan_update(current, values, where)
+        return _commit(current, op), total
+
+    return with_retries(ds, attempt)

@@ -1,0 +1,271 @@
+"""Scans: stream a version's fragments with projection, filter, limit/offset and row ids."""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lance_format.core.errors import InvalidInputError
+from lance_format.dataset.filters import Filter, evaluate, parse_filter
+from lance_format.dataset.fragment import FragmentReader
+
+if TYPE_CHECKING:
+    from lance_format.dataset.dataset import LanceDataset
+    from lance_format.table.model import DataFragment
+
+__all__ = ["DEFAULT_BATCH_SIZE", "LanceScanner", "dataset_pool", "row_id_columns"]
+
+#: pylance's scan batch size on local disk.
+DEFAULT_BATCH_SIZE = 8192
+#: Physical rows decoded per step: bounds memory while keeping per-step overhead small.
+SCAN_CHUNK_ROWS = 128 * 1024
+#: Chunks decoded ahead of the consumer: overlaps object-store latency and decoding across fragments
+#: while bounding memory to a few chunks.
+READAHEAD_CHUNKS = 4
+#: Worker threads of the dataset layer (scan readahead, parallel per-fragment takes). Separate from
+#: the I/O layer's pool, whose fetches these tasks wait on.
+DATASET_THREADS = 8
+
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def dataset_pool() -> ThreadPoolExecutor:
+    """The dataset layer's worker pool (never used by the I/O layer, so waiting on it is safe)."""
+    return _pool()
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(DATASET_THREADS, thread_name_prefix="lance-dataset")
+        return _POOL
+
+
+ROWID = "_rowid"
+ROWADDR = "_rowaddr"
+
+
+def _check_count(value: int | None, name: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
+        raise InvalidInputError(f"{name} must be a non-negative integer, got {value!r}")
+    return int(value)
+
+
+def row_id_columns(
+    reader: FragmentReader,
+    offsets: npt.NDArray[np.int64],
+    with_row_id: bool,
+    with_row_address: bool,
+    stable: bool,
+) -> list[tuple[str, pa.Array]]:
+    """``_rowid`` / ``_rowaddr`` columns for physical ``offsets`` of one fragment."""
+    out = []
+    addr = (np.uint64(reader.frag.id) << np.uint64(32)) | offsets.astype(np.uint64)
+    if with_row_id:
+        ids = reader.row_ids()[offsets] if stable else addr
+        out.append((ROWID, pa.array(ids, pa.uint64())))
+    if with_row_address:
+        out.append((ROWADDR, pa.array(addr, pa.uint64())))
+    return out
+
+
+class LanceScanner:
+    """A planned scan of one dataset version (mirrors pylance's ``LanceScanner``)."""
+
+    def __init__(
+        self,
+        dataset: LanceDataset,
+        columns: Sequence[str] | dict[str, str] | None = None,
+        filter: Filter | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+        batch_size: int | None = None,
+        with_row_id: bool = False,
+        with_row_address: bool = False,
+        fragments: Sequence[DataFragment] | None = None,
+    ) -> None:
+        self._ds = dataset
+        arrow = dataset.schema
+        self._exprs: dict[str, pc.Expression] | None = None
+        if isinstance(columns, dict):
+            # {output name: SQL expression}, as pylance accepts.
+            self._exprs = {}
+            used_by_exprs: set[str] = set()
+            for name, sql in columns.items():
+                self._exprs[str(name)], refs = parse_filter(sql, arrow)
+                used_by_exprs |= refs
+            columns = [c for c in arrow.names if c in used_by_exprs]
+        elif columns is None:
+            columns = list(arrow.names)
+        elif isinstance(columns, str) or not all(isinstance(c, str) for c in columns):
+            raise InvalidInputError("columns must be a list of column names or a dict of SQL expressions")
+        for c in columns:
+            if c not in arrow.names:
+                raise InvalidInputError(f"no column {c!r} in the dataset; columns are {arrow.names}")
+        self._columns = list(columns)
+        self._filter = None
+        extra: list[str] = []
+        used: set[str] = set()
+        if filter is not None:
+            # Filters may also test the row id and address, as in pylance.
+            with_ids = arrow.append(pa.field(ROWID, pa.uint64())).append(pa.field(ROWADDR, pa.uint64()))
+            self._filter, used = parse_filter(filter, with_ids)
+            extra = [c for c in arrow.names if c in used and c not in self._columns]
+        self._read = self._columns + extra
+        self._limit = _check_count(limit, "limit")
+        self._offset = _check_count(offset, "offset") or 0
+        bs = _check_count(batch_size, "batch_size")
+        if bs == 0:
+            raise InvalidInputError("batch_size must be positive")
+        self._batch_size = bs or DEFAULT_BATCH_SIZE
+        self._with_row_id = with_row_id
+        self._with_row_address = with_row_address
+        self._compute_row_id = with_row_id or ROWID in used
+        self._compute_row_address = with_row_address or ROWADDR in used
+        self._fragments = list(fragments) if fragments is not None else list(dataset.manifest.fragments)
+        if self._exprs is None:
+            fields = [arrow.field(c) for c in self._columns]
+        else:
+            empty = pa.schema([arrow.field(c) for c in self._columns]).empty_table()
+            fields = list(self._project(empty).schema)
+        if with_row_id:
+            fields.append(pa.field(ROWID, pa.uint64(), nullable=True))
+        if with_row_address:
+            fields.append(pa.field(ROWADDR, pa.uint64(), nullable=True))
+        self.projected_schema = pa.schema(fields)
+
+    # -- execution -----------------------------------------------------------------------------
+    def _plan(self) -> Iterator[tuple[FragmentReader, int, int, int]]:
+        """Chunks to read: ``(reader, start, stop, live rows to skip)``.
+
+        Without a filter the offset is resolved here from deletion counts, so skipped fragments and
+        chunks are never read.
+        """
+        skip = self._offset if self._filter is None else 0
+        for frag in self._fragments:
+            reader = self._ds._fragment_reader(frag)
+            if skip >= frag.num_rows:
+                skip -= frag.num_rows
+                continue
+            keep = reader.keep_mask() if skip else None
+            for start in range(0, frag.physical_rows, SCAN_CHUNK_ROWS):
+                stop = min(start + SCAN_CHUNK_ROWS, frag.physical_rows)
+                n_live = int(keep[start:stop].sum()) if keep is not None else stop - start
+                if skip >= n_live:
+                    skip -= n_live
+                    continue
+                yield reader, start, stop, skip
+                skip = 0
+
+    def _load(self, reader: FragmentReader, start: int, stop: int, skip: int) -> pa.Table:
+        """One chunk: decoded, deleted rows dropped, row ids added, filtered, projected."""
+        offsets = np.arange(start, stop, dtype=np.int64)
+        # With nothing to decode, a placeholder column carries the row count.
+        table = reader.read_range(self._read, start, stop) if self._read else pa.table({"__n": offsets})
+        keep = reader.keep_mask()
+        if keep is not None:
+            live = keep[start:stop]
+            table = table.filter(pa.array(live))
+            offsets = offsets[live]
+        if skip:
+            table, offsets = table.slice(skip), offsets[skip:]
+        stable = self._ds.has_stable_row_ids
+        for name, col in row_id_columns(
+            reader, offsets, self._compute_row_id, self._compute_row_address, stable
+        ):
+            table = table.append_column(name, col)
+        if self._filter is not None:
+            table = self._apply_filter(table)
+        if self._exprs is None:
+            return table.select(self.projected_schema.names)
+        projected = self._project(table)
+        for name in self.projected_schema.names[projected.num_columns :]:
+            projected = projected.append_column(name, table.column(name))
+        return projected
+
+    def _fragment_tables(self) -> Iterator[pa.Table]:
+        """Chunks in order, decoded up to :data:`READAHEAD_CHUNKS` ahead on worker threads."""
+        skip = self._offset if self._filter is not None else 0
+        window: deque[Future[pa.Table]] = deque()
+        plan = self._plan()
+        pool = _pool()
+        try:
+            while True:
+                while len(window) < READAHEAD_CHUNKS:
+                    task = next(plan, None)
+                    if task is None:
+                        break
+                    window.append(pool.submit(self._load, *task))
+                if not window:
+                    return
+                table = window.popleft().result()
+                if skip:
+                    cut = min(skip, table.num_rows)
+                    table, skip = table.slice(cut), skip - cut
+                yield table
+        finally:
+            for fut in window:
+                fut.cancel()
+
+    def _project(self, table: pa.Table) -> pa.Table:
+        assert self._exprs is not None
+        return evaluate(table, self._exprs)
+
+    def _apply_filter(self, table: pa.Table) -> pa.Table:
+        try:
+            return table.filter(self._filter)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+            raise InvalidInputError(f"cannot evaluate filter {self._filter}: {e}") from None
+
+    def _tables(self) -> Iterator[pa.Table]:
+        remaining = self._limit
+        if remaining == 0:
+            return
+        for table in self._fragment_tables():
+            if remaining is not None:
+                table = table.slice(0, remaining)
+                remaining -= table.num_rows
+            if table.num_rows:
+                yield table
+            if remaining == 0:
+                return
+
+    def to_batches(self) -> Iterator[pa.RecordBatch]:
+        """Batches of at most ``batch_size`` rows, in fragment order."""
+        for table in self._tables():
+            yield from table.combine_chunks().to_batches(self._batch_size)
+
+    def to_reader(self) -> pa.RecordBatchReader:
+        """The scan as a RecordBatchReader."""
+        return pa.RecordBatchReader.from_batches(self.projected_schema, self.to_batches())
+
+    def to_table(self) -> pa.Table:
+        """Every selected row as one table."""
+        tables = list(self._tables())
+        if not self.projected_schema:
+            # No columns: still report the row count, as pylance does.
+            n = sum(t.num_rows for t in tables)
+            return pa.table({"_": pa.nulls(n, pa.int8())}).select([])
+        if not tables:
+            return self.projected_schema.empty_table()
+        return pa.concat_tables(tables).cast(self.projected_schema)
+
+    def count_rows(self) -> int:
+        """Rows the scan would return (deletions read, data not, unless a filter needs it)."""
+        if self._filter is None:
+            total = sum(f.num_rows for f in self._fragments)
+            total = max(0, total - self._offset)
+            return total if self._limit is None else min(total, self._limit)
+        return sum(t.num_rows for t in self._tables())

@@ -1,0 +1,174 @@
+"""SQL-style predicates to pyarrow compute Expressions, parsed with sqlglot.
+
+Supported SQL: comparisons, ``AND``/``OR``/``NOT``, ``IN``, ``BETWEEN``, ``IS [NOT] NULL``,
+``LIKE``/``ILIKE`` (``'prefix%'`` becomes ``starts_with``), arithmetic, ``CAST``, and
+``TRUE``/``FALSE``/``NULL`` literals. Identifiers may be quoted with double quotes or backticks;
+``a.b`` addresses a struct child. Imported on first use (sqlglot is not needed to read data).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import sqlglot
+from sqlglot import expressions as exp
+from sqlglot.errors import SqlglotError
+
+from lance_format.core.errors import InvalidInputError
+
+__all__ = ["sql_to_expression"]
+
+_BINARY: dict[type[exp.Expression], Callable[[Any, Any], Any]] = {
+    exp.EQ: lambda a, b: a == b,
+    exp.NEQ: lambda a, b: a != b,
+    exp.GT: lambda a, b: a > b,
+    exp.GTE: lambda a, b: a >= b,
+    exp.LT: lambda a, b: a < b,
+    exp.LTE: lambda a, b: a <= b,
+    exp.And: lambda a, b: a & b,
+    exp.Or: lambda a, b: a | b,
+    exp.Add: lambda a, b: pc.add_checked(a, b),
+    exp.Sub: lambda a, b: pc.subtract_checked(a, b),
+    exp.Mul: lambda a, b: pc.multiply_checked(a, b),
+    exp.Div: lambda a, b: pc.divide(a, b),
+    exp.Mod: lambda a, b: a - pc.multiply(pc.divide(a, b), b),
+}
+
+
+def _expr(v: Any) -> pc.Expression:
+    return v if isinstance(v, pc.Expression) else pc.scalar(v)
+
+
+class _Converter:
+    def __init__(self, schema: pa.Schema, text: str) -> None:
+        self.schema = schema
+        self.text = text
+        self.columns: set[str] = set()
+
+    def fail(self, what: str) -> InvalidInputError:
+        return InvalidInputError(f"invalid filter {self.text!r}: {what}")
+
+    def column(self, node: exp.Column) -> pc.Expression:
+        parts = [p.name for p in node.parts]
+        top = parts[0]
+        if top not in self.schema.names:
+            raise self.fail(f"no column {'.'.join(parts)!r}; columns are {self.schema.names}")
+        self.columns.add(top)
+        return pc.field(*parts)
+
+    def literal(self, node: exp.Literal) -> Any:
+        if node.is_string:
+            return node.this
+        text = node.this
+        try:
+            return int(text)
+        except ValueError:
+            pass
+        try:
+            return float(text)
+        except ValueError:
+            raise self.fail(f"bad number {text!r}") from None
+
+    def convert(self, node: exp.Expression) -> Any:
+        if isinstance(node, exp.Paren):
+            return self.convert(node.this)
+        if isinstance(node, exp.Column):
+            return self.column(node)
+        if isinstance(node, exp.Literal):
+            return self.literal(node)
+        if isinstance(node, exp.Boolean):
+            return bool(node.this)
+        if isinstance(node, exp.Null):
+            return None
+        if isinstance(node, exp.Neg):
+            value = self.convert(node.this)
+            return -value if isinstance(value, int | float) else pc.negate_checked(value)
+        if isinstance(node, exp.Not):
+            return ~_expr(self.convert(node.this))
+        op = _BINARY.get(type(node))
+        if op is not None:
+            left, right = self.convert(node.this), self.convert(node.expression)
+            if left is None or right is None:
+                # SQL: comparison with NULL is NULL, which filters every row out.
+                return pc.scalar(False)
+            return op(_expr(left), _expr(right))
+        if isinstance(node, exp.Is):
+            target = self.convert(node.expression)
+            if target is not None:
+                raise self.fail("IS only supports NULL")
+            return _expr(self.convert(node.this)).is_null()
+        if isinstance(node, exp.In):
+            if node.args.get("query") is not None:
+                raise self.fail("IN (subquery) is not supported")
+            values = [self.convert(v) for v in node.expressions]
+            if any(isinstance(v, pc.Expression) for v in values):
+                raise self.fail("IN lists must hold literals")
+            # SQL: NULL IN (...) is NULL (so NOT IN does not select it either).
+            target = _expr(self.convert(node.this))
+            found = target.isin([v for v in values if v is not None])
+            return pc.if_else(target.is_valid(), found, pc.scalar(pa.scalar(None, pa.bool_())))
+        if isinstance(node, exp.Between):
+            value = _expr(self.convert(node.this))
+            return (value >= _expr(self.convert(node.args["low"]))) & (
+                value <= _expr(self.convert(node.args["high"]))
+            )
+        if isinstance(node, exp.Like | exp.ILike):
+            return self.like(node)
+        if isinstance(node, exp.Cast):
+            return self.cast(node)
+        raise self.fail(f"unsupported expression {node.sql()!r} ({type(node).__name__})")
+
+    def like(self, node: exp.Like | exp.ILike) -> pc.Expression:
+        pattern = self.convert(node.expression)
+        if not isinstance(pattern, str):
+            raise self.fail("LIKE needs a string pattern")
+        target = _expr(self.convert(node.this))
+        ignore_case = isinstance(node, exp.ILike)
+        prefix = pattern[:-1]
+        if pattern.endswith("%") and not re.search(r"[%_\\]", prefix):
+            return pc.starts_with(target, pattern=prefix, ignore_case=ignore_case)
+        return pc.match_like(target, pattern=pattern, ignore_case=ignore_case)
+
+    def cast(self, node: exp.Cast) -> pc.Expression:
+        value = _expr(self.convert(node.this))
+        name = node.to.sql(dialect="duckdb").lower()
+        types = {
+            "int": pa.int32(),
+            "integer": pa.int32(),
+            "bigint": pa.int64(),
+            "smallint": pa.int16(),
+            "tinyint": pa.int8(),
+            "float": pa.float32(),
+            "real": pa.float32(),
+            "double": pa.float64(),
+            "text": pa.string(),
+            "varchar": pa.string(),
+            "string": pa.string(),
+            "boolean": pa.bool_(),
+            "date": pa.date32(),
+            "timestamp": pa.timestamp("us"),
+        }
+        target = types.get(name)
+        if target is None:
+            raise self.fail(f"unsupported CAST target {name!r}")
+        return value.cast(target)
+
+
+def sql_to_expression(text: str, schema: pa.Schema) -> tuple[pc.Expression, set[str]]:
+    """``(expression, top-level columns it reads)`` of a SQL predicate or value expression."""
+    try:
+        tree = sqlglot.parse_one(text)
+    except (SqlglotError, RecursionError) as e:
+        raise InvalidInputError(f"invalid filter {text!r}: {str(e).splitlines()[0]}") from None
+    conv = _Converter(schema, text)
+    try:
+        result = conv.convert(tree)  # type: ignore[arg-type]
+    except RecursionError:
+        raise InvalidInputError(f"invalid filter {text[:80]!r}...: nested too deeply") from None
+    if not isinstance(result, pc.Expression):
+        result = pc.scalar(result)
+    return result, conv.columns

@@ -1,0 +1,150 @@
+"""Random access: rows by logical offset (``take``) and by row id or address (``take_rows``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from lance_format.core.errors import InvalidInputError
+from lance_format.dataset.scanner import ROWADDR, ROWID, dataset_pool, row_id_columns
+
+if TYPE_CHECKING:
+    from lance_format.dataset.dataset import LanceDataset
+    from lance_format.table.model import DataFragment
+
+__all__ = ["as_u64", "logical_to_addresses", "stable_ids_to_addresses", "take_addresses"]
+
+_LOW32 = np.uint64(0xFFFFFFFF)
+_SHIFT = np.uint64(32)
+
+
+def as_u64(values: Sequence[int] | npt.ArrayLike, what: str) -> npt.NDArray[np.uint64]:
+    """Validate integer input (list, numpy or pyarrow) as non-negative u64."""
+    if isinstance(values, pa.Array | pa.ChunkedArray):
+        if values.null_count:
+            raise InvalidInputError(f"{what} must not be null")
+        values = values.to_numpy(zero_copy_only=False)
+    arr = np.asarray(values)
+    if arr.size == 0:
+        return np.zeros(0, np.uint64)
+    if arr.ndim != 1 or arr.dtype.kind not in "iu":
+        raise InvalidInputError(f"{what} must be a one-dimensional sequence of integers")
+    if arr.dtype.kind == "i" and (arr < 0).any():
+        raise InvalidInputError(f"{what} must not be negative, got {int(arr[arr < 0][0])}")
+    return arr.astype(np.uint64, copy=False)
+
+
+def logical_to_addresses(ds: LanceDataset, indices: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    """Row addresses of logical offsets (fragments in order, deleted rows skipped)."""
+    frags = ds.manifest.fragments
+    counts = np.array([f.num_rows for f in frags], dtype=np.uint64)
+    ends = np.cumsum(counts)
+    total = int(ends[-1]) if len(ends) else 0
+    if len(indices) and int(indices.max()) >= total:
+        bad = int(indices[indices >= total][0])
+        raise InvalidInputError(f"index {bad} is out of range for a dataset of {total} rows")
+    pos = np.searchsorted(ends, indices, side="right")
+    local = indices - (ends[pos] - counts[pos]) if len(indices) else indices
+    phys = local.copy()
+    for p in np.unique(pos):
+        frag = frags[int(p)]
+        if frag.deletion_file is None:
+            continue
+        keep = ds._fragment_reader(frag).keep_mask()
+        if keep is None:
+            continue
+        sel = pos == p
+        phys[sel] = np.flatnonzero(keep).astype(np.uint64)[local[sel]]
+    ids = np.array([f.id for f in frags], dtype=np.uint64)
+    return (ids[pos] << _SHIFT) | phys if len(indices) else indices
+
+
+def stable_ids_to_addresses(ds: LanceDataset, ids: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    """Addresses of stable row ids; unknown ids map to ``u64::MAX`` (dropped later)."""
+    all_ids, all_addr = ds._row_id_index()
+    pos = np.searchsorted(all_ids, ids)
+    pos_c = np.minimum(pos, max(len(all_ids) - 1, 0))
+    found = (pos < len(all_ids)) & (all_ids[pos_c] == ids) if len(all_ids) else np.zeros(len(ids), bool)
+    out = np.full(len(ids), np.iinfo(np.uint64).max, dtype=np.uint64)
+    out[found] = all_addr[pos_c[found]]
+    return out
+
+
+def take_addresses(
+    ds: LanceDataset,
+    addresses: npt.NDArray[np.uint64],
+    columns: Sequence[str] | None,
+    *,
+    with_row_id: bool = False,
+    with_row_address: bool = False,
+    drop_missing: bool = True,
+) -> pa.Table:
+    """Rows at ``addresses`` in the order given (repeats kept, deleted rows dropped)."""
+    arrow = ds.schema
+    cols = list(arrow.names) if columns is None else list(columns)
+    for c in cols:
+        if c not in arrow.names:
+            raise InvalidInputError(f"no column {c!r} in the dataset; columns are {arrow.names}")
+    fields = [arrow.field(c) for c in cols]
+    if with_row_id:
+        fields.append(pa.field(ROWID, pa.uint64()))
+    if with_row_address:
+        fields.append(pa.field(ROWADDR, pa.uint64()))
+    out_schema = pa.schema(fields)
+    uniq, inverse = np.unique(addresses, return_inverse=True)
+    frag_ids = uniq >> _SHIFT
+    offsets = (uniq & _LOW32).astype(np.int64)
+    by_id = {f.id: f for f in ds.manifest.fragments}
+    live = np.ones(len(uniq), dtype=bool)
+    bounds = np.flatnonzero(np.diff(frag_ids)) + 1
+    starts = np.concatenate([[0], bounds]).astype(np.int64)
+    stops = np.concatenate([bounds, [len(uniq)]]).astype(np.int64)
+    stable = ds.has_stable_row_ids
+    groups: list[tuple[int, int, DataFragment]] = []
+    for lo, hi in zip(starts.tolist(), stops.tolist(), strict=True):
+        if lo == hi:
+            continue
+        fid = int(frag_ids[lo])
+        frag = by_id.get(fid)
+        if frag is None:
+            if drop_missing and fid == 0xFFFFFFFF:
+                live[lo:hi] = False
+                continue
+            raise InvalidInputError(f"row address {int(uniq[lo])} names fragment {fid}, which does not exist")
+        if int(offsets[hi - 1]) >= frag.physical_rows:
+            raise InvalidInputError(
+                f"row address {int(uniq[hi - 1])}: offset {int(offsets[hi - 1])} is outside fragment "
+                f"{fid} of {frag.physical_rows} rows"
+            )
+        groups.append((lo, hi, frag))
+
+    def load(group: tuple[int, int, DataFragment]) -> pa.Table | None:
+        lo, hi, frag = group
+        offs = offsets[lo:hi]
+        reader = ds._fragment_reader(frag)
+        keep = reader.keep_mask()
+        if keep is not None:
+            ok = keep[offs]
+            live[lo:hi] = ok  # disjoint slices: safe across threads
+            offs = offs[ok]
+        if not len(offs):
+            return None
+        table = reader.take(cols, offs) if cols else pa.table({"__n": offs})
+        for name, col in row_id_columns(reader, offs, with_row_id, with_row_address, stable):
+            table = table.append_column(name, col)
+        return table.select(out_schema.names)
+
+    # Fragments are read in parallel (object-store latency overlaps); results keep address order.
+    loaded = list(dataset_pool().map(load, groups)) if len(groups) > 1 else [load(g) for g in groups]
+    tables = [t for t in loaded if t is not None]
+    if not tables:
+        return out_schema.empty_table()
+    gathered = pa.concat_tables(tables).cast(out_schema)
+    # Position of each kept unique address in `gathered`, then the caller's order.
+    new_pos = np.cumsum(live) - 1
+    want = live[inverse]
+    return gathered.take(pa.array(new_pos[inverse][want]))

@@ -1,0 +1,319 @@
+"""Writing data: turning Arrow input into data files and fragments, and ``write_dataset``."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from lance_format.core.errors import (
+    DatasetAlreadyExistsError,
+    InvalidInputError,
+    NotFoundError,
+    NotSupportedError,
+    SchemaMismatchError,
+)
+from lance_format.core.types import LanceSchema, fields_from_arrow
+from lance_format.file import LanceFileVersion, LanceFileWriter
+from lance_format.file.reader import assign_columns
+from lance_format.io.store import ObjectStore, store_for_uri
+from lance_format.table.commit import CommitOptions, commit_transaction
+from lance_format.table.model import (
+    Append,
+    DataFile,
+    DataFragment,
+    DataStorageFormat,
+    Manifest,
+    Operation,
+    Overwrite,
+    Transaction,
+)
+from lance_format.table.naming import ManifestNaming, data_file_name
+from lance_format.table.versions import load_manifest
+
+if TYPE_CHECKING:
+    from lance_format.dataset.dataset import LanceDataset
+
+__all__ = ["commit", "stage_fragments", "write_dataset", "write_fragments"]
+
+#: pylance's default rows per data file.
+DEFAULT_MAX_ROWS_PER_FILE = 1024 * 1024
+_MODES = ("create", "append", "overwrite")
+#: Versions a write may ask for; the file writer decides which it can encode (2.0 today).
+_WRITABLE_VERSIONS = ("2.0", "2.1", "2.2")
+
+
+def to_reader(data: Any, schema: pa.Schema | None = None) -> pa.RecordBatchReader:
+    """Any supported input as a RecordBatchReader (cast to ``schema`` when given)."""
+    if type(data).__name__ == "DataFrame" and hasattr(data, "to_records"):
+        data = pa.Table.from_pandas(data, schema=schema)
+    if isinstance(data, pa.RecordBatch):
+        data = pa.Table.from_batches([data])
+    if isinstance(data, pa.Table):
+        if schema is not None and not data.schema.equals(schema):
+            data = _cast(data, schema)
+        return data.to_reader()
+    if isinstance(data, pa.RecordBatchReader):
+        if schema is None or data.schema.equals(schema):
+            return data
+        return pa.RecordBatchReader.from_batches(schema, (_cast(b, schema) for b in data))
+    if isinstance(data, Iterable) and not isinstance(data, str | bytes | dict):
+        it = iter(data)
+        if schema is None:
+            try:
+                first = next(it)
+            except StopIteration:
+                raise InvalidInputError("no batches and no schema given") from None
+            schema = first.schema
+
+            rest = it
+
+            def chain() -> Iterator[pa.RecordBatch]:
+                yield first
+                yield from rest
+
+            it = chain()
+        return pa.RecordBatchReader.from_batches(schema, (_cast(b, schema) for b in it))
+    raise InvalidInputError(
+        f"cannot write {type(data).__name__}: pass a pyarrow Table, RecordBatch, RecordBatchReader, "
+        "an iterable of RecordBatches or a pandas DataFrame"
+    )
+
+
+def _cast(batch: pa.RecordBatch | pa.Table, schema: pa.Schema) -> pa.RecordBatch | pa.Table:
+    if not isinstance(batch, pa.RecordBatch | pa.Table):
+        raise InvalidInputError(f"expected RecordBatches, got {type(batch).__name__}")
+    if batch.schema.equals(schema):
+        return batch
+    if sorted(batch.schema.names) != sorted(schema.names):
+        raise SchemaMismatchError(f"data has columns {batch.schema.names}, the schema has {schema.names}")
+    try:
+        return batch.select(schema.names).cast(schema)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, ValueError) as e:
+        raise SchemaMismatchError(f"data does not match the schema: {e}") from None
+
+
+def _file_columns(schema: LanceSchema, version: LanceFileVersion) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """``DataFile.fields`` / ``column_indices`` for a file holding every field of ``schema``.
+
+    The file's own schema has ids 0.. in walk order; dataset ids are matched by walk position.
+    """
+    file_schema = fields_from_arrow(schema.to_arrow())
+    cols = assign_columns(file_schema, version)
+    fields, indices = [], []
+    for ds_field, file_field in zip(schema.walk(), file_schema.walk(), strict=True):
+        if file_field.id in cols:
+            fields.append(ds_field.id)
+            indices.append(cols[file_field.id])
+    return tuple(fields), tuple(indices)
+
+
+def write_fragments(
+    store: ObjectStore,
+    reader: pa.RecordBatchReader,
+    schema: LanceSchema,
+    version: str,
+    max_rows_per_file: int,
+) -> list[DataFragment]:
+    """Write the stream into data files of at most ``max_rows_per_file`` rows; one fragment each."""
+    file_version = LanceFileVersion(version)
+    fields, indices = _file_columns(schema, file_version)
+    arrow = schema.to_arrow()
+    major, minor = file_version.manifest
+    frags: list[DataFragment] = []
+    writer: LanceFileWriter | None = None
+    name = ""
+
+    def finish() -> None:
+        nonlocal writer
+        assert writer is not None
+        rows = writer.close()
+        frags.append(
+            DataFragment(
+                id=0,
+                files=(DataFile(name, fields, indices, major, minor, writer.size),),
+                physical_rows=rows,
+            )
+        )
+        writer = None
+
+    rows_in_file = 0
+    for batch in reader:
+        offset = 0
+        while offset < batch.num_rows:
+            if writer is None:
+                name = data_file_name()
+                writer = LanceFileWriter(f"data/{name}", arrow, version=version, store=store)
+                rows_in_file = 0
+            take = min(batch.num_rows - offset, max_rows_per_file - rows_in_file)
+            writer.write_batch(batch.slice(offset, take))
+            offset += take
+            rows_in_file += take
+            if rows_in_file >= max_rows_per_file:
+                finish()
+    if writer is not None and rows_in_file:
+        finish()
+    return frags
+
+
+def _check_schema(data: pa.Schema, manifest: Manifest) -> pa.Schema:
+    target = manifest.schema.to_arrow()
+    if sorted(data.names) != sorted(target.names):
+        raise SchemaMismatchError(
+            f"cannot append: data has columns {data.names}, the dataset has {target.names}"
+        )
+    for f in target:
+        other = data.field(f.name)
+        if not other.type.equals(f.type):
+            raise SchemaMismatchError(
+                f"cannot append: column {f.name!r} is {other.type} in the data, {f.type} in the dataset"
+            )
+    return target
+
+
+def write_dataset(
+    data: Any,
+    uri: str | os.PathLike[str],
+    schema: pa.Schema | None = None,
+    mode: str = "create",
+    *,
+    max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+    data_storage_version: str | None = "2.0",
+    enable_stable_row_ids: bool = False,
+    enable_v2_manifest_paths: bool = True,
+    storage_options: dict[str, str] | None = None,
+    commit_message: str | None = None,
+) -> LanceDataset:
+    """Write Arrow data as a Lance dataset (create, append to or overwrite one).
+
+    Parameters
+    ----------
+    data:
+        A pyarrow Table, RecordBatch, RecordBatchReader, an iterable of RecordBatches, or a pandas
+        DataFrame.
+    uri:
+        Local path, ``file://`` or ``memory://`` URI of the dataset root.
+    schema:
+        Schema to cast the data to (required for an empty iterable).
+    mode:
+        ``"create"`` (fails if the dataset exists), ``"append"`` (creates it when missing) or
+        ``"overwrite"``.
+    max_rows_per_file:
+        Rows per data file (each file is one fragment).
+    data_storage_version:
+        File format version of a new dataset; appends keep the dataset's own version.
+    enable_stable_row_ids:
+        Give rows stable ids (only when creating the dataset).
+    enable_v2_manifest_paths:
+        Name manifests with the V2 scheme (new datasets only).
+    storage_options:
+        Options for the object store.
+    commit_message:
+        Stored in the transaction properties.
+
+    Returns
+    -------
+    LanceDataset
+        The dataset at the version just written.
+    """
+    from lance_format.dataset.dataset import LanceDataset
+
+    if mode not in _MODES:
+        raise InvalidInputError(f"mode must be one of {_MODES}, got {mode!r}")
+    if not isinstance(max_rows_per_file, int) or max_rows_per_file <= 0:
+        raise InvalidInputError(f"max_rows_per_file must be a positive integer, got {max_rows_per_file!r}")
+    uri = os.fspath(uri)
+    store = store_for_uri(uri, storage_options)
+    base: Manifest | None
+    naming: ManifestNaming | None
+    try:
+        base, naming = load_manifest(store)
+    except NotFoundError:
+        base, naming = None, None
+    if base is not None and mode == "create":
+        raise DatasetAlreadyExistsError(f"{uri}: dataset already exists (use mode='append' or 'overwrite')")
+    reader = to_reader(data, schema)
+    if base is not None and mode == "append":
+        target = _check_schema(reader.schema, base)
+        reader = to_reader(reader, target)
+        lance_schema = base.schema
+        version = base.data_format.version
+    else:
+        lance_schema = fields_from_arrow(reader.schema)
+        version = data_storage_version or "2.0"
+    if version not in _WRITABLE_VERSIONS:
+        raise NotSupportedError(
+            f"writing data storage version {version!r} is not supported; use one of {_WRITABLE_VERSIONS}"
+        )
+    frags = tuple(write_fragments(store, reader, lance_schema, version, max_rows_per_file))
+    op = Append(frags) if base is not None and mode == "append" else Overwrite(frags, lance_schema)
+    props = {"lance.commit.message": commit_message} if commit_message else {}
+    txn = Transaction(base.version if base else 0, str(uuid.uuid4()), op, properties=props)
+    options = CommitOptions(
+        naming=ManifestNaming.V2 if enable_v2_manifest_paths else ManifestNaming.V1,
+        data_format=DataStorageFormat("lance", version),
+        stable_row_ids=enable_stable_row_ids,
+        create_only=mode == "create",
+    )
+    manifest = commit_transaction(store, txn, base, naming, options)
+    return LanceDataset(uri, store=store, manifest=manifest, naming=naming or options.naming)
+
+
+def stage_fragments(
+    data: Any,
+    uri: str | os.PathLike[str],
+    schema: pa.Schema | None = None,
+    *,
+    max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+    data_storage_version: str = "2.0",
+    storage_options: dict[str, str] | None = None,
+) -> list[DataFragment]:
+    """Write data files without committing; commit the fragments later with :func:`commit`.
+
+    Against an existing dataset the data must match its schema (field ids are the dataset's); for a
+    new dataset the fragments belong with ``Overwrite(fragments, fields_from_arrow(schema))``.
+    """
+    store = store_for_uri(os.fspath(uri), storage_options)
+    reader = to_reader(data, schema)
+    try:
+        base, _ = load_manifest(store)
+    except NotFoundError:
+        lance_schema, version = fields_from_arrow(reader.schema), data_storage_version
+    else:
+        reader = to_reader(reader, _check_schema(reader.schema, base))
+        lance_schema, version = base.schema, base.data_format.version
+    return write_fragments(store, reader, lance_schema, version, max_rows_per_file)
+
+
+def commit(
+    uri: str | os.PathLike[str],
+    operation: Operation,
+    read_version: int | None = None,
+    *,
+    storage_options: dict[str, str] | None = None,
+    data_storage_version: str = "2.0",
+) -> LanceDataset:
+    """Commit an operation (e.g. ``Append`` of staged fragments) planned against ``read_version``.
+
+    Returns the dataset at the new version. Concurrent commits are rebased or raise
+    :class:`~lance_format.core.errors.CommitConflictError`.
+    """
+    from lance_format.dataset.dataset import LanceDataset
+
+    uri = os.fspath(uri)
+    store = store_for_uri(uri, storage_options)
+    base: Manifest | None
+    naming: ManifestNaming | None
+    try:
+        base, naming = load_manifest(store, read_version)
+    except NotFoundError:
+        if read_version is not None:
+            raise
+        base, naming = None, None
+    txn = Transaction(base.version if base else 0, str(uuid.uuid4()), operation)
+    options = CommitOptions(data_format=DataStorageFormat("lance", data_storage_version))
+    manifest = commit_transaction(store, txn, base, naming, options)
+    return LanceDataset(uri, store=store, manifest=manifest, naming=naming or options.naming)

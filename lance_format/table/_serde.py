@@ -1,0 +1,426 @@
+"""Protobuf <-> dataclass conversion for manifests and transactions (the only protobuf user here)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+import numpy.typing as npt
+from google.protobuf.message import DecodeError, Message
+
+from lance_format._proto import rowids_pb2, table_pb2, transaction_pb2
+from lance_format.core.errors import CorruptFileError
+from lance_format.core.types import LanceSchema
+from lance_format.file._serde import field_from_pb, field_to_pb
+from lance_format.table.model import (
+    Append,
+    BasePath,
+    CreateIndex,
+    DataFile,
+    DataFragment,
+    DataStorageFormat,
+    Delete,
+    DeletionFile,
+    DeletionFileType,
+    ExternalFile,
+    Manifest,
+    Merge,
+    Operation,
+    Overwrite,
+    Project,
+    ReserveFragments,
+    Restore,
+    Rewrite,
+    RewriteGroup,
+    Transaction,
+    UnknownOperation,
+    Update,
+    UpdateConfig,
+    WriterVersion,
+)
+
+__all__ = [
+    "decode_row_ids",
+    "manifest_from_bytes",
+    "manifest_to_bytes",
+    "row_id_range_bytes",
+    "row_ids_bytes",
+    "transaction_from_bytes",
+    "transaction_to_bytes",
+    "version_run_bytes",
+]
+
+
+def _parse(msg: Message, data: bytes, path: str, what: str) -> None:
+    try:
+        msg.ParseFromString(bytes(data))
+    except (DecodeError, RecursionError, ValueError) as e:
+        raise CorruptFileError(path, f"cannot decode {what}: {e}") from None
+
+
+# -- schema ---------------------------------------------------------------------------------------
+
+
+def _schema_from_pb(fields: Iterable[object], metadata: dict[str, bytes], path: str) -> LanceSchema:
+    return LanceSchema.from_flat([field_from_pb(f) for f in fields], metadata, path)  # type: ignore[arg-type]
+
+
+def _schema_to_pb(schema: LanceSchema, out: object) -> None:
+    out.extend(field_to_pb(f) for f in schema.walk())  # type: ignore[attr-defined]
+
+
+# -- fragments ------------------------------------------------------------------------------------
+
+
+def _data_file_to_pb(f: DataFile) -> table_pb2.DataFile:
+    pb = table_pb2.DataFile(
+        path=f.path,
+        fields=list(f.fields),
+        column_indices=list(f.column_indices),
+        file_major_version=f.file_major_version,
+        file_minor_version=f.file_minor_version,
+        file_size_bytes=f.file_size_bytes,
+    )
+    if f.base_id is not None:
+        pb.base_id = f.base_id
+    return pb
+
+
+def _data_file_from_pb(pb: table_pb2.DataFile) -> DataFile:
+    return DataFile(
+        path=pb.path,
+        fields=tuple(pb.fields),
+        column_indices=tuple(pb.column_indices),
+        file_major_version=pb.file_major_version,
+        file_minor_version=pb.file_minor_version,
+        file_size_bytes=pb.file_size_bytes,
+        base_id=pb.base_id if pb.HasField("base_id") else None,
+    )
+
+
+def _external(pb: table_pb2.ExternalFile) -> ExternalFile:
+    return ExternalFile(pb.path, pb.offset, pb.size)
+
+
+def _seq_from_pb(pb: table_pb2.DataFragment, oneof: str) -> bytes | ExternalFile | None:
+    which = pb.WhichOneof(oneof)  # type: ignore[call-overload]
+    if which is None:
+        return None
+    value = getattr(pb, which)
+    return bytes(value) if which.startswith("inline") else _external(value)
+
+
+def _seq_to_pb(pb: table_pb2.DataFragment, value: bytes | ExternalFile | None, name: str) -> None:
+    if value is None:
+        return
+    if isinstance(value, bytes):
+        setattr(pb, f"inline_{name}", value)
+    else:
+        ext = getattr(pb, f"external_{name}")
+        ext.path, ext.offset, ext.size = value.path, value.offset, value.size
+
+
+def fragment_to_pb(frag: DataFragment) -> table_pb2.DataFragment:
+    """The ``DataFragment`` message of a fragment."""
+    pb = table_pb2.DataFragment(id=frag.id, physical_rows=frag.physical_rows)
+    pb.files.extend(_data_file_to_pb(f) for f in frag.files)
+    d = frag.deletion_file
+    if d is not None:
+        pb.deletion_file.file_type = int(d.file_type)  # type: ignore[assignment]
+        pb.deletion_file.read_version = d.read_version
+        pb.deletion_file.id = d.id
+        pb.deletion_file.num_deleted_rows = d.num_deleted_rows
+        if d.base_id is not None:
+            pb.deletion_file.base_id = d.base_id
+    _seq_to_pb(pb, frag.row_ids, "row_ids")
+    _seq_to_pb(pb, frag.last_updated_at_versions, "last_updated_at_versions")
+    _seq_to_pb(pb, frag.created_at_versions, "created_at_versions")
+    return pb
+
+
+def fragment_from_pb(pb: table_pb2.DataFragment, path: str) -> DataFragment:
+    """A fragment from its ``DataFragment`` message."""
+    if len(pb.overlays):
+        raise CorruptFileError(path, f"fragment {pb.id} has data overlay files (unsupported feature)")
+    deletion = None
+    if pb.HasField("deletion_file"):
+        d = pb.deletion_file
+        deletion = DeletionFile(
+            DeletionFileType(d.file_type),
+            d.read_version,
+            d.id,
+            d.num_deleted_rows,
+            d.base_id if d.HasField("base_id") else None,
+        )
+    return DataFragment(
+        id=pb.id,
+        files=tuple(_data_file_from_pb(f) for f in pb.files),
+        physical_rows=pb.physical_rows,
+        deletion_file=deletion,
+        row_ids=_seq_from_pb(pb, "row_id_sequence"),
+        last_updated_at_versions=_seq_from_pb(pb, "last_updated_at_version_sequence"),
+        created_at_versions=_seq_from_pb(pb, "created_at_version_sequence"),
+    )
+
+
+# -- manifest -------------------------------------------------------------------------------------
+
+
+def manifest_to_bytes(m: Manifest) -> bytes:
+    """The serialized ``Manifest`` message (without the file container)."""
+    pb = table_pb2.Manifest(version=m.version, version_aux_data=m.version_aux_data, tag=m.tag)
+    _schema_to_pb(m.schema, pb.fields)
+    pb.fragments.extend(fragment_to_pb(f) for f in m.fragments)
+    pb.schema_metadata.update(m.schema.metadata)
+    if m.index_section is not None:
+        pb.index_section = m.index_section
+    pb.timestamp.seconds, pb.timestamp.nanos = divmod(m.timestamp_ns, 1_000_000_000)
+    pb.reader_feature_flags = m.reader_feature_flags
+    pb.writer_feature_flags = m.writer_feature_flags
+    if m.max_fragment_id is not None:
+        pb.max_fragment_id = m.max_fragment_id
+    pb.transaction_file = m.transaction_file
+    if m.writer_version is not None:
+        wv = m.writer_version
+        pb.writer_version.library = wv.library
+        pb.writer_version.version = wv.version
+        if wv.prerelease is not None:
+            pb.writer_version.prerelease = wv.prerelease
+        if wv.build_metadata is not None:
+            pb.writer_version.build_metadata = wv.build_metadata
+    pb.next_row_id = m.next_row_id
+    pb.data_format.file_format = m.data_format.file_format
+    pb.data_format.version = m.data_format.version
+    pb.config.update(m.config)
+    pb.table_metadata.update(m.table_metadata)
+    for b in m.base_paths:
+        bp = pb.base_paths.add(id=b.id, is_dataset_root=b.is_dataset_root, path=b.path)
+        if b.name is not None:
+            bp.name = b.name
+    if m.branch is not None:
+        pb.branch = m.branch
+    if m.transaction_section is not None:
+        pb.transaction_section = m.transaction_section
+    return bytes(pb.SerializeToString())
+
+
+def manifest_from_bytes(data: bytes, path: str) -> Manifest:
+    """A :class:`Manifest` from the serialized message (``index_section_bytes`` left unset)."""
+    pb = table_pb2.Manifest()
+    _parse(pb, data, path, "manifest")
+    schema = _schema_from_pb(pb.fields, dict(pb.schema_metadata), path)
+    wv = None
+    if pb.HasField("writer_version"):
+        w = pb.writer_version
+        wv = WriterVersion(
+            w.library,
+            w.version,
+            w.prerelease if w.HasField("prerelease") else None,
+            w.build_metadata if w.HasField("build_metadata") else None,
+        )
+    fmt = DataStorageFormat(pb.data_format.file_format or "lance", pb.data_format.version or "0.1")
+    txn_pos: int | None = None
+    if pb.HasField("transaction_section"):
+        txn_pos = pb.transaction_section
+    elif pb.HasField("transaction_section_deprecated"):
+        txn_pos = pb.transaction_section_deprecated
+    return Manifest(
+        schema=schema,
+        fragments=tuple(fragment_from_pb(f, path) for f in pb.fragments),
+        version=pb.version,
+        data_format=fmt,
+        writer_version=wv,
+        timestamp_ns=pb.timestamp.seconds * 1_000_000_000 + pb.timestamp.nanos,
+        tag=pb.tag,
+        reader_feature_flags=pb.reader_feature_flags,
+        writer_feature_flags=pb.writer_feature_flags,
+        max_fragment_id=pb.max_fragment_id if pb.HasField("max_fragment_id") else None,
+        transaction_file=pb.transaction_file,
+        next_row_id=pb.next_row_id,
+        config=dict(pb.config),
+        table_metadata=dict(pb.table_metadata),
+        base_paths=tuple(
+            BasePath(b.id, b.name if b.HasField("name") else None, b.is_dataset_root, b.path)
+            for b in pb.base_paths
+        ),
+        branch=pb.branch if pb.HasField("branch") else None,
+        version_aux_data=pb.version_aux_data,
+        index_section=pb.index_section if pb.HasField("index_section") else None,
+        transaction_section=txn_pos,
+    )
+
+
+# -- transactions ---------------------------------------------------------------------------------
+
+
+def _frags(pbs: Iterable[table_pb2.DataFragment], path: str) -> tuple[DataFragment, ...]:
+    return tuple(fragment_from_pb(f, path) for f in pbs)
+
+
+def _operation_to_pb(op: Operation, pb: transaction_pb2.Transaction) -> None:
+    if isinstance(op, Append):
+        pb.append.fragments.extend(fragment_to_pb(f) for f in op.fragments)
+    elif isinstance(op, Delete):
+        pb.delete.updated_fragments.extend(fragment_to_pb(f) for f in op.updated_fragments)
+        pb.delete.deleted_fragment_ids.extend(op.deleted_fragment_ids)
+        pb.delete.predicate = op.predicate
+    elif isinstance(op, Overwrite):
+        pb.overwrite.fragments.extend(fragment_to_pb(f) for f in op.fragments)
+        _schema_to_pb(op.schema, pb.overwrite.schema)
+        pb.overwrite.schema_metadata.update(op.schema.metadata)
+        pb.overwrite.config_upsert_values.update(op.config_upsert_values)
+    elif isinstance(op, Restore):
+        pb.restore.version = op.version
+    elif isinstance(op, Project):
+        _schema_to_pb(op.schema, pb.project.schema)
+    elif isinstance(op, Merge):
+        pb.merge.fragments.extend(fragment_to_pb(f) for f in op.fragments)
+        _schema_to_pb(op.schema, pb.merge.schema)
+        pb.merge.schema_metadata.update(op.schema.metadata)
+    elif isinstance(op, Rewrite):
+        for g in op.groups:
+            grp = pb.rewrite.groups.add()
+            grp.old_fragments.extend(fragment_to_pb(f) for f in g.old_fragments)
+            grp.new_fragments.extend(fragment_to_pb(f) for f in g.new_fragments)
+    elif isinstance(op, Update):
+        pb.update.removed_fragment_ids.extend(op.removed_fragment_ids)
+        pb.update.updated_fragments.extend(fragment_to_pb(f) for f in op.updated_fragments)
+        pb.update.new_fragments.extend(fragment_to_pb(f) for f in op.new_fragments)
+    elif isinstance(op, UpdateConfig):
+        upd = pb.update_config.config_updates
+        for k, v in op.config_updates.items():
+            entry = upd.update_entries.add(key=k)
+            if v is not None:
+                entry.value = v
+    else:
+        raise CorruptFileError("<transaction>", f"cannot serialize operation {type(op).__name__}")
+
+
+def _operation_from_pb(pb: transaction_pb2.Transaction, path: str) -> Operation:
+    kind = pb.WhichOneof("operation")
+    if kind == "append":
+        return Append(_frags(pb.append.fragments, path))
+    if kind == "delete":
+        d = pb.delete
+        return Delete(_frags(d.updated_fragments, path), tuple(d.deleted_fragment_ids), d.predicate)
+    if kind == "overwrite":
+        o = pb.overwrite
+        schema = _schema_from_pb(o.schema, dict(o.schema_metadata), path)
+        return Overwrite(_frags(o.fragments, path), schema, dict(o.config_upsert_values))
+    if kind == "restore":
+        return Restore(pb.restore.version)
+    if kind == "project":
+        return Project(_schema_from_pb(pb.project.schema, {}, path))
+    if kind == "merge":
+        g = pb.merge
+        return Merge(_frags(g.fragments, path), _schema_from_pb(g.schema, dict(g.schema_metadata), path))
+    if kind == "rewrite":
+        r = pb.rewrite
+        groups = [
+            RewriteGroup(_frags(x.old_fragments, path), _frags(x.new_fragments, path)) for x in r.groups
+        ]
+        if len(r.old_fragments) or len(r.new_fragments):
+            groups.append(RewriteGroup(_frags(r.old_fragments, path), _frags(r.new_fragments, path)))
+        return Rewrite(tuple(groups))
+    if kind == "update":
+        u = pb.update
+        return Update(
+            tuple(u.removed_fragment_ids), _frags(u.updated_fragments, path), _frags(u.new_fragments, path)
+        )
+    if kind == "update_config":
+        c = pb.update_config
+        updates: dict[str, str | None] = dict(c.upsert_values)
+        updates.update(dict.fromkeys(c.delete_keys))
+        for e in c.config_updates.update_entries:
+            updates[e.key] = e.value if e.HasField("value") else None
+        return UpdateConfig(updates)
+    if kind == "create_index":
+        return CreateIndex()
+    if kind == "reserve_fragments":
+        return ReserveFragments(pb.reserve_fragments.num_fragments)
+    return UnknownOperation(kind or "none")
+
+
+def transaction_to_bytes(t: Transaction) -> bytes:
+    """The serialized ``Transaction`` message (as stored in ``_transactions/`` and inline)."""
+    pb = transaction_pb2.Transaction(read_version=t.read_version, uuid=t.uuid, tag=t.tag)
+    pb.transaction_properties.update(t.properties)
+    _operation_to_pb(t.operation, pb)
+    return bytes(pb.SerializeToString())
+
+
+def transaction_from_bytes(data: bytes, path: str) -> Transaction:
+    """A :class:`Transaction` from its serialized message."""
+    pb = transaction_pb2.Transaction()
+    _parse(pb, data, path, "transaction")
+    return Transaction(
+        pb.read_version, pb.uuid, _operation_from_pb(pb, path), pb.tag, dict(pb.transaction_properties)
+    )
+
+
+# -- row ids ----------------------------------------------------------------------------------------
+
+
+def row_id_range_bytes(start: int, end: int) -> bytes:
+    """A ``RowIdSequence`` of one range ``[start, end)``."""
+    seq = rowids_pb2.RowIdSequence()
+    seg = seq.segments.add()
+    seg.range.start = start
+    seg.range.end = end
+    return bytes(seq.SerializeToString())
+
+
+def row_ids_bytes(ids: npt.NDArray[np.uint64]) -> bytes:
+    """A ``RowIdSequence`` of arbitrary ids: one range when contiguous, else a packed array."""
+    ids = np.asarray(ids, dtype=np.uint64)
+    if len(ids) and int(ids[-1]) - int(ids[0]) == len(ids) - 1 and (np.diff(ids) == 1).all():
+        return row_id_range_bytes(int(ids[0]), int(ids[-1]) + 1)
+    seq = rowids_pb2.RowIdSequence()
+    seg = seq.segments.add()
+    seg.array.u64_array.values = ids.astype("<u8").tobytes()
+    return bytes(seq.SerializeToString())
+
+
+def version_run_bytes(num_rows: int, version: int) -> bytes:
+    """A ``RowDatasetVersionSequence``: every one of ``num_rows`` rows at ``version``."""
+    seq = rowids_pb2.RowDatasetVersionSequence()
+    run = seq.runs.add(version=version)
+    run.span.range.start = 0
+    run.span.range.end = num_rows
+    return bytes(seq.SerializeToString())
+
+
+def _decode_array(a: rowids_pb2.EncodedU64Array) -> npt.NDArray[np.uint64]:
+    kind = a.WhichOneof("array")
+    if kind == "u16_array":
+        return np.frombuffer(a.u16_array.offsets, "<u2").astype(np.uint64) + np.uint64(a.u16_array.base)
+    if kind == "u32_array":
+        return np.frombuffer(a.u32_array.offsets, "<u4").astype(np.uint64) + np.uint64(a.u32_array.base)
+    if kind == "u64_array":
+        return np.frombuffer(a.u64_array.values, "<u8").astype(np.uint64)
+    return np.zeros(0, np.uint64)
+
+
+def decode_row_ids(data: bytes, path: str) -> npt.NDArray[np.uint64]:
+    """The row ids of a serialized ``RowIdSequence``, in row order."""
+    seq = rowids_pb2.RowIdSequence()
+    _parse(seq, data, path, "row id sequence")
+    parts: list[npt.NDArray[np.uint64]] = []
+    for seg in seq.segments:
+        kind = seg.WhichOneof("segment")
+        if kind == "range":
+            parts.append(np.arange(seg.range.start, seg.range.end, dtype=np.uint64))
+        elif kind == "range_with_holes":
+            r = seg.range_with_holes
+            ids = np.arange(r.start, r.end, dtype=np.uint64)
+            parts.append(np.setdiff1d(ids, _decode_array(r.holes), assume_unique=True))
+        elif kind == "range_with_bitmap":
+            b = seg.range_with_bitmap
+            ids = np.arange(b.start, b.end, dtype=np.uint64)
+            bits = np.unpackbits(np.frombuffer(b.bitmap, np.uint8))[: len(ids)].astype(bool)
+            parts.append(ids[bits])
+        elif kind == "sorted_array":
+            parts.append(_decode_array(seg.sorted_array))
+        elif kind == "array":
+            parts.append(_decode_array(seg.array))
+    return np.concatenate(parts) if parts else np.zeros(0, np.uint64)

@@ -1,0 +1,131 @@
+"""Committing a transaction: transaction file, put-if-not-exists of the next manifest, hint.
+
+On a lost race the winners' transactions are read; compatible operations are rebased onto the new
+latest version and the commit is retried (bounded, with jittered exponential backoff), otherwise a
+:class:`CommitConflictError` is raised.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import time
+from dataclasses import dataclass, replace
+
+from lance_format.core.errors import (
+    DatasetAlreadyExistsError,
+    RetryableCommitConflictError,
+    StorageError,
+)
+from lance_format.io.store import ObjectStore
+from lance_format.table import _serde
+from lance_format.table.committers import ManifestCommitter, PutIfNotExistsCommitter
+from lance_format.table.flags import DISABLE_TRANSACTION_FILE, check_writer_flags
+from lance_format.table.manifest_file import encode_manifest, read_manifest
+from lance_format.table.model import DataStorageFormat, Manifest, Transaction
+from lance_format.table.naming import ManifestNaming, manifest_key, transaction_key, write_hint
+from lance_format.table.transaction import build_manifest, check_conflict
+from lance_format.table.versions import VersionInfo, load_manifest, read_index_section, read_transaction
+
+__all__ = ["CommitOptions", "commit_transaction"]
+
+#: Attempts after the first lost race before giving up with RetryableCommitConflictError.
+DEFAULT_MAX_RETRIES = 20
+#: Backoff between attempts: starts here, doubles, capped; jittered so racing writers spread out.
+BACKOFF_START_S = 0.005
+BACKOFF_MAX_S = 0.5
+
+
+@dataclass(frozen=True)
+class CommitOptions:
+    """How to commit: naming scheme for new datasets, format, stable row ids, retries."""
+
+    naming: ManifestNaming = ManifestNaming.V2
+    data_format: DataStorageFormat | None = None
+    stable_row_ids: bool = False
+    max_retries: int = DEFAULT_MAX_RETRIES
+    create_only: bool = False
+    committer: ManifestCommitter | None = None
+
+
+def _rebase(
+    store: ObjectStore, txn: Transaction, base: Manifest | None, naming: ManifestNaming
+) -> tuple[Manifest | None, ManifestNaming]:
+    """The latest manifest, after checking ``txn`` against every version committed since ``base``.
+
+    When the winning commit is not listed yet (eventually consistent listings), ``base`` comes back
+    unchanged and the caller simply tries again.
+    """
+    info = VersionInfo(store)
+    if info.naming is None or info.latest is None:
+        return base, naming
+    latest: Manifest | None = base
+    for v in range((base.version if base else 0) + 1, info.latest + 1):
+        entry = info.entries.get(v)
+        if entry is None:  # cleaned up meanwhile: nothing tells us what it did
+            check_conflict(txn, None, v)
+            continue
+        latest = read_manifest(store, *entry)
+        check_conflict(txn, read_transaction(store, latest, info.naming), v)
+    if latest is not None:
+        check_writer_flags(latest, store.uri)
+    return latest, info.naming
+
+
+def commit_transaction(
+    store: ObjectStore,
+    txn: Transaction,
+    base: Manifest | None,
+    naming: ManifestNaming | None = None,
+    options: CommitOptions | None = None,
+) -> Manifest:
+    """Commit ``txn`` planned against ``base`` (``None``: new dataset); returns the new manifest."""
+    opts = options or CommitOptions()
+    naming = naming or opts.naming
+    if base is not None:
+        check_writer_flags(base, store.uri)
+        if base.index_section is not None and base.index_section_bytes is None:
+            base = replace(base, index_section_bytes=read_index_section(store, base, naming))
+    # A dataset flagged DISABLE_TRANSACTION_FILE keeps its transactions inline only.
+    inline_only = base is not None and bool(base.writer_feature_flags & DISABLE_TRANSACTION_FILE)
+    if not inline_only:
+        store.write(transaction_key(txn.file_name()), _serde.transaction_to_bytes(txn))
+
+    def load(v: int) -> Manifest:
+        old, old_naming = load_manifest(store, v)
+        return replace(old, index_section_bytes=read_index_section(store, old, old_naming))
+
+    committer = opts.committer or PutIfNotExistsCommitter()
+    delay = BACKOFF_START_S
+    for attempt in range(opts.max_retries + 1):
+        new = build_manifest(
+            base,
+            txn,
+            data_format=opts.data_format,
+            stable_row_ids=opts.stable_row_ids,
+            load_version=load,
+        )
+        if inline_only:
+            new = replace(new, transaction_file="")
+        data, new = encode_manifest(new, txn, new.index_section_bytes)
+        key = manifest_key(new.version, naming)
+        try:
+            won = committer.commit(store, new.version, key, data)
+        except OSError as e:
+            raise StorageError(f"{store.uri}/{key}: commit failed: {e}") from e
+        if won:
+            with contextlib.suppress(OSError):  # only a hint: readers never rely on it
+                write_hint(store, new.version)
+            return replace(new, index_section_bytes=None)
+        if base is None and opts.create_only:
+            raise DatasetAlreadyExistsError(f"{store.uri}: dataset already exists")
+        # Lost the race: check every version committed since our base, then rebase onto the latest.
+        base, naming = _rebase(store, txn, base, naming)
+        if base is not None and base.index_section is not None and base.index_section_bytes is None:
+            base = replace(base, index_section_bytes=read_index_section(store, base, naming))
+        if attempt < opts.max_retries:
+            time.sleep(delay * (0.5 + random.random()))
+            delay = min(delay * 2, BACKOFF_MAX_S)
+    raise RetryableCommitConflictError(
+        f"{store.uri}: gave up after {opts.max_retries + 1} attempts lost to concurrent commits"
+    )

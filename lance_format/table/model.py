@@ -1,0 +1,317 @@
+"""The table format as frozen dataclasses: manifests, fragments, files, transactions.
+
+Fields mirror Lance's ``table.proto`` / ``transaction.proto`` messages (see :mod:`._serde` for the
+wire mapping). Nothing here touches protobuf or storage.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+from lance_format.core.types import LanceSchema
+
+__all__ = [
+    "Append",
+    "BasePath",
+    "CreateIndex",
+    "DataFile",
+    "DataFragment",
+    "DataStorageFormat",
+    "Delete",
+    "DeletionFile",
+    "DeletionFileType",
+    "ExternalFile",
+    "Manifest",
+    "Merge",
+    "Operation",
+    "Overwrite",
+    "Project",
+    "ReserveFragments",
+    "Restore",
+    "Rewrite",
+    "RewriteGroup",
+    "Transaction",
+    "UnknownOperation",
+    "Update",
+    "UpdateConfig",
+    "WriterVersion",
+]
+
+
+class DeletionFileType(IntEnum):
+    """``DeletionFile.file_type``: an Arrow IPC file of offsets or a Roaring bitmap."""
+
+    ARROW_ARRAY = 0
+    BITMAP = 1
+
+    @property
+    def suffix(self) -> str:
+        """File name extension of this kind."""
+        return "arrow" if self is DeletionFileType.ARROW_ARRAY else "bin"
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """One data file of a fragment (``path`` relative to ``{root}/data/``)."""
+
+    path: str
+    fields: tuple[int, ...]
+    column_indices: tuple[int, ...]
+    file_major_version: int = 2
+    file_minor_version: int = 0
+    file_size_bytes: int = 0
+    base_id: int | None = None
+
+
+@dataclass(frozen=True)
+class DeletionFile:
+    """A fragment's deleted physical row offsets, stored in ``_deletions/``."""
+
+    file_type: DeletionFileType
+    read_version: int
+    id: int
+    num_deleted_rows: int = 0
+    base_id: int | None = None
+
+    def key(self, fragment_id: int) -> str:
+        """Object key relative to the dataset root."""
+        return f"_deletions/{fragment_id}-{self.read_version}-{self.id}.{self.file_type.suffix}"
+
+
+@dataclass(frozen=True)
+class ExternalFile:
+    """A byte range of another file holding a sequence too large to inline."""
+
+    path: str
+    offset: int
+    size: int
+
+
+@dataclass(frozen=True)
+class DataFragment:
+    """A horizontal slice of the table: data files that share rows, plus deletions and row ids.
+
+    The row-id and row-version sequences are kept serialized (``bytes``) or as an external reference;
+    they are decoded only when stable row ids are used.
+    """
+
+    id: int
+    files: tuple[DataFile, ...]
+    physical_rows: int
+    deletion_file: DeletionFile | None = None
+    row_ids: bytes | ExternalFile | None = None
+    last_updated_at_versions: bytes | ExternalFile | None = None
+    created_at_versions: bytes | ExternalFile | None = None
+
+    @property
+    def num_deleted_rows(self) -> int:
+        """Rows marked deleted."""
+        return self.deletion_file.num_deleted_rows if self.deletion_file else 0
+
+    @property
+    def num_rows(self) -> int:
+        """Rows not deleted."""
+        return self.physical_rows - self.num_deleted_rows
+
+
+@dataclass(frozen=True)
+class WriterVersion:
+    """Which library wrote a manifest."""
+
+    library: str
+    version: str
+    prerelease: str | None = None
+    build_metadata: str | None = None
+
+
+@dataclass(frozen=True)
+class DataStorageFormat:
+    """The data file format of a dataset (``"lance"``, version ``"2.0"`` ...)."""
+
+    file_format: str = "lance"
+    version: str = "2.0"
+
+
+@dataclass(frozen=True)
+class BasePath:
+    """An extra root that data files may live under (``DataFile.base_id``)."""
+
+    id: int
+    name: str | None
+    is_dataset_root: bool
+    path: str
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """One version of a table.
+
+    ``index_section_bytes`` carries a serialized ``IndexSection`` through untouched so a commit on a
+    dataset with indices keeps them; ``transaction_section`` is the position of the inline
+    transaction in the manifest file (field 23 as pylance 14.0.2 writes it).
+    """
+
+    schema: LanceSchema
+    fragments: tuple[DataFragment, ...]
+    version: int
+    data_format: DataStorageFormat = field(default_factory=DataStorageFormat)
+    writer_version: WriterVersion | None = None
+    timestamp_ns: int = 0
+    tag: str = ""
+    reader_feature_flags: int = 0
+    writer_feature_flags: int = 0
+    max_fragment_id: int | None = None
+    transaction_file: str = ""
+    next_row_id: int = 0
+    config: dict[str, str] = field(default_factory=dict)
+    table_metadata: dict[str, str] = field(default_factory=dict)
+    base_paths: tuple[BasePath, ...] = ()
+    branch: str | None = None
+    version_aux_data: int = 0
+    index_section: int | None = None
+    transaction_section: int | None = None
+    index_section_bytes: bytes | None = None
+
+    @property
+    def num_rows(self) -> int:
+        """Live rows over all fragments."""
+        return sum(f.num_rows for f in self.fragments)
+
+    def next_fragment_id(self) -> int:
+        """The id the next new fragment gets."""
+        ids = [f.id for f in self.fragments]
+        if self.max_fragment_id is not None:
+            ids.append(self.max_fragment_id)
+        return max(ids) + 1 if ids else 0
+
+
+# -- transactions -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Append:
+    """Add fragments (ids are assigned when the manifest is built)."""
+
+    fragments: tuple[DataFragment, ...]
+
+
+@dataclass(frozen=True)
+class Delete:
+    """Replace fragments with new deletion files; drop fragments whose rows are all deleted."""
+
+    updated_fragments: tuple[DataFragment, ...]
+    deleted_fragment_ids: tuple[int, ...]
+    predicate: str = ""
+
+
+@dataclass(frozen=True)
+class Overwrite:
+    """Replace the whole table (schema and fragments)."""
+
+    fragments: tuple[DataFragment, ...]
+    schema: LanceSchema
+    config_upsert_values: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Restore:
+    """Make an old version the newest again."""
+
+    version: int
+
+
+@dataclass(frozen=True)
+class Project:
+    """Change the schema without touching data (drop or rename columns)."""
+
+    schema: LanceSchema
+
+
+@dataclass(frozen=True)
+class Merge:
+    """Replace all fragments and the schema (add columns)."""
+
+    fragments: tuple[DataFragment, ...]
+    schema: LanceSchema
+
+
+@dataclass(frozen=True)
+class RewriteGroup:
+    """Fragments compacted into new ones."""
+
+    old_fragments: tuple[DataFragment, ...]
+    new_fragments: tuple[DataFragment, ...]
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    """Compaction: groups of fragments rewritten."""
+
+    groups: tuple[RewriteGroup, ...]
+
+
+@dataclass(frozen=True)
+class Update:
+    """Rows rewritten: fragments removed, updated and added (read for conflict checks)."""
+
+    removed_fragment_ids: tuple[int, ...]
+    updated_fragments: tuple[DataFragment, ...]
+    new_fragments: tuple[DataFragment, ...]
+
+
+@dataclass(frozen=True)
+class UpdateConfig:
+    """Upsert (value) or delete (``None``) table config keys."""
+
+    config_updates: dict[str, str | None]
+
+
+@dataclass(frozen=True)
+class CreateIndex:
+    """An index was added or replaced (read for conflict checks; never written here)."""
+
+
+@dataclass(frozen=True)
+class ReserveFragments:
+    """Fragment ids reserved for a writer (only ``max_fragment_id`` moves)."""
+
+    num_fragments: int
+
+
+@dataclass(frozen=True)
+class UnknownOperation:
+    """An operation this implementation does not model (treated as conflicting)."""
+
+    name: str
+
+
+Operation = (
+    Append
+    | Delete
+    | Overwrite
+    | Restore
+    | Project
+    | Merge
+    | Rewrite
+    | Update
+    | UpdateConfig
+    | CreateIndex
+    | ReserveFragments
+    | UnknownOperation
+)
+
+
+@dataclass(frozen=True)
+class Transaction:
+    """One intended change, planned against ``read_version``."""
+
+    read_version: int
+    uuid: str
+    operation: Operation
+    tag: str = ""
+    properties: dict[str, str] = field(default_factory=dict)
+
+    def file_name(self) -> str:
+        """Name of the transaction file under ``_transactions/``."""
+        return f"{self.read_version}-{self.uuid}.txn"

@@ -1,0 +1,231 @@
+"""Applying transactions: the next manifest from the current one, and conflict rules between them."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import replace
+
+from lance_format.core.errors import CommitConflictError, InvalidInputError, RetryableCommitConflictError
+from lance_format.table import _serde
+from lance_format.table.flags import STABLE_ROW_IDS, compute_flags
+from lance_format.table.model import (
+    Append,
+    CreateIndex,
+    DataFragment,
+    DataStorageFormat,
+    Delete,
+    Manifest,
+    Merge,
+    Overwrite,
+    Project,
+    ReserveFragments,
+    Restore,
+    Rewrite,
+    Transaction,
+    UnknownOperation,
+    Update,
+    UpdateConfig,
+    WriterVersion,
+)
+
+__all__ = ["WRITER_VERSION", "build_manifest", "check_conflict"]
+
+WRITER_VERSION = WriterVersion("lance-flight", "0.1.0")
+
+
+def _assign_ids(
+    frags: tuple[DataFragment, ...], first_id: int, next_row_id: int | None, version: int
+) -> tuple[tuple[DataFragment, ...], int | None]:
+    """Give new fragments ids (and stable row ids when ``next_row_id`` is not ``None``)."""
+    out = []
+    for i, f in enumerate(frags):
+        f = replace(f, id=first_id + i)
+        if next_row_id is not None and f.row_ids is None:
+            n = f.physical_rows
+            f = replace(
+                f,
+                row_ids=_serde.row_id_range_bytes(next_row_id, next_row_id + n),
+                created_at_versions=_serde.version_run_bytes(n, version),
+                last_updated_at_versions=_serde.version_run_bytes(n, version),
+            )
+            next_row_id += n
+        out.append(f)
+    return tuple(out), next_row_id
+
+
+def _rewrite(fragments: tuple[DataFragment, ...], op: Rewrite, first_id: int) -> tuple[DataFragment, ...]:
+    """Each group's new fragments take the place of its first old fragment (row order is kept)."""
+    group_of = {f.id: i for i, g in enumerate(op.groups) for f in g.old_fragments}
+    out: list[DataFragment] = []
+    placed: set[int] = set()
+    nid = first_id
+    for f in fragments:
+        g = group_of.get(f.id)
+        if g is None:
+            out.append(f)
+            continue
+        if g not in placed:
+            placed.add(g)
+            for new in op.groups[g].new_fragments:
+                out.append(replace(new, id=nid))
+                nid += 1
+    return tuple(out)
+
+
+def build_manifest(
+    base: Manifest | None,
+    txn: Transaction,
+    *,
+    data_format: DataStorageFormat | None = None,
+    stable_row_ids: bool = False,
+    load_version: Callable[[int], Manifest] | None = None,
+) -> Manifest:
+    """The manifest of the version ``txn`` creates on top of ``base`` (``None`` for a new table)."""
+    op = txn.operation
+    version = (base.version if base else 0) + 1
+    if base is None and not isinstance(op, Overwrite):
+        raise InvalidInputError(f"{type(op).__name__} needs an existing dataset")
+    stable = stable_row_ids if base is None else bool(base.reader_feature_flags & STABLE_ROW_IDS)
+    next_row_id: int | None = (base.next_row_id if base else 0) if stable else None
+    first_id = base.next_fragment_id() if base else 0
+    if isinstance(op, Overwrite):
+        frags, next_row_id = _assign_ids(op.fragments, first_id, next_row_id, version)
+        config = dict(base.config) if base else {}
+        config.update(op.config_upsert_values)
+        new = Manifest(
+            schema=op.schema,
+            fragments=frags,
+            version=version,
+            data_format=data_format or (base.data_format if base else DataStorageFormat()),
+            config=config,
+            table_metadata=dict(base.table_metadata) if base else {},
+            base_paths=base.base_paths if base else (),
+            reader_feature_flags=STABLE_ROW_IDS if stable else 0,
+        )
+        index_bytes = None
+    else:
+        assert base is not None
+        new = replace(base, version=version, tag="", index_section=None, transaction_section=None)
+        index_bytes = base.index_section_bytes
+        if isinstance(op, Append):
+            frags, next_row_id = _assign_ids(op.fragments, first_id, next_row_id, version)
+            new = replace(new, fragments=base.fragments + frags)
+        elif isinstance(op, Delete):
+            updated = {f.id: f for f in op.updated_fragments}
+            gone = set(op.deleted_fragment_ids)
+            kept = tuple(updated.get(f.id, f) for f in base.fragments if f.id not in gone)
+            new = replace(new, fragments=kept)
+        elif isinstance(op, Update):
+            updated = {f.id: f for f in op.updated_fragments}
+            gone = set(op.removed_fragment_ids)
+            kept = tuple(updated.get(f.id, f) for f in base.fragments if f.id not in gone)
+            frags, next_row_id = _assign_ids(op.new_fragments, first_id, next_row_id, version)
+            new = replace(new, fragments=kept + frags)
+        elif isinstance(op, Restore):
+            if load_version is None:
+                raise InvalidInputError("restore needs a way to load the old version")
+            old = load_version(op.version)
+            new = replace(
+                old,
+                version=version,
+                max_fragment_id=base.max_fragment_id,
+                next_row_id=base.next_row_id,
+                index_section=None,
+                transaction_section=None,
+                tag="",
+            )
+            index_bytes = old.index_section_bytes
+        elif isinstance(op, Project):
+            new = replace(new, schema=op.schema)
+        elif isinstance(op, Merge):
+            new = replace(new, schema=op.schema, fragments=op.fragments)
+        elif isinstance(op, Rewrite):
+            new = replace(new, fragments=_rewrite(base.fragments, op, first_id))
+            index_bytes = None  # indices would need remapping to the new fragments
+        elif isinstance(op, UpdateConfig):
+            config = dict(base.config)
+            for k, v in op.config_updates.items():
+                if v is None:
+                    config.pop(k, None)
+                else:
+                    config[k] = v
+            new = replace(new, config=config)
+        else:
+            raise InvalidInputError(f"cannot commit operation {type(op).__name__}")
+    ids = [f.id for f in new.fragments]
+    prev_max = base.max_fragment_id if base and base.max_fragment_id is not None else -1
+    max_id = max([*ids, prev_max, first_id - 1])
+    new = replace(
+        new,
+        version=version,
+        timestamp_ns=time.time_ns(),
+        writer_version=WRITER_VERSION,
+        transaction_file=txn.file_name(),
+        max_fragment_id=max_id if max_id >= 0 else 0,
+        next_row_id=next_row_id if next_row_id is not None else 0,
+        index_section_bytes=index_bytes,
+    )
+    reader, writer = compute_flags(new)
+    return replace(new, reader_feature_flags=reader, writer_feature_flags=writer)
+
+
+def _touched(op: object) -> set[int] | None:
+    """Fragment ids an operation rewrites (``None``: the whole table)."""
+    if isinstance(op, Delete):
+        return {f.id for f in op.updated_fragments} | set(op.deleted_fragment_ids)
+    if isinstance(op, Rewrite):
+        return {f.id for g in op.groups for f in g.old_fragments}
+    if isinstance(op, Update):
+        return {f.id for f in op.updated_fragments} | set(op.removed_fragment_ids)
+    if isinstance(op, Append | UpdateConfig | CreateIndex | ReserveFragments):
+        return set()
+    return None
+
+
+def check_conflict(mine: Transaction, theirs: Transaction | None, version: int) -> None:
+    """Raise if ``mine`` cannot be rebased over ``theirs`` (committed as ``version``).
+
+    Overwrite and restore win over anything concurrent. Appends commute with everything that keeps
+    the schema and the fragment set; deletes, updates and rewrites commute with operations that do
+    not touch the same fragments; config updates commute unless they set the same keys. Every other
+    combination is a :class:`RetryableCommitConflictError`: planning again on the new latest version
+    can succeed. An operation this implementation cannot read is a :class:`CommitConflictError`.
+    """
+    op = mine.operation
+    if isinstance(op, Overwrite | Restore):
+        return
+    other = None if theirs is None else theirs.operation
+    what = type(other).__name__ if other is not None else "an unknown transaction"
+    if other is None or isinstance(other, UnknownOperation):
+        raise CommitConflictError(
+            f"{type(op).__name__} cannot be rebased over version {version} ({what}): "
+            "its changes are unknown to this implementation"
+        )
+    retry = RetryableCommitConflictError(
+        f"{type(op).__name__} conflicts with {what} committed concurrently as version {version}; retry"
+    )
+    if isinstance(other, Overwrite | Restore | Merge | Project):
+        raise retry
+    if isinstance(op, UpdateConfig):
+        if isinstance(other, UpdateConfig) and set(op.config_updates) & set(other.config_updates):
+            raise retry
+        return
+    if isinstance(op, Append):
+        if _touched(other) is None:
+            raise retry
+        return
+    mine_ids = _touched(op)
+    theirs_ids = _touched(other)
+    if mine_ids is None:  # schema changes (Project, Merge) only commute with metadata-only commits
+        if not isinstance(other, UpdateConfig | CreateIndex | ReserveFragments):
+            raise retry
+        return
+    if theirs_ids is None:
+        raise retry
+    both = mine_ids & theirs_ids
+    if both:
+        raise RetryableCommitConflictError(
+            f"{type(op).__name__} conflicts with {what} committed as version {version}: "
+            f"both change fragments {sorted(both)}"
+        )
