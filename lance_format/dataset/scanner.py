@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from collections import deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -13,6 +12,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_format.core.concurrency import LazyPool
 from lance_format.core.errors import InvalidInputError
 from lance_format.dataset.filters import Filter, evaluate, parse_filter
 from lance_format.dataset.fragment import FragmentReader
@@ -34,21 +34,12 @@ READAHEAD_CHUNKS = 4
 #: the I/O layer's pool, whose fetches these tasks wait on.
 DATASET_THREADS = 8
 
-_POOL: ThreadPoolExecutor | None = None
-_POOL_LOCK = threading.Lock()
+_pool = LazyPool(DATASET_THREADS, "lance-dataset")
 
 
 def dataset_pool() -> ThreadPoolExecutor:
     """The dataset layer's worker pool (never used by the I/O layer, so waiting on it is safe)."""
     return _pool()
-
-
-def _pool() -> ThreadPoolExecutor:
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None:
-            _POOL = ThreadPoolExecutor(DATASET_THREADS, thread_name_prefix="lance-dataset")
-        return _POOL
 
 
 ROWID = "_rowid"

@@ -18,12 +18,17 @@ Sub-decoders compose with ``yield from``.
 
 from __future__ import annotations
 
+import bisect
+import os
+import threading
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
+
+from lance_format.core.concurrency import LazyPool, env_positive_int
 
 __all__ = [
     "ColumnInfo",
@@ -39,6 +44,7 @@ __all__ = [
     "fetch",
     "gather",
     "join_buffers",
+    "pair_columns",
     "runs_for_range",
     "runs_from_sorted_indices",
     "runs_length",
@@ -46,6 +52,22 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+
+# Threads that decode the fields of one large read side by side. numpy's and Arrow's bulk kernels
+# release the GIL, so full scans gain from up to one thread per core; capped at 4 because a read
+# rarely has more wide columns than that, and overridable by LANCE_DECODE_THREADS.
+DECODE_THREADS = env_positive_int("LANCE_DECODE_THREADS", min(4, os.cpu_count() or 1))
+
+# A round of a read fans its decoders out to threads only from this many fetched bytes: handing a
+# decoder to a thread costs ~20-50 us, which only bulk decoding (scans, big ranges) repays.
+PARALLEL_DECODE_MIN_BYTES = 4 * 1024 * 1024
+
+_decode_pool = LazyPool(DECODE_THREADS, "lance-decode")
+# A second pool for the pages of one column: field decoders running on the first pool wait on it,
+# and it never waits on either pool, so the two levels cannot deadlock.
+_page_pool = LazyPool(DECODE_THREADS, "lance-decode-page")
+_IN_PAGE_POOL = threading.local()
 Range = tuple[int, int]
 RowRuns = npt.NDArray[np.int64]
 IOGen = Generator[list[Range], list[memoryview], T]
@@ -155,12 +177,20 @@ def runs_for_range(start: int, stop: int) -> RowRuns:
 def runs_from_sorted_indices(indices: npt.NDArray[np.integer[Any]]) -> RowRuns:
     """Runs covering sorted, unique row indices (consecutive indices merge into one run)."""
     idx = np.asarray(indices, dtype=np.int64)
-    if len(idx) == 0:
-        return empty_runs()
+    if len(idx) <= 1:
+        return idx.reshape(-1, 1) + np.array([[0, 1]], dtype=np.int64) if len(idx) else empty_runs()
     breaks = np.flatnonzero(np.diff(idx) != 1) + 1
     starts = idx[np.concatenate(([0], breaks))]
     stops = idx[np.concatenate((breaks - 1, [len(idx) - 1]))] + 1
-    return np.stack([starts, stops], axis=1)
+    return pair_columns(starts, stops)
+
+
+def pair_columns(a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """``np.stack([a, b], axis=1)`` as int64, without ``stack``'s per-call overhead (hot in takes)."""
+    out = np.empty((len(a), 2), dtype=np.int64)
+    out[:, 0] = a
+    out[:, 1] = b
+    return out
 
 
 def runs_length(runs: RowRuns) -> int:
@@ -190,13 +220,22 @@ def split_runs(runs: RowRuns, bounds: npt.NDArray[np.int64]) -> list[tuple[int, 
         return out
     if len(bounds) == 2:
         return [(0, runs)]  # one page: nothing to cut
+    if len(runs) == 1:
+        # A single run (full reads, one-row takes): locate it without the vectorized grouping.
+        start, stop = runs[0].tolist()
+        p = bisect.bisect_right(bounds, start) - 1  # cheaper than a numpy call for one value
+        if stop <= int(bounds[p + 1]):
+            return [(p, runs - bounds[p])]
     first = np.searchsorted(bounds, runs[:, 0], side="right") - 1
     last = np.searchsorted(bounds, runs[:, 1] - 1, side="right") - 1
-    if (first == last).all():
+    if np.array_equal(first, last):
         # Common case: no run crosses a page boundary; group by page without a Python row loop.
-        pages, starts = np.unique(first, return_index=True)
-        ends = np.append(starts[1:], len(runs))
-        for p, s, e in zip(pages.tolist(), starts.tolist(), ends.tolist(), strict=True):
+        # Runs are sorted, so each page's runs are one stretch of ``first``.
+        cut = np.flatnonzero(first[1:] != first[:-1]) + 1
+        starts = np.concatenate(([0], cut)).tolist()
+        ends = [*starts[1:], len(runs)]
+        pages = first[starts].tolist()
+        for p, s, e in zip(pages, starts, ends, strict=True):
             out.append((p, runs[s:e] - bounds[p]))
         return out
     pieces: dict[int, list[RowRuns]] = {}
@@ -234,45 +273,110 @@ def join_buffers(bufs: list[memoryview]) -> bytes | memoryview:
     return b"".join(bufs)
 
 
-def gather(gens: list[IOGen[T]]) -> IOGen[list[T]]:
-    """Run sub-decoders in lock-step as one decoder: each round asks for all their ranges at once."""
+def gather(gens: list[IOGen[T]], *, parallel: bool = False) -> IOGen[list[T]]:
+    """Run sub-decoders in lock-step as one decoder: each round asks for all their ranges at once.
+
+    With ``parallel``, a round that fetched at least :data:`PARALLEL_DECODE_MIN_BYTES` resumes
+    the sub-decoders on threads (the pages of one column: a scan's decode then spreads over the
+    cores even when one column dominates). Sub-decoders that run on those threads resume their own
+    parallel gathers serially, so the pool never waits on itself.
+    """
+
+    def resume(todo: list[IOGen[T]], chunks: list[list[memoryview]], nbytes: int) -> list[tuple[bool, Any]]:
+        if (
+            parallel
+            and len(todo) > 1
+            and DECODE_THREADS > 1
+            and not getattr(_IN_PAGE_POOL, "active", False)
+            and nbytes >= PARALLEL_DECODE_MIN_BYTES
+        ):
+            return list(_page_pool().map(_page_step, todo, chunks))
+        return [_step(g, c) for g, c in zip(todo, chunks, strict=True)]
+
+    return (yield from _lockstep(gens, resume))
+
+
+def _lockstep(
+    gens: list[IOGen[T]],
+    resume: Callable[[list[IOGen[T]], list[list[memoryview]], int], list[tuple[bool, Any]]],
+) -> IOGen[list[T]]:
+    """Advance ``gens`` round by round; ``resume`` sends each its buffers (serially or on threads)."""
     results: list[Any] = [None] * len(gens)
     pending: dict[int, list[Range]] = {}
     for i, g in enumerate(gens):
-        try:
-            pending[i] = next(g)
-        except StopIteration as stop:
-            results[i] = stop.value
+        done, value = _step_first(g)
+        if done:
+            results[i] = value
+        else:
+            pending[i] = value
     while pending:
         order = list(pending.items())
         bufs = yield [r for _, rs in order for r in rs]
+        chunks = []
         pos = 0
-        nxt: dict[int, list[Range]] = {}
-        for i, rs in order:
-            chunk = bufs[pos : pos + len(rs)]
+        for _, rs in order:
+            chunks.append(bufs[pos : pos + len(rs)])
             pos += len(rs)
-            try:
-                nxt[i] = gens[i].send(chunk)
-            except StopIteration as stop:
-                results[i] = stop.value
-        pending = nxt
+        outs = resume([gens[i] for i, _ in order], chunks, sum(len(b) for b in bufs))
+        pending = {}
+        for (i, _), (done, value) in zip(order, outs, strict=True):
+            if done:
+                results[i] = value
+            else:
+                pending[i] = value
     return results
 
 
-def drive(gens: list[IOGen[T]], read: Callable[[list[Range]], list[memoryview]]) -> list[T]:
+def _page_step(g: IOGen[T], bufs: list[memoryview]) -> tuple[bool, Any]:
+    _IN_PAGE_POOL.active = True
+    try:
+        return _step(g, bufs)
+    finally:
+        _IN_PAGE_POOL.active = False
+
+
+def _step(g: IOGen[T], bufs: list[memoryview]) -> tuple[bool, Any]:
+    """Resume ``g`` with ``bufs``: ``(True, result)`` when it finished, else ``(False, ranges)``."""
+    try:
+        return False, g.send(bufs)
+    except StopIteration as stop:
+        return True, stop.value
+
+
+def drive(
+    gens: list[IOGen[T]],
+    read: Callable[[list[Range]], list[memoryview]],
+    parallel_min_bytes: int | None = None,
+) -> list[T]:
     """Run decoders to completion, batching each round's ranges into one ``read`` call.
 
     Parameters
     ----------
     gens:
-        Decoder generators (not yet started).
+        Decoder generators (not yet started), usually one per top-level field.
     read:
         Fetches ranges; one buffer per range, in order.
+    parallel_min_bytes:
+        A round that fetched at least this many bytes for several decoders resumes them on
+        threads (numpy and Arrow release the GIL in their bulk work); default
+        :data:`PARALLEL_DECODE_MIN_BYTES`. Small rounds (takes) stay on the caller's thread.
     """
-    g = gather(gens)
+    threshold = PARALLEL_DECODE_MIN_BYTES if parallel_min_bytes is None else parallel_min_bytes
+
+    def resume(todo: list[IOGen[T]], chunks: list[list[memoryview]], nbytes: int) -> list[tuple[bool, Any]]:
+        if len(todo) > 1 and DECODE_THREADS > 1 and nbytes >= threshold:
+            return list(_decode_pool().map(_step, todo, chunks))
+        return [_step(g, c) for g, c in zip(todo, chunks, strict=True)]
+
+    runner = _lockstep(gens, resume)
+    done, value = _step_first(runner)
+    while not done:
+        done, value = _step(runner, read(value))
+    return list(value)
+
+
+def _step_first(g: IOGen[T]) -> tuple[bool, Any]:
     try:
-        ranges = next(g)
-        while True:
-            ranges = g.send(read(ranges))
+        return False, next(g)
     except StopIteration as stop:
-        return list(stop.value)
+        return True, stop.value

@@ -402,10 +402,10 @@ class LanceFileReader:
         """Rows at ``indices``, in the order given; repeats allowed."""
         idx = _as_indices(indices)
         n = self._meta.num_rows
-        if len(idx) and (idx.min() < 0 or idx.max() >= n):
+        if len(idx) and (int(idx.min()) < 0 or int(idx.max()) >= n):
             bad = int(idx[(idx < 0) | (idx >= n)][0])
             raise InvalidInputError(f"{self.path}: row index {bad} is out of range for {n} rows")
-        if len(idx) == 0 or (np.diff(idx) > 0).all():
+        if len(idx) <= 1 or bool((idx[1:] > idx[:-1]).all()):
             return ReaderResults(self, runs_from_sorted_indices(idx), _check_batch(batch_size))
         uniq, inverse = np.unique(idx, return_inverse=True)
         return ReaderResults(

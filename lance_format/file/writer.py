@@ -8,6 +8,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from lance_format.core.concurrency import env_positive_int
 from lance_format.core.errors import InvalidInputError, LanceError, NotSupportedError, SchemaMismatchError
 from lance_format.core.types import LanceField, LanceSchema, fields_from_arrow
 from lance_format.encodings.base import EncodedPage
@@ -32,19 +33,6 @@ DEFAULT_MAX_PAGE_BYTES = 32 * 1024 * 1024
 class _ColumnPages:
     encoding: _serde.RawEncoding
     pages: list[tuple[list[int], list[int], int, int, _serde.RawEncoding]] = field(default_factory=list)
-
-
-def _env_int(name: str, default: int) -> int:
-    raw = os.environ.get(name)
-    if raw is None:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise InvalidInputError(f"{name}={raw!r} is not an integer") from None
-    if value <= 0:
-        raise InvalidInputError(f"{name} must be positive, got {value}")
-    return value
 
 
 class LanceFileWriter:
@@ -96,8 +84,10 @@ class LanceFileWriter:
             raise NotSupportedError(
                 f"writing Lance file version {self.version.value} is not supported yet; use 2.0"
             )
-        self._cache_bytes = data_cache_bytes or _env_int("LANCE_FILE_WRITER_DATA_CACHE_BYTES", 0) or None
-        self._max_page = max_page_bytes or _env_int(
+        self._cache_bytes = (
+            data_cache_bytes or env_positive_int("LANCE_FILE_WRITER_DATA_CACHE_BYTES", 0) or None
+        )
+        self._max_page = max_page_bytes or env_positive_int(
             "LANCE_FILE_WRITER_MAX_PAGE_BYTES", DEFAULT_MAX_PAGE_BYTES
         )
         self._parts: list[bytes | memoryview] = []

@@ -23,6 +23,7 @@ from lance_format.encodings.base import (
     expand_ranges,
     fetch,
     join_buffers,
+    pair_columns,
 )
 from lance_format.encodings.buffer_compression import decompress
 from lance_format.encodings.v20 import model as m
@@ -122,6 +123,11 @@ def flat_bytes(
         arr = np.frombuffer(whole, dtype=np.uint8, count=len(whole) // width * width).reshape(-1, width)
         return arr[expand_ranges(runs[:, 0], runs[:, 1] - runs[:, 0])].tobytes()
     check_runs(ctx, runs, size // width, "a flat buffer")
+    if len(runs) == 1:
+        # One run (takes of one row, full reads): plain integers.
+        start, stop = runs[0].tolist()
+        (buf,) = yield from fetch([(off + start * width, (stop - start) * width)])
+        return buf
     starts = off + runs[:, 0] * width
     lengths = (runs[:, 1] - runs[:, 0]) * width
     bufs = yield from fetch(list(zip(starts.tolist(), lengths.tolist(), strict=True)))
@@ -144,6 +150,11 @@ def read_bits(
         return bits[expand_ranges(runs[:, 0], lengths)].astype(bool)
     off, size = page_buffer(ctx, page, flat.buffer)
     check_runs(ctx, runs, size * 8, "a bitmap")
+    if len(runs) == 1:
+        start, stop = runs[0].tolist()
+        (buf,) = yield from fetch([(off + start // 8, (stop + 7) // 8 - start // 8)])
+        bits = np.unpackbits(np.frombuffer(buf, dtype=np.uint8), bitorder="little")
+        return bits[start % 8 : start % 8 + stop - start].astype(bool)
     first = runs[:, 0] // 8
     last = (runs[:, 1] + 7) // 8
     bufs = yield from fetch(list(zip((off + first).tolist(), (last - first).tolist(), strict=True)))
@@ -188,7 +199,7 @@ def read_end_offsets(
         raise CorruptFileError(ctx.path, "offsets page has rows but no null adjustment")
     has_prev = runs[:, 0] > 0
     first = runs[:, 0] - has_prev
-    fetched_runs = np.stack([first, runs[:, 1]], axis=1)
+    fetched_runs = pair_columns(first, runs[:, 1])
     data = yield from flat_bytes(ctx, page, flat, fetched_runs, 8, (*key, "offsets"))
     fetched = np.frombuffer(data, dtype=U64)
     if fetched.size and int(fetched.max()) >= 2**63:

@@ -22,6 +22,7 @@ from lance_format.encodings.base import (
     fetch,
     gather,
     join_buffers,
+    pair_columns,
     runs_length,
     split_runs,
 )
@@ -30,6 +31,9 @@ from lance_format.encodings.v20.buffers import bitmap, read_end_offsets, run_spa
 from lance_format.encodings.v20.pages import decode_array
 
 __all__ = ["decode_column", "decode_field"]
+
+# Largest 32-bit offset (a constant: np.iinfo costs microseconds per call on the take path).
+_I32_MAX = 2**31 - 1
 
 _LISTS = ("list", "list.struct", "large_list", "large_list.struct")
 
@@ -123,7 +127,8 @@ def decode_column(ctx: DecodeContext, col: ColumnInfo, runs: RowRuns, t: pa.Data
         [
             decode_array(ctx, col.pages[p], col.pages[p].encoding, local, t, (col.index, p))
             for p, local in split_runs(runs, col.page_starts)
-        ]
+        ],
+        parallel=True,
     )
     return _concat(pieces, t)
 
@@ -180,7 +185,7 @@ def _decode_list(
             raise CorruptFileError(ctx.path, f"column {col.index}: list offsets exceed the page's items")
         lo, hi = run_spans(local, starts, ends)
         base = int(item_starts[p])
-        spans.append(np.stack([lo + base, hi + base], axis=1))
+        spans.append(pair_columns(lo + base, hi + base))
         lengths.append(ends - starts)
         nulls.append(null)
     item_runs = np.concatenate(spans)
@@ -190,7 +195,7 @@ def _decode_list(
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.concatenate(lengths), out=offsets[1:])
     if not pa.types.is_large_list(t):
-        if offsets[-1] > np.iinfo(np.int32).max:
+        if offsets[-1] > _I32_MAX:
             raise CorruptFileError(ctx.path, f"more than 2^31 items in one read of {t}")
         offsets = offsets.astype(np.int32)
     validity = bitmap(~np.concatenate(nulls))
@@ -216,7 +221,7 @@ def _decode_blob(ctx: DecodeContext, col: ColumnInfo, runs: RowRuns, t: pa.DataT
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(sizes.astype(np.int64), out=offsets[1:])
     if pa.types.is_binary(t):
-        if offsets[-1] > np.iinfo(np.int32).max:
+        if offsets[-1] > _I32_MAX:
             raise CorruptFileError(ctx.path, f"more than 2 GiB of blobs in one read of {t}")
         offsets = offsets.astype(np.int32)
     return pa.Array.from_buffers(t, n, [bitmap(~null), pa.py_buffer(offsets), pa.py_buffer(data)])

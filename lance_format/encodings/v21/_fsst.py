@@ -57,12 +57,15 @@ def fsst_decompress(symbol_table: bytes, offsets: I64, data: U8) -> tuple[I64, U
     nsym = info & 0xFF
     if len(symbol_table) < 8 + 9 * nsym:
         raise ValueError("FSST symbol table is truncated")
-    # n symbols of 8 bytes, then their n lengths (the rest of the table is padding).
-    symbols = np.zeros((256, 8), dtype=np.uint8)
-    symbols[:nsym] = np.frombuffer(symbol_table, dtype=np.uint8, count=nsym * 8, offset=8).reshape(nsym, 8)
-    lens = np.zeros(256, dtype=np.int64)
-    lens[:nsym] = np.frombuffer(symbol_table, dtype=np.uint8, count=nsym, offset=8 + nsym * 8)
-    if int(lens.max(initial=0)) > 8:
+    # n symbols of 8 bytes, then their n lengths (the rest of the table is padding). Entries
+    # 0..255 are the symbols (zero-padded u64), 256 + b is the literal byte b.
+    sym = np.zeros(512, dtype=np.uint64)
+    sym[:nsym] = np.frombuffer(symbol_table, dtype="<u8", count=nsym, offset=8)
+    sym[256:] = np.arange(256, dtype=np.uint64)
+    tlen = np.ones(512, dtype=np.uint8)
+    tlen[:256] = 0
+    tlen[:nsym] = np.frombuffer(symbol_table, dtype=np.uint8, count=nsym, offset=8 + nsym * 8)
+    if int(tlen[:nsym].max(initial=0)) > 8:
         raise ValueError("FSST symbol longer than 8 bytes")
     n = len(codes)
     is_ff = codes == _ESC
@@ -74,33 +77,26 @@ def fsst_decompress(symbol_table: bytes, offsets: I64, data: U8) -> tuple[I64, U
         escape = is_ff & (((idx - run_start) & 1) == 0)
         if escape[-1]:
             raise ValueError("FSST data ends with an escape")
-        literal = np.zeros(n, dtype=bool)
-        literal[1:] = escape[:-1]
-    else:
-        escape = literal = None
-    # Table of 512 entries: codes 0..255 are symbols, 256 + b is the literal byte b.
-    table = np.zeros((512, 8), dtype=np.uint8)
-    table[:256] = symbols
-    table[256:, 0] = np.arange(256, dtype=np.uint8)
-    tlen = np.concatenate([lens, np.ones(256, dtype=np.int64)]).astype(np.uint8)
-    entry = codes.astype(np.int16)
-    if literal is not None:
-        entry = entry + (literal.astype(np.int16) << 8)
-    out_len = tlen[entry]
-    if escape is not None:
+        entry: npt.NDArray[np.integer] = codes.astype(np.int16)
+        entry[1:] += escape[:-1].astype(np.int16) << 8
+        out_len = np.take(tlen, entry)
         out_len[escape] = 0
         if bool(((out_len == 0) & ~escape).any()):
             raise ValueError("FSST code without a symbol")
-    elif not bool(out_len.all()):
-        raise ValueError("FSST code without a symbol")
+    else:
+        entry = codes
+        out_len = np.take(tlen, entry)
+        if not bool(out_len.all()):
+            raise ValueError("FSST code without a symbol")
     # Output offsets: per input string, the sum of its codes' output lengths.
     csum = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(out_len, out=csum[1:])
-    out_offsets = csum[offsets - lo]
-    if escape is not None:
-        keep = ~escape
-        entry, out_len = entry[keep], out_len[keep]
-    # Every code expands to its table row; keep the first ``len`` bytes of each row.
-    rows = table.view(np.uint64).reshape(-1)[entry].view(np.uint8).reshape(-1, 8)
-    out = rows[out_len[:, None] > np.arange(8, dtype=np.uint8)[None, :]]
-    return out_offsets, out
+    total = int(csum[-1])
+    buf = np.zeros(total + 8, dtype=np.uint8)
+    # Every code stores its whole 8-byte symbol at its output position through an unaligned,
+    # overlapping u64 view of the output. The assignment writes in code order, so each code overwrites
+    # the padding its predecessor left (an escape writes nothing useful and its literal, at the
+    # same position, overwrites it). Eight spare bytes take the last code's padding.
+    view = np.ndarray((total + 1,), dtype="<u8", buffer=buf, strides=(1,))
+    view[csum[:-1]] = sym[entry]
+    return csum[offsets - lo], buf[:total]

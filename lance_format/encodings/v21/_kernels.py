@@ -12,13 +12,14 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["FL_BLOCK", "fastlanes_unpack", "uint_dtype"]
+__all__ = ["FL_BLOCK", "fastlanes_slot", "fastlanes_unpack", "uint_dtype"]
 
 #: Values per FastLanes block.
 FL_BLOCK = 1024
 _FL_ORDER = np.array([0, 4, 2, 6, 1, 5, 3, 7], dtype=np.int64)
 _UINT: dict[int, type[np.unsignedinteger[Any]]] = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
-_PLAN: dict[tuple[int, int], tuple[npt.NDArray[np.int64], ...]] = {}
+_PLAN: dict[tuple[int, int], tuple[npt.NDArray[Any], ...]] = {}
+_SLOT: dict[int, npt.NDArray[np.int64]] = {}
 
 
 def uint_dtype(bits: int) -> np.dtype[np.unsignedinteger[Any]]:
@@ -26,7 +27,7 @@ def uint_dtype(bits: int) -> np.dtype[np.unsignedinteger[Any]]:
     return np.dtype(_UINT[bits])
 
 
-def _plan(width: int, t: int) -> tuple[npt.NDArray[np.int64], ...]:
+def _plan(width: int, t: int) -> tuple[npt.NDArray[Any], ...]:
     """Word index, bit shift and spill of every (row, lane) of a block, plus the output order."""
     key = (width, t)
     plan = _PLAN.get(key)
@@ -41,9 +42,28 @@ def _plan(width: int, t: int) -> tuple[npt.NDArray[np.int64], ...]:
         order = (
             _FL_ORDER[rows // 8][:, None] * 16 + (rows % 8)[:, None] * 128 + np.arange(lanes)[None, :]
         ).ravel()
-        plan = (word, shift, spill.astype(np.int64), order)
+        dt = _UINT[t]
+        # Everything a call needs beyond the words, in the unpacked dtype, so calls only index.
+        nxt = np.minimum(word + 1, max(width - 1, 0))
+        hi_shift = np.where(spill, t - shift, 0).astype(dt)
+        plan = (word, shift, spill.astype(np.int64), order, shift.astype(dt), nxt, hi_shift, ~spill)
         _PLAN[key] = plan
     return plan
+
+
+def fastlanes_slot(t: int) -> npt.NDArray[np.int64]:
+    """For each logical position of a block of ``t``-bit values, its ``row * lanes + lane`` slot.
+
+    Row ``r`` of lane ``l`` starts at bit ``r * width`` of that lane's words (the inverse of the
+    transposed output order :func:`fastlanes_unpack` applies).
+    """
+    slot = _SLOT.get(t)
+    if slot is None:
+        order = _plan(t, t)[3]
+        slot = np.empty(FL_BLOCK, dtype=np.int64)
+        slot[order] = np.arange(FL_BLOCK, dtype=np.int64)
+        _SLOT[t] = slot
+    return slot
 
 
 def fastlanes_unpack(
@@ -83,14 +103,12 @@ def fastlanes_unpack(
         out = np.empty((nblocks, FL_BLOCK), dtype=dt)
         out[:, _plan(width, t)[3]] = w3.reshape(nblocks, -1)
         return out
-    word, shift, spill, order = _plan(width, t)
+    word, _shift, _spill, order, shift, nxt, hi_shift, no_spill = _plan(width, t)
     w3 = words.reshape(nblocks, width, lanes)
-    lo = w3[:, word, :] >> shift.astype(dt)[None, :, None]
-    if spill.any():
-        nxt = np.minimum(word + 1, width - 1)
-        hi_shift = np.where(spill == 1, t - shift, 0).astype(dt)
+    lo = w3[:, word, :] >> shift[None, :, None]
+    if not no_spill.all():
         hi = w3[:, nxt, :] << hi_shift[None, :, None]
-        hi[:, spill == 0, :] = 0
+        hi[:, no_spill, :] = 0
         lo |= hi
     lo &= dt((1 << width) - 1)
     out = np.empty((nblocks, FL_BLOCK), dtype=dt)

@@ -85,12 +85,20 @@ def _inline_bitpacked(bufs: Bufs, t: int, counts: I64) -> Fixed:
     if int(widths.max()) > t:
         raise ValueError("bit width larger than the value width")
     # One row of 1024 per buffer; blocks of one bit width are unpacked together.
-    grid = np.empty((len(cnt), FL_BLOCK), dtype=dt)
-    for w in np.unique(widths).tolist():
-        sel = np.flatnonzero(widths == w)
-        nbytes = FL_BLOCK * w // 8
-        raw = gather(bufs.blob, starts[sel] + wbytes, np.full(len(sel), nbytes, dtype=np.int64))
-        grid[sel] = fastlanes_unpack(np.ascontiguousarray(raw).view(dt), w, t, len(sel))
+    w0 = int(widths[0])
+    if len(widths) == 1 or not bool((widths != w0).any()):
+        # One bit width (single-chunk takes, uniform data): all blocks in one call.
+        raw = gather(bufs.blob, starts + wbytes, np.full(len(cnt), FL_BLOCK * w0 // 8, dtype=np.int64))
+        grid = fastlanes_unpack(np.ascontiguousarray(raw).view(dt), w0, t, len(cnt))
+        if len(cnt) == 1:
+            return Fixed(grid[0, : int(cnt[0])].view(np.uint8), t, total)
+    else:
+        grid = np.empty((len(cnt), FL_BLOCK), dtype=dt)
+        for w in np.unique(widths).tolist():
+            sel = np.flatnonzero(widths == w)
+            nbytes = FL_BLOCK * w // 8
+            raw = gather(bufs.blob, starts[sel] + wbytes, np.full(len(sel), nbytes, dtype=np.int64))
+            grid[sel] = fastlanes_unpack(np.ascontiguousarray(raw).view(dt), w, t, len(sel))
     if bool((cnt[:-1] == FL_BLOCK).all()):
         out = grid.reshape(-1)[:total]
     else:

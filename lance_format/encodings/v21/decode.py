@@ -31,12 +31,15 @@ from lance_format.encodings.v21 import model as m
 from lance_format.encodings.v21.blob import read_blob
 from lance_format.encodings.v21.constant import read_constant
 from lance_format.encodings.v21.fullzip import read_fullzip
-from lance_format.encodings.v21.miniblock import read_miniblock
+from lance_format.encodings.v21.miniblock import merge_classes, read_miniblock, read_miniblock_pages
 from lance_format.encodings.v21.page import PageData
 from lance_format.encodings.v21.repdef import Layer, concat_layers, unravel
 from lance_format.encodings.v21.values import Fixed, take_values, to_arrow
 
 __all__ = ["decode_field", "read_page", "with_validity"]
+
+# Largest 32-bit offset (a constant: np.iinfo costs microseconds per call on the take path).
+_I32_MAX = 2**31 - 1
 
 Bools = npt.NDArray[np.bool_]
 
@@ -162,11 +165,49 @@ def with_validity(arr: pa.Array, valid: Bools | None) -> pa.Array:
     return pa.Array.from_buffers(typ, len(arr), [vbuf, *bufs[1:]])
 
 
+def _page_readers(
+    ctx: DecodeContext, column: int, pieces: list[tuple[int, RowRuns]]
+) -> list[IOGen[PageData]]:
+    """One reader per page, except that partial reads of pages sharing a mergeable mini-block
+    layout are read as one batch (takes touch many pages with few rows each)."""
+    col = ctx.columns[column]
+    stretches = merge_classes(ctx, column, col.pages)
+    gens: list[IOGen[PageData]] = []
+    i = 0
+    while i < len(pieces):
+        p, local = pieces[i]
+        stretch = stretches[p]
+        j = i + 1
+        if stretch[0] != stretch[1] and not _whole_page(col.pages[p], local):
+            while (
+                j < len(pieces)
+                and stretches[pieces[j][0]] == stretch
+                and not _whole_page(col.pages[pieces[j][0]], pieces[j][1])
+            ):
+                j += 1
+        if j - i == 1:
+            gens.append(read_page(ctx, column, p, col.pages[p], local))
+        else:
+            base = int(col.page_starts[stretch[0]])
+            runs = np.concatenate([r + (int(col.page_starts[q]) - base) for q, r in pieces[i:j]])
+            gens.append(read_miniblock_pages(ctx, column, col.pages, stretch, col.page_starts, runs))
+        i = j
+    return gens
+
+
+def _whole_page(page: PageInfo, runs: RowRuns) -> bool:
+    return len(runs) == 1 and int(runs[0, 0]) == 0 and int(runs[0, 1]) == page.num_rows
+
+
 def _read_leaf(ctx: DecodeContext, field: LanceField, column: int, runs: RowRuns) -> IOGen[_Leaf]:
     col = ctx.columns[column]
     pieces = split_runs(runs, col.page_starts)
-    gens = [read_page(ctx, column, p, col.pages[p], local) for p, local in pieces]
-    pages: list[PageData] = yield from gather(gens)
+    gens = (
+        _page_readers(ctx, column, pieces)
+        if len(pieces) > 1
+        else [read_page(ctx, column, p, col.pages[p], local) for p, local in pieces]
+    )
+    pages: list[PageData] = yield from gather(gens, parallel=True)
     typ = _leaf_type(field)
     layers_per_page = []
     arrays = []
@@ -312,7 +353,7 @@ def _assemble(
         if int(offsets[-1]) != len(child):
             raise ValueError(f"list {field.name!r} offsets do not match its items")
         if pa.types.is_list(typ):
-            if int(offsets[-1]) > np.iinfo(np.int32).max:
+            if int(offsets[-1]) > _I32_MAX:
                 raise NotSupportedError(f"list {field.name!r} has more items than 32-bit offsets hold")
             obuf = pa.py_buffer(offsets.astype(np.int32))
         else:

@@ -15,7 +15,8 @@ decodes all of them in one batch.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from itertools import pairwise
 
 import numpy as np
 import numpy.typing as npt
@@ -24,12 +25,14 @@ from lance_format.core.errors import CorruptFileError
 from lance_format.encodings.base import DecodeContext, IOGen, PageInfo, RowRuns, expand_ranges, fetch
 from lance_format.encodings.v21 import model as m
 from lance_format.encodings.v21._bytes import Bufs, read_uint, single
+from lance_format.encodings.v21._fsst import fsst_decompress
 from lance_format.encodings.v21.compressive import decode_block, decode_levels, decode_mini
+from lance_format.encodings.v21.minitake import decode_mini_take, levels_take, one_level, one_value
 from lance_format.encodings.v21.page import PageData, row_entry_ranges
 from lance_format.encodings.v21.repdef import max_visible_level
-from lance_format.encodings.v21.values import Values, take_values
+from lance_format.encodings.v21.values import Values, VarBin, take_values
 
-__all__ = ["MiniBlockMeta", "read_miniblock"]
+__all__ = ["MiniBlockMeta", "can_merge", "merge_classes", "read_miniblock", "read_miniblock_pages"]
 
 I64 = npt.NDArray[np.int64]
 Bools = npt.NDArray[np.bool_]
@@ -51,6 +54,15 @@ class MiniBlockMeta:
     has_trailer: Bools
     next_end: I64
     dictionary: Values | None
+    #: Chunks in which some row starts, and that row: what row -> chunk lookups search.
+    holders: I64
+    holder_first_row: I64
+    #: Merged pages of FSST strings (see :func:`read_miniblock_pages`): each page's symbol table
+    #: and the page (index into ``tables``) of every chunk. Empty for a single page.
+    tables: tuple[bytes, ...] = ()
+    chunk_table: I64 | None = None
+    #: Whether some chunk ends inside a row (a run may then need the chunk after its last).
+    any_trailer: bool = False
 
 
 def _pad(x: I64) -> I64:
@@ -119,20 +131,40 @@ def _load_meta(layout: m.MiniBlockLayout, page: PageInfo, bufs: list[memoryview]
     next_end = np.full(nchunks, nchunks - 1, dtype=np.int64)
     found = pos < len(has_end)
     next_end[found] = has_end[pos[found]]
-    return MiniBlockMeta(chunk_pos, sizes, items, first_row, row_starts, has_trailer, next_end, dictionary)
+    holders = np.flatnonzero(row_starts > 0)
+    return MiniBlockMeta(
+        chunk_pos,
+        sizes,
+        items,
+        first_row,
+        row_starts,
+        has_trailer,
+        next_end,
+        dictionary,
+        holders,
+        first_row[holders],
+        any_trailer=bool(has_trailer.any()),
+    )
 
 
 def _chunks_for_runs(meta: MiniBlockMeta, runs: RowRuns) -> tuple[I64, I64]:
     """First and last chunk each run of rows needs."""
-    holders = np.flatnonzero(meta.row_starts > 0)
-    fr = meta.first_row[holders]
-
-    def chunk_of(rows: I64) -> I64:
-        return holders[np.searchsorted(fr, rows, side="right") - 1]
-
-    first = chunk_of(runs[:, 0])
+    if not meta.any_trailer and len(runs) == 1:
+        # One run (one-row takes): two scalar searches.
+        start, stop = runs[0].tolist()
+        hfr = meta.holder_first_row
+        a = int(meta.holders[int(np.searchsorted(hfr, start, side="right")) - 1])
+        b = (
+            a
+            if stop - start == 1
+            else int(meta.holders[int(np.searchsorted(hfr, stop - 1, side="right")) - 1])
+        )
+        return np.array([a], dtype=np.int64), np.array([b], dtype=np.int64)
+    first = _chunk_of_rows(meta, runs[:, 0])
     last_row = runs[:, 1] - 1
-    last = chunk_of(last_row)
+    last = _chunk_of_rows(meta, last_row)
+    if not meta.any_trailer:
+        return first, last
     is_trailer = meta.has_trailer[last] & (last_row == meta.first_row[last] + meta.row_starts[last] - 1)
     nchunks = len(meta.chunk_pos)
     follow = meta.next_end[np.minimum(last + 1, nchunks - 1)]
@@ -204,14 +236,42 @@ def read_miniblock(
             )
         except (ValueError, IndexError) as e:
             raise CorruptFileError(path, f"mini-block page does not decode: {e}") from None
+    return (yield from _read_chunks(layout, meta, runs, path))
+
+
+def _read_chunks(layout: m.MiniBlockLayout, meta: MiniBlockMeta, runs: RowRuns, path: str) -> IOGen[PageData]:
+    """Fetch the chunks holding ``runs`` (rows as ``meta`` counts them) and decode them as one batch."""
     first, last = _chunks_for_runs(meta, runs)
-    nchunks = len(meta.chunk_pos)
-    marks = np.zeros(nchunks + 1, dtype=np.int64)
-    np.add.at(marks, first, 1)
-    np.add.at(marks, last + 1, -1)
-    selected = np.flatnonzero(np.cumsum(marks[:-1]) > 0)
-    # Contiguous stretches of selected chunks: one read each.
-    brk = np.flatnonzero(np.diff(selected) != 1) + 1
+    if len(first) == 1 and first[0] == last[0]:
+        # One chunk: one read, no stretch bookkeeping.
+        c = int(first[0])
+        pos_c, size_c = int(meta.chunk_pos[c]), int(meta.chunk_size[c])
+        got = yield from fetch([(pos_c, size_c)])
+        blob = np.frombuffer(got[0], dtype=np.uint8)
+        try:
+            return _decode(
+                layout,
+                meta,
+                runs,
+                blob,
+                first,
+                np.zeros(1, dtype=np.int64),
+                meta.chunk_items[first],
+                first,
+                first,
+                path,
+            )
+        except (ValueError, IndexError) as e:
+            raise CorruptFileError(path, f"mini-block page does not decode: {e}") from None
+    if np.array_equal(first, last):
+        # Every run inside one chunk (takes): the chunks are ``first`` without repeats (sorted).
+        selected = first[np.concatenate(([True], first[1:] != first[:-1]))] if len(first) > 1 else first
+    else:
+        selected = np.unique(expand_ranges(first, last - first + 1))
+    # Stretches of selected chunks adjacent in the file: one read each (chunks of merged pages
+    # that follow each other by index may not be adjacent in the file).
+    pos = meta.chunk_pos[selected]
+    brk = np.flatnonzero(pos[1:] != pos[:-1] + meta.chunk_size[selected[:-1]]) + 1
     seg_first = selected[np.concatenate(([0], brk))]
     seg_last = selected[np.concatenate((brk - 1, [len(selected) - 1]))]
     seg_pos = meta.chunk_pos[seg_first]
@@ -231,6 +291,151 @@ def read_miniblock(
         raise CorruptFileError(path, f"mini-block page does not decode: {e}") from None
 
 
+def can_merge(layout: object) -> bool:
+    """Whether takes may treat consecutive pages of this layout as one (see :func:`read_miniblock_pages`)."""
+    if not (
+        isinstance(layout, m.MiniBlockLayout)
+        and layout.dictionary is None
+        and layout.rep_compression is None
+        and layout.repetition_index_depth == 0
+    ):
+        return False
+    vc = layout.value_compression
+    # FSST pages each have their own symbol table: merged only over plain variable-width codes,
+    # which a take always addresses directly (see ``_fsst_by_page``).
+    return not isinstance(vc, m.Fsst) or (
+        isinstance(vc.values, m.Variable)
+        and isinstance(vc.values.offsets, m.Flat)
+        and (vc.values.values is None or vc.values.values.scheme is None)
+    )
+
+
+def _merge_key(layout: m.MiniBlockLayout) -> m.MiniBlockLayout:
+    """The layout without what differs between pages of one column (value count, FSST table)."""
+    vc = layout.value_compression
+    if isinstance(vc, m.Fsst):
+        vc = replace(vc, symbol_table=b"")
+    return replace(layout, num_items=0, value_compression=vc)
+
+
+def merge_classes(ctx: DecodeContext, column: int, pages: tuple[PageInfo, ...]) -> list[tuple[int, int]]:
+    """Per page, the ``[first, last]`` pages of its stretch of equal mergeable layouts (cached).
+
+    A page whose layout :func:`can_merge` rejects is a stretch of its own.
+    """
+    key = (column, "miniblock-classes")
+    cached = ctx.cache.get(key)
+    if cached is None:
+        out: list[tuple[int, int]] = []
+        start = 0
+        keys = [_merge_key(p.encoding) if can_merge(p.encoding) else None for p in pages]
+        for i in range(1, len(pages) + 1):
+            if i == len(pages) or keys[i] is None or keys[i] != keys[start]:
+                out.extend([(start, i - 1)] * (i - start))
+                start = i
+            elif keys[start] is None:
+                out.append((start, start))
+                start = i
+        cached = out
+        ctx.cache[key] = cached
+    assert isinstance(cached, list)
+    return cached
+
+
+def read_miniblock_pages(
+    ctx: DecodeContext,
+    column: int,
+    pages: tuple[PageInfo, ...],
+    stretch: tuple[int, int],
+    page_starts: I64,
+    runs: RowRuns,
+) -> IOGen[PageData]:
+    """Decoder generator for rows spread over a stretch of pages that share one layout.
+
+    A take touches many pages with a few rows each; reading them as one batch (the stretch's chunk
+    metadata joined once and cached) costs one decode instead of one per page. Only for layouts
+    :func:`can_merge` accepts (no repetition, no dictionary): their chunks need no page context.
+
+    Parameters
+    ----------
+    ctx:
+        The file's decode context.
+    column:
+        The column.
+    pages:
+        All pages of the column.
+    stretch:
+        ``[first, last]`` page of the stretch (from :func:`merge_classes`).
+    page_starts:
+        The column's page start rows (``ColumnInfo.page_starts``).
+    runs:
+        Row runs counted from the start of the stretch's first page.
+    """
+    first, last = stretch
+    layout = pages[first].encoding
+    assert isinstance(layout, m.MiniBlockLayout)
+    key = (column, stretch, "miniblock-merged")
+    merged = ctx.cache.get(key)
+    if merged is None:
+        members = [(p, pages[p]) for p in range(first, last + 1)]
+        metas = yield from gather_metas(ctx, column, members)
+        merged = _merge_meta(metas, [int(page_starts[p]) for p, _ in members])
+        if isinstance(layout.value_compression, m.Fsst):
+            tables = tuple(_fsst_table(pages[p].encoding) for p, _ in members)
+            which = np.repeat(np.arange(len(metas)), [len(mt.chunk_pos) for mt in metas])
+            merged = replace(merged, tables=tables, chunk_table=which)
+        ctx.cache[key] = merged
+    assert isinstance(merged, MiniBlockMeta)
+    return (yield from _read_chunks(layout, merged, runs, ctx.path))
+
+
+def _fsst_table(layout: object) -> bytes:
+    assert isinstance(layout, m.MiniBlockLayout)
+    assert isinstance(layout.value_compression, m.Fsst)
+    return layout.value_compression.symbol_table
+
+
+def gather_metas(
+    ctx: DecodeContext, column: int, pages: list[tuple[int, PageInfo]]
+) -> IOGen[list[MiniBlockMeta]]:
+    """The (cached) chunk metadata of several pages; the missing ones are fetched in one round."""
+    metas: list[MiniBlockMeta | None] = [ctx.cache.get((column, p, "miniblock")) for p, _ in pages]
+    missing = [i for i, mt in enumerate(metas) if mt is None]
+    got = yield from fetch([pages[i][1].buffer(0) for i in missing])
+    for i, buf in zip(missing, got, strict=True):
+        own = pages[i][1].encoding
+        assert isinstance(own, m.MiniBlockLayout)
+        mt = _load_meta(own, pages[i][1], [buf], ctx.path)
+        ctx.cache[(column, pages[i][0], "miniblock")] = mt
+        metas[i] = mt
+    return [mt for mt in metas if mt is not None]
+
+
+def _merge_meta(metas: list[MiniBlockMeta], row_offsets: list[int]) -> MiniBlockMeta:
+    """One search state over the chunks of several pages, rows counted from the first page's start."""
+    base = row_offsets[0]
+    counts = [len(mt.chunk_pos) for mt in metas]
+    chunk_offsets = np.cumsum([0, *counts[:-1]])
+    first_row = np.concatenate(
+        [mt.first_row + (off - base) for mt, off in zip(metas, row_offsets, strict=True)]
+    )
+    row_starts = np.concatenate([mt.row_starts for mt in metas])
+    holders = np.flatnonzero(row_starts > 0)
+    return MiniBlockMeta(
+        np.concatenate([mt.chunk_pos for mt in metas]),
+        np.concatenate([mt.chunk_size for mt in metas]),
+        np.concatenate([mt.chunk_items for mt in metas]),
+        first_row,
+        row_starts,
+        np.concatenate([mt.has_trailer for mt in metas]),
+        np.concatenate([mt.next_end + o for mt, o in zip(metas, chunk_offsets.tolist(), strict=True)]),
+        None,
+        holders,
+        first_row[holders],
+        any_trailer=any(mt.any_trailer for mt in metas),
+    )
+
+
 def _decode(
     layout: m.MiniBlockLayout,
     meta: MiniBlockMeta,
@@ -248,6 +453,12 @@ def _decode(
     size_bytes = 4 if layout.has_large_chunk else 2
     nbuf = layout.num_buffers
     head = 2 * (1 + has_rep + has_def) + size_bytes * nbuf
+    one_row = len(runs) == 1 and int(runs[0, 1] - runs[0, 0]) == 1
+    if not has_rep and not meta.tables and len(selected) == 1 and one_row:
+        row = int(runs[0, 0] - meta.first_row[selected[0]])
+        one = _decode_one(layout, meta, blob, int(selected[0]), int(starts[0]), int(items[0]), row)
+        if one is not None:
+            return one
     if len(selected) and int(starts[-1]) + head > len(blob):
         raise ValueError("chunk header outside the chunk")
     nlevels = read_uint(blob, starts, 2).astype(np.int64)
@@ -269,9 +480,9 @@ def _decode(
         assert layout.rep_compression is not None
         rep = decode_levels(layout.rep_compression, Bufs(blob, starts + cursor, rep_size), nlevels, path)
         cursor = _pad(cursor + rep_size)
+    def_bufs = None
     if def_size is not None:
-        assert layout.def_compression is not None
-        defs = decode_levels(layout.def_compression, Bufs(blob, starts + cursor, def_size), nlevels, path)
+        def_bufs = Bufs(blob, starts + cursor, def_size)
         cursor = _pad(cursor + def_size)
     value_bufs = []
     for bs in buf_sizes:
@@ -281,6 +492,42 @@ def _decode(
         raise ValueError("chunk buffers overrun the chunk")
     for b in value_bufs:
         b.check()
+    if rep is None and (meta.tables or not _is_whole(meta, runs, selected, items)):
+        # A take of rows without repetition: decode only the wanted values when they can be
+        # addressed directly (see ``minitake``), not whole chunks.
+        chunk_base = np.cumsum(items) - items
+        local = np.searchsorted(selected, _chunk_of_rows(meta, runs[:, 0]))
+        entry_start = chunk_base[local] + runs[:, 0] - meta.first_row[selected[local]]
+        idx = expand_ranges(entry_start, runs[:, 1] - runs[:, 0])
+        if len(idx) and int(idx[-1]) >= int(items.sum()):
+            raise ValueError("rows outside the chunks read")
+        owner = np.searchsorted(chunk_base, idx, side="right") - 1
+        at = idx - chunk_base[owner]
+        vc = layout.value_compression
+        if meta.tables and isinstance(vc, m.Fsst):
+            codes = decode_mini_take(vc.values, value_bufs, items, owner, at)
+            # can_merge admits only FSST over plain variable-width codes, which always decode here.
+            assert isinstance(codes, VarBin)
+            assert meta.chunk_table is not None
+            picked: Values | None = _fsst_by_page(codes, meta.tables, meta.chunk_table[selected[owner]])
+        else:
+            picked = decode_mini_take(vc, value_bufs, items, owner, at)
+        if picked is not None:
+            picked_defs = None
+            if def_bufs is not None:
+                assert layout.def_compression is not None
+                def_bufs.check()
+                if not bool((nlevels != items).any()):
+                    picked_defs = levels_take(layout.def_compression, def_bufs, nlevels, owner, at)
+                if picked_defs is None:
+                    all_defs = decode_levels(layout.def_compression, def_bufs, nlevels, path)
+                    if len(all_defs) != int(items.sum()):
+                        raise ValueError("definition levels and values differ in number")
+                    picked_defs = all_defs[idx]
+            return PageData(None, picked_defs, layout.layers, len(idx), picked, meta.dictionary)
+    if def_bufs is not None:
+        assert layout.def_compression is not None
+        defs = decode_levels(layout.def_compression, def_bufs, nlevels, path)
     values = decode_mini(layout.value_compression, value_bufs, items, path)
     if values.n != int(items.sum()):
         raise ValueError("chunks decoded to the wrong number of values")
@@ -335,6 +582,82 @@ def _decode(
     )
 
 
+def _decode_one(
+    layout: m.MiniBlockLayout,
+    meta: MiniBlockMeta,
+    blob: npt.NDArray[np.uint8],
+    chunk: int,
+    start: int,
+    n: int,
+    i: int,
+) -> PageData | None:
+    """Entry ``i`` of one chunk (of ``n`` values, at ``start`` in ``blob``) of a page without
+    repetition, addressed with Python integers; None when its compression needs the batch path."""
+    has_def = layout.def_compression is not None
+    size_bytes = 4 if layout.has_large_chunk else 2
+    end = start + int(meta.chunk_size[chunk])
+    if end > len(blob) or not 0 <= i < n:
+        raise ValueError("row outside the chunk read")
+    words = [int.from_bytes(blob[start : start + 2].tobytes(), "little")]
+    pos = start + 2
+    if has_def:
+        words.append(int.from_bytes(blob[pos : pos + 2].tobytes(), "little"))
+        pos += 2
+    sizes = []
+    for _ in range(layout.num_buffers):
+        sizes.append(int.from_bytes(blob[pos : pos + size_bytes].tobytes(), "little"))
+        pos += size_bytes
+    cursor = start + _pad8(pos - start)
+    def_at = cursor
+    if has_def:
+        cursor = start + _pad8(cursor - start + words[1])
+    bufs = []
+    for size in sizes:
+        bufs.append((cursor, size))
+        cursor = start + _pad8(cursor - start + size)
+    if cursor > end:
+        raise ValueError("chunk buffers overrun the chunk")
+    defs = None
+    if has_def:
+        assert layout.def_compression is not None
+        if words[0] != n:
+            return None
+        level = one_level(layout.def_compression, blob, def_at, words[1], n, i)
+        if level is None:
+            return None
+        defs = np.array([level], dtype=np.uint16)
+    value = one_value(layout.value_compression, blob, bufs, i)
+    if value is None:
+        return None
+    return PageData(None, defs, layout.layers, 1, value, meta.dictionary)
+
+
+def _pad8(x: int) -> int:
+    return (x + _ALIGN - 1) // _ALIGN * _ALIGN
+
+
+def _fsst_by_page(codes: VarBin, tables: tuple[bytes, ...], table_of: I64) -> VarBin:
+    """FSST-decompress strings whose pages (hence symbol tables) are ``table_of`` (sorted)."""
+    cut = (np.flatnonzero(table_of[1:] != table_of[:-1]) + 1).tolist()
+    bounds = [0, *cut, len(table_of)]
+    lengths, datas = [], []
+    for a, b in pairwise(bounds):
+        offs, data = fsst_decompress(tables[int(table_of[a])], codes.offsets[a : b + 1], codes.data)
+        lengths.append(np.diff(offs))
+        datas.append(data)
+    offsets = np.zeros(len(table_of) + 1, dtype=np.int64)
+    if len(table_of):
+        np.cumsum(np.concatenate(lengths), out=offsets[1:])
+    return VarBin(offsets, np.concatenate(datas) if datas else np.zeros(0, dtype=np.uint8))
+
+
+def _is_whole(meta: MiniBlockMeta, runs: RowRuns, selected: I64, items: I64) -> bool:
+    """Whether ``runs`` are one run covering every value of the ``selected`` chunks."""
+    if len(runs) != 1 or not len(selected):
+        return False
+    start, stop = runs[0].tolist()
+    return bool(start == int(meta.first_row[selected[0]]) and stop - start == int(items.sum()))
+
+
 def _chunk_of_rows(meta: MiniBlockMeta, rows: I64) -> I64:
-    holders = np.flatnonzero(meta.row_starts > 0)
-    return holders[np.searchsorted(meta.first_row[holders], rows, side="right") - 1]
+    return meta.holders[np.searchsorted(meta.holder_first_row, rows, side="right") - 1]

@@ -92,6 +92,9 @@ def unravel(
     ValueError
         The levels contradict the layers.
     """
+    if rep is None and defs is None and not any(layer.is_list for layer in layers):
+        # No levels and no lists (non-nullable flat columns): every layer is all rows, all valid.
+        return [Layer(False, num_entries, None) for _ in layers]
     n = len(rep) if rep is not None else len(defs) if defs is not None else num_entries
     d: npt.NDArray[np.int64] | None = defs.astype(np.int64) if defs is not None else None
     r: npt.NDArray[np.int64] | None = rep.astype(np.int64) if rep is not None else None

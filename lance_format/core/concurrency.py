@@ -1,0 +1,47 @@
+"""Shared helpers for tunables read from the environment and lazily created thread pools."""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+from lance_format.core.errors import InvalidInputError
+
+__all__ = ["LazyPool", "env_positive_int"]
+
+
+def env_positive_int(name: str, default: int) -> int:
+    """The positive integer in environment variable ``name``, or ``default`` when it is unset.
+
+    Raises
+    ------
+    InvalidInputError
+        The variable is set but is not a positive integer.
+    """
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise InvalidInputError(f"{name} must be a positive integer, got {raw!r}") from None
+    if value < 1:
+        raise InvalidInputError(f"{name} must be a positive integer, got {raw!r}")
+    return value
+
+
+class LazyPool:
+    """A process-wide :class:`ThreadPoolExecutor` created on first use (after fork-safe import)."""
+
+    def __init__(self, workers: int, prefix: str) -> None:
+        self.workers = workers
+        self.prefix = prefix
+        self._pool: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix=self.prefix)
+            return self._pool
