@@ -1,6 +1,12 @@
 """The Lance table format: manifests, fragments, deletion files, transactions and commits."""
 
 from lance_format.table.commit import CommitOptions, commit_transaction
+from lance_format.table.committers import ExternalManifestStore, MemoryManifestStore
+from lance_format.table.external_store import (
+    SqliteManifestStore,
+    register_manifest_store,
+    unregister_manifest_store,
+)
 from lance_format.table.model import (
     Append,
     DataFile,
@@ -27,12 +33,17 @@ __all__ = [
     "Delete",
     "DeletionFile",
     "DeletionFileType",
+    "ExternalManifestStore",
     "Manifest",
     "ManifestNaming",
+    "MemoryManifestStore",
     "Overwrite",
     "Restore",
+    "SqliteManifestStore",
     "Transaction",
     "WriterVersion",
     "commit_transaction",
     "load_manifest",
+    "register_manifest_store",
+    "unregister_manifest_store",
 ]

@@ -19,7 +19,12 @@ from lance_format.core.errors import (
 )
 from lance_format.io.store import ObjectStore
 from lance_format.table import _serde
-from lance_format.table.committers import ManifestCommitter, PutIfNotExistsCommitter
+from lance_format.table.committers import (
+    ExternalManifestCommitter,
+    ManifestCommitter,
+    PutIfNotExistsCommitter,
+)
+from lance_format.table.external_store import finalize_pending, manifest_store_for
 from lance_format.table.flags import DISABLE_TRANSACTION_FILE, check_writer_flags
 from lance_format.table.manifest_file import encode_manifest, read_manifest
 from lance_format.table.model import DataStorageFormat, Manifest, Transaction
@@ -56,6 +61,9 @@ def _rebase(
     When the winning commit is not listed yet (eventually consistent listings), ``base`` comes back
     unchanged and the caller simply tries again.
     """
+    external = manifest_store_for(store.uri)
+    if external is not None:
+        finalize_pending(store, external)
     info = VersionInfo(store)
     if info.naming is None or info.latest is None:
         return base, naming
@@ -95,7 +103,10 @@ def commit_transaction(
         old, old_naming = load_manifest(store, v)
         return replace(old, index_section_bytes=read_index_section(store, old, old_naming))
 
-    committer = opts.committer or PutIfNotExistsCommitter()
+    committer = opts.committer
+    if committer is None:
+        external = manifest_store_for(store.uri)
+        committer = PutIfNotExistsCommitter() if external is None else ExternalManifestCommitter(external)
     delay = BACKOFF_START_S
     for attempt in range(opts.max_retries + 1):
         new = build_manifest(

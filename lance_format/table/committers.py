@@ -101,7 +101,8 @@ class ExternalManifestCommitter(ManifestCommitter):
         if not self.external.put_if_not_exists(store.uri, version, staged):
             store.delete(staged)
             return False
-        store.write(key, data)
+        # A reader may already have published the staged copy (repair); the bytes are the same.
+        store.put_if_not_exists(key, data)
         self.external.put_if_exists(store.uri, version, key)
         store.delete(staged)
         return True

@@ -5,6 +5,7 @@ from __future__ import annotations
 from lance_format.core.errors import CorruptFileError, NotFoundError
 from lance_format.io.store import ObjectStore
 from lance_format.table import _serde
+from lance_format.table.external_store import finalize_pending, manifest_store_for
 from lance_format.table.manifest_file import read_manifest, read_section
 from lance_format.table.model import Manifest, Transaction
 from lance_format.table.naming import (
@@ -35,8 +36,12 @@ class VersionInfo:
 def load_manifest(store: ObjectStore, version: int | None = None) -> tuple[Manifest, ManifestNaming]:
     """The manifest of ``version`` (the latest when ``None``) and the dataset's naming scheme.
 
-    Raises :class:`NotFoundError` when there is no dataset or no such version.
+    Raises :class:`NotFoundError` when there is no dataset or no such version. Datasets under a
+    registered external manifest store first get a dead writer's pending version published.
     """
+    external = manifest_store_for(store.uri)
+    if external is not None:
+        finalize_pending(store, external)
     info = VersionInfo(store)
     if info.naming is None:
         raise NotFoundError(f"{store.uri}: dataset not found (no manifests in _versions/)")

@@ -1,0 +1,79 @@
+"""The server's settings: one frozen dataclass shared by the CLI, the service and the workers.
+
+Loading them from flags, environment and a config file lives in :mod:`flight_server.config`; this
+module only says what a setting is and what it defaults to (see ``docs/configuration.md``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["ServerSettings", "Token"]
+
+#: The embedded default root: a local directory next to where the server starts.
+DEFAULT_ROOT = "./lance-data"
+#: Loopback by default: exposing the server is a decision, not an accident.
+DEFAULT_HOST = "127.0.0.1"
+#: Arrow Flight's customary port.
+DEFAULT_PORT = 8815
+#: Prometheus' customary exporter port.
+DEFAULT_METRICS_PORT = 9090
+#: Footers, column metadata and manifests of many datasets fit easily; 256 MiB.
+DEFAULT_METADATA_CACHE_BYTES = 256 * 1024 * 1024
+#: Hot data pages of a served working set; 1 GiB keeps a pod's memory request modest.
+DEFAULT_PAGE_CACHE_BYTES = 1024 * 1024 * 1024
+#: A take larger than this is a scan in disguise and would buffer too much in one response.
+DEFAULT_MAX_TAKE_ROWS = 1_000_000
+#: gRPC message ceiling; Arrow batches above it are split by the server.
+DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+#: Concurrent do_get/do_put/do_exchange streams per process before new ones are refused.
+DEFAULT_MAX_CONCURRENT_STREAMS = 64
+
+
+@dataclass(frozen=True)
+class Token:
+    """A bearer token and whether it may only read."""
+
+    value: str
+    read_only: bool = False
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """Everything ``lance-flight serve`` can be told (names mirror the config keys)."""
+
+    root: str = DEFAULT_ROOT
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    metrics_port: int = DEFAULT_METRICS_PORT
+    workers: int = 1
+    advertise: tuple[str, ...] = ()
+    metadata_cache_bytes: int = DEFAULT_METADATA_CACHE_BYTES
+    page_cache_bytes: int = DEFAULT_PAGE_CACHE_BYTES
+    tokens: tuple[Token, ...] = ()
+    tls_cert: str = ""
+    tls_key: str = ""
+    tls_client_ca: str = ""
+    s3_endpoint: str = ""
+    s3_region: str = ""
+    s3_anonymous: bool = False
+    max_take_rows: int = DEFAULT_MAX_TAKE_ROWS
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    max_concurrent_streams: int = DEFAULT_MAX_CONCURRENT_STREAMS
+    log_level: str = "INFO"
+    storage_options: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def tls(self) -> bool:
+        """True when the server speaks TLS."""
+        return bool(self.tls_cert)
+
+    @property
+    def auth(self) -> bool:
+        """True when calls need a token."""
+        return bool(self.tokens)
+
+    @property
+    def scheme(self) -> str:
+        """``grpc+tls`` or ``grpc``."""
+        return "grpc+tls" if self.tls else "grpc"
