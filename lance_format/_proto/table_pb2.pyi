@@ -757,6 +757,47 @@ class VectorIndexDetails(_message.Message):
 Global___VectorIndexDetails: _TypeAlias = VectorIndexDetails  # noqa: Y015
 
 @_typing.final
+class ZoneMapIndexDetails(_message.Message):
+    """Index details of a zone map (per-zone min / max / null and NaN counts in zonemap.lance)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ROWS_PER_ZONE_FIELD_NUMBER: _builtins.int
+    USE_SEEDS_FIELD_NUMBER: _builtins.int
+    HAS_NULL_BITMAP_FIELD_NUMBER: _builtins.int
+    rows_per_zone: _builtins.int
+    """live rows summarised by each zone"""
+    use_seeds: _builtins.bool
+    """writers embed per-file zone seeds (absent: no)"""
+    has_null_bitmap: _builtins.bool
+    """zonemap.lance carries the exact null row addresses"""
+    def __init__(
+        self,
+        *,
+        rows_per_zone: _builtins.int | None = ...,
+        use_seeds: _builtins.bool | None = ...,
+        has_null_bitmap: _builtins.bool | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_has_null_bitmap", b"_has_null_bitmap", "_rows_per_zone", b"_rows_per_zone", "_use_seeds", b"_use_seeds", "has_null_bitmap", b"has_null_bitmap", "rows_per_zone", b"rows_per_zone", "use_seeds", b"use_seeds"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_has_null_bitmap", b"_has_null_bitmap", "_rows_per_zone", b"_rows_per_zone", "_use_seeds", b"_use_seeds", "has_null_bitmap", b"has_null_bitmap", "rows_per_zone", b"rows_per_zone", "use_seeds", b"use_seeds"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__has_null_bitmap: _TypeAlias = _typing.Literal["has_null_bitmap"]  # noqa: Y015
+    _WhichOneofArgType__has_null_bitmap: _TypeAlias = _typing.Literal["_has_null_bitmap", b"_has_null_bitmap"]  # noqa: Y015
+    _WhichOneofReturnType__rows_per_zone: _TypeAlias = _typing.Literal["rows_per_zone"]  # noqa: Y015
+    _WhichOneofArgType__rows_per_zone: _TypeAlias = _typing.Literal["_rows_per_zone", b"_rows_per_zone"]  # noqa: Y015
+    _WhichOneofReturnType__use_seeds: _TypeAlias = _typing.Literal["use_seeds"]  # noqa: Y015
+    _WhichOneofArgType__use_seeds: _TypeAlias = _typing.Literal["_use_seeds", b"_use_seeds"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__has_null_bitmap) -> _WhichOneofReturnType__has_null_bitmap | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__rows_per_zone) -> _WhichOneofReturnType__rows_per_zone | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__use_seeds) -> _WhichOneofReturnType__use_seeds | None: ...
+
+Global___ZoneMapIndexDetails: _TypeAlias = ZoneMapIndexDetails  # noqa: Y015
+
+@_typing.final
 class FragmentReuseIndexDetails(_message.Message):
     """Details of the system index that maps old row addresses to new ones after compaction."""
 

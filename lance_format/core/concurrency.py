@@ -11,23 +11,23 @@ from lance_format.core.errors import InvalidInputError
 __all__ = ["LazyPool", "env_positive_int"]
 
 
-def env_positive_int(name: str, default: int) -> int:
-    """The positive integer in environment variable ``name``, or ``default`` when it is unset.
+def env_positive_int(name: str, default: int, minimum: int = 1) -> int:
+    """The integer (at least ``minimum``) in environment variable ``name``; ``default`` when unset.
 
     Raises
     ------
     InvalidInputError
-        The variable is set but is not a positive integer.
+        The variable is set but is not an integer of at least ``minimum``.
     """
     raw = os.environ.get(name)
-    if raw is None or raw == "":
+    if raw is None or raw.strip() == "":
         return default
     try:
         value = int(raw)
     except ValueError:
-        raise InvalidInputError(f"{name} must be a positive integer, got {raw!r}") from None
-    if value < 1:
-        raise InvalidInputError(f"{name} must be a positive integer, got {raw!r}")
+        value = minimum - 1
+    if value < minimum:
+        raise InvalidInputError(f"{name} must be an integer >= {minimum}, got {raw!r}")
     return value
 
 

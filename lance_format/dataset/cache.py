@@ -1,82 +1,50 @@
-"""A process-wide, byte-bounded LRU cache for immutable metadata (open files, deletion vectors, row ids).
+"""Routing dataset metadata through the process-wide metadata cache.
 
-Entries are keyed by ``(store uri, object key, ...)``; the objects cached here are never rewritten
-under the same key (data and deletion file names are random), so entries never go stale.
+The cache itself (byte-bounded, cachetools, with counters) is :mod:`lance_format.io.cache`; this
+module decides what goes in and under which key:
+
+* manifests: ``(dataset uri, "manifest", version, object key, size)``. A version's manifest is
+  written once with put-if-not-exists; the size (from the same listing that finds the version)
+  tells a dataset dropped and re-created under the same URI apart.
+* open data files (footer and column metadata), deletion vectors and row-id sequences: keyed by
+  their immutable object names in :mod:`lance_format.dataset.fragment`.
+* row-id indexes: ``(dataset uri, "row_id_index", version, manifest timestamp)``.
+
+Opening a newer version therefore reads its manifest and the files it added, nothing else.
 """
 
 from __future__ import annotations
 
-import os
-import threading
-from collections import OrderedDict
-from collections.abc import Hashable
-from typing import Any
+from lance_format.io.cache import METADATA_CACHE, ByteCache
+from lance_format.io.store import ObjectStore
+from lance_format.table.manifest_file import read_manifest
+from lance_format.table.model import Manifest
+from lance_format.table.naming import ManifestNaming
+from lance_format.table.versions import load_manifest
 
-__all__ = ["METADATA_CACHE", "ByteLRU"]
+__all__ = ["METADATA_CACHE", "ByteLRU", "cached_manifest", "load_manifest_cached"]
 
-#: Default capacity of the metadata cache (pylance's metadata cache defaults to 1 GiB); override
-#: with LANCE_FORMAT_METADATA_CACHE_BYTES.
-DEFAULT_METADATA_CACHE_BYTES = 1 << 30
+#: The cache type under its earlier name (fragment readers import it).
+ByteLRU = ByteCache
 
-
-class ByteLRU:
-    """Least-recently-used entries are evicted once their summed sizes exceed ``capacity`` bytes."""
-
-    def __init__(self, capacity: int) -> None:
-        self.capacity = capacity
-        self._items: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()
-        self.hits = 0
-        self.misses = 0
-
-    def get(self, key: Hashable) -> Any | None:
-        """The cached value (marked most recently used), or ``None``."""
-        with self._lock:
-            item = self._items.get(key)
-            if item is None:
-                self.misses += 1
-                return None
-            self._items.move_to_end(key)
-            self.hits += 1
-            return item[0]
-
-    def put(self, key: Hashable, value: Any, nbytes: int) -> None:
-        """Cache ``value``, charged ``nbytes``; evicts least recently used entries over capacity."""
-        nbytes = max(1, int(nbytes))
-        if nbytes > self.capacity:
-            return
-        with self._lock:
-            old = self._items.pop(key, None)
-            if old is not None:
-                self._bytes -= old[1]
-            self._items[key] = (value, nbytes)
-            self._bytes += nbytes
-            while self._bytes > self.capacity and self._items:
-                _, (_, size) = self._items.popitem(last=False)
-                self._bytes -= size
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes currently charged."""
-        return self._bytes
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def clear(self) -> None:
-        """Drop every entry."""
-        with self._lock:
-            self._items.clear()
-            self._bytes = 0
+#: Bytes charged per manifest byte: the parsed dataclasses (fragments, files, schema) take a few
+#: times the protobuf encoding in Python objects.
+MANIFEST_CHARGE_FACTOR = 4
 
 
-def _capacity() -> int:
-    raw = os.environ.get("LANCE_FORMAT_METADATA_CACHE_BYTES")
-    try:
-        return int(raw) if raw else DEFAULT_METADATA_CACHE_BYTES
-    except ValueError:
-        return DEFAULT_METADATA_CACHE_BYTES
+def cached_manifest(store: ObjectStore, version: int, key: str, size: int) -> Manifest:
+    """The parsed manifest of ``version`` stored at ``key`` with ``size`` bytes (cached)."""
+    ckey = (store.uri, "manifest", version, key, size)
+    manifest: Manifest | None = METADATA_CACHE.get(ckey)
+    if manifest is None:
+        manifest = read_manifest(store, key, size)
+        METADATA_CACHE.put(ckey, manifest, size * MANIFEST_CHARGE_FACTOR)
+    return manifest
 
 
-METADATA_CACHE = ByteLRU(_capacity())
+def load_manifest_cached(store: ObjectStore, version: int | None = None) -> tuple[Manifest, ManifestNaming]:
+    """:func:`lance_format.table.versions.load_manifest` with the manifest read through the cache.
+
+    Raises :class:`NotFoundError` when there is no dataset or no such version.
+    """
+    return load_manifest(store, version, read=cached_manifest)

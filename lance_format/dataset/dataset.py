@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from lance_format.core.errors import InvalidInputError, NotFoundError
 from lance_format.core.types import LanceSchema
+from lance_format.dataset.cache import METADATA_CACHE, cached_manifest, load_manifest_cached
 from lance_format.dataset.filters import Filter
 from lance_format.dataset.fragment import FragmentReader, ReaderCache
 from lance_format.dataset.scanner import LanceScanner
@@ -21,10 +22,9 @@ from lance_format.dataset.tags import Tags
 from lance_format.dataset.take import as_u64, logical_to_addresses, stable_ids_to_addresses, take_addresses
 from lance_format.io.store import ObjectStore, store_for_uri
 from lance_format.table.flags import STABLE_ROW_IDS, check_reader_flags
-from lance_format.table.manifest_file import read_manifest
 from lance_format.table.model import BasePath, DataFile, DataFragment, DeletionFile, Manifest, Transaction
 from lance_format.table.naming import ManifestNaming
-from lance_format.table.versions import VersionInfo, load_manifest, read_transaction
+from lance_format.table.versions import VersionInfo, read_transaction
 
 __all__ = ["LanceDataset", "LanceFragment", "dataset"]
 
@@ -129,7 +129,7 @@ class LanceDataset:
             version = int(self.tags.get_version(version))
         elif version is not None and (isinstance(version, bool) or not isinstance(version, int | np.integer)):
             raise InvalidInputError(f"version must be an int or a tag name, got {version!r}")
-        return load_manifest(self._store, None if version is None else int(version))
+        return load_manifest_cached(self._store, None if version is None else int(version))
 
     # -- metadata --------------------------------------------------------------------------------
     @property
@@ -190,7 +190,7 @@ class LanceDataset:
         out = []
         for v in sorted(info.entries):
             key, size = info.entries[v]
-            m = read_manifest(self._store, key, size)
+            m = cached_manifest(self._store, v, key, size)
             out.append(_version_entry(m))
         return out
 
@@ -226,6 +226,13 @@ class LanceDataset:
         with self._lock:
             if self._row_index is not None:
                 return self._row_index
+        # Process-wide too: a server opens the same version for many requests.
+        ckey = (self._store.uri, "row_id_index", self.manifest.version, self.manifest.timestamp_ns)
+        cached = METADATA_CACHE.get(ckey)
+        if cached is not None:
+            with self._lock:
+                self._row_index = cached
+            return cached  # type: ignore[no-any-return]
         ids, addrs = [], []
         for frag in self.manifest.fragments:
             reader = self._fragment_reader(frag)
@@ -240,6 +247,7 @@ class LanceDataset:
         all_addr = np.concatenate(addrs) if addrs else np.zeros(0, np.uint64)
         order = np.argsort(all_ids, kind="stable")
         index = (all_ids[order], all_addr[order])
+        METADATA_CACHE.put(ckey, index, index[0].nbytes + index[1].nbytes)
         with self._lock:
             self._row_index = index
         return index
@@ -255,11 +263,21 @@ class LanceDataset:
         with_row_id: bool = False,
         with_row_address: bool = False,
         fragments: Sequence[LanceFragment] | None = None,
+        use_scalar_index: bool = True,
     ) -> LanceScanner:
         """A scan of this version; see :meth:`to_table` for the parameters."""
         frags = None if fragments is None else [f.metadata for f in fragments]
         return LanceScanner(
-            self, columns, filter, limit, offset, batch_size, with_row_id, with_row_address, frags
+            self,
+            columns,
+            filter,
+            limit,
+            offset,
+            batch_size,
+            with_row_id,
+            with_row_address,
+            frags,
+            use_scalar_index=use_scalar_index,
         )
 
     def to_table(
@@ -272,6 +290,7 @@ class LanceDataset:
         with_row_id: bool = False,
         with_row_address: bool = False,
         fragments: Sequence[LanceFragment] | None = None,
+        use_scalar_index: bool = True,
     ) -> pa.Table:
         """Read rows as one table.
 
@@ -289,9 +308,20 @@ class LanceDataset:
             Add ``_rowid`` / ``_rowaddr`` (``uint64``) columns.
         fragments:
             Scan only these fragments.
+        use_scalar_index:
+            Let ZONEMAP statistics skip row ranges that cannot match ``filter`` (results are the
+            same either way; only the bytes read differ).
         """
         return self.scanner(
-            columns, filter, limit, offset, batch_size, with_row_id, with_row_address, fragments
+            columns,
+            filter,
+            limit,
+            offset,
+            batch_size,
+            with_row_id,
+            with_row_address,
+            fragments,
+            use_scalar_index=use_scalar_index,
         ).to_table()
 
     def to_batches(self, **kwargs: Any) -> Iterator[pa.RecordBatch]:
@@ -340,6 +370,42 @@ class LanceDataset:
         return take_addresses(self, ids, columns, with_row_id=with_row_id, with_row_address=with_row_address)
 
     _take_rows = take_rows
+
+    # -- indices ---------------------------------------------------------------------------------
+    def list_indices(self) -> list[dict[str, Any]]:
+        """The indices of this version (pylance's ``list_indices`` shape)."""
+        from lance_format.dataset.indices import describe_indices
+
+        return describe_indices(self)
+
+    def create_scalar_index(
+        self,
+        column: str,
+        index_type: str = "ZONEMAP",
+        name: str | None = None,
+        *,
+        replace: bool = True,
+        rows_per_zone: int | None = None,
+    ) -> None:
+        """Build a scalar index over ``column`` and commit it as a new version.
+
+        Parameters
+        ----------
+        column:
+            Top-level column to index.
+        index_type:
+            ``"ZONEMAP"``: per-zone min / max / null and NaN counts, which filtered scans (here and
+            in pylance) use to skip zones that cannot match.
+        name:
+            Index name (``"{column}_idx"`` when omitted).
+        replace:
+            Replace an index of the same name (else that is an error).
+        rows_per_zone:
+            Live rows per zone (8192, or ``LANCE_ZONEMAP_DEFAULT_ROWS_PER_ZONE``, when omitted).
+        """
+        from lance_format.dataset.indices import create_scalar_index
+
+        self.manifest = create_scalar_index(self, column, index_type, name, replace, rows_per_zone)
 
     # -- writing ---------------------------------------------------------------------------------
     def delete(self, predicate: Filter) -> dict[str, int]:

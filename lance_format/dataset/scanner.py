@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -16,6 +16,7 @@ from lance_format.core.concurrency import LazyPool
 from lance_format.core.errors import InvalidInputError
 from lance_format.dataset.filters import Filter, evaluate, parse_filter
 from lance_format.dataset.fragment import FragmentReader
+from lance_format.io.scheduler import ReadAhead
 
 if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset
@@ -40,6 +41,10 @@ _pool = LazyPool(DATASET_THREADS, "lance-dataset")
 def dataset_pool() -> ThreadPoolExecutor:
     """The dataset layer's worker pool (never used by the I/O layer, so waiting on it is safe)."""
     return _pool()
+
+
+def _table_bytes(table: pa.Table) -> int:
+    return int(table.nbytes)
 
 
 ROWID = "_rowid"
@@ -86,8 +91,11 @@ class LanceScanner:
         with_row_id: bool = False,
         with_row_address: bool = False,
         fragments: Sequence[DataFragment] | None = None,
+        use_scalar_index: bool = True,
     ) -> None:
         self._ds = dataset
+        # Zone statistics narrow a filtered scan to the row ranges that can match (pylance's name).
+        self._use_scalar_index = use_scalar_index
         arrow = dataset.schema
         self._exprs: dict[str, pc.Expression] | None = None
         if isinstance(columns, dict):
@@ -145,6 +153,9 @@ class LanceScanner:
         chunks are never read.
         """
         skip = self._offset if self._filter is None else 0
+        if self._filter is not None and self._use_scalar_index:
+            yield from self._pruned_plan()
+            return
         for frag in self._fragments:
             reader = self._ds._fragment_reader(frag)
             if skip >= frag.num_rows:
@@ -159,6 +170,19 @@ class LanceScanner:
                     continue
                 yield reader, start, stop, skip
                 skip = 0
+
+    def _pruned_plan(self) -> Iterator[tuple[FragmentReader, int, int, int]]:
+        """Chunks of a filtered scan, limited to the row ranges statistics say can match."""
+        from lance_format.dataset.pruning import candidate_ranges
+
+        assert self._filter is not None
+        ranges = candidate_ranges(self._ds, self._filter, self._fragments)
+        for frag in self._fragments:
+            reader = self._ds._fragment_reader(frag)
+            spans = [(0, frag.physical_rows)] if ranges is None else ranges.get(frag.id, [])
+            for lo, hi in spans:
+                for start in range(lo, hi, SCAN_CHUNK_ROWS):
+                    yield reader, start, min(start + SCAN_CHUNK_ROWS, hi), 0
 
     def _load(self, reader: FragmentReader, start: int, stop: int, skip: int) -> pa.Table:
         """One chunk: decoded, deleted rows dropped, row ids added, filtered, projected."""
@@ -187,28 +211,19 @@ class LanceScanner:
         return projected
 
     def _fragment_tables(self) -> Iterator[pa.Table]:
-        """Chunks in order, decoded up to :data:`READAHEAD_CHUNKS` ahead on worker threads."""
+        """Chunks in order, decoded ahead on worker threads.
+
+        At most :data:`READAHEAD_CHUNKS` chunks and the I/O scheduler's byte budget ahead of the
+        consumer; chunk ``i`` reads at I/O priority ``i``, so earlier rows are fetched first.
+        """
         skip = self._offset if self._filter is not None else 0
-        window: deque[Future[pa.Table]] = deque()
-        plan = self._plan()
-        pool = _pool()
-        try:
-            while True:
-                while len(window) < READAHEAD_CHUNKS:
-                    task = next(plan, None)
-                    if task is None:
-                        break
-                    window.append(pool.submit(self._load, *task))
-                if not window:
-                    return
-                table = window.popleft().result()
-                if skip:
-                    cut = min(skip, table.num_rows)
-                    table, skip = table.slice(cut), skip - cut
-                yield table
-        finally:
-            for fut in window:
-                fut.cancel()
+        tasks = (partial(self._load, *task) for task in self._plan())
+        ahead = ReadAhead(tasks, _table_bytes, _pool().submit, max_tasks=READAHEAD_CHUNKS)
+        for table in ahead:
+            if skip:
+                cut = min(skip, table.num_rows)
+                table, skip = table.slice(cut), skip - cut
+            yield table
 
     def _project(self, table: pa.Table) -> pa.Table:
         assert self._exprs is not None

@@ -35,9 +35,14 @@ class PlanLimits:
 # parallel threads share a large read (Lance uses the same 4 KiB / 16 MiB).
 LOCAL_PLAN = PlanLimits(max_gap=4 * 1024, max_request=16 * 1024 * 1024)
 
-# Object stores: a GET costs ~10-50 ms of latency but streams ~100 MB/s, so reading 64 KiB of gap
-# is cheaper than a second round trip. 16 MiB parts keep parallel GETs busy on large scans.
-OBJECT_STORE_PLAN = PlanLimits(max_gap=64 * 1024, max_request=16 * 1024 * 1024)
+# Object stores: merge two ranges when fetching the gap between them costs less than a request.
+# A GET has a fixed cost c (first-byte latency plus client CPU) and then streams at B per
+# connection; merging pays while gap / B < c. Measured here: SeaweedFS on loopback c ~ 5-6 ms,
+# B ~ 200 MB/s (break-even ~1 MB); AWS S3 in-region c ~ 20-30 ms, B ~ 90 MB/s (~2 MB). We take
+# 256 KiB, well under both break-evens, so merged reads waste at most a few times the bytes asked
+# for; a take of 100 random rows from a 1M-row dataset on loopback S3 went from 186 requests to 80
+# and ran 2x faster than with Lance's 64 KiB. 16 MiB parts keep parallel GETs busy on large scans.
+OBJECT_STORE_PLAN = PlanLimits(max_gap=256 * 1024, max_request=16 * 1024 * 1024)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,9 @@
-"""Ranged reads of one object through the planner, with request and byte accounting."""
+"""Ranged reads of one object through the planner and the scheduler, with request accounting.
+
+Reads are planned (coalesced and split), fetched through the process-wide scheduler (bounded
+requests in flight, priorities), and sliced back into the ranges asked for. Small reads can be
+served from the process-wide page cache, keyed by ``(store, object, block)``.
+"""
 
 from __future__ import annotations
 
@@ -7,29 +12,37 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from lance_format.core.concurrency import LazyPool
+import numpy as np
+
 from lance_format.core.errors import CorruptFileError
-from lance_format.io.planner import LOCAL_PLAN, PlanLimits, Request, plan_requests
+from lance_format.io.cache import PAGE_CACHE, ByteCache
+from lance_format.io.planner import PlanLimits, Request, plan_requests
+from lance_format.io.scheduler import in_sequential_read, run_requests
 from lance_format.io.store import ObjectStore
 
-__all__ = ["IOStats", "RangeReader"]
+__all__ = ["IOStats", "RangeReader", "io_stats"]
 
-# Threads that fetch one call's requests in parallel. Local reads are page-cache copies that release
-# the GIL, so a few threads overlap them; object stores want more (latency bound). 8 matches Lance's
-# local default and keeps a 2-core box from thrashing.
-DEFAULT_IO_THREADS = 8
-
-# Below this many bytes in one call, requests run one after another in the caller's thread: handing
-# work to a pool costs ~50-100 us, more than a few small local reads take.
+# Below this many bytes in one call, local requests run one after another in the caller's thread:
+# handing work to a thread costs ~50-100 us, more than a few small local reads take.
 PARALLEL_MIN_BYTES = 1024 * 1024
 
 # On local disk, also stay serial when requests average less than this: a pooled request costs
 # ~20 us of hand-off, a 64 KiB page-cache pread about the same (takes of 100 rows issue hundreds of
-# small requests and spent 40% of their time in the pool). Object stores keep the pool: their
+# small requests and spent 40% of their time in the pool). Object stores always go parallel: their
 # small requests are latency bound.
 PARALLEL_MIN_MEAN_BYTES = 64 * 1024
 
-_pool = LazyPool(DEFAULT_IO_THREADS, "lance-io")
+#: Page cache granule. Well under the object-store planner's merge gap, so fetching whole blocks
+#: costs no extra round trip; a block holds a few hundred rows of a typical column, so neighbouring
+#: takes share it, while keeping the cache's byte overhead per random row small.
+PAGE_BLOCK_BYTES = 64 * 1024
+
+#: Reads larger than this bypass the page cache, as do all reads of scans: one scan would otherwise
+#: evict the hot set of random takes that the cache exists for.
+PAGE_CACHE_MAX_READ_BYTES = 8 * 1024 * 1024
+
+# Up to this many ranges, block bookkeeping runs in plain Python (numpy's per-call cost dominates).
+_FEW_RANGES = 16
 
 
 @dataclass
@@ -48,6 +61,16 @@ class IOStats:
 
     def __sub__(self, other: IOStats) -> IOStats:
         return IOStats(self.requests - other.requests, self.bytes_read - other.bytes_read)
+
+
+_GLOBAL = IOStats()
+_GLOBAL_LOCK = threading.Lock()
+
+
+def io_stats() -> IOStats:
+    """Ranged-read requests and bytes of this process so far (every :class:`RangeReader`)."""
+    with _GLOBAL_LOCK:
+        return _GLOBAL.snapshot()
 
 
 class RangeReader:
@@ -69,6 +92,7 @@ class RangeReader:
         key: str,
         size: int | None = None,
         limits: PlanLimits | None = None,
+        page_cache: ByteCache | None = None,
     ) -> None:
         self.store = store
         self.key = key
@@ -76,6 +100,7 @@ class RangeReader:
         self.limits = limits or store.plan_limits
         self.stats = IOStats()
         self._lock = threading.Lock()
+        self._page_cache = PAGE_CACHE if page_cache is None else page_cache
 
     @property
     def size(self) -> int:
@@ -87,6 +112,8 @@ class RangeReader:
     def _count(self, requests: int, nbytes: int) -> None:
         with self._lock:
             self.stats.add(requests, nbytes)
+        with _GLOBAL_LOCK:
+            _GLOBAL.add(requests, nbytes)
 
     def _fetch(self, req: Request) -> bytes:
         data = self.store.read_range(self.key, req.start, req.end)
@@ -97,19 +124,29 @@ class RangeReader:
             )
         return data
 
+    def _fetch_all(self, requests: list[Request]) -> list[bytes]:
+        total = sum(r.length for r in requests)
+        if self.store.remote:
+            parallel = len(requests) > 1
+        else:
+            parallel = total >= PARALLEL_MIN_BYTES and total >= PARALLEL_MIN_MEAN_BYTES * len(requests)
+        datas = run_requests(self._fetch, requests, parallel=parallel, max_parallel=self.store.io_parallelism)
+        self._count(len(requests), sum(len(d) for d in datas))
+        return datas
+
     def read(self, ranges: Sequence[tuple[int, int]]) -> list[memoryview]:
         """Fetch ``(offset, length)`` ranges; returns one buffer per range, in the order given."""
-        requests = plan_requests(ranges, self.limits)
-        total = sum(r.length for r in requests)
         if (
-            len(requests) == 1
-            or total < PARALLEL_MIN_BYTES
-            or (self.limits == LOCAL_PLAN and total < PARALLEL_MIN_MEAN_BYTES * len(requests))
+            self._page_cache.enabled
+            and ranges
+            and not in_sequential_read()
+            and sum(n for _, n in ranges if n > 0) <= PAGE_CACHE_MAX_READ_BYTES
         ):
-            datas = [self._fetch(r) for r in requests]
-        else:
-            datas = list(_pool().map(self._fetch, requests))
-        self._count(len(requests), sum(len(d) for d in datas))
+            cached = self._read_blocks(ranges)
+            if cached is not None:
+                return cached
+        requests = plan_requests(ranges, self.limits)
+        datas = self._fetch_all(requests)
         starts = [r.start for r in requests]
         views = [memoryview(d) for d in datas]
         out: list[memoryview] = []
@@ -132,6 +169,90 @@ class RangeReader:
                     pos += take
                     i += 1
                 out.append(memoryview(b"".join(parts)))
+        return out
+
+    def _blocks_of(self, ranges: Sequence[tuple[int, int]]) -> list[int] | None:
+        """Sorted page-cache blocks the ranges touch; ``None`` when one lies outside the object."""
+        bsz = PAGE_BLOCK_BYTES
+        if len(ranges) <= _FEW_RANGES:
+            # Takes of a few rows: plain Python beats a dozen numpy calls of ~2 us each.
+            live = [(int(o), int(n)) for o, n in ranges if n > 0]
+            if not live or min(o for o, _ in live) < 0 or max(o + n for o, n in live) > self.size:
+                return None
+            found: set[int] = set()
+            for o, n in live:
+                found.update(range(o // bsz, (o + n - 1) // bsz + 1))
+            return sorted(found)
+        arr = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
+        live_arr = arr[arr[:, 1] > 0]
+        if (
+            len(live_arr) == 0
+            or (live_arr[:, 0] < 0).any()
+            or int((live_arr[:, 0] + live_arr[:, 1]).max()) > self.size
+        ):
+            return None
+        first = live_arr[:, 0] // bsz
+        counts = (live_arr[:, 0] + live_arr[:, 1] - 1) // bsz - first + 1
+        steps = np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+        out: list[int] = np.unique(np.repeat(first, counts) + steps).tolist()
+        return out
+
+    def _read_blocks(self, ranges: Sequence[tuple[int, int]]) -> list[memoryview] | None:
+        """Serve ranges from page-cache blocks, fetching (coalesced) only the missing blocks.
+
+        ``None`` when a range is outside the object (the direct path reports it).
+        """
+        bsz = PAGE_BLOCK_BYTES
+        blocks = self._blocks_of(ranges)
+        if blocks is None:
+            return None
+        uri = self.store.uri
+        keys: list[tuple[str, str, int]] = [(uri, self.key, b) for b in blocks]
+        found = self._page_cache.get_many(list(keys))
+        by_block: dict[int, memoryview] = {}
+        missing = []
+        for b, data in zip(blocks, found, strict=True):
+            if data is None:
+                missing.append(b)
+            else:
+                by_block[b] = data
+        if missing:
+            size = self.size
+            wanted = [(b * bsz, max(0, min(bsz, size - b * bsz))) for b in missing]
+            requests = plan_requests(wanted, self.limits)
+            datas = self._fetch_all(requests)
+            starts = [r.start for r in requests]
+            for b, (off, n) in zip(missing, wanted, strict=True):
+                i = bisect.bisect_right(starts, off) - 1
+                req = requests[i]
+                if off + n <= req.end:
+                    block = bytes(memoryview(datas[i])[off - req.start : off - req.start + n])
+                else:  # the block straddles split points
+                    parts = []
+                    pos = off
+                    while pos < off + n:
+                        r = requests[i]
+                        take = min(r.end, off + n) - pos
+                        parts.append(memoryview(datas[i])[pos - r.start : pos - r.start + take])
+                        pos += take
+                        i += 1
+                    block = b"".join(parts)
+                view = memoryview(block)
+                by_block[b] = view
+                self._page_cache.put((uri, self.key, b), view, max(n, 1))
+        out: list[memoryview] = []
+        for off, length in ranges:
+            if length <= 0:
+                out.append(memoryview(b""))
+                continue
+            b0, b1 = off // bsz, (off + length - 1) // bsz
+            if b0 == b1:
+                lo = off - b0 * bsz
+                out.append(by_block[b0][lo : lo + length])
+            else:
+                joined = b"".join(bytes(by_block[b]) for b in range(b0, b1 + 1))
+                lo = off - b0 * bsz
+                out.append(memoryview(joined)[lo : lo + length])
         return out
 
     def read_tail(self, nbytes: int) -> tuple[int, memoryview]:

@@ -2,7 +2,8 @@
 
 An :class:`ObjectStore` addresses objects by ``/``-separated keys relative to its root. Backends:
 :class:`LocalStore` (a directory, positional reads on cached descriptors) and :class:`MemoryStore`
-(``memory://``, process-wide, for tests). Object-store backends (s3 via fsspec) plug in the same way.
+(``memory://``, process-wide, for tests) and :class:`~lance_format.io.s3.S3Store` (``s3://`` through
+s3fs, in :mod:`lance_format.io.s3`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,12 @@ class ObjectStore(ABC):
 
     #: How to coalesce reads against this store.
     plan_limits: PlanLimits = LOCAL_PLAN
+    #: Requests of one read in flight at once. Local: 8 threads overlap page-cache copies without
+    #: thrashing a small box (Lance's local default). Object stores raise it (latency bound).
+    io_parallelism: int = 8
+    #: Whether reads pay network latency (object stores): then even small reads go parallel and the
+    #: page cache is worth its copy.
+    remote: bool = False
 
     @property
     @abstractmethod
@@ -281,7 +288,10 @@ def split_uri(uri: str) -> tuple[str, str]:
 
 
 def store_for_uri(uri: str, storage_options: dict[str, str] | None = None) -> ObjectStore:
-    """Open the store rooted at ``uri`` (a local path, ``file://``, or ``memory://``)."""
+    """Open the store rooted at ``uri``: a local path, ``file://``, ``memory://`` or ``s3://``.
+
+    ``storage_options`` configure object-store clients (see :mod:`lance_format.io.s3`).
+    """
     uri = os.fspath(uri)
     parsed = urlparse(uri)
     scheme = parsed.scheme.lower()
@@ -289,4 +299,8 @@ def store_for_uri(uri: str, storage_options: dict[str, str] | None = None) -> Ob
         return LocalStore(parsed.path if scheme == "file" else uri)
     if scheme == "memory":
         return MemoryStore(uri[len("memory://") :])
+    if scheme in ("s3", "s3a"):
+        from lance_format.io.s3 import S3Store
+
+        return S3Store(uri, storage_options)
     raise NotSupportedError(f"no object store for scheme {scheme!r} in {uri!r}")

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import uuid as uuidlib
 from collections.abc import Iterable
 
 import numpy as np
 import numpy.typing as npt
 from google.protobuf.message import DecodeError, Message
+from pyroaring import BitMap
 
 from lance_format._proto import rowids_pb2, table_pb2, transaction_pb2
 from lance_format.core.errors import CorruptFileError
@@ -23,6 +25,7 @@ from lance_format.table.model import (
     DeletionFile,
     DeletionFileType,
     ExternalFile,
+    IndexMetadata,
     Manifest,
     Merge,
     Operation,
@@ -41,6 +44,8 @@ from lance_format.table.model import (
 
 __all__ = [
     "decode_row_ids",
+    "index_section_from_bytes",
+    "index_section_to_bytes",
     "manifest_from_bytes",
     "manifest_to_bytes",
     "row_id_range_bytes",
@@ -48,6 +53,8 @@ __all__ = [
     "transaction_from_bytes",
     "transaction_to_bytes",
     "version_run_bytes",
+    "zonemap_details_from_bytes",
+    "zonemap_details_to_bytes",
 ]
 
 
@@ -286,6 +293,9 @@ def _operation_to_pb(op: Operation, pb: transaction_pb2.Transaction) -> None:
         pb.update.removed_fragment_ids.extend(op.removed_fragment_ids)
         pb.update.updated_fragments.extend(fragment_to_pb(f) for f in op.updated_fragments)
         pb.update.new_fragments.extend(fragment_to_pb(f) for f in op.new_fragments)
+    elif isinstance(op, CreateIndex):
+        pb.create_index.new_indices.extend(index_to_pb(i) for i in op.new_indices)
+        pb.create_index.removed_indices.extend(index_to_pb(i) for i in op.removed_indices)
     elif isinstance(op, UpdateConfig):
         upd = pb.update_config.config_updates
         for k, v in op.config_updates.items():
@@ -335,7 +345,11 @@ def _operation_from_pb(pb: transaction_pb2.Transaction, path: str) -> Operation:
             updates[e.key] = e.value if e.HasField("value") else None
         return UpdateConfig(updates)
     if kind == "create_index":
-        return CreateIndex()
+        ci = pb.create_index
+        return CreateIndex(
+            tuple(index_from_pb(i, path) for i in ci.new_indices),
+            tuple(index_from_pb(i, path) for i in ci.removed_indices),
+        )
     if kind == "reserve_fragments":
         return ReserveFragments(pb.reserve_fragments.num_fragments)
     return UnknownOperation(kind or "none")
@@ -424,3 +438,76 @@ def decode_row_ids(data: bytes, path: str) -> npt.NDArray[np.uint64]:
         elif kind == "array":
             parts.append(_decode_array(seg.array))
     return np.concatenate(parts) if parts else np.zeros(0, np.uint64)
+
+
+# -- indices ----------------------------------------------------------------------------------------
+
+
+def index_to_pb(i: IndexMetadata) -> table_pb2.IndexMetadata:
+    """An ``IndexMetadata`` message (the fragment bitmap as a portable Roaring bitmap)."""
+    pb = table_pb2.IndexMetadata(
+        name=i.name, dataset_version=i.dataset_version, fragment_bitmap=BitMap(i.fragment_ids).serialize()
+    )
+    pb.uuid.uuid = uuidlib.UUID(i.uuid).bytes
+    pb.fields.extend(i.fields)
+    if i.details_type_url:
+        pb.index_details.type_url = i.details_type_url
+        pb.index_details.value = i.details
+    if i.index_version is not None:
+        pb.index_version = i.index_version
+    if i.created_at_ms is not None:
+        pb.created_at = i.created_at_ms
+    if i.base_id is not None:
+        pb.base_id = i.base_id
+    for name, size in i.files:
+        pb.files.add(path=name, size_bytes=size)
+    return pb
+
+
+def index_from_pb(pb: table_pb2.IndexMetadata, path: str) -> IndexMetadata:
+    """An :class:`IndexMetadata` from its message."""
+    try:
+        ident = str(uuidlib.UUID(bytes=pb.uuid.uuid))
+        frags = frozenset(BitMap.deserialize(pb.fragment_bitmap)) if pb.fragment_bitmap else frozenset()
+    except (ValueError, OverflowError) as e:
+        raise CorruptFileError(path, f"index {pb.name!r}: bad uuid or fragment bitmap: {e}") from None
+    return IndexMetadata(
+        uuid=ident,
+        name=pb.name,
+        fields=tuple(pb.fields),
+        dataset_version=pb.dataset_version,
+        fragment_ids=frags,
+        details_type_url=pb.index_details.type_url if pb.HasField("index_details") else "",
+        details=bytes(pb.index_details.value) if pb.HasField("index_details") else b"",
+        index_version=pb.index_version if pb.HasField("index_version") else None,
+        created_at_ms=pb.created_at if pb.HasField("created_at") else None,
+        base_id=pb.base_id if pb.HasField("base_id") else None,
+        files=tuple((f.path, f.size_bytes) for f in pb.files),
+    )
+
+
+def index_section_from_bytes(data: bytes, path: str) -> tuple[IndexMetadata, ...]:
+    """The indices of a serialized ``IndexSection``."""
+    pb = table_pb2.IndexSection()
+    _parse(pb, data, path, "index section")
+    return tuple(index_from_pb(i, path) for i in pb.indices)
+
+
+def index_section_to_bytes(indices: Iterable[IndexMetadata]) -> bytes:
+    """A serialized ``IndexSection`` of ``indices``."""
+    pb = table_pb2.IndexSection()
+    pb.indices.extend(index_to_pb(i) for i in indices)
+    return bytes(pb.SerializeToString())
+
+
+def zonemap_details_to_bytes(rows_per_zone: int) -> bytes:
+    """``ZoneMapIndexDetails`` of a zone map written here (no seeds, no null bitmap)."""
+    pb = table_pb2.ZoneMapIndexDetails(rows_per_zone=rows_per_zone, use_seeds=False, has_null_bitmap=False)
+    return bytes(pb.SerializeToString())
+
+
+def zonemap_details_from_bytes(data: bytes, path: str) -> int | None:
+    """``rows_per_zone`` of serialized ``ZoneMapIndexDetails`` (``None`` when absent)."""
+    pb = table_pb2.ZoneMapIndexDetails()
+    _parse(pb, data, path, "zone map details")
+    return pb.rows_per_zone if pb.HasField("rows_per_zone") else None

@@ -22,6 +22,7 @@ __all__ = [
     "DeletionFile",
     "DeletionFileType",
     "ExternalFile",
+    "IndexMetadata",
     "Manifest",
     "Merge",
     "Operation",
@@ -268,8 +269,38 @@ class UpdateConfig:
 
 
 @dataclass(frozen=True)
+class IndexMetadata:
+    """One index (or index segment) recorded in a version's index section.
+
+    ``fragment_ids`` are the fragments the index covers (rows of other fragments are unknown to
+    it); ``details_type_url`` / ``details`` are the packed ``google.protobuf.Any`` that says which
+    kind of index this is; ``files`` are ``(name, size)`` pairs under ``_indices/{uuid}/``.
+    """
+
+    uuid: str
+    name: str
+    fields: tuple[int, ...]
+    dataset_version: int
+    fragment_ids: frozenset[int]
+    details_type_url: str = ""
+    details: bytes = b""
+    index_version: int | None = None
+    created_at_ms: int | None = None
+    base_id: int | None = None
+    files: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def kind(self) -> str:
+        """The index kind from its details type (``"ZoneMap"``, ``"BTree"`` ...)."""
+        return self.details_type_url.rsplit(".", 1)[-1].removesuffix("IndexDetails")
+
+
+@dataclass(frozen=True)
 class CreateIndex:
-    """An index was added or replaced (read for conflict checks; never written here)."""
+    """Indices added (``new_indices``) and replaced ones dropped (``removed_indices``)."""
+
+    new_indices: tuple[IndexMetadata, ...] = ()
+    removed_indices: tuple[IndexMetadata, ...] = ()
 
 
 @dataclass(frozen=True)

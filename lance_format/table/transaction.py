@@ -143,6 +143,13 @@ def build_manifest(
         elif isinstance(op, Rewrite):
             new = replace(new, fragments=_rewrite(base.fragments, op, first_id))
             index_bytes = None  # indices would need remapping to the new fragments
+        elif isinstance(op, CreateIndex):
+            old_indices = (
+                _serde.index_section_from_bytes(index_bytes, "<index section>") if index_bytes else ()
+            )
+            dropped = {i.uuid for i in op.removed_indices}
+            kept_indices = [i for i in old_indices if i.uuid not in dropped]
+            index_bytes = _serde.index_section_to_bytes([*kept_indices, *op.new_indices])
         elif isinstance(op, UpdateConfig):
             config = dict(base.config)
             for k, v in op.config_updates.items():
@@ -215,6 +222,13 @@ def check_conflict(mine: Transaction, theirs: Transaction | None, version: int) 
         if _touched(other) is None:
             raise retry
         return
+    # Two writers creating an index of the same name would both keep theirs.
+    if (
+        isinstance(op, CreateIndex)
+        and isinstance(other, CreateIndex)
+        and {i.name for i in op.new_indices} & {i.name for i in other.new_indices}
+    ):
+        raise retry
     mine_ids = _touched(op)
     theirs_ids = _touched(other)
     if mine_ids is None:  # schema changes (Project, Merge) only commute with metadata-only commits

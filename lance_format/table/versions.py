@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from lance_format.core.errors import CorruptFileError, NotFoundError
 from lance_format.io.store import ObjectStore
 from lance_format.table import _serde
@@ -33,8 +35,16 @@ class VersionInfo:
         return max(self.entries) if self.entries else None
 
 
-def load_manifest(store: ObjectStore, version: int | None = None) -> tuple[Manifest, ManifestNaming]:
+def load_manifest(
+    store: ObjectStore,
+    version: int | None = None,
+    *,
+    read: Callable[[ObjectStore, int, str, int], Manifest] | None = None,
+) -> tuple[Manifest, ManifestNaming]:
     """The manifest of ``version`` (the latest when ``None``) and the dataset's naming scheme.
+
+    ``read(store, version, key, size)`` replaces the plain manifest read (the dataset layer passes
+    its metadata cache here).
 
     Raises :class:`NotFoundError` when there is no dataset or no such version. Datasets under a
     registered external manifest store first get a dead writer's pending version published.
@@ -54,7 +64,7 @@ def load_manifest(store: ObjectStore, version: int | None = None) -> tuple[Manif
             f"{store.uri}: version {version} not found; versions are {min(info.entries)}..{max(info.entries)}"
         )
     key, size = entry
-    manifest = read_manifest(store, key, size)
+    manifest = read_manifest(store, key, size) if read is None else read(store, version, key, size)
     if manifest.version != version:
         raise CorruptFileError(f"{store.uri}/{key}", f"manifest says version {manifest.version}")
     return manifest, info.naming

@@ -1,0 +1,103 @@
+"""The indices of a dataset version: reading the index section, creating ZONEMAP indices."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from lance_format.core.errors import InvalidInputError, NotSupportedError
+from lance_format.dataset.cache import METADATA_CACHE
+from lance_format.table import _serde
+from lance_format.table.commit import commit_transaction
+from lance_format.table.model import CreateIndex, IndexMetadata, Manifest, Transaction
+from lance_format.table.naming import manifest_key
+from lance_format.table.versions import read_index_section
+
+if TYPE_CHECKING:
+    from lance_format.dataset.dataset import LanceDataset
+
+__all__ = ["ZONEMAP_TYPE_URL", "create_scalar_index", "dataset_indices", "describe_indices"]
+
+#: ``google.protobuf.Any`` type of zone map details, as pylance writes it.
+ZONEMAP_TYPE_URL = "/lance.table.ZoneMapIndexDetails"
+#: Index kind pylance 14 stores for zone maps; newer readers key on the details type.
+ZONEMAP_INDEX_VERSION = 0
+#: Bytes charged per cached index entry (Python objects of the dataclass and its bitmap).
+_INDEX_CHARGE_BYTES = 1024
+
+
+def dataset_indices(ds: LanceDataset) -> tuple[IndexMetadata, ...]:
+    """The indices recorded in ``ds``'s version (its index section is read once per process)."""
+    m = ds.manifest
+    if m.index_section is None:
+        return ()
+    key = manifest_key(m.version, ds._naming)
+    ckey = (ds.store.uri, "index_section", key, m.timestamp_ns)
+    cached: tuple[IndexMetadata, ...] | None = METADATA_CACHE.get(ckey)
+    if cached is None:
+        data = read_index_section(ds.store, m, ds._naming)
+        cached = _serde.index_section_from_bytes(data, f"{ds.store.uri}/{key}") if data else ()
+        METADATA_CACHE.put(ckey, cached, _INDEX_CHARGE_BYTES * (len(cached) + 1))
+    return cached
+
+
+def describe_indices(ds: LanceDataset) -> list[dict[str, Any]]:
+    """pylance's ``list_indices()`` entries: name, type, uuid, fields, version, fragment_ids."""
+    paths = {f.id: f.name for f in ds.lance_schema.walk()}
+    return [
+        {
+            "name": i.name,
+            "type": i.kind,
+            "uuid": i.uuid,
+            "fields": [paths.get(f, str(f)) for f in i.fields],
+            "version": i.dataset_version,
+            "fragment_ids": set(i.fragment_ids),
+            "base_id": i.base_id,
+        }
+        for i in dataset_indices(ds)
+    ]
+
+
+def create_scalar_index(
+    ds: LanceDataset,
+    column: str,
+    index_type: str,
+    name: str | None,
+    replace_existing: bool,
+    rows_per_zone: int | None,
+) -> Manifest:
+    """Build a ZONEMAP index over ``column`` and commit it; returns the new manifest."""
+    from lance_format.dataset.zonemap import build_zonemap, default_rows_per_zone, write_zonemap
+
+    if str(index_type).upper() != "ZONEMAP":
+        raise NotSupportedError(f"index type {index_type!r} is not supported; only ZONEMAP is")
+    if not isinstance(column, str) or column not in ds.schema.names:
+        raise InvalidInputError(f"no column {column!r} to index; columns are {ds.schema.names}")
+    rpz = default_rows_per_zone() if rows_per_zone is None else rows_per_zone
+    if isinstance(rpz, bool) or not isinstance(rpz, int) or rpz <= 0:
+        raise InvalidInputError(f"rows_per_zone must be a positive integer, got {rows_per_zone!r}")
+    name = name or f"{column}_idx"
+    existing = [i for i in dataset_indices(ds) if i.name == name]
+    if existing and not replace_existing:
+        raise InvalidInputError(f"index {name!r} already exists (pass replace=True to rebuild it)")
+    field_id = ds.lance_schema.field_by_name(column).id
+    zones = build_zonemap(ds, column, rpz)
+    ident = str(uuid.uuid4())
+    size = write_zonemap(ds, ident, zones)
+    index = IndexMetadata(
+        uuid=ident,
+        name=name,
+        fields=(field_id,),
+        dataset_version=ds.version,
+        fragment_ids=frozenset(f.id for f in ds.manifest.fragments),
+        details_type_url=ZONEMAP_TYPE_URL,
+        details=_serde.zonemap_details_to_bytes(rpz),
+        index_version=ZONEMAP_INDEX_VERSION,
+        created_at_ms=time.time_ns() // 1_000_000,
+        files=(("zonemap.lance", size),),
+    )
+    txn = Transaction(ds.version, str(uuid.uuid4()), CreateIndex((index,), tuple(existing)))
+    new = commit_transaction(ds.store, txn, ds.manifest, ds._naming)
+    return replace(new, index_section_bytes=None)

@@ -1,0 +1,245 @@
+"""Process-wide byte-bounded caches: parsed metadata and data pages, with hit/miss/eviction counters.
+
+Two caches live for the whole process and are shared by every dataset and file it opens:
+
+* :data:`METADATA_CACHE`: parsed manifests, open file readers (footer and column metadata),
+  deletion vectors, row-id sequences and indexes. Keys always name an immutable object (a data
+  file, a manifest of a given size), so entries never go stale.
+* :data:`PAGE_CACHE`: data bytes keyed by ``(store, object, block)``. Off (capacity 0) unless
+  configured: a local process has the OS page cache, a server over object stores wants it on.
+
+Capacities: argument to :func:`configure_caches` > environment variable > default.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Hashable
+from dataclasses import dataclass
+from typing import Any
+
+from cachetools import LRUCache
+
+from lance_format.core.concurrency import env_positive_int
+from lance_format.core.errors import InvalidInputError
+
+__all__ = [
+    "DEFAULT_METADATA_CACHE_BYTES",
+    "DEFAULT_PAGE_CACHE_BYTES",
+    "METADATA_CACHE",
+    "PAGE_CACHE",
+    "ByteCache",
+    "CacheCounters",
+    "CacheStats",
+    "cache_stats",
+    "configure_caches",
+]
+
+#: Metadata cache capacity. pylance's index/metadata caches default to ~1 GiB; metadata of a dataset
+#: with thousands of files is a few MiB, so 256 MiB holds hundreds of datasets with room to spare
+#: and matches the server's default (LANCE_FLIGHT_METADATA_CACHE_BYTES).
+DEFAULT_METADATA_CACHE_BYTES = 256 * 1024 * 1024
+#: Page cache capacity in-process: off. The OS already caches local files; the server turns it on.
+DEFAULT_PAGE_CACHE_BYTES = 0
+METADATA_ENV = "LANCE_FORMAT_METADATA_CACHE_BYTES"
+PAGE_ENV = "LANCE_FORMAT_PAGE_CACHE_BYTES"
+
+
+class _CountingLRU(LRUCache[Hashable, tuple[Any, int]]):
+    """cachetools' LRU, counting evictions (cachetools evicts through ``popitem``)."""
+
+    evictions = 0
+
+    def popitem(self) -> tuple[Hashable, tuple[Any, int]]:
+        item = super().popitem()
+        self.evictions += 1
+        return item
+
+
+def _size_of(entry: tuple[Any, int]) -> int:
+    return entry[1]
+
+
+@dataclass(frozen=True)
+class CacheCounters:
+    """A snapshot of one cache: lookups that hit or missed, entries evicted, bytes held."""
+
+    hits: int
+    misses: int
+    evictions: int
+    entries: int
+    bytes: int
+    capacity: int
+
+    @property
+    def hit_ratio(self) -> float:
+        """Hits over lookups (0 when there was none)."""
+        total = self.hits + self.misses
+        return self.hits / total if total else 0.0
+
+
+@dataclass(frozen=True)
+class CacheStats:
+    """Counters of both process-wide caches (what :func:`cache_stats` returns)."""
+
+    metadata: CacheCounters
+    page: CacheCounters
+
+
+class ByteCache:
+    """A thread-safe LRU cache bounded by the summed byte charge of its entries.
+
+    Parameters
+    ----------
+    capacity:
+        Bytes; 0 disables the cache (every lookup misses, nothing is stored).
+    name:
+        For messages and metrics.
+    """
+
+    def __init__(self, capacity: int, name: str = "cache") -> None:
+        self.name = name
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+        self._evicted_before = 0
+        self._lru = self._new(capacity)
+        self._capacity_zero = capacity == 0
+
+    @staticmethod
+    def _new(capacity: int) -> _CountingLRU:
+        if capacity < 0:
+            raise InvalidInputError(f"cache capacity must be >= 0, got {capacity}")
+        # cachetools needs maxsize > 0; a zero-capacity cache refuses every put below.
+        return _CountingLRU(maxsize=max(1, capacity), getsizeof=_size_of)
+
+    #: Capacity 0: cachetools cannot hold a zero-sized LRU, so "off" is this flag.
+    _capacity_zero = False
+
+    @property
+    def capacity(self) -> int:
+        """Bytes the cache may hold (0 when off)."""
+        return 0 if self._capacity_zero else int(self._lru.maxsize)
+
+    @property
+    def enabled(self) -> bool:
+        """Whether entries can be stored at all."""
+        return not self._capacity_zero
+
+    def get(self, key: Hashable) -> Any | None:
+        """The cached value (now most recently used), or ``None``."""
+        with self._lock:
+            entry = self._lru.get(key)
+            if entry is None:
+                self.misses += 1
+                return None
+            self.hits += 1
+            return entry[0]
+
+    def get_many(self, keys: list[Hashable]) -> list[Any | None]:
+        """Several lookups under one lock acquisition."""
+        out: list[Any | None] = []
+        with self._lock:
+            for key in keys:
+                entry = self._lru.get(key)
+                out.append(None if entry is None else entry[0])
+            hits = sum(v is not None for v in out)
+            self.hits += hits
+            self.misses += len(out) - hits
+        return out
+
+    def put(self, key: Hashable, value: Any, nbytes: int) -> None:
+        """Store ``value`` charged ``nbytes``; least recently used entries go when over capacity.
+
+        A value larger than the whole cache is not stored.
+        """
+        nbytes = max(1, int(nbytes))
+        if self._capacity_zero or nbytes > self._lru.maxsize:
+            return
+        with self._lock:
+            self._lru[key] = (value, nbytes)
+
+    def pop(self, key: Hashable) -> None:
+        """Forget one entry (absent keys are ignored)."""
+        with self._lock:
+            self._lru.pop(key, None)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes currently charged."""
+        return int(self._lru.currsize)
+
+    def __len__(self) -> int:
+        return len(self._lru)
+
+    def clear(self) -> None:
+        """Drop every entry (counters are kept; evictions are not counted)."""
+        with self._lock:
+            self._evicted_before += self._lru.evictions
+            self._lru = self._new(int(self._lru.maxsize))
+
+    def resize(self, capacity: int) -> None:
+        """Change the capacity; entries that no longer fit are evicted (oldest first)."""
+        with self._lock:
+            old = self._lru
+            self._evicted_before += old.evictions
+            self._capacity_zero = capacity == 0
+            self._lru = self._new(capacity)
+            if self._capacity_zero:
+                return
+            for key, entry in list(old.items()):
+                if entry[1] <= self._lru.maxsize:
+                    self._lru[key] = entry
+            self._evicted_before += self._lru.evictions
+            self._lru.evictions = 0
+
+    def reset_stats(self) -> None:
+        """Zero the counters (tests, benchmarks)."""
+        with self._lock:
+            self.hits = self.misses = self._evicted_before = 0
+            self._lru.evictions = 0
+
+    def counters(self) -> CacheCounters:
+        """A consistent snapshot of the counters."""
+        with self._lock:
+            return CacheCounters(
+                hits=self.hits,
+                misses=self.misses,
+                evictions=self._evicted_before + self._lru.evictions,
+                entries=len(self._lru),
+                bytes=int(self._lru.currsize),
+                capacity=self.capacity,
+            )
+
+
+def _make(name: str, env: str, default: int) -> ByteCache:
+    return ByteCache(env_positive_int(env, default, minimum=0), name)
+
+
+METADATA_CACHE = _make("metadata", METADATA_ENV, DEFAULT_METADATA_CACHE_BYTES)
+PAGE_CACHE = _make("page", PAGE_ENV, DEFAULT_PAGE_CACHE_BYTES)
+
+
+def configure_caches(metadata_bytes: int | None = None, page_bytes: int | None = None) -> None:
+    """Set the capacities of the process-wide caches (``None`` leaves one unchanged).
+
+    The server calls this with its ``cache.metadataBytes`` / ``cache.pageBytes`` settings.
+    """
+    for cache, value in ((METADATA_CACHE, metadata_bytes), (PAGE_CACHE, page_bytes)):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise InvalidInputError(f"{cache.name} cache size must be a byte count >= 0, got {value!r}")
+        cache.resize(value)
+
+
+def cache_stats() -> CacheStats:
+    """Hits, misses, evictions and bytes of the metadata and page caches.
+
+    Examples
+    --------
+    >>> from lance_format.io import cache_stats
+    >>> cache_stats().metadata.capacity > 0
+    True
+    """
+    return CacheStats(metadata=METADATA_CACHE.counters(), page=PAGE_CACHE.counters())

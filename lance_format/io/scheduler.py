@@ -1,0 +1,336 @@
+"""The I/O scheduler: a process-wide bound on requests in flight, priorities, and read-ahead budgets.
+
+* Every request to a store passes a :class:`PriorityGate` with :data:`MAX_PARALLEL_REQUESTS`
+  permits, whether it runs on the caller's thread or on the scheduler's workers. Waiters are served
+  lowest priority value first, so during scans earlier rows (smaller values) go first.
+* :func:`run_requests` runs one read's requests, in parallel on the scheduler's workers when that
+  pays, serially on the caller's thread otherwise.
+* :class:`ReadAhead` runs a stream of tasks ahead of its consumer, in order, bounded by a byte
+  budget (backpressure: a slow consumer stops the reading, it does not pile up memory).
+
+The priority of the calling context is set with :func:`io_priority`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import heapq
+import itertools
+import os
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future
+from typing import Generic, TypeVar
+
+from lance_format.core.concurrency import env_positive_int
+
+__all__ = [
+    "DEFAULT_READAHEAD_BYTES",
+    "MAX_PARALLEL_REQUESTS",
+    "PriorityGate",
+    "ReadAhead",
+    "bypass_page_cache",
+    "current_priority",
+    "in_sequential_read",
+    "io_gate",
+    "io_priority",
+    "run_requests",
+]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+#: Requests in flight across the process. Object stores are latency bound (~10-50 ms a GET), so
+#: dozens in flight keep a link busy; Lance's default for cloud stores is 64, which also matches the
+#: S3 client's connection pool. Local reads hold a permit for microseconds and never feel it.
+#: Override: LANCE_FORMAT_IO_PARALLELISM.
+MAX_PARALLEL_REQUESTS = env_positive_int("LANCE_FORMAT_IO_PARALLELISM", 64)
+
+#: Bytes a scan may hold decoded ahead of its consumer. 64 MiB covers the latency-bandwidth product
+#: of an object store (~50 ms x ~1 GB/s) with room for a few chunks, and bounds memory per scan.
+#: Override: LANCE_FORMAT_READAHEAD_BYTES.
+DEFAULT_READAHEAD_BYTES = env_positive_int("LANCE_FORMAT_READAHEAD_BYTES", 64 * 1024 * 1024)
+
+#: Priority of reads that did not set one (takes, metadata): ahead of any scan chunk but the first.
+DEFAULT_PRIORITY = 0
+
+_priority: contextvars.ContextVar[int] = contextvars.ContextVar("lance_io_priority", default=DEFAULT_PRIORITY)
+_sequential: contextvars.ContextVar[bool] = contextvars.ContextVar("lance_io_sequential", default=False)
+
+
+def in_sequential_read() -> bool:
+    """Whether the calling context is a scan (reads that should not fill the page cache)."""
+    return _sequential.get()
+
+
+@contextlib.contextmanager
+def bypass_page_cache() -> Iterator[None]:
+    """Read the block's bytes from storage, neither using nor filling the page cache."""
+    token = _sequential.set(True)
+    try:
+        yield
+    finally:
+        _sequential.reset(token)
+
+
+def current_priority() -> int:
+    """The I/O priority of the calling context (lower is served first)."""
+    return _priority.get()
+
+
+@contextlib.contextmanager
+def io_priority(priority: int) -> Iterator[None]:
+    """Run the block's reads at ``priority`` (lower values are served first)."""
+    token = _priority.set(int(priority))
+    try:
+        yield
+    finally:
+        _priority.reset(token)
+
+
+class PriorityGate:
+    """A counting semaphore whose waiters are admitted lowest priority first (FIFO among equals)."""
+
+    def __init__(self, permits: int) -> None:
+        if permits < 1:
+            raise ValueError("a gate needs at least one permit")
+        self.permits = permits
+        self._free = permits
+        self._lock = threading.Lock()
+        self._waiters: list[tuple[int, int, threading.Event]] = []
+        self._seq = itertools.count()
+        self.max_in_flight = 0  # high-water mark, for tests and metrics
+
+    @property
+    def in_flight(self) -> int:
+        return self.permits - self._free
+
+    def acquire(self, priority: int = DEFAULT_PRIORITY) -> None:
+        with self._lock:
+            if self._free > 0 and not self._waiters:
+                self._free -= 1
+                self.max_in_flight = max(self.max_in_flight, self.permits - self._free)
+                return
+            ev = threading.Event()
+            heapq.heappush(self._waiters, (priority, next(self._seq), ev))
+        ev.wait()  # the releaser handed its permit to us
+
+    def release(self) -> None:
+        with self._lock:
+            if self._waiters:
+                _, _, ev = heapq.heappop(self._waiters)
+                ev.set()  # permit passes straight to the best waiter
+                return
+            self._free += 1
+
+    @contextlib.contextmanager
+    def hold(self, priority: int | None = None) -> Iterator[None]:
+        self.acquire(current_priority() if priority is None else priority)
+        try:
+            yield
+        finally:
+            self.release()
+
+
+class _Workers:
+    """Worker threads taking tasks from a priority heap (created lazily, recreated after fork)."""
+
+    def __init__(self, threads: int) -> None:
+        self.threads = threads
+        self._lock = threading.Lock()
+        self._cv = threading.Condition(self._lock)
+        self._heap: list[tuple[int, int, Callable[[], None]]] = []
+        self._seq = itertools.count()
+        self._started = 0
+        self._idle = 0
+
+    def _reset(self) -> None:  # in a forked child the threads are gone
+        self._lock = threading.Lock()
+        self._cv = threading.Condition(self._lock)
+        self._heap = []
+        self._started = 0
+        self._idle = 0
+
+    def submit(self, priority: int, fn: Callable[[], None]) -> None:
+        with self._cv:
+            heapq.heappush(self._heap, (priority, next(self._seq), fn))
+            if self._idle == 0 and self._started < self.threads:
+                self._started += 1
+                threading.Thread(target=self._run, name=f"lance-io-{self._started}", daemon=True).start()
+            else:
+                self._cv.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cv:
+                self._idle += 1
+                while not self._heap:
+                    self._cv.wait()
+                self._idle -= 1
+                _, _, fn = heapq.heappop(self._heap)
+            fn()
+
+
+_GATE = PriorityGate(MAX_PARALLEL_REQUESTS)
+_WORKERS = _Workers(MAX_PARALLEL_REQUESTS)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_WORKERS._reset)
+
+
+def io_gate() -> PriorityGate:
+    """The process-wide request gate."""
+    return _GATE
+
+
+def run_requests(
+    fetch: Callable[[T], R],
+    requests: Sequence[T],
+    *,
+    parallel: bool,
+    max_parallel: int | None = None,
+    gate: PriorityGate | None = None,
+) -> list[R]:
+    """Run ``fetch`` over ``requests`` through the gate; results in request order.
+
+    Parameters
+    ----------
+    fetch:
+        Issues one request.
+    requests:
+        What to fetch.
+    parallel:
+        Use the scheduler's workers (several requests, enough bytes to pay the hand-off).
+    max_parallel:
+        At most this many of these requests in flight at once (the store's own bound).
+    gate:
+        The gate to pass (default: the process-wide one).
+    """
+    priority = current_priority()
+    gate = gate or _GATE
+    if not parallel or len(requests) <= 1:
+        out = []
+        for r in requests:
+            with gate.hold(priority):
+                out.append(fetch(r))
+        return out
+    limit = max(1, min(max_parallel or len(requests), len(requests)))
+    futures: list[Future[R]] = [Future() for _ in requests]
+    pending = deque(range(len(requests)))
+    lock = threading.Lock()
+
+    def start_next() -> None:
+        with lock:
+            if not pending:
+                return
+            i = pending.popleft()
+        _WORKERS.submit(priority, lambda: run(i))
+
+    def run(i: int) -> None:
+        fut = futures[i]
+        if fut.set_running_or_notify_cancel():
+            try:
+                with gate.hold(priority):
+                    fut.set_result(fetch(requests[i]))
+            except BaseException as e:
+                fut.set_exception(e)
+        start_next()
+
+    for _ in range(limit):
+        start_next()
+    return [f.result() for f in futures]
+
+
+class ReadAhead(Generic[R]):
+    """Yields the results of ``tasks`` in order, running them ahead on ``submit``'s threads.
+
+    At most ``max_tasks`` run or wait at once, and no new task starts while the bytes of finished,
+    not yet consumed results plus the expected bytes of running ones reach ``max_bytes`` (at least
+    one task always runs, so progress never stops). Task ``i`` reads at priority
+    ``base_priority + i``: earlier chunks of a scan are fetched first.
+
+    Parameters
+    ----------
+    tasks:
+        Zero-argument callables, in output order.
+    size_of:
+        Bytes a result holds.
+    submit:
+        Runs a callable on a worker thread (e.g. ``ThreadPoolExecutor.submit``).
+    max_bytes, max_tasks:
+        The budgets.
+    priority_of:
+        Priority of task ``i`` (default ``i``).
+    """
+
+    def __init__(
+        self,
+        tasks: Iterable[Callable[[], R]],
+        size_of: Callable[[R], int],
+        submit: Callable[[Callable[[], R]], Future[R]],
+        *,
+        max_bytes: int = DEFAULT_READAHEAD_BYTES,
+        max_tasks: int = 4,
+        priority_of: Callable[[int], int] | None = None,
+    ) -> None:
+        self._tasks = iter(tasks)
+        self._size_of = size_of
+        self._submit = submit
+        self.max_bytes = max_bytes
+        self.max_tasks = max(1, max_tasks)
+        self._priority_of = priority_of or (lambda i: i)
+        self._window: deque[Future[R]] = deque()
+        self._index = 0
+        self._done_sizes: list[int] = []
+        self.peak_buffered = 0  # high-water mark of finished-but-unconsumed bytes (tests)
+
+    def _expected(self) -> int:
+        # A running task is expected to hold about what finished ones did.
+        return sum(self._done_sizes[-8:]) // len(self._done_sizes[-8:]) if self._done_sizes else 0
+
+    def _buffered(self) -> int:
+        total = 0
+        for f in self._window:
+            if f.done() and not f.cancelled() and f.exception() is None:
+                total += self._size_of(f.result())
+            else:
+                total += self._expected()
+        return total
+
+    def _fill(self) -> None:
+        while len(self._window) < self.max_tasks:
+            if self._window and self._buffered() >= self.max_bytes:
+                return
+            task = next(self._tasks, None)
+            if task is None:
+                return
+            prio = self._priority_of(self._index)
+            self._index += 1
+            ctx = contextvars.copy_context()
+
+            def run(task: Callable[[], R] = task, prio: int = prio, ctx: contextvars.Context = ctx) -> R:
+                def inner() -> R:
+                    # Scans read each byte once: they bypass the page cache so they do not evict
+                    # the hot set of random takes it exists for.
+                    _sequential.set(True)
+                    with io_priority(prio):
+                        return task()
+
+                return ctx.run(inner)
+
+            self._window.append(self._submit(run))
+
+    def __iter__(self) -> Iterator[R]:
+        try:
+            while True:
+                self._fill()
+                if not self._window:
+                    return
+                self.peak_buffered = max(self.peak_buffered, self._buffered())
+                result = self._window.popleft().result()
+                self._done_sizes.append(self._size_of(result))
+                yield result
+        finally:
+            for f in self._window:
+                f.cancel()

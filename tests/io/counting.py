@@ -1,0 +1,77 @@
+"""A store wrapper that records every request, for tests that count I/O."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from lance_format.io.store import ObjectStore
+
+
+@dataclass(frozen=True)
+class Call:
+    op: str  # size, read_range, read_all, read_tail, list, write, put_if_not_exists, exists, delete
+    key: str
+    start: int = 0
+    end: int = 0
+
+
+class CountingStore(ObjectStore):
+    """Forwards to ``inner`` and records each call; ``uri`` is the inner store's (caches are shared)."""
+
+    def __init__(self, inner: ObjectStore) -> None:
+        self.inner = inner
+        self.plan_limits = inner.plan_limits
+        self.io_parallelism = inner.io_parallelism
+        self.remote = inner.remote
+        self.calls: list[Call] = []
+        self._lock = threading.Lock()
+
+    def _log(self, call: Call) -> None:
+        with self._lock:
+            self.calls.append(call)
+
+    def reset(self) -> None:
+        with self._lock:
+            self.calls.clear()
+
+    @property
+    def uri(self) -> str:
+        return self.inner.uri
+
+    def size(self, key: str) -> int:
+        self._log(Call("size", key))
+        return self.inner.size(key)
+
+    def read_range(self, key: str, start: int, end: int) -> bytes:
+        self._log(Call("read_range", key, start, end))
+        return self.inner.read_range(key, start, end)
+
+    def read_all(self, key: str) -> bytes:
+        self._log(Call("read_all", key))
+        return self.inner.read_all(key)
+
+    def read_tail(self, key: str, nbytes: int) -> tuple[int, bytes]:
+        self._log(Call("read_tail", key, -nbytes, 0))
+        return self.inner.read_tail(key, nbytes)
+
+    def write(self, key: str, data: bytes) -> None:
+        self._log(Call("write", key))
+        self.inner.write(key, data)
+
+    def put_if_not_exists(self, key: str, data: bytes) -> bool:
+        self._log(Call("put_if_not_exists", key))
+        return self.inner.put_if_not_exists(key, data)
+
+    def exists(self, key: str) -> bool:
+        self._log(Call("exists", key))
+        return self.inner.exists(key)
+
+    def list(self, prefix: str = "") -> Iterator[tuple[str, int]]:
+        self._log(Call("list", prefix))
+        return self.inner.list(prefix)
+
+    def delete(self, key: str) -> None:
+        self._log(Call("delete", key))
+        self.inner.delete(key)

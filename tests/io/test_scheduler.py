@@ -1,0 +1,139 @@
+"""The I/O scheduler: bounded requests in flight, priority order, read-ahead byte budget."""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from lance_format.io.scheduler import (
+    MAX_PARALLEL_REQUESTS,
+    PriorityGate,
+    ReadAhead,
+    current_priority,
+    io_gate,
+    io_priority,
+    run_requests,
+)
+
+
+def test_gate_admits_waiters_lowest_priority_first() -> None:
+    gate = PriorityGate(1)
+    gate.acquire(0)  # hold the only permit
+    order: list[int] = []
+    started = threading.Barrier(6)
+
+    def waiter(p: int) -> None:
+        started.wait()
+        gate.acquire(p)
+        order.append(p)
+        gate.release()
+
+    threads = [threading.Thread(target=waiter, args=(p,)) for p in (5, 3, 9, 1, 7)]
+    for t in threads:
+        t.start()
+    started.wait()
+    deadline = time.monotonic() + 5
+    while len(gate._waiters) < 5 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    gate.release()
+    for t in threads:
+        t.join(5)
+    assert order == [1, 3, 5, 7, 9]
+
+
+def test_run_requests_bounds_requests_in_flight() -> None:
+    gate = PriorityGate(3)
+    live = [0]
+    peak = [0]
+    lock = threading.Lock()
+
+    def fetch(i: int) -> int:
+        with lock:
+            live[0] += 1
+            peak[0] = max(peak[0], live[0])
+        time.sleep(0.01)
+        with lock:
+            live[0] -= 1
+        return i * 2
+
+    # Several readers at once: the bound is across all of them, not per call.
+    with ThreadPoolExecutor(4) as pool:
+        results = list(
+            pool.map(lambda _: run_requests(fetch, list(range(10)), parallel=True, gate=gate), range(4))
+        )
+    assert all(r == [i * 2 for i in range(10)] for r in results)
+    assert peak[0] <= 3
+    assert gate.max_in_flight <= 3
+    assert gate.in_flight == 0
+
+
+def test_run_requests_respects_per_call_parallelism_and_propagates_errors() -> None:
+    gate = PriorityGate(64)
+
+    def fetch(i: int) -> int:
+        if i == 3:
+            raise OSError("boom")
+        return i
+
+    with pytest.raises(OSError, match="boom"):
+        run_requests(fetch, list(range(6)), parallel=True, max_parallel=2, gate=gate)
+    assert gate.in_flight == 0
+    assert run_requests(lambda i: i + 1, [1, 2], parallel=False, gate=gate) == [2, 3]
+
+
+def test_process_gate_has_the_documented_bound() -> None:
+    assert io_gate().permits == MAX_PARALLEL_REQUESTS
+
+
+def test_priority_context() -> None:
+    assert current_priority() == 0
+    with io_priority(7):
+        assert current_priority() == 7
+    assert current_priority() == 0
+
+
+def test_read_ahead_keeps_order_and_bytes_budget() -> None:
+    consumed: list[int] = []
+    started: list[int] = []
+    priorities: list[int] = []
+    lock = threading.Lock()
+
+    def make(i: int):  # type: ignore[no-untyped-def]
+        def task() -> bytes:
+            with lock:
+                started.append(i)
+                priorities.append(current_priority())
+            return bytes(100)
+
+        return task
+
+    with ThreadPoolExecutor(4) as pool:
+        ahead = ReadAhead((make(i) for i in range(20)), len, pool.submit, max_bytes=250, max_tasks=8)
+        for i, item in enumerate(ahead):
+            assert len(item) == 100
+            consumed.append(i)
+            time.sleep(0.002)  # a slow consumer
+            # Backpressure: never more than the budget plus one result ahead of the consumer.
+            with lock:
+                assert len(started) - len(consumed) <= 3 + 1
+    assert consumed == list(range(20))
+    assert ahead.peak_buffered <= 250 + 100
+    assert sorted(priorities) == list(range(20))
+
+
+def test_read_ahead_propagates_errors() -> None:
+    def ok() -> bytes:
+        return b"x"
+
+    def bad() -> bytes:
+        raise ValueError("decode failed")
+
+    with ThreadPoolExecutor(2) as pool:
+        ahead = ReadAhead([ok, bad, ok], len, pool.submit)
+        it = iter(ahead)
+        assert next(it) == b"x"
+        with pytest.raises(ValueError, match="decode failed"):
+            next(it)
