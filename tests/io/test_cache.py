@@ -95,4 +95,9 @@ def test_bad_env_capacity_is_a_typed_error(monkeypatch: pytest.MonkeyPatch) -> N
 
     monkeypatch.setenv("LANCE_FORMAT_PAGE_CACHE_BYTES", "ten")
     with pytest.raises(InvalidInputError, match="LANCE_FORMAT_PAGE_CACHE_BYTES"):
-        cache_mod._env_bytes("LANCE_FORMAT_PAGE_CACHE_BYTES", 0)
+        cache_mod._make("page", "LANCE_FORMAT_PAGE_CACHE_BYTES", 0)
+    monkeypatch.setenv("LANCE_FORMAT_PAGE_CACHE_BYTES", "-1")
+    with pytest.raises(InvalidInputError, match=">= 0"):
+        cache_mod._make("page", "LANCE_FORMAT_PAGE_CACHE_BYTES", 0)
+    monkeypatch.setenv("LANCE_FORMAT_PAGE_CACHE_BYTES", "0")
+    assert cache_mod._make("page", "LANCE_FORMAT_PAGE_CACHE_BYTES", 5).capacity == 0
