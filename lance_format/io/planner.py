@@ -128,7 +128,10 @@ def plan_requests(ranges: Sequence[tuple[int, int]], limits: PlanLimits) -> list
     group_starts = starts[new_group]
     group_ends = np.zeros(len(group_starts), dtype=np.int64)
     np.maximum.at(group_ends, group_ids, ends)
+    gs, ge = group_starts.tolist(), group_ends.tolist()
+    if int((group_ends - group_starts).max()) <= limits.max_request:
+        return list(map(Request, gs, ge))  # takes: hundreds of small groups, none to split
     out: list[Request] = []
-    for s, e in zip(group_starts.tolist(), group_ends.tolist(), strict=True):
+    for s, e in zip(gs, ge, strict=True):
         out.extend(_split(s, e, limits.max_request))  # near-equal parts, none above max_request
     return out

@@ -124,13 +124,26 @@ class RangeReader:
             )
         return data
 
+    def _fetch_many(self, requests: Sequence[Request]) -> list[bytes]:
+        datas = self.store.read_ranges(self.key, [(r.start, r.end) for r in requests])
+        for req, data in zip(requests, datas, strict=True):
+            if len(data) != req.length:
+                self._fetch(req)  # raises the truncation error with the range in it
+        return datas
+
     def _fetch_all(self, requests: list[Request]) -> list[bytes]:
         total = sum(r.length for r in requests)
         if self.store.remote:
             parallel = len(requests) > 1
         else:
             parallel = total >= PARALLEL_MIN_BYTES and total >= PARALLEL_MIN_MEAN_BYTES * len(requests)
-        datas = run_requests(self._fetch, requests, parallel=parallel, max_parallel=self.store.io_parallelism)
+        datas = run_requests(
+            self._fetch,
+            requests,
+            parallel=parallel,
+            max_parallel=self.store.io_parallelism,
+            fetch_many=self._fetch_many,
+        )
         self._count(len(requests), sum(len(d) for d in datas))
         return datas
 

@@ -164,6 +164,18 @@ class LocalStore(ObjectStore):
         except OSError as e:
             raise StorageError(f"{self._path(key)}: read failed: {e.strerror}") from e
 
+    def read_ranges(self, key: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+        # One descriptor lookup for the batch: takes issue hundreds of small preads per call.
+        fd = self._fd(key)
+        try:
+            out = [os.pread(fd, end - start, start) if end > start else b"" for start, end in ranges]
+        except OSError as e:
+            raise StorageError(f"{self._path(key)}: read failed: {e.strerror}") from e
+        for i, (start, end) in enumerate(ranges):
+            if len(out[i]) < end - start:  # rare short read: let the looping path finish it
+                out[i] = self.read_range(key, start, end)
+        return out
+
     def read_all(self, key: str) -> bytes:
         return self.read_range(key, 0, self.size(key))
 
