@@ -42,8 +42,19 @@ __all__ = ["commit", "stage_fragments", "write_dataset", "write_fragments"]
 #: pylance's default rows per data file.
 DEFAULT_MAX_ROWS_PER_FILE = 1024 * 1024
 _MODES = ("create", "append", "overwrite")
-#: Versions a write may ask for; the file writer decides which it can encode (2.0 today).
+#: Versions a write may ask for (the file writer encodes all three).
 _WRITABLE_VERSIONS = ("2.0", "2.1", "2.2")
+#: What a new dataset gets: pylance 14's ``lance.write_dataset`` default (its "stable" version).
+DEFAULT_DATA_STORAGE_VERSION = "2.2"
+#: pylance's names for versions.
+_VERSION_ALIASES = {"stable": "2.2", "legacy": "2.0"}
+
+
+def _storage_version(v: str | None) -> str:
+    """The version a new dataset gets for ``data_storage_version`` (None = the default)."""
+    if v is None:
+        return DEFAULT_DATA_STORAGE_VERSION
+    return _VERSION_ALIASES.get(v.lower(), v)
 
 
 def to_reader(data: Any, schema: pa.Schema | None = None) -> pa.RecordBatchReader:
@@ -181,7 +192,7 @@ def write_dataset(
     mode: str = "create",
     *,
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
-    data_storage_version: str | None = "2.0",
+    data_storage_version: str | None = None,
     enable_stable_row_ids: bool = False,
     enable_v2_manifest_paths: bool = True,
     storage_options: dict[str, str] | None = None,
@@ -204,7 +215,9 @@ def write_dataset(
     max_rows_per_file:
         Rows per data file (each file is one fragment).
     data_storage_version:
-        File format version of a new dataset; appends keep the dataset's own version.
+        File format version of a new dataset (``"2.0"``, ``"2.1"``, ``"2.2"``, ``"stable"`` or
+        ``"legacy"``); None = :data:`DEFAULT_DATA_STORAGE_VERSION` (2.2, pylance 14's default).
+        Appends keep the dataset's own version.
     enable_stable_row_ids:
         Give rows stable ids (only when creating the dataset).
     enable_v2_manifest_paths:
@@ -243,7 +256,7 @@ def write_dataset(
         version = base.data_format.version
     else:
         lance_schema = fields_from_arrow(reader.schema)
-        version = data_storage_version or "2.0"
+        version = _storage_version(data_storage_version)
     if version not in _WRITABLE_VERSIONS:
         raise NotSupportedError(
             f"writing data storage version {version!r} is not supported; use one of {_WRITABLE_VERSIONS}"
@@ -268,20 +281,23 @@ def stage_fragments(
     schema: pa.Schema | None = None,
     *,
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
-    data_storage_version: str = "2.0",
+    data_storage_version: str | None = None,
     storage_options: dict[str, str] | None = None,
+    store: ObjectStore | None = None,
 ) -> list[DataFragment]:
     """Write data files without committing; commit the fragments later with :func:`commit`.
 
     Against an existing dataset the data must match its schema (field ids are the dataset's); for a
     new dataset the fragments belong with ``Overwrite(fragments, fields_from_arrow(schema))``.
+    ``store`` (the store of ``uri``) lets a caller see each file written, e.g. to remove them when
+    the stream fails half-way (the Flight server's stage mode does).
     """
-    store = store_for_uri(os.fspath(uri), storage_options)
+    store = store or store_for_uri(os.fspath(uri), storage_options)
     reader = to_reader(data, schema)
     try:
         base, _ = load_manifest(store)
     except NotFoundError:
-        lance_schema, version = fields_from_arrow(reader.schema), data_storage_version
+        lance_schema, version = fields_from_arrow(reader.schema), _storage_version(data_storage_version)
     else:
         reader = to_reader(reader, _check_schema(reader.schema, base))
         lance_schema, version = base.schema, base.data_format.version
@@ -294,7 +310,7 @@ def commit(
     read_version: int | None = None,
     *,
     storage_options: dict[str, str] | None = None,
-    data_storage_version: str = "2.0",
+    data_storage_version: str | None = None,
 ) -> LanceDataset:
     """Commit an operation (e.g. ``Append`` of staged fragments) planned against ``read_version``.
 
@@ -314,6 +330,6 @@ def commit(
             raise
         base, naming = None, None
     txn = Transaction(base.version if base else 0, str(uuid.uuid4()), operation)
-    options = CommitOptions(data_format=DataStorageFormat("lance", data_storage_version))
+    options = CommitOptions(data_format=DataStorageFormat("lance", _storage_version(data_storage_version)))
     manifest = commit_transaction(store, txn, base, naming, options)
     return LanceDataset(uri, store=store, manifest=manifest, naming=naming or options.naming)

@@ -9,9 +9,11 @@ from typing import Any
 import pyarrow as pa
 
 from lance_format.core.concurrency import env_positive_int
-from lance_format.core.errors import InvalidInputError, LanceError, NotSupportedError, SchemaMismatchError
+from lance_format.core.errors import InvalidInputError, LanceError, SchemaMismatchError
 from lance_format.core.types import LanceField, LanceSchema, fields_from_arrow
 from lance_format.encodings.base import EncodedPage
+from lance_format.encodings.v20._serde import column_encoding_to_bytes
+from lance_format.encodings.v20.model import Values
 from lance_format.file import _serde
 from lance_format.file.format import FOOTER_LEN, PAD_BYTE, PAGE_ALIGN, Footer, LanceFileVersion
 from lance_format.file.reader import assign_columns
@@ -35,6 +37,18 @@ class _ColumnPages:
     pages: list[tuple[list[int], list[int], int, int, _serde.RawEncoding]] = field(default_factory=list)
 
 
+#: The column encoding of every 2.1+ column.
+_VALUES_COLUMN = column_encoding_to_bytes(Values())
+
+_VIEW_TYPES = {"string_view": pa.string(), "binary_view": pa.binary()}
+
+
+def _without_views(schema: pa.Schema) -> pa.Schema:
+    """2.1+ files store top-level string/binary views as plain strings/binaries (as pylance does)."""
+    fields = [f.with_type(_VIEW_TYPES[str(f.type)]) if str(f.type) in _VIEW_TYPES else f for f in schema]
+    return pa.schema(fields, metadata=schema.metadata)
+
+
 class LanceFileWriter:
     """Writes one Lance file.
 
@@ -45,7 +59,7 @@ class LanceFileWriter:
     schema:
         Arrow schema; taken from the first batch when omitted.
     version:
-        File format version; ``"2.0"`` (the default here).
+        File format version: ``"2.0"`` (the default here), ``"2.1"`` or ``"2.2"``.
     data_cache_bytes:
         Bytes buffered across all columns before pages are written.
     max_page_bytes:
@@ -80,10 +94,6 @@ class LanceFileWriter:
         self._store = store
         self._key = key
         self.version = LanceFileVersion.parse(version)
-        if self.version is not LanceFileVersion.V2_0:
-            raise NotSupportedError(
-                f"writing Lance file version {self.version.value} is not supported yet; use 2.0"
-            )
         self._cache_bytes = (
             data_cache_bytes or env_positive_int("LANCE_FILE_WRITER_DATA_CACHE_BYTES", 0) or None
         )
@@ -103,13 +113,17 @@ class LanceFileWriter:
     def _init_schema(self, schema: pa.Schema) -> None:
         from lance_format.encodings import v20
 
+        if self.version.structural:
+            schema = _without_views(schema)
         self._schema = schema
         self._lance = fields_from_arrow(schema)
         for f in self._lance.walk():
             v20.check_writable(f)
+        self._next_row = [0] * len(schema)
         self._columns_of = assign_columns(self._lance, self.version)
+        # 2.1+ columns are plain "values" columns, blobs included (their pages say blob).
         self._columns = {
-            c: _ColumnPages(v20.column_encoding_for(f))
+            c: _ColumnPages(v20.column_encoding_for(f) if not self.version.structural else _VALUES_COLUMN)
             for f in self._lance.walk()
             if (c := self._columns_of.get(f.id)) is not None
         }
@@ -166,9 +180,21 @@ class LanceFileWriter:
         pieces = -(-nbytes // self._max_page)
         step = max(1, -(-len(arr) // pieces))
         for start in range(0, len(arr), step):
-            pages = v20.encode_field(
-                top, arr.slice(start, step), self._columns_of, write_external=self._write_external
-            )
+            piece = arr.slice(start, step)
+            if self.version.structural:
+                from lance_format.encodings.v21.encode import encode_field
+
+                pages = encode_field(
+                    top,
+                    piece,
+                    self._columns_of,
+                    self._next_row[i],
+                    large=self.version is LanceFileVersion.V2_2,
+                    write_external=self._write_external,
+                )
+                self._next_row[i] += len(piece)
+            else:
+                pages = v20.encode_field(top, piece, self._columns_of, write_external=self._write_external)
             for page in pages:
                 self._add_page(page)
 
@@ -221,6 +247,9 @@ class LanceFileWriter:
                 from lance_format.encodings import v20
 
                 for f in self._lance.fields:
+                    if self.version.structural:
+                        # pylance writes 2.1+ files without rows with no pages at all.
+                        continue
                     for page in v20.encode_field(f, pa.array([], type=f.to_arrow().type), self._columns_of):
                         self._add_page(page)
         except LanceError:

@@ -1,0 +1,10 @@
+"""The 2.1/2.2 encoder: Arrow arrays -> mini-block, full-zip and all-null pages.
+
+``levels`` turns nested arrays into repetition/definition levels per leaf column, ``values``
+extracts value bytes, ``miniblock`` / ``fullzip`` build the page buffers, ``bitpack`` packs
+integers and levels the FastLanes way, ``_serde`` serializes layouts, ``field`` ties them up.
+"""
+
+from lance_format.encodings.v21.encode.field import encode_field
+
+__all__ = ["encode_field"]

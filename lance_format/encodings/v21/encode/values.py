@@ -1,0 +1,144 @@
+"""Leaf values as plain numpy buffers, ready to be cut into chunks or zipped with levels."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from lance_format.core.errors import NotSupportedError
+
+__all__ = ["FixedVals", "VarVals", "extract"]
+
+U8 = npt.NDArray[np.uint8]
+I64 = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class FixedVals:
+    """``n`` values of ``width`` bytes (``width == 0``: booleans in ``bools``).
+
+    ``dims`` is the fixed-size-list nesting (outermost first) and ``level_valid`` holds, per
+    nesting level, the validity of that level's items (None when all are valid). ``int_bits`` is
+    set when the values are integers that bit-pack.
+    """
+
+    data: U8
+    width: int
+    n: int
+    bools: npt.NDArray[np.bool_] | None = None
+    dims: tuple[int, ...] = ()
+    level_valid: tuple[npt.NDArray[np.bool_] | None, ...] = ()
+    int_bits: int | None = None
+    #: Bits of each field of a packed struct (its rows are the fields' bytes side by side).
+    packed_bits: tuple[int, ...] = ()
+
+    @property
+    def items(self) -> int:
+        """Innermost items per value."""
+        return int(np.prod(self.dims)) if self.dims else 1
+
+
+@dataclass(frozen=True)
+class VarVals:
+    """``n`` variable-width values: ``offsets`` (``n + 1``) into ``data``."""
+
+    offsets: I64
+    data: U8
+    #: Large (64-bit offset) Arrow type: pylance wants 64-bit offsets for those.
+    large: bool = False
+
+    @property
+    def n(self) -> int:
+        return len(self.offsets) - 1
+
+
+def _is_int_storage(t: pa.DataType) -> bool:
+    return bool(
+        pa.types.is_integer(t)
+        or pa.types.is_date(t)
+        or pa.types.is_time(t)
+        or pa.types.is_timestamp(t)
+        or pa.types.is_duration(t)
+    )
+
+
+def _bits(arr: pa.Array) -> npt.NDArray[np.bool_]:
+    buf = arr.buffers()[1]
+    raw = np.frombuffer(buf, dtype=np.uint8) if buf is not None else np.zeros(0, np.uint8)
+    return np.unpackbits(raw, bitorder="little")[arr.offset : arr.offset + len(arr)].astype(bool)
+
+
+def _valid(arr: pa.Array) -> npt.NDArray[np.bool_] | None:
+    if arr.null_count == 0:
+        return None
+    return np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def _packed(arr: pa.Array) -> FixedVals:
+    """A packed struct: each row is its fields' value bytes, one after another."""
+    kids = [extract(arr.field(i)) for i in range(arr.type.num_fields)]
+    if not kids or any(not isinstance(k, FixedVals) or k.width == 0 or k.dims for k in kids):
+        raise NotSupportedError(f"packed structs need fixed-width, byte-sized fields; got {arr.type}")
+    fixed = [k for k in kids if isinstance(k, FixedVals)]
+    n = len(arr)
+    mat = np.concatenate([k.data.reshape(n, k.width) for k in fixed], axis=1)
+    width = sum(k.width for k in fixed)
+    return FixedVals(
+        np.ascontiguousarray(mat).reshape(-1), width, n, packed_bits=tuple(8 * k.width for k in fixed)
+    )
+
+
+def extract(arr: pa.Array) -> FixedVals | VarVals:
+    """The value bytes of ``arr`` (nulls hold arbitrary bytes or empty values)."""
+    t = arr.type
+    n = len(arr)
+    if pa.types.is_boolean(t):
+        return FixedVals(np.zeros(0, np.uint8), 0, n, bools=_bits(arr))
+    if pa.types.is_fixed_size_list(t):
+        dims = []
+        valids = []
+        node = arr
+        while pa.types.is_fixed_size_list(node.type):
+            d = node.type.list_size
+            dims.append(d)
+            node = node.values.slice(node.offset * d, len(node) * d)
+            valids.append(_valid(node))
+        inner = extract(node)
+        assert isinstance(inner, FixedVals)
+        return FixedVals(inner.data, inner.width, n, inner.bools, tuple(dims), tuple(valids), None)
+    if pa.types.is_struct(t):
+        return _packed(arr)
+    if (
+        pa.types.is_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_large_binary(t)
+    ):
+        large = pa.types.is_large_string(t) or pa.types.is_large_binary(t)
+        bufs = arr.buffers()
+        offs = np.frombuffer(bufs[1], dtype=np.int64 if large else np.int32)[arr.offset : arr.offset + n + 1]
+        offs = offs.astype(np.int64)
+        raw = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
+        if arr.null_count:
+            # Null slots may span bytes in Arrow; they are stored empty.
+            lens = np.diff(offs)
+            valid = _valid(arr)
+            assert valid is not None
+            lens = np.where(valid, lens, 0)
+            from lance_format.encodings.base import expand_ranges
+
+            data = raw[expand_ranges(offs[:-1].astype(np.int64), lens.astype(np.int64))]
+            new = np.zeros(n + 1, dtype=np.int64)
+            np.cumsum(lens, out=new[1:])
+            return VarVals(new, data, large)
+        return VarVals(offs - offs[0], raw[offs[0] : offs[-1]], large)
+    width = t.bit_width // 8
+    buf = arr.buffers()[1]
+    raw = np.frombuffer(buf, dtype=np.uint8) if buf is not None else np.zeros(0, np.uint8)
+    data = raw[arr.offset * width : (arr.offset + n) * width]
+    return FixedVals(
+        data, width, n, int_bits=width * 8 if _is_int_storage(t) and width in (1, 2, 4, 8) else None
+    )
