@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["ServerSettings", "Token"]
+__all__ = ["BasicUser", "ServerSettings", "Token"]
 
 #: The embedded default root: a local directory next to where the server starts.
 DEFAULT_ROOT = "./lance-data"
@@ -22,12 +22,18 @@ DEFAULT_METRICS_PORT = 9090
 DEFAULT_METADATA_CACHE_BYTES = 256 * 1024 * 1024
 #: Hot data pages of a served working set; 1 GiB keeps a pod's memory request modest.
 DEFAULT_PAGE_CACHE_BYTES = 1024 * 1024 * 1024
+#: Decoded batches of finished scans (flight_server.batch_cache): 512 MiB holds a few full scans of
+#: typical served tables; warm scans then stream from memory. 0 turns it off.
+DEFAULT_BATCH_CACHE_BYTES = 512 * 1024 * 1024
 #: A take larger than this is a scan in disguise and would buffer too much in one response.
 DEFAULT_MAX_TAKE_ROWS = 1_000_000
 #: gRPC message ceiling; Arrow batches above it are split by the server.
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 #: Concurrent do_get/do_put/do_exchange streams per process before new ones are refused.
 DEFAULT_MAX_CONCURRENT_STREAMS = 64
+#: Seconds SIGTERM waits for in-flight calls before the process exits anyway: below Kubernetes'
+#: default terminationGracePeriodSeconds (30) so the kubelet never has to SIGKILL a draining pod.
+DEFAULT_SHUTDOWN_GRACE_SECONDS = 25.0
 
 
 @dataclass(frozen=True)
@@ -35,6 +41,15 @@ class Token:
     """A bearer token and whether it may only read."""
 
     value: str
+    read_only: bool = False
+
+
+@dataclass(frozen=True)
+class BasicUser:
+    """A user name and password accepted by the basic-auth handshake (which then issues a token)."""
+
+    name: str
+    password: str
     read_only: bool = False
 
 
@@ -50,6 +65,7 @@ class ServerSettings:
     advertise: tuple[str, ...] = ()
     metadata_cache_bytes: int = DEFAULT_METADATA_CACHE_BYTES
     page_cache_bytes: int = DEFAULT_PAGE_CACHE_BYTES
+    batch_cache_bytes: int = DEFAULT_BATCH_CACHE_BYTES  # added by perf (cache.batchBytes)
     tokens: tuple[Token, ...] = ()
     tls_cert: str = ""
     tls_key: str = ""
@@ -62,6 +78,11 @@ class ServerSettings:
     max_concurrent_streams: int = DEFAULT_MAX_CONCURRENT_STREAMS
     log_level: str = "INFO"
     storage_options: dict[str, str] = field(default_factory=dict)
+    # Added by server-ops (config keys in docs/configuration.md):
+    tokens_file: str = ""  # re-read when it changes, so rotated Secrets apply without a restart
+    users: tuple[BasicUser, ...] = ()
+    shutdown_grace_seconds: float = DEFAULT_SHUTDOWN_GRACE_SECONDS
+    log_format: str = "text"  # text (key=value) or json
 
     @property
     def tls(self) -> bool:
@@ -71,7 +92,7 @@ class ServerSettings:
     @property
     def auth(self) -> bool:
         """True when calls need a token."""
-        return bool(self.tokens)
+        return bool(self.tokens or self.users or self.tokens_file)
 
     @property
     def scheme(self) -> str:

@@ -22,6 +22,9 @@ ROOT = Path(__file__).resolve().parent.parent
 PROTOS = ROOT / "protos"
 OUT = ROOT / "lance_format" / "_proto"
 INIT = '"""Generated protobuf modules (do not edit; run ./dev protos)."""\n'
+#: The Flight service's own messages (package lance_flight.v1) go to flight_server/_proto.
+FLIGHT_PROTO = Path("lance_flight") / "v1" / "flight.proto"
+FLIGHT_OUT = ROOT / "flight_server" / "_proto"
 VERSION_LINE = re.compile(r"^# Protobuf Python Version: (\S+)$", re.M)
 
 
@@ -40,14 +43,23 @@ def _mypy_plugin() -> Path:
     return Path(found)
 
 
-def generate(dest: Path) -> list[str]:
-    """Run protoc over every .proto into ``dest``; return the names of the files written."""
+def generate_flight(dest: Path) -> list[str]:
+    """Generate the Flight service's messages into ``dest`` (flat: ``flight_pb2.py``)."""
+    with tempfile.TemporaryDirectory(prefix="lance-flight-protos-") as tmp:
+        _protoc(Path(tmp), [str(FLIGHT_PROTO)])
+        nested = Path(tmp) / FLIGHT_PROTO.parent
+        for path in nested.glob("*_pb2.py*"):
+            shutil.move(str(path), dest / path.name)
+    (dest / "__init__.py").write_text(INIT)
+    return sorted(p.name for p in dest.iterdir() if p.is_file())
+
+
+def _protoc(dest: Path, protos: list[str]) -> None:
     try:
         import grpc_tools  # type: ignore[import-untyped]
     except ImportError as exc:
         raise GenerationError("grpc_tools not importable: install grpcio-tools (the test extra)") from exc
     well_known = Path(grpc_tools.__file__).parent / "_proto"  # google/protobuf/*.proto
-    protos = sorted(p.name for p in PROTOS.glob("*.proto"))
     cmd = [
         sys.executable, "-m", "grpc_tools.protoc",
         f"-I{PROTOS}", f"-I{well_known}",
@@ -58,6 +70,12 @@ def generate(dest: Path) -> list[str]:
     proc = subprocess.run(cmd, cwd=PROTOS, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise GenerationError(f"protoc failed:\n{proc.stderr}")
+
+
+def generate(dest: Path) -> list[str]:
+    """Run protoc over every .proto into ``dest``; return the names of the files written."""
+    protos = sorted(p.name for p in PROTOS.glob("*.proto"))
+    _protoc(dest, protos)
     modules = [Path(p).stem + "_pb2" for p in protos]
     flat_import = re.compile(rf"^import ({'|'.join(map(re.escape, modules))})\b", re.M)
     for path in sorted(dest.glob("*_pb2.py*")):
@@ -95,8 +113,10 @@ def _protobuf_version(module: Path) -> str | None:
     return match.group(1) if match else None
 
 
-def check(fresh: Path) -> int:
+def check(fresh: Path, fresh_flight: Path | None = None) -> int:
     problems = stale_files(fresh, OUT)
+    if fresh_flight is not None:
+        problems += [f"flight_server/_proto/{p}" for p in stale_files(fresh_flight, FLIGHT_OUT)]
     if not problems:
         print("lance_format/_proto is up to date with protos/")
         return 0
@@ -119,24 +139,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="exit 1 if the committed code is stale")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="lance-protos-") as tmp:
-        fresh = Path(tmp)
+        fresh = Path(tmp) / "lance"
+        fresh_flight = Path(tmp) / "flight"
+        fresh.mkdir()
+        fresh_flight.mkdir()
         try:
             written = generate(fresh)
+            flight_written = generate_flight(fresh_flight)
         except GenerationError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         if args.check:
-            return check(fresh)
-        # Update in place (unchanged files are not touched) so concurrent imports keep working.
-        OUT.mkdir(parents=True, exist_ok=True)
-        new, old = _files(fresh), _files(OUT)
-        for name in old.keys() - new.keys():
-            (OUT / name).unlink()
-        changed = [name for name in written if new[name] != old.get(name)]
-        for name in changed:
-            (OUT / name).write_bytes(new[name])
-    print(f"regenerated {OUT.relative_to(ROOT)}: {len(written)} files, {len(changed)} changed")
+            return check(fresh, fresh_flight)
+        for src, out, names in ((fresh, OUT, written), (fresh_flight, FLIGHT_OUT, flight_written)):
+            changed = _update(src, out, names)
+            print(f"regenerated {out.relative_to(ROOT)}: {len(names)} files, {len(changed)} changed")
     return 0
+
+
+def _update(fresh: Path, out: Path, written: list[str]) -> list[str]:
+    """Update ``out`` in place (unchanged files are not touched) so concurrent imports keep working."""
+    out.mkdir(parents=True, exist_ok=True)
+    new, old = _files(fresh), _files(out)
+    for name in old.keys() - new.keys():
+        (out / name).unlink()
+    changed = [name for name in written if new[name] != old.get(name)]
+    for name in changed:
+        (out / name).write_bytes(new[name])
+    return changed
 
 
 if __name__ == "__main__":

@@ -1,0 +1,167 @@
+"""Dataset names -> dataset URIs under the server's root, and open datasets for handlers.
+
+Names are one path segment of safe characters: no separators, no ``..``, nothing absolute, so a
+request can never reach outside the root. Open datasets are kept per ``(name, version)``: a pinned
+version never changes, so endpoint tickets of one flight reuse one handle and its caches.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import threading
+from collections import OrderedDict
+from urllib.parse import urlparse
+
+from lance_format import LanceDataset
+from lance_format import dataset as open_dataset
+from lance_format.core.errors import InvalidInputError, NotFoundError
+from lance_format.io.store import ObjectStore, store_for_uri
+
+__all__ = ["Catalog", "validate_name"]
+
+#: Letters, digits, ``_ . -``; must start with a letter or digit (no hidden or ``..`` names).
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
+#: Long enough for any sensible name, short enough to stay under every file system's limit (255).
+MAX_NAME_LENGTH = 200
+#: Open dataset handles kept (each holds only metadata; the byte caches are process-wide).
+DATASET_HANDLES = 256
+_VERSIONS_DIR = "_versions"
+
+
+def validate_name(name: object) -> str:
+    """``name`` if it is a valid dataset name, else :class:`InvalidInputError`."""
+    if not isinstance(name, str) or not name:
+        raise InvalidInputError("a dataset name is required")
+    if len(name) > MAX_NAME_LENGTH:
+        raise InvalidInputError(f"dataset name longer than {MAX_NAME_LENGTH} characters")
+    if not _NAME.fullmatch(name) or ".." in name:
+        raise InvalidInputError(
+            f"invalid dataset name {name!r}: use letters, digits, '_', '.', '-' "
+            "(starting with a letter or digit; no paths)"
+        )
+    return name
+
+
+class Catalog:
+    """The datasets under one root (local directory, ``memory://`` or ``s3://``).
+
+    Parameters
+    ----------
+    root:
+        Root URI; a local directory is created when missing.
+    storage_options:
+        Object-store options passed to every dataset.
+    """
+
+    def __init__(self, root: str, storage_options: dict[str, str] | None = None) -> None:
+        scheme = urlparse(root).scheme.lower()
+        self.local = scheme in ("", "file")
+        if self.local:
+            root = os.path.abspath(urlparse(root).path if scheme == "file" else root)
+            os.makedirs(root, exist_ok=True)
+        self.root = root.rstrip("/") or "/"
+        self.storage_options = dict(storage_options or {})
+        self._handles: OrderedDict[tuple[str, int], LanceDataset] = OrderedDict()
+        self._lock = threading.Lock()
+
+    # -- names -----------------------------------------------------------------------------------
+    def uri(self, name: str) -> str:
+        """The URI of dataset ``name`` (validated)."""
+        validate_name(name)
+        return f"{self.root}/{name}" if self.root != "/" else f"/{name}"
+
+    def _store(self) -> ObjectStore:
+        return store_for_uri(self.root, self.storage_options or None)
+
+    def exists(self, name: str) -> bool:
+        """Whether dataset ``name`` has at least one version."""
+        uri = self.uri(name)
+        if self.local:
+            return os.path.isdir(os.path.join(uri, _VERSIONS_DIR))
+        return any(True for _ in self._store().list(f"{name}/{_VERSIONS_DIR}/"))
+
+    def names(self) -> list[str]:
+        """The datasets under the root, sorted."""
+        if self.local:
+            try:
+                entries = list(os.scandir(self.root))
+            except FileNotFoundError:
+                return []
+            found = [
+                e.name
+                for e in entries
+                if e.is_dir()
+                and _NAME.fullmatch(e.name)
+                and os.path.isdir(os.path.join(e.path, _VERSIONS_DIR))
+            ]
+            return sorted(found)
+        names = set()
+        for key, _ in self._store().list(""):
+            parts = key.split("/")
+            if len(parts) >= 3 and parts[1] == _VERSIONS_DIR and _NAME.fullmatch(parts[0]):
+                names.add(parts[0])
+        return sorted(names)
+
+    # -- datasets --------------------------------------------------------------------------------
+    def open(self, name: str, version: int | str | None = None, *, shared: bool = True) -> LanceDataset:
+        """Dataset ``name`` at ``version`` (number or tag; latest when ``None``).
+
+        ``shared=False`` returns a handle of the caller's own: writes (delete, add_columns, ...)
+        move a handle to the new version, which must never happen to a shared, pinned one.
+
+        Raises
+        ------
+        NotFoundError
+            The dataset, version or tag does not exist.
+        """
+        uri = self.uri(name)
+        if isinstance(version, int) and shared:
+            with self._lock:
+                handle = self._handles.get((name, version))
+                if handle is not None:
+                    self._handles.move_to_end((name, version))
+                    return handle
+        try:
+            ds = open_dataset(uri, version=version, storage_options=self.storage_options or None)
+        except NotFoundError:
+            raise
+        except FileNotFoundError as exc:
+            raise NotFoundError(str(exc)) from exc
+        if not shared:
+            return ds
+        with self._lock:
+            # A handle already open on the resolved version keeps its warm per-file readers.
+            known = self._handles.get((name, ds.version))
+            if known is not None and known.manifest.timestamp_ns == ds.manifest.timestamp_ns:
+                self._handles.move_to_end((name, ds.version))
+                return known
+            self._handles[(name, ds.version)] = ds
+            while len(self._handles) > DATASET_HANDLES:
+                self._handles.popitem(last=False)
+        return ds
+
+    def require(self, name: str) -> None:
+        """Raise :class:`NotFoundError` unless dataset ``name`` exists."""
+        if not self.exists(name):
+            raise NotFoundError(f"dataset {name!r} not found")
+
+    def forget(self, name: str) -> None:
+        """Drop cached handles of ``name`` (after it was dropped or re-created)."""
+        with self._lock:
+            for key in [k for k in self._handles if k[0] == name]:
+                del self._handles[key]
+
+    def drop(self, name: str) -> None:
+        """Delete dataset ``name`` and all its files."""
+        self.require(name)
+        uri = self.uri(name)
+        self.forget(name)
+        if self.local:
+            shutil.rmtree(uri, ignore_errors=False)
+            return
+        store = self._store()
+        for key, _ in list(store.list(f"{name}/")):
+            store.delete(key)
+        self.forget(name)

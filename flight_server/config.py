@@ -1,0 +1,484 @@
+"""Load :class:`~flight_server.settings.ServerSettings` from flags, environment and a YAML file.
+
+Precedence, per key: command-line flag > environment variable > YAML config file > default. The
+config file is ``--config PATH`` or ``$LANCE_FLIGHT_CONFIG``. Every key, flag and variable is listed
+once, in :data:`OPTIONS`; ``docs/configuration.md`` documents the same table (a test keeps the two
+in step). Bad values raise :class:`ConfigError` naming the key and where the value came from.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import yaml
+
+from flight_server.settings import BasicUser, ServerSettings, Token
+from lance_format.core.errors import InvalidInputError
+
+__all__ = [
+    "CONFIG_ENV",
+    "OPTIONS",
+    "ConfigError",
+    "Option",
+    "build_parser",
+    "load_settings",
+    "parse_tokens_file",
+]
+
+CONFIG_ENV = "LANCE_FLIGHT_CONFIG"
+#: Levels the standard logging module knows by name.
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+LOG_FORMATS = ("text", "json")
+#: One process per core is the useful ceiling; more than this is a typo, not a plan.
+MAX_WORKERS = 256
+ADVERTISE_SCHEMES = ("grpc", "grpc+tcp", "grpc+tls")
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+_UNITS = {"": 1, "k": 1000, "m": 1000**2, "g": 1000**3, "t": 1000**4}
+_UNITS |= {"ki": 1024, "mi": 1024**2, "gi": 1024**3, "ti": 1024**4}
+_BYTES_RE = re.compile(r"^\s*(\d+)\s*([kmgt]i?)?b?\s*$", re.IGNORECASE)
+
+
+class ConfigError(InvalidInputError):
+    """A configuration value is malformed, out of range or contradicts another one."""
+
+
+# --- value parsers: raw value (str from flags/env, any YAML scalar) -> typed value ------------------
+
+
+def _str(raw: Any) -> str:
+    if isinstance(raw, (dict, list)):
+        raise ValueError("expected a string")
+    return "" if raw is None else str(raw)
+
+
+def _int_in(lo: int, hi: int) -> Callable[[Any], int]:
+    def parse(raw: Any) -> int:
+        if isinstance(raw, (bool, float)):
+            raise ValueError("expected an integer")
+        value = int(str(raw).strip())
+        if not lo <= value <= hi:
+            raise ValueError(f"must be between {lo} and {hi}")
+        return value
+
+    return parse
+
+
+def _bytes(raw: Any) -> int:
+    """A byte count: an integer, optionally with a unit (``64MiB``, ``1G``, ``512k``)."""
+    if isinstance(raw, (bool, float)):
+        raise ValueError("expected a byte count")
+    match = _BYTES_RE.match(str(raw))
+    if not match:
+        raise ValueError("expected a byte count such as 268435456 or 256MiB")
+    return int(match.group(1)) * _UNITS[(match.group(2) or "").lower()]
+
+
+def _positive_bytes(raw: Any) -> int:
+    value = _bytes(raw)
+    if value <= 0:
+        raise ValueError("must be > 0")
+    return value
+
+
+def _bool(raw: Any) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    text = str(raw).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise ValueError("expected true or false")
+
+
+def _seconds(raw: Any) -> float:
+    if isinstance(raw, bool):
+        raise ValueError("expected a number of seconds")
+    value = float(str(raw).strip())
+    if not 0 <= value <= 3600:
+        raise ValueError("must be between 0 and 3600 seconds")
+    return value
+
+
+def _choice(choices: Sequence[str], upper: bool) -> Callable[[Any], str]:
+    def parse(raw: Any) -> str:
+        text = str(raw).strip()
+        text = text.upper() if upper else text.lower()
+        if text not in choices:
+            raise ValueError(f"expected one of {', '.join(choices)}")
+        return text
+
+    return parse
+
+
+def _list(raw: Any) -> list[str]:
+    """A comma-separated string or a YAML list of strings."""
+    if raw is None:
+        return []
+    items = raw if isinstance(raw, list) else str(raw).split(",")
+    return [str(item).strip() for item in items if str(item).strip()]
+
+
+def _advertise(raw: Any) -> tuple[str, ...]:
+    out = []
+    for uri in _list(raw):
+        parsed = urlparse(uri)
+        if parsed.scheme not in ADVERTISE_SCHEMES or not parsed.hostname or parsed.port is None:
+            raise ValueError(f"{uri!r} is not a grpc://host:port or grpc+tls://host:port location")
+        out.append(uri)
+    return tuple(out)
+
+
+def _tokens(raw: Any) -> tuple[Token, ...]:
+    """``tok`` or ``tok:ro`` items (comma-separated or a YAML list)."""
+    out = []
+    for item in _list(raw):
+        value, _, flag = item.rpartition(":") if item.endswith(":ro") else (item, "", "")
+        if not value or any(c.isspace() for c in value):
+            raise ValueError("tokens are non-empty and contain no whitespace")
+        out.append(Token(value, read_only=flag == "ro"))
+    return tuple(out)
+
+
+def _users(raw: Any) -> tuple[BasicUser, ...]:
+    """``user:password`` or ``user:password:ro`` items (comma-separated or a YAML list)."""
+    out = []
+    for item in _list(raw):
+        read_only = item.endswith(":ro")
+        body = item[: -len(":ro")] if read_only else item
+        name, sep, password = body.partition(":")
+        if not sep or not name or not password:
+            raise ValueError("users are written user:password or user:password:ro")
+        out.append(BasicUser(name, password, read_only))
+    return tuple(out)
+
+
+def parse_tokens_file(path: str) -> tuple[Token, ...]:
+    """Tokens from a file: one per line, ``token`` or ``token ro``; blank lines and ``#`` comments skipped.
+
+    Raises
+    ------
+    ConfigError
+        When the file cannot be read or a line is malformed.
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"auth.tokensFile: cannot read {path!r}: {exc.strerror or exc}") from None
+    out = []
+    for number, line in enumerate(text.splitlines(), 1):
+        words = line.split("#", 1)[0].split()
+        if not words:
+            continue
+        if len(words) > 2 or (len(words) == 2 and words[1].lower() != "ro"):
+            raise ConfigError(f"auth.tokensFile {path}:{number}: expected `token` or `token ro`")
+        out.append(Token(words[0], read_only=len(words) == 2))
+    return tuple(out)
+
+
+# --- the option table ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Option:
+    """One setting: its dataclass field, YAML key, flag, environment variables and parser."""
+
+    field: str
+    key: str  # dotted YAML path, e.g. "cache.pageBytes"
+    flag: str | None  # None: not settable on the command line (secrets)
+    envs: tuple[str, ...]
+    parse: Callable[[Any], Any]
+    help: str
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("root", "root", "--root", ("LANCE_FLIGHT_ROOT",), _str, "local directory, memory:// or s3://"),
+    Option("host", "host", "--host", ("LANCE_FLIGHT_HOST",), _str, "interface to listen on"),
+    Option("port", "port", "--port", ("LANCE_FLIGHT_PORT",), _int_in(0, 65535), "Flight port (0 = free)"),
+    Option(
+        "metrics_port",
+        "metricsPort",
+        "--metrics-port",
+        ("LANCE_FLIGHT_METRICS_PORT",),
+        _int_in(-1, 65535),
+        "side HTTP port for /metrics, /healthz, /readyz (0 = free, -1 = off)",
+    ),
+    Option(
+        "workers",
+        "workers",
+        "--workers",
+        ("LANCE_FLIGHT_WORKERS",),
+        _int_in(1, MAX_WORKERS),
+        "server processes; worker k listens on port + k",
+    ),
+    Option(
+        "advertise",
+        "advertise",
+        "--advertise",
+        ("LANCE_FLIGHT_ADVERTISE",),
+        _advertise,
+        "comma-separated locations endpoints list",
+    ),
+    Option(
+        "metadata_cache_bytes",
+        "cache.metadataBytes",
+        "--metadata-cache-bytes",
+        ("LANCE_FLIGHT_METADATA_CACHE_BYTES",),
+        _bytes,
+        "metadata cache capacity",
+    ),
+    Option(
+        "page_cache_bytes",
+        "cache.pageBytes",
+        "--page-cache-bytes",
+        ("LANCE_FLIGHT_PAGE_CACHE_BYTES",),
+        _bytes,
+        "data page cache capacity",
+    ),
+    Option(
+        "batch_cache_bytes",
+        "cache.batchBytes",
+        "--batch-cache-bytes",
+        ("LANCE_FLIGHT_BATCH_CACHE_BYTES",),
+        _bytes,
+        "decoded scan batch cache capacity",
+    ),
+    Option(
+        "tokens_file",
+        "auth.tokensFile",
+        "--tokens-file",
+        ("LANCE_FLIGHT_TOKENS_FILE",),
+        _str,
+        "file of bearer tokens (`token` or `token ro` per line)",
+    ),
+    Option("tokens", "auth.tokens", None, ("LANCE_FLIGHT_TOKENS",), _tokens, "bearer tokens"),
+    Option("users", "auth.users", None, ("LANCE_FLIGHT_USERS",), _users, "basic-auth users"),
+    Option("tls_cert", "tls.certFile", "--tls-cert", ("LANCE_FLIGHT_TLS_CERT",), _str, "PEM certificate"),
+    Option("tls_key", "tls.keyFile", "--tls-key", ("LANCE_FLIGHT_TLS_KEY",), _str, "PEM private key"),
+    Option(
+        "tls_client_ca",
+        "tls.clientCaFile",
+        "--tls-client-ca",
+        ("LANCE_FLIGHT_TLS_CLIENT_CA",),
+        _str,
+        "PEM CA bundle: require client certificates it signed (mTLS)",
+    ),
+    Option(
+        "s3_endpoint",
+        "s3.endpoint",
+        "--s3-endpoint",
+        ("LANCE_FLIGHT_S3_ENDPOINT", "AWS_ENDPOINT_URL"),
+        _str,
+        "S3-compatible endpoint URL",
+    ),
+    Option("s3_region", "s3.region", "--s3-region", ("LANCE_FLIGHT_S3_REGION", "AWS_REGION"), _str, "region"),
+    Option(
+        "s3_anonymous",
+        "s3.anonymous",
+        "--s3-anonymous",
+        ("LANCE_FLIGHT_S3_ANONYMOUS",),
+        _bool,
+        "unsigned S3 requests",
+    ),
+    Option(
+        "max_take_rows",
+        "limits.maxTakeRows",
+        "--max-take-rows",
+        ("LANCE_FLIGHT_MAX_TAKE_ROWS",),
+        _int_in(1, 2**40),
+        "rows one take may ask for",
+    ),
+    Option(
+        "max_message_bytes",
+        "limits.maxMessageBytes",
+        "--max-message-bytes",
+        ("LANCE_FLIGHT_MAX_MESSAGE_BYTES",),
+        _positive_bytes,
+        "largest gRPC message",
+    ),
+    Option(
+        "max_concurrent_streams",
+        "limits.maxConcurrentStreams",
+        "--max-concurrent-streams",
+        ("LANCE_FLIGHT_MAX_CONCURRENT_STREAMS",),
+        _int_in(1, 1_000_000),
+        "concurrent streams per process",
+    ),
+    Option(
+        "shutdown_grace_seconds",
+        "shutdownGraceSeconds",
+        "--shutdown-grace",
+        ("LANCE_FLIGHT_SHUTDOWN_GRACE_SECONDS",),
+        _seconds,
+        "seconds SIGTERM waits for in-flight calls",
+    ),
+    Option(
+        "log_level",
+        "logLevel",
+        "--log-level",
+        ("LANCE_FLIGHT_LOG_LEVEL",),
+        _choice(LOG_LEVELS, upper=True),
+        "log level",
+    ),
+    Option(
+        "log_format",
+        "logFormat",
+        "--log-format",
+        ("LANCE_FLIGHT_LOG_FORMAT",),
+        _choice(LOG_FORMATS, upper=False),
+        "text (key=value) or json lines",
+    ),
+)
+
+_BY_KEY = {opt.key: opt for opt in OPTIONS}
+_SETTING_FIELDS = {f.name for f in fields(ServerSettings)}
+assert all(opt.field in _SETTING_FIELDS for opt in OPTIONS)
+
+
+def build_parser(prog: str = "lance-flight serve") -> argparse.ArgumentParser:
+    """The ``serve`` flags; every default is ``None`` so "not given" falls through to env and YAML."""
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="Serve Lance datasets over Arrow Flight (docs/configuration.md lists every setting).",
+        argument_default=None,
+    )
+    parser.add_argument("--config", metavar="PATH", help=f"YAML config file (env {CONFIG_ENV})")
+    for opt in OPTIONS:
+        if opt.flag is None:
+            continue
+        env = ", ".join(opt.envs)
+        if opt.parse is _bool:
+            parser.add_argument(opt.flag, dest=opt.field, action=argparse.BooleanOptionalAction)
+        else:
+            parser.add_argument(opt.flag, dest=opt.field, metavar="VALUE", help=f"{opt.help} (env {env})")
+    return parser
+
+
+def _flatten(tree: Mapping[str, Any], prefix: str, path: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, value in tree.items():
+        key = f"{prefix}{name}"
+        if isinstance(value, dict):
+            out |= _flatten(value, f"{key}.", path)
+        elif key in _BY_KEY:
+            out[key] = value
+        else:
+            known = ", ".join(sorted(_BY_KEY))
+            raise ConfigError(f"{path}: unknown key {key!r} (known keys: {known})")
+    return out
+
+
+def _read_yaml(path: str) -> dict[str, Any]:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"config file {path!r}: {exc.strerror or exc}") from None
+    try:
+        tree = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config file {path!r} is not valid YAML: {exc}") from None
+    if tree is None:
+        return {}
+    if not isinstance(tree, dict):
+        raise ConfigError(f"config file {path!r} must hold a mapping of keys, not {type(tree).__name__}")
+    return _flatten(tree, "", path)
+
+
+def load_settings(
+    argv: Sequence[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    config_file: str | None = None,
+) -> ServerSettings:
+    """Resolve every setting: flag > environment variable > YAML config file > default.
+
+    Parameters
+    ----------
+    argv:
+        The ``serve`` arguments (without the program and subcommand names); ``None`` = none.
+    env:
+        Environment variables; default ``os.environ``.
+    config_file:
+        A YAML file; when ``None``, ``--config`` in ``argv`` or ``$LANCE_FLIGHT_CONFIG`` names it.
+
+    Raises
+    ------
+    ConfigError
+        A malformed or out-of-range value, an unknown YAML key, a missing file, or contradicting
+        settings (a TLS key without its certificate, ...). The message names the key and its source.
+    """
+    env = os.environ if env is None else env
+    parser = build_parser()
+    try:
+        flags = vars(parser.parse_args(list(argv or [])))
+    except SystemExit as exc:  # argparse already printed the problem to stderr
+        raise ConfigError(f"bad command line: {' '.join(argv or [])}") from exc
+    path = config_file or flags.pop("config", None) or env.get(CONFIG_ENV) or None
+    flags.pop("config", None)
+    from_yaml = _read_yaml(path) if path else {}
+
+    values: dict[str, Any] = {}
+    for opt in OPTIONS:
+        source, raw = None, None
+        if flags.get(opt.field) is not None:
+            source, raw = f"flag {opt.flag}", flags[opt.field]
+        else:
+            for name in opt.envs:
+                if env.get(name, "") != "":
+                    source, raw = f"environment variable {name}", env[name]
+                    break
+            else:
+                if opt.key in from_yaml:
+                    source, raw = f"config file {path} key {opt.key}", from_yaml[opt.key]
+        if source is None:
+            continue
+        try:
+            values[opt.field] = opt.parse(raw)
+        except ValueError as exc:
+            raise ConfigError(f"{opt.key} from {source}: {raw!r}: {exc}") from None
+    return _finish(replace(ServerSettings(), **values))
+
+
+def _finish(s: ServerSettings) -> ServerSettings:
+    """Cross-field checks, the tokens file, and storage options derived from the s3 settings."""
+    if not s.root:
+        raise ConfigError("root must not be empty")
+    if not s.host:
+        raise ConfigError("host must not be empty")
+    if s.port and s.port + s.workers - 1 > 65535:
+        raise ConfigError(f"port {s.port} + workers {s.workers} runs past port 65535")
+    if bool(s.tls_cert) != bool(s.tls_key):
+        raise ConfigError("tls.certFile and tls.keyFile go together: set both or neither")
+    if s.tls_client_ca and not s.tls_cert:
+        raise ConfigError("tls.clientCaFile (mTLS) needs tls.certFile and tls.keyFile")
+    for key, file in (
+        ("tls.certFile", s.tls_cert),
+        ("tls.keyFile", s.tls_key),
+        ("tls.clientCaFile", s.tls_client_ca),
+    ):
+        if file and not Path(file).is_file():
+            raise ConfigError(f"{key}: no such file {file!r}")
+    tls_schemes = {urlparse(uri).scheme == "grpc+tls" for uri in s.advertise}
+    if s.advertise and tls_schemes != {s.tls}:
+        raise ConfigError(
+            f"advertise: locations must all use {s.scheme}:// when TLS is {'on' if s.tls else 'off'}"
+        )
+    # Read the tokens file now so a broken one stops the start; the auth middleware re-reads it as it
+    # changes (its tokens are not copied into ``tokens``, or a revoked token would stay valid).
+    if s.tokens_file and not parse_tokens_file(s.tokens_file) and not s.tokens and not s.users:
+        raise ConfigError(f"auth.tokensFile {s.tokens_file!r} holds no token: every call would be refused")
+    options = dict(s.storage_options)
+    if s.s3_endpoint:
+        options["aws_endpoint"] = s.s3_endpoint
+    if s.s3_region:
+        options["aws_region"] = s.s3_region
+    if s.s3_anonymous:
+        options["anonymous"] = "true"
+    return replace(s, storage_options=options)

@@ -1,0 +1,226 @@
+"""``do_put``: stream batches into one commit (create / append / overwrite) or stage fragments.
+
+The batches are written to data files while they arrive; the manifest is committed only after the
+client's stream ended cleanly. pyarrow ends the server's reader the same way whether the client
+finished or died mid-stream, so a WriteRequest with ``end_marker`` (what our client sends) commits
+only when the stream closed with :data:`~flight_server.requests.END_OF_WRITE`; a killed client
+leaves the dataset at its previous version. Plain clients with a path descriptor have only the
+call's cancellation flag to protect them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.flight as flight
+
+from flight_server.catalog import Catalog
+from flight_server.requests import END_OF_WRITE, WriteRequest, WriteResult
+from lance_format import write_dataset
+from lance_format.core.errors import InvalidInputError, NotFoundError
+from lance_format.core.types import fields_from_arrow
+from lance_format.dataset import stage_fragments
+from lance_format.dataset.write import DEFAULT_MAX_ROWS_PER_FILE, write_fragments
+from lance_format.io.store import ObjectStore, store_for_uri
+from lance_format.table.fragment_json import fragment_to_json
+from lance_format.table.model import DataFragment
+
+log = logging.getLogger("lance_flight.server")
+
+__all__ = ["write_request", "write_stream"]
+
+
+def write_request(descriptor: flight.FlightDescriptor, decoded: object | None) -> WriteRequest:
+    """The write a do_put descriptor asks for (a path ``[dataset]`` means create-or-append)."""
+    if descriptor.descriptor_type == flight.DescriptorType.PATH:
+        path = descriptor.path or []
+        if len(path) != 1:
+            raise InvalidInputError("a path descriptor names exactly one dataset: [name]")
+        name = path[0].decode("utf-8", "replace") if isinstance(path[0], bytes) else str(path[0])
+        return WriteRequest(dataset=name, mode="auto")
+    if not isinstance(decoded, WriteRequest):
+        raise InvalidInputError("do_put needs a path descriptor or a WriteRequest command")
+    return decoded
+
+
+class _RecordingStore(ObjectStore):
+    """An object store that remembers the keys written through it (to undo a failed stage)."""
+
+    def __init__(self, inner: ObjectStore) -> None:
+        self.inner = inner
+        self.remote = inner.remote  # the read planner tunes request merging by it
+        self.written: list[str] = []
+        self._lock = threading.Lock()
+
+    @property
+    def uri(self) -> str:
+        return self.inner.uri
+
+    def size(self, key: str) -> int:
+        return self.inner.size(key)
+
+    def read_range(self, key: str, start: int, end: int) -> bytes:
+        return self.inner.read_range(key, start, end)
+
+    def read_all(self, key: str) -> bytes:
+        return self.inner.read_all(key)
+
+    def write(self, key: str, data: bytes) -> None:
+        with self._lock:
+            self.written.append(key)
+        self.inner.write(key, data)
+
+    def put_if_not_exists(self, key: str, data: bytes) -> bool:
+        return self.inner.put_if_not_exists(key, data)
+
+    def exists(self, key: str) -> bool:
+        return self.inner.exists(key)
+
+    def list(self, prefix: str = "") -> Iterator[tuple[str, int]]:
+        return self.inner.list(prefix)
+
+    def delete(self, key: str) -> None:
+        self.inner.delete(key)
+
+    def remove_written(self) -> None:
+        for key in self.written:
+            try:
+                self.inner.delete(key)
+            except Exception:
+                log.warning("could not remove a staged file", extra={"key": key}, exc_info=True)
+
+
+class StreamCancelled(InvalidInputError):
+    """The client went away mid-stream; nothing is committed."""
+
+
+class _Counted:
+    """The client's batches, counted (rows, bytes) and checked against the message-size limit."""
+
+    def __init__(
+        self,
+        reader: flight.MetadataRecordBatchReader,
+        max_bytes: int,
+        cancelled: Callable[[], bool],
+        end_marker: bool,
+    ) -> None:
+        self.reader = reader
+        self.cancelled = cancelled
+        self.end_marker = end_marker
+        self.max_bytes = max_bytes
+        self.rows = 0
+        self.nbytes = 0
+
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        ended = False
+        for chunk in self.reader:
+            batch = chunk.data
+            if batch is None:
+                meta = chunk.app_metadata
+                ended = meta is not None and meta.to_pybytes() == END_OF_WRITE
+                continue
+            if ended:
+                raise InvalidInputError("data arrived after the end-of-write marker")
+            size = batch.nbytes
+            if size > self.max_bytes:
+                raise InvalidInputError(
+                    f"a batch of {size} bytes exceeds limits.maxMessageBytes ({self.max_bytes}); "
+                    "send smaller batches"
+                )
+            self.rows += batch.num_rows
+            self.nbytes += size
+            yield batch
+        # A client that dies mid-stream ends the reader exactly as if it had finished (and the
+        # call is not even marked cancelled yet), so our clients end with an explicit marker; it
+        # is checked before anything is committed.
+        if (self.end_marker and not ended) or self.cancelled():
+            raise StreamCancelled("the client cancelled the write before finishing its stream")
+
+    def reader_of(self) -> pa.RecordBatchReader:
+        return pa.RecordBatchReader.from_batches(self.reader.schema, iter(self))
+
+
+def same_schema(data: pa.Schema, target: pa.Schema) -> bool:
+    """Same column names (any order) with the same types."""
+    return sorted(data.names) == sorted(target.names) and all(
+        data.field(f.name).type.equals(f.type) for f in target
+    )
+
+
+def _stage(
+    catalog: Catalog,
+    req: WriteRequest,
+    reader: pa.RecordBatchReader,
+    uri: str,
+    store: ObjectStore,
+    storage: dict[str, str] | None,
+    options: dict[str, Any],
+) -> list[DataFragment]:
+    """Stage data files: with the dataset's field ids when the data has its schema, else with
+    fresh ids for the data's own schema (an overwrite that changes the schema commits those with
+    the new schema; an append of them fails at commit)."""
+    try:
+        ds = catalog.open(req.dataset)
+    except NotFoundError:
+        ds = None
+    if ds is None or same_schema(reader.schema, ds.schema):
+        return stage_fragments(
+            reader,
+            uri,
+            data_storage_version=req.data_storage_version,
+            storage_options=storage,
+            store=store,
+            **options,
+        )
+    version = req.data_storage_version or ds.data_storage_version
+    max_rows = int(options.get("max_rows_per_file", DEFAULT_MAX_ROWS_PER_FILE))
+    return write_fragments(store, reader, fields_from_arrow(reader.schema), version, max_rows)
+
+
+def write_stream(
+    catalog: Catalog,
+    req: WriteRequest,
+    reader: flight.MetadataRecordBatchReader,
+    max_message_bytes: int,
+    metrics: Any = None,
+    cancelled: Callable[[], bool] = lambda: False,
+) -> WriteResult:
+    """Write the client's stream as ``req`` says; return the new version (or staged fragments)."""
+    uri = catalog.uri(req.dataset)
+    counted = _Counted(reader, max_message_bytes, cancelled, req.end_marker)
+    options: dict[str, Any] = {}
+    if req.max_rows_per_file:
+        options["max_rows_per_file"] = req.max_rows_per_file
+    storage = catalog.storage_options or None
+    if req.mode == "stage":
+        store = _RecordingStore(store_for_uri(uri, storage))
+        try:
+            frags = _stage(catalog, req, counted.reader_of(), uri, store, storage, options)
+        except BaseException:
+            # Staged files are nobody's until a commit names them: a failed stage leaves none.
+            store.remove_written()
+            raise
+        blobs = tuple(json.dumps(fragment_to_json(f)).encode() for f in frags)
+        result = WriteResult(req.dataset, 0, counted.rows, blobs, reader.schema)
+    else:
+        mode = "append" if req.mode == "auto" else req.mode
+        ds = write_dataset(
+            counted.reader_of(),
+            uri,
+            mode=mode,
+            data_storage_version=req.data_storage_version,
+            enable_stable_row_ids=req.enable_stable_row_ids,
+            storage_options=storage,
+            **options,
+        )
+        if mode != "append":
+            catalog.forget(req.dataset)
+        result = WriteResult(req.dataset, ds.version, counted.rows)
+    if metrics is not None:
+        metrics.rows_served("put", counted.rows, counted.nbytes)
+    return result

@@ -1,0 +1,120 @@
+"""Planning scans into per-fragment endpoints and streaming one endpoint's batches."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
+
+import pyarrow as pa
+import pyarrow.flight as flight
+
+from flight_server._serde import encode_ticket
+from flight_server.catalog import Catalog
+from flight_server.handlers.filters import resolve_filter
+from flight_server.requests import ScanRequest
+from lance_format import LanceDataset
+from lance_format.core.errors import InvalidInputError, NotFoundError
+from lance_format.dataset.scanner import LanceScanner
+
+__all__ = ["open_version", "plan_scan", "scan_stream"]
+
+
+def open_version(catalog: Catalog, name: str, version: int | None, tag: str | None) -> LanceDataset:
+    """The dataset at a version number or tag (latest when neither is given)."""
+    if version is not None and tag:
+        raise InvalidInputError("pass a version or a tag, not both")
+    return catalog.open(name, tag or version)
+
+
+def _scanner(ds: LanceDataset, req: ScanRequest) -> LanceScanner:
+    flt = resolve_filter(req.filter_sql, req.filter_substrait, ds.schema)
+    fragments = None
+    limit, offset = req.limit, req.offset
+    if req.fragment_ids:
+        fragments = []
+        for fid in req.fragment_ids:
+            frag = ds.get_fragment(fid)
+            if frag is None:
+                raise NotFoundError(f"fragment {fid} not in version {ds.version} of {req.dataset!r}")
+            fragments.append(frag)
+    if req.row_start is not None or req.row_end is not None:
+        if len(req.fragment_ids) != 1 or flt is not None or limit is not None or offset is not None:
+            raise InvalidInputError("a row range needs exactly one fragment and no filter, limit or offset")
+        start = req.row_start or 0
+        stop = req.row_end if req.row_end is not None else start
+        if stop < start:
+            raise InvalidInputError("row_end is before row_start")
+        offset, limit = start, stop - start
+    return ds.scanner(
+        columns=list(req.columns) if req.columns is not None else None,
+        filter=flt,
+        limit=limit,
+        offset=offset,
+        batch_size=req.batch_size,
+        with_row_id=req.with_row_id,
+        with_row_address=req.with_row_address,
+        fragments=fragments,
+    )
+
+
+def _rotate(locations: Sequence[str], i: int) -> list[flight.Location]:
+    """Every location, starting at a different one per endpoint (spreads clients over workers)."""
+    n = len(locations)
+    return [flight.Location(locations[(i + k) % n]) for k in range(n)]
+
+
+def plan_scan(
+    catalog: Catalog, req: ScanRequest, descriptor: flight.FlightDescriptor, locations: Sequence[str]
+) -> flight.FlightInfo:
+    """The FlightInfo of a scan: its schema, totals and one ticket per fragment (or row range).
+
+    Every ticket is pinned to the version resolved here, so all endpoints read one snapshot. A
+    scan with ``limit`` or ``offset`` is one endpoint (rows are counted across fragments).
+    """
+    ds = open_version(catalog, req.dataset, req.version, req.tag)
+    scanner = _scanner(ds, req)  # validates columns and filter before any data is read
+    pinned = replace(req, version=ds.version, tag=None, max_rows_per_endpoint=0)
+    filtered = req.filter_sql is not None or req.filter_substrait is not None
+    frags = ds.get_fragments()
+    if req.fragment_ids:
+        wanted = set(req.fragment_ids)
+        frags = [f for f in frags if f.fragment_id in wanted]
+    tickets: list[ScanRequest] = []
+    if req.limit is not None or req.offset is not None or req.row_start is not None:
+        tickets.append(pinned)
+    else:
+        step = req.max_rows_per_endpoint
+        for frag in frags:
+            live = frag.count_rows()
+            if step and not filtered and live > step:
+                for lo in range(0, live, step):
+                    hi = min(live, lo + step)
+                    tickets.append(
+                        replace(pinned, fragment_ids=(frag.fragment_id,), row_start=lo, row_end=hi)
+                    )
+            else:
+                tickets.append(replace(pinned, fragment_ids=(frag.fragment_id,)))
+    endpoints = [
+        flight.FlightEndpoint(encode_ticket(t), _rotate(locations, i)) for i, t in enumerate(tickets)
+    ]
+    total = -1
+    if not filtered:
+        live_total = sum(f.count_rows() for f in frags)
+        total = max(0, live_total - (req.offset or 0))
+        if req.limit is not None:
+            total = min(total, req.limit)
+    total_bytes = sum(d.file_size_bytes for f in frags for d in f.data_files())
+    return flight.FlightInfo(scanner.projected_schema, descriptor, endpoints, total, total_bytes)
+
+
+def scan_stream(
+    catalog: Catalog, req: ScanRequest, ds: LanceDataset | None = None
+) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
+    """The schema and batches of one scan ticket (validated before the first batch is read).
+
+    ``ds`` is the dataset the ticket already resolved to (saves opening it twice).
+    """
+    if ds is None:
+        ds = open_version(catalog, req.dataset, req.version, req.tag)
+    scanner = _scanner(ds, req)
+    return scanner.projected_schema, scanner.to_batches()

@@ -1,0 +1,132 @@
+"""Metrics: RPC counts by status, latency, rows served, in-flight, engine counters, the side port."""
+
+from __future__ import annotations
+
+import threading
+
+import pyarrow.flight as flight
+import pytest
+
+from flight_server.metrics import Metrics, status_of
+from flight_server.settings import ServerSettings, Token
+from flight_server.sideport import RootProbe, SidePort
+from lance_format.io.cache import METADATA_CACHE
+from tests.server.helpers import bearer, http_get, location, standin_server
+
+
+def _value(metrics: Metrics, name: str, **labels: str) -> float:
+    value = metrics.registry.get_sample_value(name, labels)
+    return 0.0 if value is None else value
+
+
+def test_rpc_counts_latency_rows_and_conflicts() -> None:
+    metrics = Metrics()
+    with standin_server(ServerSettings(), metrics) as server, flight.FlightClient(location(server)) as c:
+        list(c.list_flights())
+        list(c.list_flights())
+        assert c.do_get(flight.Ticket(b"all")).read_all().num_rows == 100
+        with pytest.raises(flight.FlightServerError):
+            list(c.do_action(flight.Action("conflict", b"")))
+        with pytest.raises(flight.FlightServerError):
+            list(c.do_action(flight.Action("nope", b"")))
+    assert _value(metrics, "lance_flight_rpcs_total", method="list_flights", status="OK") == 2
+    assert _value(metrics, "lance_flight_rpcs_total", method="do_get", status="OK") == 1
+    assert _value(metrics, "lance_flight_rpcs_total", method="do_action", status="UNKNOWN") == 2
+    assert _value(metrics, "lance_flight_rpc_duration_seconds_count", method="list_flights") == 2
+    assert _value(metrics, "lance_flight_rpc_duration_seconds_sum", method="do_get") > 0
+    assert _value(metrics, "lance_flight_rows_served_total", kind="scan") == 100
+    assert _value(metrics, "lance_flight_bytes_served_total", kind="scan") > 0
+    assert _value(metrics, "lance_flight_commit_conflicts_total") == 1
+    assert _value(metrics, "lance_flight_calls_in_flight") == 0
+
+
+def test_refused_calls_are_counted_and_in_flight_tracks_open_calls() -> None:
+    metrics = Metrics()
+    settings = ServerSettings(tokens=(Token("t"),))
+    with standin_server(settings, metrics) as server, flight.FlightClient(location(server)) as c:
+        with pytest.raises(flight.FlightUnauthenticatedError):
+            list(c.list_flights())
+        assert (
+            _value(metrics, "lance_flight_rpcs_total", method="list_flights", status="UNAUTHENTICATED") == 1
+        )
+        thread = threading.Thread(
+            target=lambda: list(c.do_action(flight.Action("sleep", b"0.5"), bearer("t")))
+        )
+        thread.start()
+        for _ in range(100):
+            if _value(metrics, "lance_flight_calls_in_flight") == 1:
+                break
+            threading.Event().wait(0.01)
+        assert _value(metrics, "lance_flight_calls_in_flight") == 1
+        thread.join()
+    assert _value(metrics, "lance_flight_calls_in_flight") == 0
+    assert _value(metrics, "lance_flight_rpcs_total", method="do_action", status="OK") == 1
+
+
+def test_engine_counters_are_polled() -> None:
+    metrics = Metrics()
+    metrics.poll_engine()
+    before_hits = _value(metrics, "lance_flight_cache_hits_total", cache="metadata")
+    before_misses = _value(metrics, "lance_flight_cache_misses_total", cache="metadata")
+    METADATA_CACHE.put(("server-ops-test", 1), b"x", 1)
+    METADATA_CACHE.get(("server-ops-test", 1))
+    METADATA_CACHE.get(("server-ops-test", 2))
+    metrics.poll_engine()
+    assert _value(metrics, "lance_flight_cache_hits_total", cache="metadata") == before_hits + 1
+    assert _value(metrics, "lance_flight_cache_misses_total", cache="metadata") == before_misses + 1
+    assert 0 < _value(metrics, "lance_flight_cache_hit_ratio", cache="metadata") <= 1
+    METADATA_CACHE.pop(("server-ops-test", 1))
+
+
+def test_engine_object_store_counters_move(tmp_path: pytest.TempPathFactory) -> None:
+    import pyarrow as pa
+
+    from lance_format.dataset import dataset, write_dataset
+
+    metrics = Metrics()
+    metrics.poll_engine()
+    before = _value(metrics, "lance_flight_object_store_requests_total")
+    write_dataset(pa.table({"x": list(range(10))}), str(tmp_path) + "/d.lance")
+    assert dataset(str(tmp_path) + "/d.lance").to_table().num_rows == 10
+    metrics.poll_engine()
+    assert _value(metrics, "lance_flight_object_store_requests_total") > before
+    assert _value(metrics, "lance_flight_object_store_bytes_total") > 0
+
+
+def test_status_names() -> None:
+    assert status_of(None) == "OK"
+    assert status_of(flight.FlightUnauthorizedError("x")) == "PERMISSION_DENIED"
+    assert status_of(KeyError("x")) == "NOT_FOUND"
+    assert status_of(ValueError("x")) == "INVALID_ARGUMENT"
+    assert status_of(RuntimeError("x")) == "UNKNOWN"
+
+
+def test_side_port_serves_metrics_health_and_readiness(tmp_path: pytest.TempPathFactory) -> None:
+    metrics = Metrics()
+    metrics.rows_served("take", 7, 70)
+    ready = [True]
+    polled = []
+    side = SidePort(
+        "127.0.0.1", 0, metrics.registry, lambda: ready[0], before_scrape=lambda: polled.append(1)
+    )
+    try:
+        base = f"http://127.0.0.1:{side.port}"
+        status, body = http_get(f"{base}/metrics")
+        assert status == 200
+        assert 'lance_flight_rows_served_total{kind="take"} 7.0' in body
+        assert "# TYPE lance_flight_rpc_duration_seconds histogram" in body
+        assert polled
+        assert http_get(f"{base}/healthz")[0] == 200
+        assert http_get(f"{base}/readyz")[0] == 200
+        ready[0] = False
+        assert http_get(f"{base}/readyz")[0] == 503
+        assert http_get(f"{base}/healthz")[0] == 200
+        assert http_get(f"{base}/other")[0] == 404
+    finally:
+        side.close()
+
+
+def test_root_probe(tmp_path: pytest.TempPathFactory) -> None:
+    assert RootProbe(str(tmp_path))()
+    assert not RootProbe(str(tmp_path) + "/missing")()
+    assert RootProbe("memory://probe")()

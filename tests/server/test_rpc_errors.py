@@ -1,0 +1,224 @@
+"""Bad input of every kind: typed Flight errors, clean messages, and a server that keeps serving."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.flight as flight
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from flight_server._serde import encode_command, encode_ticket
+from flight_server.catalog import validate_name
+from flight_server.errors import error_code
+from flight_server.requests import ScanRequest
+from lance_format.core.errors import InvalidInputError
+from tests.server.service_fixtures import Recorder, Served, seed, start, stop
+
+TRAVERSALS = [
+    "..",
+    "../x",
+    "a/../../b",
+    "/etc/passwd",
+    "a/b",
+    ".hidden",
+    "",
+    "a\\b",
+    "x\x00y",
+    "~root",
+    "é" * 3,
+]
+_LEAKS = re.compile(r"Traceback|File \"|\.py\b|\.pyx\b|/work/|/tmp/|site-packages")
+
+
+def _clean(exc: BaseException, served: Served) -> None:
+    text = str(exc)
+    assert not _LEAKS.search(text), text
+    assert str(served.root) not in text, text
+
+
+def _fails_cleanly(served: Served, call: Callable[[], object]) -> BaseException:
+    with pytest.raises((flight.FlightError, pa.ArrowException)) as info:
+        call()
+    _clean(info.value, served)
+    return info.value
+
+
+@pytest.mark.parametrize("name", TRAVERSALS)
+def test_traversal_names_are_refused_everywhere(served: Served, name: str) -> None:
+    seed(served, n=5)
+    calls: list[Callable[[], object]] = [
+        lambda: served.raw.get_flight_info(flight.FlightDescriptor.for_path(name)),
+        lambda: served.client.scan(name),
+        lambda: served.client.take(name, indices=[0]),
+        lambda: served.client.write(name, pa.table({"id": [1]}), mode="create"),
+        lambda: served.client.drop(name),
+        lambda: served.client.stats(name),
+    ]
+    for call in calls:
+        exc = _fails_cleanly(served, call)
+        assert isinstance(exc, pa.ArrowInvalid), exc
+    raw_put = served.raw.do_put(flight.FlightDescriptor.for_path(name), pa.schema([("id", pa.int64())]))
+
+    def put() -> None:
+        raw_put[0].write_table(pa.table({"id": [1]}))
+        raw_put[0].done_writing()
+        raw_put[1].read()
+        raw_put[0].close()
+
+    with pytest.raises(pa.ArrowInvalid):
+        put()
+    names = {p.name for p in served.root.iterdir()}
+    assert names == {"ds"}
+    assert not any(Path("/etc").glob("passwd/_versions"))
+
+
+def test_validate_name() -> None:
+    assert validate_name("good-name_1.v2") == "good-name_1.v2"
+    for bad in [*TRAVERSALS, "a" * 201, None, 3]:
+        with pytest.raises(InvalidInputError):
+            validate_name(bad)
+
+
+def test_internal_errors_say_nothing_of_the_server(served: Served) -> None:
+    seed(served, n=5)
+    data_file = next((served.root / "ds" / "data").iterdir())
+    data_file.write_bytes(b"garbage")  # corrupt: the engine fails deep inside
+    exc = _fails_cleanly(served, lambda: served.client.scan("ds"))
+    assert isinstance(exc, flight.FlightError | pa.ArrowException)
+    assert served.client.health() == "ok"
+
+
+def test_stream_limit_refuses_scans(tmp_path: Path, recorder: Recorder) -> None:
+    s = start(tmp_path / "r", recorder)
+    try:
+        seed(s, n=5)
+        s.server._slots.limit = 0
+        with pytest.raises(flight.FlightUnavailableError) as info:
+            s.raw.do_get(flight.Ticket(encode_ticket(ScanRequest("ds")))).read_all()
+        assert error_code(info.value) == "RESOURCE_EXHAUSTED"
+        with pytest.raises(flight.FlightUnavailableError):
+            s.client.write("ds", pa.table({"id": [1]}))
+        s.server._slots.limit = 1
+        assert s.client.scan("ds").num_rows == 5
+        assert s.server._slots.open == 0
+    finally:
+        stop(s)
+
+
+_FUZZ = settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+
+
+@_FUZZ
+@given(data=st.binary(max_size=64))
+def test_fuzzed_tickets(served: Served, data: bytes) -> None:
+    try:
+        served.raw.do_get(flight.Ticket(data)).read_all()
+    except (flight.FlightError, pa.ArrowException) as exc:
+        _clean(exc, served)
+    assert served.client.health() == "ok"
+
+
+@_FUZZ
+@given(data=st.binary(max_size=64), path=st.lists(st.text(max_size=8), max_size=3))
+def test_fuzzed_descriptors(served: Served, data: bytes, path: list[str]) -> None:
+    for descriptor in (flight.FlightDescriptor.for_command(data), flight.FlightDescriptor.for_path(*path)):
+        for call in (served.raw.get_flight_info, served.raw.get_schema):
+            try:
+                call(descriptor)
+            except (flight.FlightError, pa.ArrowException) as exc:
+                _clean(exc, served)
+    assert served.client.health() == "ok"
+
+
+@_FUZZ
+@given(
+    action=st.sampled_from(["create", "delete", "commit", "stats", "versions", "cleanup", "nope"]),
+    body=st.binary(max_size=48),
+)
+def test_fuzzed_action_bodies(served: Served, action: str, body: bytes) -> None:
+    try:
+        list(served.raw.do_action(flight.Action(action, body)))
+    except (flight.FlightError, pa.ArrowException) as exc:
+        _clean(exc, served)
+    assert served.client.health() == "ok"
+
+
+@_FUZZ
+@given(
+    req=st.builds(
+        ScanRequest,
+        dataset=st.sampled_from(["ds", "missing", "../x"]),
+        version=st.none() | st.integers(0, 5),
+        columns=st.none() | st.lists(st.sampled_from(["id", "x", "zz", ""]), max_size=3).map(tuple),
+        filter_sql=st.none() | st.sampled_from(["id > 3", "id >", "zz = 1", "s LIKE 'a%'", "1"]),
+        limit=st.none() | st.integers(0, 2**63),
+        offset=st.none() | st.integers(0, 2**63),
+        fragment_ids=st.lists(st.integers(0, 2**31), max_size=2).map(tuple),
+        row_start=st.none() | st.integers(0, 100),
+        row_end=st.none() | st.integers(0, 100),
+    )
+)
+def test_fuzzed_scan_requests(served: Served, req: ScanRequest) -> None:
+    if not (served.root / "ds").exists():
+        seed(served, n=50, rows_per_file=20)
+    descriptor = flight.FlightDescriptor.for_command(encode_command(req))
+    try:
+        info = served.raw.get_flight_info(descriptor)
+        for endpoint in info.endpoints:
+            served.raw.do_get(endpoint.ticket).read_all()
+    except (flight.FlightError, pa.ArrowException) as exc:
+        _clean(exc, served)
+    try:
+        served.raw.do_get(flight.Ticket(encode_ticket(req))).read_all()
+    except (flight.FlightError, pa.ArrowException) as exc:
+        _clean(exc, served)
+    assert served.client.health() == "ok"
+
+
+def test_error_mapping_codes() -> None:
+    from flight_server.errors import InvalidArgument, NotFound, StreamFailed, to_flight_error, to_stream_error
+    from lance_format.core.errors import (
+        CommitConflictError,
+        CorruptFileError,
+        DatasetAlreadyExistsError,
+        NotFoundError,
+        RetryableCommitConflictError,
+    )
+
+    retry = to_flight_error(RetryableCommitConflictError("lost the race"))
+    assert isinstance(retry, flight.FlightUnavailableError)
+    assert error_code(retry) == "RETRYABLE_COMMIT_CONFLICT"
+    final = to_flight_error(CommitConflictError("incompatible"))
+    assert isinstance(final, flight.FlightServerError)
+    assert error_code(final) == "COMMIT_CONFLICT"
+    assert error_code(to_flight_error(DatasetAlreadyExistsError("x"))) == "ALREADY_EXISTS"
+    assert isinstance(to_flight_error(NotFoundError("/srv/root/x: gone"), ("/srv/root",)), NotFound)
+    assert str(to_flight_error(NotFoundError("/srv/root/x: gone"), ("/srv/root",))) == "<root>/x: gone"
+    assert isinstance(to_flight_error(ValueError("bad")), InvalidArgument)
+    internal = to_flight_error(CorruptFileError("/srv/root/x/data/f.lance", "truncated"))
+    assert isinstance(internal, flight.FlightInternalError)
+    assert "/srv" not in str(internal)
+    assert isinstance(to_stream_error(CorruptFileError("/srv/f", "bad")), StreamFailed)
+
+
+def test_commit_conflicts_reach_clients_with_their_code(served: Served, recorder: Recorder) -> None:
+    from unittest import mock
+
+    from lance_format.core.errors import RetryableCommitConflictError
+
+    seed(served, n=5)
+    with (
+        mock.patch(
+            "flight_server.handlers.put.write_dataset", side_effect=RetryableCommitConflictError("raced")
+        ),
+        pytest.raises(flight.FlightUnavailableError) as info,
+    ):
+        served.client.write("ds", pa.table({"id": pa.array([1], pa.int64())}))
+    assert error_code(info.value) == "RETRYABLE_COMMIT_CONFLICT"
+    assert recorder.conflicts == 1
+    _clean(info.value, served)

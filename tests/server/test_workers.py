@@ -1,0 +1,195 @@
+"""--workers N: N processes on their own ports, all advertised; supervision; drain on stop."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pyarrow.flight as flight
+import pytest
+
+from flight_server.settings import ServerSettings
+from flight_server.workers import Supervisor, resolve_advertise, resolve_ports, serve
+from tests.server.helpers import free_port_block, http_get
+from tests.server.standin import StandInService
+
+START_TIMEOUT_S = 60.0
+
+
+class Running:
+    def __init__(self, target: Any, stop: threading.Event) -> None:
+        self.stop = stop
+        self.info: dict[str, Any] = {}
+        self.ready = threading.Event()
+        self.status: int | None = None
+        self.thread = threading.Thread(target=self._run, args=(target,), daemon=True)
+        self.thread.start()
+        if not self.ready.wait(START_TIMEOUT_S):
+            stop.set()
+            raise AssertionError(f"not serving within {START_TIMEOUT_S}s (status {self.status})")
+
+    def _run(self, target: Any) -> None:
+        try:
+            self.status = target(self._on_ready)
+        finally:
+            self.ready.set()
+
+    def _on_ready(self, info: Mapping[str, Any]) -> None:
+        self.info = dict(info)
+        self.ready.set()
+
+    def finish(self, timeout: float = 60.0) -> int | None:
+        self.stop.set()
+        self.thread.join(timeout)
+        assert not self.thread.is_alive(), "did not stop"
+        return self.status
+
+
+def _pid(uri: str) -> int:
+    with flight.FlightClient(uri) as client:
+        (result,) = client.do_action(flight.Action("pid", b""), flight.FlightCallOptions(timeout=10))
+        return int(result.body.to_pybytes())
+
+
+@pytest.fixture
+def two_workers(tmp_path: Path) -> Iterator[tuple[Supervisor, Running]]:
+    base = free_port_block(3)
+    settings = ServerSettings(
+        root=str(tmp_path), port=base, metrics_port=base + 2, workers=2, shutdown_grace_seconds=10
+    )
+    ports = resolve_ports(settings)
+    supervisor = Supervisor(settings, ports, resolve_advertise(settings, ports), StandInService)
+    stop = threading.Event()
+    running = Running(lambda on_ready: supervisor.run(stop, on_ready), stop)
+    try:
+        yield supervisor, running
+    finally:
+        stop.set()
+        running.thread.join(60)
+
+
+def test_two_workers_on_two_ports_all_advertised(two_workers: tuple[Supervisor, Running]) -> None:
+    supervisor, running = two_workers
+    base = supervisor.ports[0]
+    locations = [f"grpc://127.0.0.1:{base}", f"grpc://127.0.0.1:{base + 1}"]
+    assert running.info["locations"] == locations
+    pids = {_pid(uri) for uri in locations}
+    assert len(pids) == 2
+    assert os.getpid() not in pids
+    for uri in locations:
+        with flight.FlightClient(uri) as client:
+            info = client.get_flight_info(flight.FlightDescriptor.for_path("t"))
+            assert [loc.uri.decode() for ep in info.endpoints for loc in ep.locations] == locations
+            assert client.do_get(flight.Ticket(b"all")).read_all().num_rows == 100
+    # The supervisor's side port: ready, and metrics summed over both workers.
+    side = f"http://127.0.0.1:{running.info['metrics_port']}"
+    assert http_get(f"{side}/healthz")[0] == 200
+    assert http_get(f"{side}/readyz")[0] == 200
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        body = http_get(f"{side}/metrics")[1]
+        if 'lance_flight_rows_served_total{kind="scan"} 200.0' in body:
+            break
+        time.sleep(0.1)
+    assert 'lance_flight_rows_served_total{kind="scan"} 200.0' in body
+    assert 'lance_flight_rpcs_total{method="do_get",status="OK"} 2.0' in body
+
+
+def test_a_dead_worker_is_restarted(two_workers: tuple[Supervisor, Running]) -> None:
+    _supervisor, running = two_workers
+    uri = running.info["locations"][1]
+    old = _pid(uri)
+    os.kill(old, signal.SIGKILL)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    new = None
+    while time.monotonic() < deadline:
+        try:
+            new = _pid(uri)
+            if new != old:
+                break
+        except flight.FlightError:
+            pass
+        time.sleep(0.2)
+    assert new is not None
+    assert new != old
+    assert running.finish() == 0
+
+
+def test_stop_drains_in_flight_calls_then_exits_0(two_workers: tuple[Supervisor, Running]) -> None:
+    supervisor, running = two_workers
+    results: list[bytes] = []
+
+    def slow_call() -> None:
+        with flight.FlightClient(running.info["locations"][1]) as client:
+            for r in client.do_action(flight.Action("sleep", b"1.5"), flight.FlightCallOptions(timeout=30)):
+                results.append(r.body.to_pybytes())
+
+    caller = threading.Thread(target=slow_call)
+    caller.start()
+    time.sleep(0.5)  # the call is in its handler
+    started = time.monotonic()
+    assert running.finish() == 0
+    caller.join(10)
+    assert results == [b"slept"]  # the in-flight call finished, it was not cut off
+    assert time.monotonic() - started >= 0.5
+    assert [p.exitcode for p in supervisor.procs.values()] == [0, 0]
+    # Nothing listens any more.
+    with pytest.raises(flight.FlightUnavailableError), flight.FlightClient(running.info["locations"][0]) as c:
+        list(c.list_flights(options=flight.FlightCallOptions(timeout=2)))
+
+
+def test_a_worker_that_cannot_bind_stops_the_supervisor(tmp_path: Path) -> None:
+    base = free_port_block(2)
+    blocker = StandInService(ServerSettings(), location=f"grpc://127.0.0.1:{base + 1}")
+    try:
+        settings = ServerSettings(root=str(tmp_path), port=base, metrics_port=-1, workers=2)
+        ports = resolve_ports(settings)
+        supervisor = Supervisor(settings, ports, resolve_advertise(settings, ports), StandInService)
+        started = time.monotonic()
+        assert supervisor.run(threading.Event()) == 1
+        assert time.monotonic() - started < START_TIMEOUT_S
+    finally:
+        blocker.shutdown()
+
+
+def test_single_process_serve_drains_and_returns_0(tmp_path: Path) -> None:
+    settings = ServerSettings(
+        root=str(tmp_path / "new-root"), port=0, metrics_port=0, shutdown_grace_seconds=10
+    )
+    stop = threading.Event()
+    running = Running(lambda on_ready: serve(settings, StandInService, stop, on_ready), stop)
+    assert (tmp_path / "new-root").is_dir()  # created
+    (uri,) = running.info["locations"]
+    side = f"http://127.0.0.1:{running.info['metrics_port']}"
+    assert http_get(f"{side}/readyz")[0] == 200
+    results: list[bytes] = []
+
+    def slow_call() -> None:
+        with flight.FlightClient(uri) as client:
+            for r in client.do_action(flight.Action("sleep", b"1"), flight.FlightCallOptions(timeout=30)):
+                results.append(r.body.to_pybytes())
+
+    caller = threading.Thread(target=slow_call)
+    caller.start()
+    time.sleep(0.3)
+    assert running.finish() == 0
+    caller.join(10)
+    assert results == [b"slept"]
+
+
+def test_ports_and_advertise() -> None:
+    s = ServerSettings(port=9000, workers=3)
+    assert resolve_ports(s) == [9000, 9001, 9002]
+    assert resolve_advertise(s, [9000, 9001]) == ("grpc://127.0.0.1:9000", "grpc://127.0.0.1:9001")
+    assert resolve_advertise(replace(s, advertise=("grpc://x:1",)), [9000]) == ("grpc://x:1",)
+    zero = resolve_ports(replace(s, port=0))
+    assert len(set(zero)) == 3
+    assert all(p > 0 for p in zero)
+    wild = resolve_advertise(replace(s, host="0.0.0.0"), [9000])
+    assert "0.0.0.0" not in wild[0]
