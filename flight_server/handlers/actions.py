@@ -28,6 +28,7 @@ from lance_format.core.errors import (
     SchemaMismatchError,
 )
 from lance_format.core.types import fields_from_arrow
+from lance_format.dataset import DEFAULT_DATA_STORAGE_VERSION
 from lance_format.dataset import commit as commit_operation
 from lance_format.io import cache_stats, io_stats
 from lance_format.table.fragment_json import fragment_from_json
@@ -69,7 +70,7 @@ def _create(catalog: Catalog, req: ActionRequest) -> ActionResult:
         req.schema.empty_table(),
         uri,
         mode="create",
-        data_storage_version=req.data_storage_version or "2.0",
+        data_storage_version=req.data_storage_version or None,  # None: the engine's (pylance's) default
         enable_stable_row_ids=req.enable_stable_row_ids,
         storage_options=catalog.storage_options or None,
     )
@@ -217,8 +218,8 @@ def _files_version(frags: tuple[DataFragment, ...]) -> str | None:
     return None
 
 
-#: The version of a dataset created empty by a commit of zero fragments (pylance's long-time default).
-EMPTY_COMMIT_VERSION = "2.0"
+#: The version of a dataset created empty by a commit of zero fragments: what any new dataset gets.
+EMPTY_COMMIT_VERSION = DEFAULT_DATA_STORAGE_VERSION
 
 
 def _dataset_version(catalog: Catalog, req: ActionRequest, exists: bool) -> str:

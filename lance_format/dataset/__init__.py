@@ -2,9 +2,10 @@
 
 from lance_format.dataset.dataset import LanceDataset, LanceFragment, dataset
 from lance_format.dataset.scanner import LanceScanner
-from lance_format.dataset.write import commit, stage_fragments, write_dataset
+from lance_format.dataset.write import DEFAULT_DATA_STORAGE_VERSION, commit, stage_fragments, write_dataset
 
 __all__ = [
+    "DEFAULT_DATA_STORAGE_VERSION",
     "LanceDataset",
     "LanceFragment",
     "LanceScanner",

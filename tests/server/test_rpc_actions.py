@@ -6,6 +6,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 
+import lance_format
 from flight_server._serde import decode_action_result, encode_action_request
 from flight_server.errors import error_code
 from flight_server.handlers.actions import ACTIONS
@@ -35,6 +36,8 @@ def test_create_and_drop(served: Served) -> None:
     schema = pa.schema([("a", pa.int32()), ("b", pa.string())])
     assert c.create("empty", schema) == 1
     assert c.schema("empty") == schema
+    # A dataset the server creates gets pylance 14's default file version, as lance.write_dataset does.
+    assert lance_format.dataset(str(served.root / "empty")).data_storage_version == "2.2"
     assert c.scan("empty").num_rows == 0
     with pytest.raises(flight.FlightServerError) as info:
         c.create("empty", schema)
