@@ -13,7 +13,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -30,6 +29,7 @@ import yaml
 
 from tests.deploy.chart import CHART_DIR, Obj, by_kind, container, deep_merge, objects, one, render
 from tests.deploy.value_sets import VALUE_SETS
+from tests.server.helpers import free_port_block
 
 CONFIG_PATH = "/etc/lance-flight/config.yaml"
 VENV_BIN = Path(sys.executable).parent
@@ -38,29 +38,6 @@ START_TIMEOUT_S = 60.0
 #: SIGTERM drains and exits; the chart gives 60 s, an idle server needs far less.
 STOP_TIMEOUT_S = 30.0
 POLL_INTERVAL_S = 0.1
-
-
-def _free_port_block(count: int) -> int:
-    """A base port such that base .. base + count - 1 are all free right now."""
-    for _ in range(200):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            base = int(probe.getsockname()[1])
-        if base + count > 65535:
-            continue
-        sockets = []
-        try:
-            for k in range(count):
-                s = socket.socket()
-                sockets.append(s)
-                s.bind(("127.0.0.1", base + k))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in sockets:
-                s.close()
-    raise RuntimeError("no block of free ports")
 
 
 def _expand(value: str, env: Mapping[str, str]) -> str:
@@ -147,7 +124,7 @@ def _start(values: dict[str, Any], tmp_path: Path) -> Iterator[RunningServer]:
         "script of flight_server.cli (pyproject [project.scripts])"
     )
     workers = int(values.get("config", {}).get("workers", 1))
-    base = _free_port_block(workers + 1)
+    base = free_port_block(workers + 1)
     local = {
         "config": {
             "root": str(tmp_path / "data"),
