@@ -17,6 +17,7 @@ from urllib.parse import urlparse
 from lance_format import LanceDataset
 from lance_format import dataset as open_dataset
 from lance_format.core.errors import InvalidInputError, NotFoundError
+from lance_format.io import forget_dataset
 from lance_format.io.store import ObjectStore, store_for_uri
 
 __all__ = ["Catalog", "validate_name"]
@@ -158,10 +159,15 @@ class Catalog:
         self.require(name)
         uri = self.uri(name)
         self.forget(name)
-        if self.local:
-            shutil.rmtree(uri, ignore_errors=False)
-            return
-        store = self._store()
-        for key, _ in list(store.list(f"{name}/")):
-            store.delete(key)
-        self.forget(name)
+        try:
+            if self.local:
+                shutil.rmtree(uri, ignore_errors=False)
+                return
+            store = self._store()
+            for key, _ in list(store.list(f"{name}/")):
+                store.delete(key)
+        finally:
+            # A dataset re-created under this name starts again at version 1: no cached manifest,
+            # footer or page of the old one may answer for it.
+            forget_dataset(uri)
+            self.forget(name)

@@ -33,6 +33,7 @@ __all__ = [
     "CacheStats",
     "cache_stats",
     "configure_caches",
+    "forget_dataset",
 ]
 
 #: Metadata cache capacity. pylance's index/metadata caches default to ~1 GiB; metadata of a dataset
@@ -164,6 +165,25 @@ class ByteCache:
         with self._lock:
             self._lru.pop(key, None)
 
+    def invalidate(self, uri: str) -> int:
+        """Forget entries of the object store rooted at ``uri`` or below it; returns how many.
+
+        Keys of entries that belong to a store start with its URI (see :mod:`lance_format.dataset.cache`).
+        """
+        uri = uri.rstrip("/")
+        with self._lock:
+            doomed = [
+                k
+                for k in self._lru
+                if isinstance(k, tuple)
+                and k
+                and isinstance(k[0], str)
+                and (k[0] == uri or k[0].startswith(uri + "/"))
+            ]
+            for k in doomed:
+                del self._lru[k]
+        return len(doomed)
+
     @property
     def nbytes(self) -> int:
         """Bytes currently charged."""
@@ -243,3 +263,13 @@ def cache_stats() -> CacheStats:
     True
     """
     return CacheStats(metadata=METADATA_CACHE.counters(), page=PAGE_CACHE.counters())
+
+
+def forget_dataset(uri: str) -> None:
+    """Drop every cached entry of the dataset (or root) at ``uri`` from both caches.
+
+    Call it when a dataset is deleted: a dataset re-created under the same name starts again at
+    version 1, and its manifests could otherwise match the old cache keys.
+    """
+    METADATA_CACHE.invalidate(uri)
+    PAGE_CACHE.invalidate(uri)

@@ -53,6 +53,14 @@ def test_create_and_drop(served: Served) -> None:
         c.drop("empty")
     assert c.action("drop", ActionRequest("empty", if_exists=True)).status == "absent"
     assert c.create("empty", schema) == 1  # re-created from scratch
+    # Same name, same version number, same manifest size: no cached state of the old one leaks.
+    c.write("empty", pa.table({"a": pa.array([1], pa.int32()), "b": ["x"]}))
+    c.drop("empty")
+    other = pa.schema([("a", pa.int32()), ("c", pa.string())])
+    assert c.create("empty", other) == 1
+    assert c.schema("empty") == other
+    c.write("empty", pa.table({"a": pa.array([2], pa.int32()), "c": ["y"]}))
+    assert c.scan("empty").to_pylist() == [{"a": 2, "c": "y"}]
 
 
 def test_delete_rows(served: Served) -> None:
