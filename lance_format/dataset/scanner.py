@@ -152,23 +152,42 @@ class LanceScanner:
         Without a filter the offset is resolved here from deletion counts, so skipped fragments and
         chunks are never read.
         """
-        skip = self._offset if self._filter is None else 0
         if self._filter is not None and self._use_scalar_index:
             yield from self._pruned_plan()
             return
+        if self._filter is not None:
+            for frag in self._fragments:
+                reader = self._ds._fragment_reader(frag)
+                for start in range(0, frag.physical_rows, SCAN_CHUNK_ROWS):
+                    yield reader, start, min(start + SCAN_CHUNK_ROWS, frag.physical_rows), 0
+            return
+        # No filter: offset and limit are row counts, so only the physical rows they cover are
+        # read (a page of 1000 rows deep in a dataset decodes those rows, not whole chunks).
+        skip, need = self._offset, self._limit
         for frag in self._fragments:
-            reader = self._ds._fragment_reader(frag)
+            if need == 0:
+                return
             if skip >= frag.num_rows:
                 skip -= frag.num_rows
                 continue
-            keep = reader.keep_mask() if skip else None
+            reader = self._ds._fragment_reader(frag)
+            keep = reader.keep_mask() if skip or need is not None else None
             for start in range(0, frag.physical_rows, SCAN_CHUNK_ROWS):
                 stop = min(start + SCAN_CHUNK_ROWS, frag.physical_rows)
-                n_live = int(keep[start:stop].sum()) if keep is not None else stop - start
+                live = None if keep is None else np.flatnonzero(keep[start:stop])
+                n_live = stop - start if live is None else len(live)
                 if skip >= n_live:
                     skip -= n_live
                     continue
-                yield reader, start, stop, skip
+                first = start + (skip if live is None else int(live[skip]))
+                last = stop
+                if need is not None and need < n_live - skip:
+                    last = first + need if live is None else start + int(live[skip + need - 1]) + 1
+                yield reader, first, last, 0
+                if need is not None:
+                    need -= min(need, n_live - skip)
+                    if need == 0:
+                        return
                 skip = 0
 
     def _pruned_plan(self) -> Iterator[tuple[FragmentReader, int, int, int]]:
