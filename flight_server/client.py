@@ -66,6 +66,8 @@ class LanceFlightClient:
         PEM bytes of the CA that signed the server's certificate (TLS with a private CA).
     timeout:
         Seconds per call.
+    cert_chain, private_key:
+        PEM client certificate and key, for servers that require mutual TLS.
 
     Examples
     --------
@@ -81,11 +83,16 @@ class LanceFlightClient:
         tls_root_certs: bytes | None = None,
         *,
         timeout: float = DEFAULT_TIMEOUT_S,
+        cert_chain: bytes | None = None,
+        private_key: bytes | None = None,
     ) -> None:
+        if (cert_chain is None) != (private_key is None):
+            raise ValueError("mutual TLS needs both cert_chain and private_key")
         self.location = location
         self.timeout = timeout
         self.parallel_endpoints = PARALLEL_ENDPOINTS
         self._tls_root_certs = tls_root_certs
+        self._identity = (cert_chain, private_key)
         headers = [(b"authorization", f"Bearer {token}".encode())] if token else []
         self._options = flight.FlightCallOptions(headers=headers, timeout=timeout)
         self._clients: dict[str, flight.FlightClient] = {}
@@ -100,6 +107,8 @@ class LanceFlightClient:
                 kwargs: dict[str, Any] = {}
                 if self._tls_root_certs is not None:
                     kwargs["tls_root_certs"] = self._tls_root_certs
+                if self._identity[0] is not None:
+                    kwargs["cert_chain"], kwargs["private_key"] = self._identity
                 client = flight.FlightClient(location, **kwargs)
                 self._clients[location] = client
             return client
