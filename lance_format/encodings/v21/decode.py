@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lance_format.core.errors import CorruptFileError, NotSupportedError
 from lance_format.core.types import LanceField
@@ -121,15 +122,19 @@ def _concat(arrays: Sequence[pa.Array], typ: pa.DataType) -> pa.Array:
         # As pylance does: the pages' dictionaries one after another, indices shifted to match.
         dicts = [a.dictionary for a in arrays]
         shifts = np.cumsum([0] + [len(d) for d in dicts[:-1]])
-        # Page arrays have no nulls yet (validity is applied after the pages are joined).
+        # Validity is applied after the pages are joined, but an all-null page comes back with
+        # null indices: any slot will do for them.
         indices = np.concatenate(
             [
-                a.indices.to_numpy(zero_copy_only=False).astype(np.int64) + s
+                pc.fill_null(a.indices, 0).to_numpy(zero_copy_only=False).astype(np.int64) + s
                 for a, s in zip(arrays, shifts, strict=True)
             ]
         )
+        values = pa.concat_arrays(dicts)
+        if len(values) == 0:  # only all-null pages: no slot exists to point at
+            return pa.DictionaryArray.from_arrays(pa.nulls(len(indices), typ.index_type), values)
         merged = pa.array(indices).cast(typ.index_type)
-        return pa.DictionaryArray.from_arrays(merged, pa.concat_arrays(dicts))
+        return pa.DictionaryArray.from_arrays(merged, values)
     return pa.concat_arrays(list(arrays))
 
 
