@@ -172,7 +172,13 @@ class LanceField:
 
     def to_arrow(self) -> pa.Field:
         """This field as an Arrow field (children included)."""
-        return pa.field(self.name, self.arrow_type, self.nullable, self.metadata or None)
+        # Memoized: takes convert the same fields on every call. The dataclass is frozen (a
+        # changed field is a new object), so the entry cannot go stale; __dict__ bypasses frozen.
+        cached: pa.Field | None = self.__dict__.get("_arrow_field")
+        if cached is None:
+            cached = pa.field(self.name, self.arrow_type, self.nullable, self.metadata or None)
+            self.__dict__["_arrow_field"] = cached
+        return cached
 
     def walk(self) -> Iterator[LanceField]:
         """This field and its descendants, depth-first pre-order."""
@@ -193,7 +199,12 @@ class LanceSchema:
     metadata: dict[str, bytes] = field(default_factory=dict)
 
     def to_arrow(self) -> pa.Schema:
-        return pa.schema([f.to_arrow() for f in self.fields], metadata=self.metadata or None)
+        # Memoized like LanceField.to_arrow (frozen, so never stale).
+        cached: pa.Schema | None = self.__dict__.get("_arrow_schema")
+        if cached is None:
+            cached = pa.schema([f.to_arrow() for f in self.fields], metadata=self.metadata or None)
+            self.__dict__["_arrow_schema"] = cached
+        return cached
 
     def walk(self) -> Iterator[LanceField]:
         for f in self.fields:

@@ -19,7 +19,13 @@ from lance_format.dataset.filters import Filter
 from lance_format.dataset.fragment import FragmentReader, ReaderCache
 from lance_format.dataset.scanner import LanceScanner
 from lance_format.dataset.tags import Tags
-from lance_format.dataset.take import as_u64, logical_to_addresses, stable_ids_to_addresses, take_addresses
+from lance_format.dataset.take import (
+    FragmentIndex,
+    as_u64,
+    logical_to_addresses,
+    stable_ids_to_addresses,
+    take_addresses,
+)
 from lance_format.io.store import ObjectStore, store_for_uri
 from lance_format.table.flags import STABLE_ROW_IDS, check_reader_flags
 from lance_format.table.model import BasePath, DataFile, DataFragment, DeletionFile, Manifest, Transaction
@@ -123,6 +129,10 @@ class LanceDataset:
         self._cache = cache or ReaderCache(self._store, storage_options=storage_options)
         self._row_index: tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64]] | None = None
         self._lock = threading.Lock()
+        # Fragment readers of this handle, by fragment id, with the manifest they were made for:
+        # a take reuses their projection plans instead of rebuilding them per call.
+        self._frag_readers: dict[int, tuple[Manifest, DataFragment, FragmentReader]] = {}
+        self._frag_index: tuple[Manifest, FragmentIndex] | None = None
 
     def _load(self, version: int | str | None) -> tuple[Manifest, ManifestNaming]:
         if isinstance(version, str):
@@ -218,8 +228,24 @@ class LanceDataset:
     def _bases(self) -> dict[int, BasePath]:
         return {b.id: b for b in self.manifest.base_paths}
 
+    def _fragment_index(self) -> FragmentIndex:
+        """Row counts, ends and ids of this version's fragments (built once per manifest)."""
+        manifest = self.manifest
+        known = self._frag_index
+        if known is not None and known[0] is manifest:
+            return known[1]
+        index = FragmentIndex.of(manifest.fragments)
+        self._frag_index = (manifest, index)
+        return index
+
     def _fragment_reader(self, frag: DataFragment) -> FragmentReader:
-        return FragmentReader(frag, self.manifest.schema, self._cache, self._bases)
+        manifest = self.manifest
+        known = self._frag_readers.get(frag.id)
+        if known is not None and known[0] is manifest and known[1] is frag:
+            return known[2]
+        reader = FragmentReader(frag, manifest.schema, self._cache, self._bases)
+        self._frag_readers[frag.id] = (manifest, frag, reader)  # one dict store: thread-safe
+        return reader
 
     def _row_id_index(self) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64]]:
         """``(sorted stable ids, their addresses)`` over live rows of this version."""

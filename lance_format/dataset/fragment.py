@@ -25,6 +25,9 @@ __all__ = ["FragmentReader", "ReaderCache"]
 
 #: Bytes charged per cached open file beyond its column metadata (footer, schema, Python objects).
 _READER_OVERHEAD_BYTES = 16 * 1024
+#: Projection plans kept per fragment reader: clients use a handful of column lists; the bound
+#: keeps a client that sends endless distinct projections from growing a handle without limit.
+_MAX_PLANS = 64
 
 
 class ReaderCache:
@@ -129,6 +132,9 @@ class FragmentReader:
         self.schema = schema
         self.cache = cache
         self.bases = bases or {}
+        # Projection plans by column list: takes ask for the same columns again and again, and a
+        # plan (projected reader views, name mapping) costs more than a small take's decode.
+        self._plans: dict[tuple[str, ...], list[tuple[LanceFileReader | None, list[str]]]] = {}
 
     @property
     def physical_rows(self) -> int:
@@ -153,6 +159,16 @@ class FragmentReader:
         return self.cache.row_ids(self.frag)
 
     def _plan(self, columns: Sequence[str]) -> list[tuple[LanceFileReader | None, list[str]]]:
+        """Per data file: a projected reader and the dataset column names it provides (cached)."""
+        key = tuple(columns)
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._make_plan(columns)
+            if len(self._plans) < _MAX_PLANS:
+                self._plans[key] = plan
+        return plan
+
+    def _make_plan(self, columns: Sequence[str]) -> list[tuple[LanceFileReader | None, list[str]]]:
         """Per data file: a projected reader and the dataset column names it provides.
 
         A top-level field lives in the data file whose ``fields`` name it or one of its descendants

@@ -317,7 +317,7 @@ def _lockstep(
         for _, rs in order:
             chunks.append(bufs[pos : pos + len(rs)])
             pos += len(rs)
-        outs = resume([gens[i] for i, _ in order], chunks, sum(len(b) for b in bufs))
+        outs = resume([gens[i] for i, _ in order], chunks, sum(map(len, bufs)))
         pending = {}
         for (i, _), (done, value) in zip(order, outs, strict=True):
             if done:

@@ -263,9 +263,11 @@ class RangeReader:
                 lo = off - b0 * bsz
                 out.append(by_block[b0][lo : lo + length])
             else:
-                joined = b"".join(bytes(by_block[b]) for b in range(b0, b1 + 1))
+                # Join only the wanted parts of the blocks (not whole 64 KiB copies of each).
                 lo = off - b0 * bsz
-                out.append(memoryview(joined)[lo : lo + length])
+                end = off + length - b1 * bsz
+                parts = [by_block[b0][lo:], *(by_block[b] for b in range(b0 + 1, b1)), by_block[b1][:end]]
+                out.append(memoryview(b"".join(parts)))
         return out
 
     def read_tail(self, nbytes: int) -> tuple[int, memoryview]:

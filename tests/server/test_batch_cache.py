@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pytest
 
 from flight_server.batch_cache import BatchCache, scan_key
 from flight_server.config import load_settings
@@ -17,7 +16,7 @@ from flight_server.requests import ActionRequest, ScanRequest
 from flight_server.settings import DEFAULT_BATCH_CACHE_BYTES, ServerSettings
 from flight_server.workers import build_server
 from lance_format.io import configure_caches, io_stats
-from lance_format.io.cache import DEFAULT_METADATA_CACHE_BYTES, PAGE_CACHE
+from lance_format.io.cache import PAGE_CACHE
 from tests.server.service_fixtures import Served, seed, start, stop
 
 
@@ -153,16 +152,9 @@ def test_batch_cache_size_is_configurable(tmp_path: Path) -> None:
     assert load_settings(["--config", str(config)], env={}).batch_cache_bytes == 1024
 
 
-@pytest.fixture
-def restore_engine_caches() -> Iterator[None]:
-    yield
-    configure_caches(DEFAULT_METADATA_CACHE_BYTES, 0)
-
-
-def test_serving_process_turns_the_page_cache_on_and_warm_takes_hit_it(
-    tmp_path: Path, restore_engine_caches: None
-) -> None:
-    """build_server (what every worker runs) sizes the engine caches from the settings."""
+def test_serving_process_turns_the_page_cache_on_and_warm_takes_hit_it(tmp_path: Path) -> None:
+    """build_server (what every worker runs) sizes the engine caches from the settings (the
+    autouse ``restore_engine_caches`` fixture of conftest.py puts them back)."""
     from flight_server.client import LanceFlightClient
 
     settings = ServerSettings(root=str(tmp_path / "root"), port=0, metrics_port=-1, page_cache_bytes=8 << 20)
