@@ -5,7 +5,9 @@ distinct), ``vec`` an 8-d float32 embedding (a ``fixed_size_list`` in the Lance 
 Spark and Parquet). It is stored three ways, split into ``--partitions`` pieces each:
 
 * ``lance``: a Lance dataset in the root of an in-process ``LanceFlightService``, read and written
-  through the ``lance`` data source (``flight_server.spark``);
+  through the ``lance`` data source (``flight_server.spark``); the server's decoded-batch cache is
+  sized to hold the table, so repeated reads stream from memory as the floor does (``lance``), and
+  ``lance-nocache`` reads the same root through a server with that cache off (every read decodes);
 * ``floor``: the same table in memory behind a bare pyarrow Flight server, read and written by the
   least a Python data source can do (``loadtest.bare_flight``): the floor of this design;
 * ``parquet``: Parquet files read and written by Spark's own (JVM) Parquet source.
@@ -81,7 +83,7 @@ def _write_parquet(table: pa.Table, path: Path, pieces: int) -> None:
         pq.write_table(table.slice(lo, step), path / f"part-{k:05d}.parquet")
 
 
-def _start_lance(root: Path) -> Any:
+def _start_lance(root: Path, batch_cache_bytes: int) -> Any:
     """An in-process LanceFlightService on a free port (None when the server cannot be imported)."""
     try:
         from flight_server.service import LanceFlightService
@@ -89,7 +91,8 @@ def _start_lance(root: Path) -> Any:
     except ImportError as e:
         print(f"# lance arms skipped: {e}", file=sys.stderr)
         return None
-    return LanceFlightService(ServerSettings(root=str(root)), location="grpc://127.0.0.1:0")
+    settings = ServerSettings(root=str(root), batch_cache_bytes=batch_cache_bytes)
+    return LanceFlightService(settings, location="grpc://127.0.0.1:0")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -106,6 +109,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
     ap.add_argument("--driver-memory", default="4g")
     ap.add_argument("--arms", default="floor,parquet,lance", help="subset of floor,parquet,lance")
+    ap.add_argument(
+        "--batch-cache-bytes",
+        type=int,
+        default=None,
+        help="the lance server's decoded-batch cache (default: twice the table, as a server sized for"
+        " its hot set; the lance-nocache arm always runs with it off)",
+    )
     ap.add_argument("--no-writes", action="store_true", help="reads only")
     ap.add_argument("--json", help="also write the figures to this file")
     args = ap.parse_args(argv)
@@ -132,16 +142,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         _write_parquet(native, src, parts)
         bare = BareFlightServer(native, parts)
         servers.append(bare)
-        lance = None
+        lance = lance_cold = None
         if "lance" in arms:
             from lance_format.dataset import write_dataset
 
             root = work / "lance-root"
             root.mkdir()
             write_dataset(table, str(root / "bench"), max_rows_per_file=-(-args.rows // parts))
-            lance = _start_lance(root)
-            if lance is not None:
-                servers.append(lance)
+            cache_bytes = args.batch_cache_bytes
+            if cache_bytes is None:
+                cache_bytes = 2 * table.nbytes
+            lance = _start_lance(root, cache_bytes)
+            # The same root behind a server without the batch cache: every read decodes.
+            lance_cold = _start_lance(root, 0)
+            servers.extend(s for s in (lance, lance_cold) if s is not None)
         print(
             f"# {args.rows:,} rows, {parts} partitions, {cores} cores; set-up {time.perf_counter() - t0:.1f}s"
         )
@@ -174,13 +188,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             writes["parquet"] = lambda: spark.read.parquet(str(src)).write.mode("overwrite").parquet(str(out))
         if lance is not None:
             lance_uri = f"grpc://127.0.0.1:{lance.port}"
-            reads["lance"] = lambda: noop(
-                spark.read.format("lance")
-                .option("uri", lance_uri)
-                .option("min_partitions", parts)
-                .option("batch_size", args.batch_rows)
-                .load("bench")
-            )
+
+            def read_lance(uri: str) -> None:
+                noop(
+                    spark.read.format("lance")
+                    .option("uri", uri)
+                    .option("min_partitions", parts)
+                    .option("batch_size", args.batch_rows)
+                    .load("bench")
+                )
+
+            reads["lance"] = lambda: read_lance(lance_uri)
+            if lance_cold is not None:
+                cold_uri = f"grpc://127.0.0.1:{lance_cold.port}"
+                reads["lance-nocache"] = lambda: read_lance(cold_uri)
             writes["lance"] = lambda: (
                 spark.read.parquet(str(src))
                 .write.format("lance")
@@ -212,13 +233,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _report(results: dict[str, dict[str, float]], rows: int) -> None:
-    print(f"{'':6s} {'arm':8s} {'Mrows/s':>9s} {'vs floor':>9s} {'vs parquet':>11s}")
+    print(f"{'':6s} {'arm':13s} {'Mrows/s':>9s} {'vs floor':>9s} {'vs parquet':>11s}")
     for kind, figures in results.items():
         floor, parquet = figures.get("floor"), figures.get("parquet")
         for name, rate in figures.items():
             vf = f"{rate / floor:.2f}x" if floor else "-"
             vp = f"{rate / parquet:.2f}x" if parquet else "-"
-            print(f"{kind:6s} {name:8s} {rate / 1e6:9.2f} {vf:>9s} {vp:>11s}")
+            print(f"{kind:6s} {name:13s} {rate / 1e6:9.2f} {vf:>9s} {vp:>11s}")
     lance, floor = results["read"].get("lance"), results["read"].get("floor")
     if lance and floor:
         verdict = "met" if lance >= TARGET_READ_VS_FLOOR * floor else "NOT met"
