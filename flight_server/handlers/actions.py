@@ -46,6 +46,11 @@ class ActionSpec:
     run: Callable[[Catalog, ActionRequest], ActionResult]
 
 
+def _state(req: ActionRequest, ds: LanceDataset) -> ActionResult:
+    """The answer of an action that changed or resolved a dataset: its version, rows and schema."""
+    return ActionResult(req.dataset, ds.version, ds.count_rows(), schema=ds.schema)
+
+
 def _ds(catalog: Catalog, req: ActionRequest, shared: bool = True) -> LanceDataset:
     if req.version is not None and req.tag:
         raise InvalidInputError("pass a version or a tag, not both")
@@ -64,7 +69,7 @@ def _create(catalog: Catalog, req: ActionRequest) -> ActionResult:
     if catalog.exists(req.dataset):
         if req.if_exists:
             ds = catalog.open(req.dataset)
-            return ActionResult(req.dataset, ds.version, ds.count_rows(), schema=ds.schema)
+            return _state(req, ds)
         raise DatasetAlreadyExistsError(f"dataset {req.dataset!r} already exists")
     ds = write_dataset(
         req.schema.empty_table(),
@@ -143,7 +148,7 @@ def _delete_tag(catalog: Catalog, req: ActionRequest) -> ActionResult:
 
 def _checkout(catalog: Catalog, req: ActionRequest) -> ActionResult:
     ds = _ds(catalog, req)
-    return ActionResult(req.dataset, ds.version, ds.count_rows(), schema=ds.schema)
+    return _state(req, ds)
 
 
 def _restore(catalog: Catalog, req: ActionRequest) -> ActionResult:
@@ -151,7 +156,7 @@ def _restore(catalog: Catalog, req: ActionRequest) -> ActionResult:
         raise InvalidInputError("restore needs the version or tag to make the latest again")
     ds = _ds(catalog, req, shared=False)
     ds.restore()
-    return ActionResult(req.dataset, ds.version, ds.count_rows(), schema=ds.schema)
+    return _state(req, ds)
 
 
 def _add_columns(catalog: Catalog, req: ActionRequest) -> ActionResult:
@@ -159,7 +164,7 @@ def _add_columns(catalog: Catalog, req: ActionRequest) -> ActionResult:
         raise InvalidInputError("add_columns needs transforms {name: SQL expression}")
     ds = _latest(catalog, req)
     ds.add_columns(dict(req.transforms))
-    return ActionResult(req.dataset, ds.version, ds.count_rows(), schema=ds.schema)
+    return _state(req, ds)
 
 
 def _drop_columns(catalog: Catalog, req: ActionRequest) -> ActionResult:
@@ -167,7 +172,7 @@ def _drop_columns(catalog: Catalog, req: ActionRequest) -> ActionResult:
         raise InvalidInputError("drop_columns needs column names")
     ds = _latest(catalog, req)
     ds.drop_columns(list(req.columns))
-    return ActionResult(req.dataset, ds.version, ds.count_rows(), schema=ds.schema)
+    return _state(req, ds)
 
 
 #: pylance's default target size of compacted fragments.

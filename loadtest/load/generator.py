@@ -139,6 +139,18 @@ class _Recorder:
         if len(self.samples) < _ERROR_SAMPLES:
             self.samples.append(f"{status}: {str(exc).splitlines()[0][:200] if str(exc) else ''}")
 
+    def call(self, session: Session, rng: np.random.Generator, since: float, record: bool) -> None:
+        """Make one call; when ``record``, count it and its latency measured from ``since``."""
+        try:
+            rows = session.call(rng)
+        except Exception as exc:
+            self.failed(exc, record)
+            return
+        if record:
+            self.hist.record(time.perf_counter() - since)
+            self.ok += 1
+            self.rows += rows
+
 
 def _open_loop(
     spec: RunSpec, index: int, sessions: Sequence[Session], seed: int, t0: float
@@ -169,15 +181,7 @@ def _open_loop(
                     rec.backlog += 1
                     rec.hist.record(now - intended)
                 continue
-            try:
-                rows = session.call(rng)
-            except Exception as exc:
-                rec.failed(exc, record)
-                continue
-            if record:
-                rec.hist.record(time.perf_counter() - intended)
-                rec.ok += 1
-                rec.rows += rows
+            rec.call(session, rng, intended, record)
 
     _run_all(worker, len(sessions))
     return recorders
@@ -192,16 +196,7 @@ def _closed_loop(spec: RunSpec, sessions: Sequence[Session], seed: int, t0: floa
         rec, session = recorders[i], sessions[i]
         rng = np.random.default_rng((seed, i))
         while (start := time.perf_counter()) < end:
-            record = start >= record_from
-            try:
-                rows = session.call(rng)
-            except Exception as exc:
-                rec.failed(exc, record)
-                continue
-            if record:
-                rec.hist.record(time.perf_counter() - start)
-                rec.ok += 1
-                rec.rows += rows
+            rec.call(session, rng, start, start >= record_from)
 
     _run_all(worker, len(sessions))
     return recorders
