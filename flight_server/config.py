@@ -252,6 +252,14 @@ OPTIONS: tuple[Option, ...] = (
         "decoded scan batch cache capacity",
     ),
     Option(
+        "decoded_cache_bytes",
+        "cache.decodedBytes",
+        "--decoded-cache-bytes",
+        ("LANCE_FLIGHT_DECODED_CACHE_BYTES",),
+        _bytes,
+        "decoded hot-block cache capacity (repeated takes)",
+    ),
+    Option(
         "tokens_file",
         "auth.tokensFile",
         "--tokens-file",

@@ -220,7 +220,7 @@ class Metrics:
         stats = cache_stats()
         io = io_stats()
         with self._poll_lock:
-            for name, c in (("metadata", stats.metadata), ("page", stats.page)):
+            for name, c in (("metadata", stats.metadata), ("page", stats.page), ("decoded", stats.decoded)):
                 self._advance(self.cache_hits.labels(name), f"{name}.hits", c.hits)
                 self._advance(self.cache_misses.labels(name), f"{name}.misses", c.misses)
                 self._advance(self.cache_evictions.labels(name), f"{name}.evictions", c.evictions)

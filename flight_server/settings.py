@@ -25,6 +25,9 @@ DEFAULT_PAGE_CACHE_BYTES = 1024 * 1024 * 1024
 #: Decoded batches of finished scans (flight_server.batch_cache): 512 MiB holds a few full scans of
 #: typical served tables; warm scans then stream from memory. 0 turns it off.
 DEFAULT_BATCH_CACHE_BYTES = 512 * 1024 * 1024
+#: Decoded hot row blocks (lance_format.file.decoded): 512 MiB holds the hot columns of several
+#: million-row tables (a 1M-row feature table is ~60 MB decoded); repeated takes skip decoding.
+DEFAULT_DECODED_CACHE_BYTES = 512 * 1024 * 1024
 #: A take larger than this is a scan in disguise and would buffer too much in one response.
 DEFAULT_MAX_TAKE_ROWS = 1_000_000
 #: gRPC message ceiling; Arrow batches above it are split by the server.
@@ -65,7 +68,8 @@ class ServerSettings:
     advertise: tuple[str, ...] = ()
     metadata_cache_bytes: int = DEFAULT_METADATA_CACHE_BYTES
     page_cache_bytes: int = DEFAULT_PAGE_CACHE_BYTES
-    batch_cache_bytes: int = DEFAULT_BATCH_CACHE_BYTES  # added by perf (cache.batchBytes)
+    batch_cache_bytes: int = DEFAULT_BATCH_CACHE_BYTES
+    decoded_cache_bytes: int = DEFAULT_DECODED_CACHE_BYTES
     tokens: tuple[Token, ...] = ()
     tls_cert: str = ""
     tls_key: str = ""

@@ -138,7 +138,7 @@ def build_server(
     not tell middleware that already started when a later one refuses); refusals are logged and
     counted by the auth middleware's ``on_refused`` hook instead.
     """
-    configure_caches(settings.metadata_cache_bytes, settings.page_cache_bytes)
+    configure_caches(settings.metadata_cache_bytes, settings.page_cache_bytes, settings.decoded_cache_bytes)
     middleware: dict[str, flight.ServerMiddlewareFactory] = {}
     extra = _tls_kwargs(settings)
     if settings.auth:

@@ -318,7 +318,7 @@ def _stats(catalog: Catalog, req: ActionRequest) -> ActionResult:
 def _cache_stats(catalog: Catalog, req: ActionRequest) -> ActionResult:
     stats = cache_stats()
     counters: dict[str, int] = {}
-    for name in ("metadata", "page"):
+    for name in ("metadata", "page", "decoded"):
         for key, value in dataclasses.asdict(getattr(stats, name)).items():
             counters[f"{name}_{key}"] = int(value)
     io = io_stats()

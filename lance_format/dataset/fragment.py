@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -15,6 +14,7 @@ from lance_format.core.errors import CorruptFileError, InvalidInputError, NotSup
 from lance_format.core.types import LanceField, LanceSchema
 from lance_format.dataset.cache import METADATA_CACHE, ByteLRU
 from lance_format.file import LanceFileReader
+from lance_format.file.decoded import AdmitBudget, read_range_cached, take_cached
 from lance_format.file.reader import assign_columns
 from lance_format.io.store import ObjectStore, store_for_uri
 from lance_format.table.deletion import read_deletion_file
@@ -110,14 +110,6 @@ class ReaderCache:
         return arr
 
 
-def _projected(reader: LanceFileReader, fields: Sequence[LanceField]) -> LanceFileReader:
-    """A view of an open reader that decodes only ``fields`` (no new I/O)."""
-    view = copy.copy(reader)
-    view._projection = list(fields)
-    view.schema = pa.schema([f.to_arrow() for f in fields])
-    return view
-
-
 class FragmentReader:
     """Reads columns of one fragment by physical row offset."""
 
@@ -208,7 +200,7 @@ class FragmentReader:
                     )
                 fields.append(file_field)
                 del missing[f.id]
-            plan.append((_projected(reader, fields), [f.name for f, _ in here]))
+            plan.append((reader._view(fields), [f.name for f, _ in here]))
         if missing:
             plan.append((None, [f.name for f in missing.values()]))
         return plan
@@ -239,16 +231,22 @@ class FragmentReader:
         for reader, names in self._plan(columns):
             if reader is None:
                 continue
-            t = reader.read_range(start, stop - start).to_table()
+            t = read_range_cached(reader, start, stop)
             parts.append((names, t.columns))
         return self._assemble(columns, parts, stop - start)
 
-    def take(self, columns: Sequence[str], offsets: npt.NDArray[np.int64]) -> pa.Table:
-        """Physical rows at ``offsets`` (sorted unique is cheapest; any order works)."""
+    def take(
+        self, columns: Sequence[str], offsets: npt.NDArray[np.int64], budget: AdmitBudget | None = None
+    ) -> pa.Table:
+        """Physical rows at ``offsets`` (sorted unique is cheapest; any order works).
+
+        ``budget`` bounds the hot blocks the take may decode whole for the decoded-block cache
+        (:mod:`lance_format.file.decoded`); share one between the fragments of one logical take.
+        """
         parts = []
         for reader, names in self._plan(columns):
             if reader is None:
                 continue
-            t = reader.take_rows(offsets).to_table()
+            t = take_cached(reader, offsets, budget)
             parts.append((names, t.columns))
         return self._assemble(columns, parts, len(offsets))

@@ -12,6 +12,7 @@ import pyarrow as pa
 
 from lance_format.core.errors import InvalidInputError
 from lance_format.dataset.scanner import ROWADDR, ROWID, dataset_pool, row_id_columns
+from lance_format.file.decoded import AdmitBudget
 from lance_format.table.model import DataFragment
 
 if TYPE_CHECKING:
@@ -139,6 +140,8 @@ def take_addresses(
             )
         groups.append((lo, hi, frag))
 
+    budget = AdmitBudget()  # whole blocks this take may decode for the decoded-block cache
+
     def load(group: tuple[int, int, DataFragment]) -> pa.Table | None:
         lo, hi, frag = group
         offs = offsets[lo:hi]
@@ -150,7 +153,7 @@ def take_addresses(
             offs = offs[ok]
         if not len(offs):
             return None
-        table = reader.take(cols, offs) if cols else pa.table({"__n": offs})
+        table = reader.take(cols, offs, budget) if cols else pa.table({"__n": offs})
         for name, col in row_id_columns(reader, offs, with_row_id, with_row_address, stable):
             table = table.append_column(name, col)
         return table.select(out_schema.names)

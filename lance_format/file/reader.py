@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -411,6 +412,15 @@ class LanceFileReader:
         return ReaderResults(
             self, runs_from_sorted_indices(uniq), _check_batch(batch_size), order=inverse.astype(np.int64)
         )
+
+    def _view(self, fields: Sequence[LanceField]) -> LanceFileReader:
+        """A view of this open reader that decodes only ``fields`` (top-level, no new I/O)."""
+        if list(fields) == self._projection:
+            return self
+        view = copy.copy(self)
+        view._projection = list(fields)
+        view.schema = pa.schema([f.to_arrow() for f in fields])
+        return view
 
     # -- decoding ------------------------------------------------------------------------------
     def _read_runs(self, runs: RowRuns) -> pa.RecordBatch:

@@ -7,6 +7,8 @@ Two caches live for the whole process and are shared by every dataset and file i
   file, a manifest of a given size), so entries never go stale.
 * :data:`PAGE_CACHE`: data bytes keyed by ``(store, object, block)``. Off (capacity 0) unless
   configured: a local process has the OS page cache, a server over object stores wants it on.
+* :data:`DECODED_CACHE`: decoded Arrow arrays of hot row blocks (:mod:`lance_format.file.decoded`),
+  so repeated takes skip decoding. Off unless configured; the server turns it on.
 
 Capacities: argument to :func:`configure_caches` > environment variable > default.
 """
@@ -24,6 +26,8 @@ from lance_format.core.concurrency import env_positive_int
 from lance_format.core.errors import InvalidInputError
 
 __all__ = [
+    "DECODED_CACHE",
+    "DEFAULT_DECODED_CACHE_BYTES",
     "DEFAULT_METADATA_CACHE_BYTES",
     "DEFAULT_PAGE_CACHE_BYTES",
     "METADATA_CACHE",
@@ -42,8 +46,12 @@ __all__ = [
 DEFAULT_METADATA_CACHE_BYTES = 256 * 1024 * 1024
 #: Page cache capacity in-process: off. The OS already caches local files; the server turns it on.
 DEFAULT_PAGE_CACHE_BYTES = 0
+#: Decoded-block cache capacity in-process: off. Decoded data is several times its encoded size
+#: and a short-lived process rarely repeats a take; the server turns it on (cache.decodedBytes).
+DEFAULT_DECODED_CACHE_BYTES = 0
 METADATA_ENV = "LANCE_FORMAT_METADATA_CACHE_BYTES"
 PAGE_ENV = "LANCE_FORMAT_PAGE_CACHE_BYTES"
+DECODED_ENV = "LANCE_FORMAT_DECODED_CACHE_BYTES"
 
 
 class _CountingLRU(LRUCache[Hashable, tuple[Any, int]]):
@@ -81,10 +89,11 @@ class CacheCounters:
 
 @dataclass(frozen=True)
 class CacheStats:
-    """Counters of both process-wide caches (what :func:`cache_stats` returns)."""
+    """Counters of the process-wide caches (what :func:`cache_stats` returns)."""
 
     metadata: CacheCounters
     page: CacheCounters
+    decoded: CacheCounters
 
 
 class ByteCache:
@@ -238,14 +247,22 @@ def _make(name: str, env: str, default: int) -> ByteCache:
 
 METADATA_CACHE = _make("metadata", METADATA_ENV, DEFAULT_METADATA_CACHE_BYTES)
 PAGE_CACHE = _make("page", PAGE_ENV, DEFAULT_PAGE_CACHE_BYTES)
+DECODED_CACHE = _make("decoded", DECODED_ENV, DEFAULT_DECODED_CACHE_BYTES)
 
 
-def configure_caches(metadata_bytes: int | None = None, page_bytes: int | None = None) -> None:
+def configure_caches(
+    metadata_bytes: int | None = None, page_bytes: int | None = None, decoded_bytes: int | None = None
+) -> None:
     """Set the capacities of the process-wide caches (``None`` leaves one unchanged).
 
-    The server calls this with its ``cache.metadataBytes`` / ``cache.pageBytes`` settings.
+    The server calls this with its ``cache.metadataBytes`` / ``cache.pageBytes`` /
+    ``cache.decodedBytes`` settings.
     """
-    for cache, value in ((METADATA_CACHE, metadata_bytes), (PAGE_CACHE, page_bytes)):
+    for cache, value in (
+        (METADATA_CACHE, metadata_bytes),
+        (PAGE_CACHE, page_bytes),
+        (DECODED_CACHE, decoded_bytes),
+    ):
         if value is None:
             continue
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -254,7 +271,7 @@ def configure_caches(metadata_bytes: int | None = None, page_bytes: int | None =
 
 
 def cache_stats() -> CacheStats:
-    """Hits, misses, evictions and bytes of the metadata and page caches.
+    """Hits, misses, evictions and bytes of the metadata, page and decoded-block caches.
 
     Examples
     --------
@@ -262,14 +279,17 @@ def cache_stats() -> CacheStats:
     >>> cache_stats().metadata.capacity > 0
     True
     """
-    return CacheStats(metadata=METADATA_CACHE.counters(), page=PAGE_CACHE.counters())
+    return CacheStats(
+        metadata=METADATA_CACHE.counters(), page=PAGE_CACHE.counters(), decoded=DECODED_CACHE.counters()
+    )
 
 
 def forget_dataset(uri: str) -> None:
-    """Drop every cached entry of the dataset (or root) at ``uri`` from both caches.
+    """Drop every cached entry of the dataset (or root) at ``uri`` from the caches.
 
     Call it when a dataset is deleted: a dataset re-created under the same name starts again at
     version 1, and its manifests could otherwise match the old cache keys.
     """
     METADATA_CACHE.invalidate(uri)
     PAGE_CACHE.invalidate(uri)
+    DECODED_CACHE.invalidate(uri)

@@ -33,6 +33,7 @@ __all__ = [
     "ReadAhead",
     "bypass_page_cache",
     "current_priority",
+    "in_cold_read",
     "in_sequential_read",
     "io_gate",
     "io_priority",
@@ -58,6 +59,7 @@ DEFAULT_PRIORITY = 0
 
 _priority: contextvars.ContextVar[int] = contextvars.ContextVar("lance_io_priority", default=DEFAULT_PRIORITY)
 _sequential: contextvars.ContextVar[bool] = contextvars.ContextVar("lance_io_sequential", default=False)
+_cold: contextvars.ContextVar[bool] = contextvars.ContextVar("lance_io_cold", default=False)
 
 
 def in_sequential_read() -> bool:
@@ -67,12 +69,20 @@ def in_sequential_read() -> bool:
 
 @contextlib.contextmanager
 def bypass_page_cache() -> Iterator[None]:
-    """Read the block's bytes from storage, neither using nor filling the page cache."""
-    token = _sequential.set(True)
+    """Read the block's bytes from storage, neither using nor filling the page cache (nor the
+    decoded-block cache of :mod:`lance_format.file.decoded`): cold reads, for benchmarks and scans."""
+    token, cold = _sequential.set(True), _cold.set(True)
     try:
         yield
     finally:
+        _cold.reset(cold)
         _sequential.reset(token)
+
+
+def in_cold_read() -> bool:
+    """Whether the calling context asked for cold reads (:func:`bypass_page_cache`): no cached
+    data of any kind, bytes or decoded."""
+    return _cold.get()
 
 
 def current_priority() -> int:

@@ -294,3 +294,36 @@ def test_asof_and_v1_migration(tmp_path: Path) -> None:
     assert lance.dataset(uri).count_rows() == 5
     lance_format.write_dataset(_table(1, 5), uri, mode="append")
     assert (tmp_path / "_versions" / "18446744073709551612.manifest").exists()
+
+
+@pytest.mark.parametrize("version", ["2.0", "2.2"])
+def test_takes_and_scans_through_the_decoded_cache_match_pylance(tmp_path: Path, version: str) -> None:
+    """With the server's decoded-block cache on (tiny blocks, so a few takes admit many), every
+    take and scan still equals pylance's, deletions included; dropping the dataset forgets them."""
+    from lance_format.file import decoded
+    from lance_format.io.cache import DECODED_CACHE, configure_caches, forget_dataset
+
+    uri = str(tmp_path / "d")
+    lance.write_dataset(_table(3000), uri, data_storage_version=version, max_rows_per_file=1000)
+    lance.dataset(uri).delete("a % 5 = 0")
+    theirs = lance.dataset(uri)
+    old_capacity, old_block = DECODED_CACHE.capacity, decoded.DECODED_BLOCK_ROWS
+    configure_caches(decoded_bytes=64 << 20)
+    decoded.DECODED_BLOCK_ROWS = 100
+    try:
+        ds = lance_format.dataset(uri)
+        rng = np.random.default_rng(11)
+        for _ in range(8):
+            idx = rng.integers(0, theirs.count_rows(), 50).tolist()
+            _same(ds.take(idx), theirs.take(idx))
+            _same(ds.take(idx, columns=["s"]), theirs.take(idx, columns=["s"]))
+        assert DECODED_CACHE.counters().entries > 0
+        _same(ds.to_table(), theirs.to_table())
+        _same(ds.to_table(), theirs.to_table())  # the second scan reads cached blocks
+        assert DECODED_CACHE.counters().hits > 0
+        forget_dataset(uri)
+        assert DECODED_CACHE.counters().entries == 0
+    finally:
+        decoded.DECODED_BLOCK_ROWS = old_block
+        DECODED_CACHE.clear()
+        configure_caches(decoded_bytes=old_capacity)

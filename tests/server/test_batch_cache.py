@@ -16,7 +16,7 @@ from flight_server.requests import ActionRequest, ScanRequest
 from flight_server.settings import DEFAULT_BATCH_CACHE_BYTES, ServerSettings
 from flight_server.workers import build_server
 from lance_format.io import configure_caches, io_stats
-from lance_format.io.cache import PAGE_CACHE
+from lance_format.io.cache import DECODED_CACHE, PAGE_CACHE
 from tests.server.service_fixtures import Served, seed, start, stop
 
 
@@ -175,6 +175,36 @@ def test_serving_process_turns_the_page_cache_on_and_warm_takes_hit_it(tmp_path:
         assert page_after.misses == page_before.misses
         assert warm.equals(cold)
         assert warm.column("id").to_pylist() == rows.tolist()
+    finally:
+        client.close()
+        server.shutdown()
+
+
+def test_repeated_takes_over_flight_copy_rows_from_decoded_blocks(tmp_path: Path) -> None:
+    """The serving process turns the decoded-block cache on: a take that touches blocks a second
+    time decodes them whole, and later takes of those blocks read and decode nothing."""
+    from flight_server.client import LanceFlightClient
+
+    settings = ServerSettings(root=str(tmp_path / "root"), port=0, metrics_port=-1)
+    configure_caches(decoded_bytes=0)
+    server = build_server(settings, 0, (), None)
+    client = LanceFlightClient(f"grpc://127.0.0.1:{server.port}", timeout=30)
+    try:
+        assert DECODED_CACHE.capacity == settings.decoded_cache_bytes > 0
+        data = seed_table(3000, 0)
+        client.write("ds", data, mode="create", max_rows_per_file=1000)
+        rows = np.random.default_rng(5).integers(0, 3000, 200)
+        cols = ["id", "s"]  # 2 columns x 3 files = 6 blocks, within one take's admission budget
+        first = client.take("ds", indices=rows, columns=cols)
+        client.take("ds", indices=rows, columns=cols)  # second touch: the blocks are decoded and kept
+        stats = client.cache_stats()
+        assert stats["decoded_entries"] == 6
+        io_before, hits_before = io_stats(), stats["decoded_hits"]
+        warm = client.take("ds", indices=rows[::-1], columns=cols)
+        assert (io_stats() - io_before).requests == 0
+        assert client.cache_stats()["decoded_hits"] - hits_before == 6
+        assert warm.equals(first.take(pa.array(np.arange(len(rows))[::-1])))
+        assert warm.column("id").to_pylist() == data.column("id").take(pa.array(rows[::-1])).to_pylist()
     finally:
         client.close()
         server.shutdown()

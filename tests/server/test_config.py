@@ -28,13 +28,16 @@ def test_defaults_without_anything() -> None:
 
 
 def test_precedence_flag_over_env_over_yaml_over_default(tmp_path: Path) -> None:
-    config = _yaml(tmp_path, "port: 1001\nworkers: 3\nlogLevel: debug\ncache:\n  pageBytes: 64MiB\n")
+    yaml = "port: 1001\nworkers: 3\nlogLevel: debug\ncache:\n  pageBytes: 64MiB\n  decodedBytes: 1GiB\n"
+    config = _yaml(tmp_path, yaml)
     env = {"LANCE_FLIGHT_CONFIG": config, "LANCE_FLIGHT_PORT": "2002", "LANCE_FLIGHT_WORKERS": "2"}
     s = load_settings(["--port", "3003"], env=env)
     assert s.port == 3003  # flag beats env and YAML
     assert s.workers == 2  # env beats YAML
     assert s.log_level == "DEBUG"  # YAML beats default (and is normalised)
     assert s.page_cache_bytes == 64 * 1024 * 1024
+    assert s.decoded_cache_bytes == 1 << 30
+    assert load_settings(["--decoded-cache-bytes", "0"], env={}).decoded_cache_bytes == 0
     assert s.metadata_cache_bytes == ServerSettings().metadata_cache_bytes  # default
     # --config beats LANCE_FLIGHT_CONFIG; an explicit config_file beats both.
     second = tmp_path / "second.yaml"

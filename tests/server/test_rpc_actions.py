@@ -145,7 +145,7 @@ def test_stats_cache_stats_health(served: Served) -> None:
     assert stats["data_bytes"] > 0
     assert served.client.stats("ds", 1)["rows"] == 1000
     cache = served.client.cache_stats()
-    assert {"metadata_hits", "metadata_misses", "page_capacity", "io_requests"} <= set(cache)
+    assert {"metadata_hits", "metadata_misses", "page_capacity", "decoded_hits", "io_requests"} <= set(cache)
     assert served.client.health() == "ok"
     assert _act(served, "health", ActionRequest()).datasets == ("ds",)  # type: ignore[attr-defined]
 
