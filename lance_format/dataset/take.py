@@ -20,6 +20,10 @@ if TYPE_CHECKING:
 
 __all__ = ["FragmentIndex", "as_u64", "logical_to_addresses", "stable_ids_to_addresses", "take_addresses"]
 
+#: Take schemas remembered per version: clients use a handful of projections; the bound keeps one
+#: that sends endless distinct column lists from growing the index.
+_MAX_SCHEMAS = 64
+
 _LOW32 = np.uint64(0xFFFFFFFF)
 _SHIFT = np.uint64(32)
 
@@ -49,12 +53,15 @@ class FragmentIndex:
     ends: npt.NDArray[np.uint64]  # cumulative live rows
     ids: npt.NDArray[np.uint64]  # fragment ids, in order
     by_id: dict[int, DataFragment]
+    # Output schemas of takes by (columns, with_row_id, with_row_address): a small take spends
+    # more time building and checking its schema than copying its rows.
+    schemas: dict[tuple[tuple[str, ...] | None, bool, bool], tuple[list[str], pa.Schema]]
 
     @classmethod
     def of(cls, frags: Sequence[DataFragment]) -> FragmentIndex:
         counts = np.array([f.num_rows for f in frags], dtype=np.uint64)
         ids = np.array([f.id for f in frags], dtype=np.uint64)
-        return cls(counts, np.cumsum(counts), ids, {f.id: f for f in frags})
+        return cls(counts, np.cumsum(counts), ids, {f.id: f for f in frags}, {})
 
 
 def logical_to_addresses(ds: LanceDataset, indices: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
@@ -69,7 +76,7 @@ def logical_to_addresses(ds: LanceDataset, indices: npt.NDArray[np.uint64]) -> n
     pos = np.searchsorted(ends, indices, side="right")
     local = indices - (ends[pos] - counts[pos]) if len(indices) else indices
     phys = local.copy()
-    for p in np.unique(pos):
+    for p in np.unique(pos) if len(pos) > 1 else pos:
         frag = frags[int(p)]
         if frag.deletion_file is None:
             continue
@@ -102,21 +109,15 @@ def take_addresses(
     drop_missing: bool = True,
 ) -> pa.Table:
     """Rows at ``addresses`` in the order given (repeats kept, deleted rows dropped)."""
-    arrow = ds.schema
-    cols = list(arrow.names) if columns is None else list(columns)
-    for c in cols:
-        if c not in arrow.names:
-            raise InvalidInputError(f"no column {c!r} in the dataset; columns are {arrow.names}")
-    fields = [arrow.field(c) for c in cols]
-    if with_row_id:
-        fields.append(pa.field(ROWID, pa.uint64()))
-    if with_row_address:
-        fields.append(pa.field(ROWADDR, pa.uint64()))
-    out_schema = pa.schema(fields)
-    uniq, inverse = np.unique(addresses, return_inverse=True)
+    index = ds._fragment_index()
+    cols, out_schema = _out_schema(ds, index, columns, with_row_id, with_row_address)
+    if len(addresses) <= 1 or bool((addresses[1:] > addresses[:-1]).all()):
+        uniq, inverse = addresses, None  # sorted unique already (a single row, a sorted batch)
+    else:
+        uniq, inverse = np.unique(addresses, return_inverse=True)
     frag_ids = uniq >> _SHIFT
     offsets = (uniq & _LOW32).astype(np.int64)
-    by_id = ds._fragment_index().by_id
+    by_id = index.by_id
     live = np.ones(len(uniq), dtype=bool)
     bounds = np.flatnonzero(np.diff(frag_ids)) + 1
     starts = np.concatenate([[0], bounds]).astype(np.int64)
@@ -167,10 +168,41 @@ def take_addresses(
     tables = [t for t in loaded if t is not None]
     if not tables:
         return out_schema.empty_table()
-    gathered = pa.concat_tables(tables)
+    gathered = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
     if not gathered.schema.equals(out_schema, check_metadata=True):
         gathered = gathered.cast(out_schema)
+    if inverse is None:
+        return gathered  # live rows in address order: the caller's order
     # Position of each kept unique address in `gathered`, then the caller's order.
     new_pos = np.cumsum(live) - 1
     want = live[inverse]
     return gathered.take(pa.array(new_pos[inverse][want]))
+
+
+def _out_schema(
+    ds: LanceDataset,
+    index: FragmentIndex,
+    columns: Sequence[str] | None,
+    with_row_id: bool,
+    with_row_address: bool,
+) -> tuple[list[str], pa.Schema]:
+    """The data columns and the output schema of a take (validated once per version and shape)."""
+    key = (None if columns is None else tuple(columns), with_row_id, with_row_address)
+    known = index.schemas.get(key)
+    if known is not None:
+        return known
+    arrow = ds.schema
+    names = arrow.names
+    cols = list(names) if columns is None else list(columns)
+    for c in cols:
+        if c not in names:
+            raise InvalidInputError(f"no column {c!r} in the dataset; columns are {names}")
+    fields = [arrow.field(c) for c in cols]
+    if with_row_id:
+        fields.append(pa.field(ROWID, pa.uint64()))
+    if with_row_address:
+        fields.append(pa.field(ROWADDR, pa.uint64()))
+    out = (cols, pa.schema(fields))
+    if len(index.schemas) < _MAX_SCHEMAS:
+        index.schemas[key] = out
+    return out

@@ -94,8 +94,13 @@ class AdmitBudget:
 
 
 def _field_key(reader: LanceFileReader, field: LanceField) -> _Key:
+    known = reader._decoded_keys.get(field.id)
+    if known is not None and known[0] is field:
+        return known[1]
     io = reader._io
-    return (io.store.uri, "decoded", io.key, io.size, tuple(x.id for x in field.walk()))
+    key = (io.store.uri, "decoded", io.key, io.size, tuple(x.id for x in field.walk()))
+    reader._decoded_keys[field.id] = (field, key)  # one dict store: thread-safe
+    return key
 
 
 def _array_bytes(arr: pa.Array) -> int:
@@ -164,12 +169,14 @@ def take_cached(
         inverse[order] = np.arange(len(order))
         return result.take(pa.array(inverse))
     # Non-decreasing offsets: the rows of block b are one contiguous slice.
-    uniq, first = np.unique(blocks, return_index=True)
-    bounds = np.append(first, len(offsets)).tolist()
+    if blocks[0] == blocks[-1]:
+        block_list, bounds = [int(blocks[0])], [0, len(offsets)]
+    else:
+        uniq, first = np.unique(blocks, return_index=True)
+        block_list, bounds = uniq.tolist(), np.append(first, len(offsets)).tolist()
     fields = reader._projection
     arrays: list[pa.Array | None] = []
     budget = AdmitBudget() if budget is None else budget
-    block_list = uniq.tolist()
     for field in fields:
         base = _field_key(reader, field)
         keys = [(*base, b) for b in block_list]

@@ -191,6 +191,8 @@ class LanceFileReader:
             key = path
         self.path = path
         self._io = RangeReader(store, key, size)
+        # Decoded-block cache keys by field id (lance_format.file.decoded), shared with views.
+        self._decoded_keys: dict[int, tuple[LanceField, tuple[Any, ...]]] = {}
         self._open()
         self._projection = self._resolve_columns(columns)
         self.schema = pa.schema(
