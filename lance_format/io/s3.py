@@ -26,6 +26,7 @@ from lance_format.core.errors import InvalidInputError, NotFoundError, NotSuppor
 from lance_format.io.planner import OBJECT_STORE_PLAN
 from lance_format.io.retry import DEFAULT_RETRY, RetryPolicy, call_with_retries
 from lance_format.io.s3_http import HttpGetter, make_getter
+from lance_format.io.scheduler import io_gate
 from lance_format.io.store import ObjectStore
 
 __all__ = ["S3Options", "S3Store", "s3_options"]
@@ -268,7 +269,10 @@ class S3Store(ObjectStore):
         return sync(self._fs.loop, coro_fn, *args)
 
     def _retry(self, key: str, fn: Any, passthrough: tuple[type[BaseException], ...] = ()) -> Any:
-        return call_with_retries(fn, self._path(key), self.options.retry, passthrough=passthrough)
+        # Every request holds a permit of the process-wide gate (reentrant: data reads that the
+        # scheduler issues hold one already), so metadata reads and writes count against the bound.
+        with io_gate().hold():
+            return call_with_retries(fn, self._path(key), self.options.retry, passthrough=passthrough)
 
     async def _get(self, key: str, range_header: str | None) -> tuple[dict[str, Any], bytes]:
         kw: dict[str, Any] = {"Bucket": self.bucket, "Key": self._key(key)}

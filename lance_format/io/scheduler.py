@@ -1,8 +1,9 @@
 """The I/O scheduler: a process-wide bound on requests in flight, priorities, and read-ahead budgets.
 
 * Every request to a store passes a :class:`PriorityGate` with :data:`MAX_PARALLEL_REQUESTS`
-  permits, whether it runs on the caller's thread or on the scheduler's workers. Waiters are served
-  lowest priority value first, so during scans earlier rows (smaller values) go first.
+  permits, whether it runs on the caller's thread or on the scheduler's workers; object stores also
+  pass it for the requests they issue outside the scheduler (metadata reads, listings, writes).
+  Waiters are served lowest priority value first, so during scans earlier rows go first.
 * :func:`run_requests` runs one read's requests, in parallel on the scheduler's workers when that
   pays, serially on the caller's thread otherwise.
 * :class:`ReadAhead` runs a stream of tasks ahead of its consumer, in order, bounded by a byte
@@ -101,13 +102,19 @@ def io_priority(priority: int) -> Iterator[None]:
 
 
 class PriorityGate:
-    """A counting semaphore whose waiters are admitted lowest priority first (FIFO among equals)."""
+    """A counting semaphore whose waiters are admitted lowest priority first (FIFO among equals).
+
+    :meth:`hold` is reentrant per thread: a store method that holds a permit for its own request
+    (metadata reads, listings, writes) does not take a second one when the scheduler already holds
+    one for it, so every request passes the gate exactly once and nesting cannot deadlock.
+    """
 
     def __init__(self, permits: int) -> None:
         if permits < 1:
             raise ValueError("a gate needs at least one permit")
         self.permits = permits
         self._free = permits
+        self._held = threading.local()
         self._lock = threading.Lock()
         self._waiters: list[tuple[int, int, threading.Event]] = []
         self._seq = itertools.count()
@@ -137,10 +144,20 @@ class PriorityGate:
 
     @contextlib.contextmanager
     def hold(self, priority: int | None = None) -> Iterator[None]:
+        depth = getattr(self._held, "depth", 0)
+        if depth:  # this thread holds a permit already (see the class docstring)
+            self._held.depth = depth + 1
+            try:
+                yield
+            finally:
+                self._held.depth = depth
+            return
         self.acquire(current_priority() if priority is None else priority)
+        self._held.depth = 1
         try:
             yield
         finally:
+            self._held.depth = 0
             self.release()
 
 

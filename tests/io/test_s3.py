@@ -172,3 +172,37 @@ def test_anonymous_and_s3fs_fallback_paths_read_the_same(s3_server: S3Server, s3
     assert fallback.read_all("obj") == bytes(range(256)) * 10
     with pytest.raises(NotFoundError):
         fallback.read_range("missing", 0, 1)
+
+
+def test_metadata_requests_wait_for_the_process_wide_gate(
+    s3_server: S3Server, s3_uri: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Sizes, tails, listings and writes issued outside the scheduler still take a permit."""
+    from lance_format.io import scheduler
+
+    store = store_for_uri(s3_uri, s3_server.storage_options)
+    store.write("obj", b"x" * 100)
+    gate = scheduler.PriorityGate(1)
+    monkeypatch.setattr(scheduler, "_GATE", gate)
+    done: list[object] = []
+    calls = [
+        lambda: store.size("obj"),
+        lambda: store.read_tail("obj", 10),
+        lambda: list(store.list("")),
+        lambda: store.write("other", b"y"),
+    ]
+    for call in calls:
+        gate.acquire()  # every permit taken: the store's request must wait for it
+        worker = threading.Thread(target=lambda c=call: done.append(c()))
+        worker.start()
+        worker.join(0.3)
+        assert worker.is_alive(), "the request did not wait for the gate"
+        gate.release()
+        worker.join(30)
+        assert not worker.is_alive()
+    assert len(done) == len(calls)
+    assert gate.in_flight == 0
+    # Reads the scheduler runs hold the permit already: nesting does not take a second one.
+    with gate.hold():
+        assert store.read_range("obj", 0, 5) == b"xxxxx"
+    assert gate.max_in_flight == 1

@@ -137,3 +137,16 @@ def test_read_ahead_propagates_errors() -> None:
         assert next(it) == b"x"
         with pytest.raises(ValueError, match="decode failed"):
             next(it)
+
+
+def test_hold_is_reentrant_per_thread_and_exclusive_across_threads() -> None:
+    gate = PriorityGate(1)
+    with gate.hold(), gate.hold():  # a store request inside a scheduler read: one permit
+        assert gate.in_flight == 1
+        other = threading.Thread(target=lambda: gate.hold().__enter__())
+        other.start()
+        other.join(0.2)
+        assert other.is_alive()  # another thread still waits for the one permit
+    other.join(5)
+    assert not other.is_alive()
+    assert gate.max_in_flight == 1
