@@ -318,7 +318,12 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
             lease = self._slots.acquire()
             try:
                 result = write_stream(
-                    self.catalog, req, reader, self.settings.max_message_bytes, self.metrics
+                    self.catalog,
+                    req,
+                    reader,
+                    self.settings.max_message_bytes,
+                    self.metrics,
+                    cancelled=context.is_cancelled,
                 )
             finally:
                 lease.release()

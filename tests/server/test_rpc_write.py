@@ -7,16 +7,22 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 
 from flight_server._serde import decode_write_result, encode_command
+from flight_server.catalog import Catalog
 from flight_server.client import LanceFlightClient
 from flight_server.errors import error_code
-from flight_server.requests import WriteRequest
+from flight_server.handlers.put import CANCEL_GRACE_S, StreamCancelled, cancelled_within, write_stream
+from flight_server.requests import END_OF_WRITE, WriteRequest
+from lance_format.core.errors import NotFoundError
 from tests.server.service_fixtures import Recorder, Served, seed, start, stop, table
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -110,7 +116,7 @@ def test_concurrent_writers_exact_row_counts(served: Served) -> None:
     assert c.versions("ds")[-1].version == 1 + writers * per_writer
 
 
-@pytest.mark.parametrize("mode", ["append", "overwrite", "stage"])
+@pytest.mark.parametrize("mode", ["append", "overwrite", "stage", "plain"])
 def test_client_killed_mid_put_leaves_no_commit(served: Served, mode: str) -> None:
     ids = pa.table({"id": pa.array(range(10), pa.int64())})  # the worker's schema
     served.client.write("ds", ids, mode="create")
@@ -139,6 +145,70 @@ def test_client_killed_mid_put_leaves_no_commit(served: Served, mode: str) -> No
     if mode == "stage":  # the worker's 5 finished files were removed again
         assert len(list((served.root / "ds" / "data").iterdir())) == 1
     assert served.client.write("ds", ids) == before[-1].version + 1  # still serving
+
+
+@dataclass
+class _Chunk:
+    """One message of a do_put stream: a batch, or app_metadata alone."""
+
+    data: pa.RecordBatch | None
+    app_metadata: pa.Buffer | None = None
+
+
+class _StreamStandIn:
+    """What write_stream reads of a do_put reader; remembers when the stream ended."""
+
+    def __init__(self, batches: list[pa.RecordBatch], end_marker: bool = False) -> None:
+        self.schema = batches[0].schema
+        self.chunks = [_Chunk(b) for b in batches]
+        if end_marker:
+            self.chunks.append(_Chunk(None, pa.py_buffer(END_OF_WRITE)))
+        self.ended_at: float | None = None
+
+    def __iter__(self) -> Iterator[_Chunk]:
+        yield from self.chunks
+        self.ended_at = time.monotonic()
+
+    def cancelled_after(self, delay: float) -> Callable[[], bool]:
+        """A call that is marked cancelled ``delay`` seconds after its stream ended."""
+        return lambda: self.ended_at is not None and time.monotonic() >= self.ended_at + delay
+
+
+def _write(catalog: Catalog, req: WriteRequest, stream: _StreamStandIn, **kwargs: Any) -> tuple[int, float]:
+    start = time.monotonic()
+    version = write_stream(catalog, req, stream, 1 << 30, **kwargs).version
+    return version, time.monotonic() - start
+
+
+def test_plain_stream_waits_for_a_late_cancellation(tmp_path: Path) -> None:
+    catalog = Catalog(str(tmp_path))
+    batch = pa.record_batch({"id": pa.array(range(10), pa.int64())})
+    late = _StreamStandIn([batch])
+    with pytest.raises(StreamCancelled):  # the dead peer's cancellation arrives within the grace
+        _write(catalog, WriteRequest("ds"), late, cancelled=late.cancelled_after(CANCEL_GRACE_S / 2))
+    with pytest.raises(NotFoundError):  # nothing committed
+        catalog.open("ds", shared=False)
+    honest = _StreamStandIn([batch])
+    version, took = _write(catalog, WriteRequest("ds"), honest, cancelled=lambda: False, cancel_grace=0.03)
+    assert version == 1
+    assert took >= 0.03  # a finished plain client waits out the whole grace period
+    assert not cancelled_within(lambda: False, 0.0)
+    assert cancelled_within(lambda: True, 10.0)
+
+
+def test_marked_stream_does_not_wait_for_cancellation(tmp_path: Path) -> None:
+    catalog = Catalog(str(tmp_path))
+    batch = pa.record_batch({"id": pa.array(range(10), pa.int64())})
+    req = WriteRequest("ds", "create", end_marker=True)
+    version, took = _write(
+        catalog, req, _StreamStandIn([batch], end_marker=True), cancelled=lambda: False, cancel_grace=30
+    )
+    assert (version, took < 10) == (1, True)
+    unmarked = _StreamStandIn([batch])  # killed before the marker: refused at once, no wait
+    with pytest.raises(StreamCancelled):
+        _write(catalog, WriteRequest("ds", "append", end_marker=True), unmarked, cancel_grace=30)
+    ds = catalog.open("ds", shared=False)
+    assert (ds.latest_version, ds.count_rows()) == (1, 10)
 
 
 def test_oversized_batches_are_refused(tmp_path: Path, recorder: Recorder) -> None:
