@@ -98,12 +98,14 @@ class Catalog:
                 and os.path.isdir(os.path.join(e.path, _VERSIONS_DIR))
             ]
             return sorted(found)
-        names = set()
-        for key, _ in self._store().list(""):
-            parts = key.split("/")
-            if len(parts) >= 3 and parts[1] == _VERSIONS_DIR and _NAME.fullmatch(parts[0]):
-                names.add(parts[0])
-        return sorted(names)
+        store = self._store()
+        # Object stores: folders under the root with objects in their _versions folder (one listing
+        # each; a folder alone proves nothing: some stores keep emptied "directories").
+        return sorted(
+            name
+            for name in store.list_dirs("")
+            if _NAME.fullmatch(name) and next(iter(store.list(f"{name}/{_VERSIONS_DIR}")), None) is not None
+        )
 
     # -- datasets --------------------------------------------------------------------------------
     def open(self, name: str, version: int | str | None = None, *, shared: bool = True) -> LanceDataset:
@@ -164,10 +166,19 @@ class Catalog:
                 shutil.rmtree(uri, ignore_errors=False)
                 return
             store = self._store()
-            for key, _ in list(store.list(f"{name}/")):
-                store.delete(key)
+            # Versions first: a drop that dies midway leaves no dataset, only unreferenced files.
+            _delete_tree(store, f"{name}/{_VERSIONS_DIR}")
+            _delete_tree(store, name)
         finally:
             # A dataset re-created under this name starts again at version 1: no cached manifest,
             # footer or page of the old one may answer for it.
             forget_dataset(uri)
             self.forget(name)
+
+
+def _delete_tree(store: ObjectStore, prefix: str) -> None:
+    """Delete every object under the folder ``prefix``, sub-folders included."""
+    for key, _ in list(store.list(prefix)):
+        store.delete(key)
+    for folder in list(store.list_dirs(prefix)):
+        _delete_tree(store, f"{prefix}/{folder}")

@@ -102,6 +102,9 @@ class _RecordingStore(ObjectStore):
     def list(self, prefix: str = "") -> Iterator[tuple[str, int]]:
         return self.inner.list(prefix)
 
+    def list_dirs(self, prefix: str = "") -> Iterator[str]:
+        return self.inner.list_dirs(prefix)
+
     def delete(self, key: str) -> None:
         self.inner.delete(key)
 

@@ -7,6 +7,7 @@ Either way the final error is a :mod:`lance_format.core.errors` type naming the 
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import random
 import threading
@@ -15,7 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 
-from lance_format.core.errors import LanceError, NotFoundError, StorageError
+from lance_format.core.errors import InvalidInputError, LanceError, NotFoundError, StorageError
 
 __all__ = [
     "DEFAULT_RETRY",
@@ -24,6 +25,7 @@ __all__ = [
     "call_with_retries",
     "is_transient",
     "retry_count",
+    "retry_policy",
 ]
 
 T = TypeVar("T")
@@ -134,6 +136,29 @@ class RetryPolicy:
 
 
 DEFAULT_RETRY = RetryPolicy()
+
+
+def retry_policy(max_retries: object = None, timeout: object = None) -> RetryPolicy:
+    """:data:`DEFAULT_RETRY` with pylance's ``client_max_retries`` / ``client_retry_timeout``
+    storage options applied (``None`` keeps a default).
+
+    Raises
+    ------
+    InvalidInputError
+        When a value is not a number.
+    """
+    retry = DEFAULT_RETRY
+    try:
+        if max_retries is not None:
+            retry = dataclasses.replace(retry, max_attempts=int(str(max_retries)) + 1)
+        if timeout is not None:
+            retry = dataclasses.replace(retry, timeout=float(str(timeout)))
+    except ValueError:
+        raise InvalidInputError(
+            f"bad retry settings in storage_options: {max_retries!r}, {timeout!r}"
+        ) from None
+    return retry
+
 
 _counter_lock = threading.Lock()
 _retries = 0

@@ -24,7 +24,7 @@ from typing import Any
 
 from lance_format.core.errors import InvalidInputError, NotFoundError, NotSupportedError, StorageError
 from lance_format.io.planner import OBJECT_STORE_PLAN
-from lance_format.io.retry import DEFAULT_RETRY, RetryPolicy, call_with_retries
+from lance_format.io.retry import DEFAULT_RETRY, RetryPolicy, call_with_retries, retry_policy
 from lance_format.io.s3_http import HttpGetter, make_getter
 from lance_format.io.scheduler import io_gate
 from lance_format.io.store import ObjectStore
@@ -84,16 +84,9 @@ def s3_options(
     unknown = set(overrides) - set(S3Options.__dataclass_fields__)
     if unknown:
         raise InvalidInputError(f"unknown S3 settings: {sorted(unknown)}")
-    retry = DEFAULT_RETRY
-    attempts = _pick(so, "client_max_retries", "max_retries")
-    timeout = _pick(so, "client_retry_timeout", "retry_timeout")
-    try:
-        if attempts is not None:
-            retry = replace(retry, max_attempts=int(attempts) + 1)
-        if timeout is not None:
-            retry = replace(retry, timeout=float(timeout))
-    except ValueError:
-        raise InvalidInputError(f"bad retry settings in storage_options: {attempts!r}, {timeout!r}") from None
+    retry = retry_policy(
+        _pick(so, "client_max_retries", "max_retries"), _pick(so, "client_retry_timeout", "retry_timeout")
+    )
     opts = S3Options(
         endpoint_url=_pick(so, "aws_endpoint", "aws_endpoint_url", "endpoint", "endpoint_url")
         or _pick(env, "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ENDPOINT"),
@@ -335,20 +328,15 @@ class S3Store(ObjectStore):
             return 0, b""  # an empty object has no suffix to return
         return result
 
-    def exists(self, key: str) -> bool:
-        try:
-            self.size(key)
-        except NotFoundError:
-            return False
-        return True
-
-    def list(self, prefix: str = "") -> Iterator[tuple[str, int]]:
+    def _list_level(self, prefix: str) -> tuple[str, list[tuple[str, int]], list[str]]:
+        """``(base, objects, folders)`` one level under the folder ``prefix`` (all pages)."""
         base = prefix.strip("/")
         full = self._key(base) if base else self.prefix
         list_prefix = f"{full}/" if full else ""
 
-        async def listing() -> list[tuple[str, int]]:
-            out: list[tuple[str, int]] = []
+        async def listing() -> tuple[list[tuple[str, int]], list[str]]:
+            objects: list[tuple[str, int]] = []
+            folders: list[str] = []
             token: str | None = None
             while True:
                 kw: dict[str, Any] = {"Bucket": self.bucket, "Prefix": list_prefix, "Delimiter": "/"}
@@ -358,12 +346,25 @@ class S3Store(ObjectStore):
                 for obj in resp.get("Contents", []):
                     name = obj["Key"][len(list_prefix) :]
                     if name and "/" not in name:
-                        out.append((f"{base}/{name}" if base else name, int(obj["Size"])))
+                        objects.append((name, int(obj["Size"])))
+                for common in resp.get("CommonPrefixes", []):
+                    name = str(common["Prefix"])[len(list_prefix) :].rstrip("/")
+                    if name:
+                        folders.append(name)
                 if not resp.get("IsTruncated"):
-                    return out
+                    return objects, folders
                 token = resp.get("NextContinuationToken")
 
-        yield from self._retry(base or ".", lambda: self._run(listing))
+        objects, folders = self._retry(base or ".", lambda: self._run(listing))
+        return base, objects, folders
+
+    def list(self, prefix: str = "") -> Iterator[tuple[str, int]]:
+        base, objects, _ = self._list_level(prefix)
+        for name, size in objects:
+            yield (f"{base}/{name}" if base else name), size
+
+    def list_dirs(self, prefix: str = "") -> Iterator[str]:
+        yield from self._list_level(prefix)[2]
 
     # -- writes --------------------------------------------------------------------------------
     def _put(self, key: str, data: bytes, create: bool) -> None:

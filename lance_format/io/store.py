@@ -2,8 +2,10 @@
 
 An :class:`ObjectStore` addresses objects by ``/``-separated keys relative to its root. Backends:
 :class:`LocalStore` (a directory, positional reads on cached descriptors) and :class:`MemoryStore`
-(``memory://``, process-wide, for tests) and :class:`~lance_format.io.s3.S3Store` (``s3://`` through
-s3fs, in :mod:`lance_format.io.s3`).
+(``memory://``, process-wide, for tests), :class:`~lance_format.io.s3.S3Store` (``s3://`` through
+s3fs, in :mod:`lance_format.io.s3`) and :class:`~lance_format.io.fsspec_store.FsspecStore` (any other
+scheme fsspec knows, e.g. ``gs://``, ``az://``, ``hf://``, through its installed implementation, in
+:mod:`lance_format.io.fsspec_store`).
 """
 
 from __future__ import annotations
@@ -72,13 +74,25 @@ class ObjectStore(ABC):
     def put_if_not_exists(self, key: str, data: bytes) -> bool:
         """Create the object only if absent; ``False`` (nothing written) if it already exists."""
 
-    @abstractmethod
     def exists(self, key: str) -> bool:
-        """Whether the object exists."""
+        """Whether the object exists.
+
+        By default a :meth:`size` request: unlike "any error means absent", an outage surfaces.
+        """
+        try:
+            self.size(key)
+        except NotFoundError:
+            return False
+        return True
 
     @abstractmethod
     def list(self, prefix: str = "") -> Iterator[tuple[str, int]]:
         """``(key, size)`` of objects directly under the folder ``prefix`` (no recursion)."""
+
+    @abstractmethod
+    def list_dirs(self, prefix: str = "") -> Iterator[str]:
+        """Names (not keys) of the folders directly under the folder ``prefix``: on object stores,
+        the common prefixes of the keys below it."""
 
     @abstractmethod
     def delete(self, key: str) -> None:
@@ -217,6 +231,15 @@ class LocalStore(ObjectStore):
                 key = f"{base}/{entry.name}" if base else entry.name
                 yield key, entry.stat().st_size
 
+    def list_dirs(self, prefix: str = "") -> Iterator[str]:
+        try:
+            entries = list(os.scandir(self._path(prefix.rstrip("/"))))
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        for entry in entries:
+            if entry.is_dir():
+                yield entry.name
+
     def delete(self, key: str) -> None:
         self._forget(key)
         with contextlib.suppress(FileNotFoundError):
@@ -279,6 +302,16 @@ class MemoryStore(ObjectStore):
             if key.startswith(base) and "/" not in key[len(base) :]:
                 yield key, len(data)
 
+    def list_dirs(self, prefix: str = "") -> Iterator[str]:
+        base = prefix.rstrip("/")
+        base = f"{base}/" if base else ""
+        seen = set()
+        for key in list(self._objects):
+            rest = key[len(base) :] if key.startswith(base) else ""
+            if "/" in rest:
+                seen.add(rest.split("/", 1)[0])
+        yield from sorted(seen)
+
     def delete(self, key: str) -> None:
         self._objects.pop(key, None)
 
@@ -300,9 +333,11 @@ def split_uri(uri: str) -> tuple[str, str]:
 
 
 def store_for_uri(uri: str, storage_options: dict[str, str] | None = None) -> ObjectStore:
-    """Open the store rooted at ``uri``: a local path, ``file://``, ``memory://`` or ``s3://``.
+    """Open the store rooted at ``uri``: a local path, ``file://``, ``memory://``, ``s3://`` or any
+    other scheme fsspec knows (``gs://``, ``az://``, ``hf://``, ...; needs its implementation package).
 
-    ``storage_options`` configure object-store clients (see :mod:`lance_format.io.s3`).
+    ``storage_options`` configure object-store clients (see :mod:`lance_format.io.s3` and
+    :mod:`lance_format.io.fsspec_store`).
     """
     uri = os.fspath(uri)
     parsed = urlparse(uri)
@@ -315,4 +350,10 @@ def store_for_uri(uri: str, storage_options: dict[str, str] | None = None) -> Ob
         from lance_format.io.s3 import S3Store
 
         return S3Store(uri, storage_options)
+    if scheme:
+        # Imported lazily: fsspec's registry is only consulted for schemes we do not serve natively.
+        from lance_format.io.fsspec_store import FsspecStore, is_fsspec_protocol
+
+        if is_fsspec_protocol(scheme):
+            return FsspecStore(uri, storage_options)
     raise NotSupportedError(f"no object store for scheme {scheme!r} in {uri!r}")

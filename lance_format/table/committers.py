@@ -12,7 +12,7 @@ import threading
 import uuid
 from abc import ABC, abstractmethod
 
-from lance_format.core.errors import InvalidInputError
+from lance_format.core.errors import InvalidInputError, NotSupportedError
 from lance_format.io.store import ObjectStore
 
 __all__ = [
@@ -102,7 +102,13 @@ class ExternalManifestCommitter(ManifestCommitter):
             store.delete(staged)
             return False
         # A reader may already have published the staged copy (repair); the bytes are the same.
-        store.put_if_not_exists(key, data)
+        try:
+            store.put_if_not_exists(key, data)
+        except NotSupportedError:
+            # Stores without create-if-absent: the claim above already made us the only writer of
+            # this version, and any copy a repairing reader made holds the same bytes.
+            if not store.exists(key):
+                store.write(key, data)
         self.external.put_if_exists(store.uri, version, key)
         store.delete(staged)
         return True

@@ -19,7 +19,7 @@ import sqlite3
 import threading
 from typing import Any
 
-from lance_format.core.errors import CorruptFileError, InvalidInputError, StorageError
+from lance_format.core.errors import CorruptFileError, InvalidInputError, NotSupportedError, StorageError
 from lance_format.io.store import ObjectStore
 from lance_format.table.committers import ExternalManifestStore
 
@@ -176,7 +176,13 @@ def finalize_pending(store: ObjectStore, external: ExternalManifestStore) -> Non
                 f"{store.uri}/{path}",
                 f"version {version} is claimed but neither its staged nor its final manifest exists",
             ) from None
-        store.put_if_not_exists(final, data)
+        try:
+            store.put_if_not_exists(final, data)
+        except NotSupportedError:
+            # Stores without create-if-absent: the external claim serialized the writers, and
+            # every copy of this version (ours, the writer's) holds the same staged bytes.
+            if not store.exists(final):
+                store.write(final, data)
     external.put_if_exists(store.uri, version, final)
     with contextlib.suppress(OSError):  # a leftover staged file is harmless: listings ignore it
         store.delete(path)

@@ -72,6 +72,10 @@ class CountingStore(ObjectStore):
         self._log(Call("list", prefix))
         return self.inner.list(prefix)
 
+    def list_dirs(self, prefix: str = "") -> Iterator[str]:
+        self._log(Call("list_dirs", prefix))
+        return self.inner.list_dirs(prefix)
+
     def delete(self, key: str) -> None:
         self._log(Call("delete", key))
         self.inner.delete(key)

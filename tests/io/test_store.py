@@ -3,23 +3,29 @@
 from __future__ import annotations
 
 import threading
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import fsspec
 import pytest
 
 from lance_format.core.errors import CorruptFileError, NotFoundError, NotSupportedError
+from lance_format.io.fsspec_store import FsspecStore
 from lance_format.io.reader import RangeReader
 from lance_format.io.store import LocalStore, MemoryStore, ObjectStore, store_for_uri
 
 
-@pytest.fixture(params=["local", "memory", pytest.param("s3", marks=pytest.mark.s3)])
+@pytest.fixture(params=["local", "memory", "fsspec", pytest.param("s3", marks=pytest.mark.s3)])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ObjectStore]:
     if request.param == "local":
         s: ObjectStore = LocalStore(str(tmp_path))
     elif request.param == "s3":
         server = request.getfixturevalue("s3_server")
         s = store_for_uri(request.getfixturevalue("s3_uri"), server.storage_options)
+    elif request.param == "fsspec":
+        # fsspec's own in-memory filesystem, driven through the generic fsspec backend.
+        s = FsspecStore(f"memory-fsspec://bucket/{uuid.uuid4().hex}", fs=fsspec.filesystem("memory"))
     else:
         s = MemoryStore(f"test-{tmp_path.name}")
     yield s
@@ -76,6 +82,17 @@ def test_list_is_one_level(store: ObjectStore) -> None:
     store.write("d/sub/z", b"333")
     assert sorted(store.list("d")) == [("d/x", 1), ("d/y", 2)]
     assert list(store.list("missing")) == []
+
+
+def test_list_dirs_names_the_folders_one_level_down(store: ObjectStore) -> None:
+    store.write("top/a/_versions/1.manifest", b"m")
+    store.write("top/a/data/f.lance", b"d")
+    store.write("top/b/x", b"1")
+    store.write("top/file", b"2")
+    assert sorted(store.list_dirs("top")) == ["a", "b"]
+    assert sorted(store.list_dirs("top/a")) == ["_versions", "data"]
+    assert list(store.list_dirs("top/b")) == []
+    assert list(store.list_dirs("missing")) == []
 
 
 def test_range_reader_counts_requests_and_bytes(store: ObjectStore) -> None:
