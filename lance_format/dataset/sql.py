@@ -4,6 +4,11 @@ Supported SQL: comparisons, ``AND``/``OR``/``NOT``, ``IN``, ``BETWEEN``, ``IS [N
 ``LIKE``/``ILIKE`` (``'prefix%'`` becomes ``starts_with``), arithmetic, ``CAST``, and
 ``TRUE``/``FALSE``/``NULL`` literals. Identifiers may be quoted with double quotes or backticks;
 ``a.b`` addresses a struct child. Imported on first use (sqlglot is not needed to read data).
+
+Floating-point comparisons follow pylance (DataFusion), not IEEE 754: NaN sorts above every number
+and equals itself, so ``x > 0.5`` selects NaN rows and ``NOT (x > 0.5)`` does not. Two corners of
+pylance's total order are not copied: comparing two columns it orders ``-0.0`` below ``0.0`` (here
+they are equal), and a negated NaN (``-x``) sorts below every number (here it is still NaN, above).
 """
 
 from __future__ import annotations
@@ -39,8 +44,47 @@ _BINARY: dict[type[exp.Expression], Callable[[Any, Any], Any]] = {
 }
 
 
+#: Comparisons that order NaN above every number when an operand is floating point.
+_NAN_ORDERED: dict[type[exp.Expression], str] = {
+    exp.GT: "gt",
+    exp.GTE: "ge",
+    exp.LT: "lt",
+    exp.LTE: "le",
+    exp.EQ: "eq",
+    exp.NEQ: "ne",
+}
+_FLOAT_CASTS = ("float", "real", "double", "double precision", "float4", "float8")
+
+
 def _expr(v: Any) -> pc.Expression:
     return v if isinstance(v, pc.Expression) else pc.scalar(v)
+
+
+def _nan_ordered(kind: str, a: pc.Expression, b: pc.Expression, a_nan: bool, b_nan: bool) -> pc.Expression:
+    """``a <kind> b`` with NaN above every number and equal to itself (``*_nan``: may be NaN)."""
+    plain = {
+        "gt": a > b,
+        "ge": a >= b,
+        "lt": a < b,
+        "le": a <= b,
+        "eq": a == b,
+        "ne": a != b,
+    }[kind]
+    na = pc.is_nan(a) if a_nan else None
+    nb = pc.is_nan(b) if b_nan else None
+    if kind == "gt" and na is not None:
+        return plain | (na if nb is None else na & ~nb)
+    if kind == "ge" and na is not None:
+        return plain | na
+    if kind == "lt" and nb is not None:
+        return plain | (nb if na is None else nb & ~na)
+    if kind == "le" and nb is not None:
+        return plain | nb
+    if kind == "eq" and na is not None and nb is not None:
+        return plain | (na & nb)
+    if kind == "ne" and na is not None and nb is not None:
+        return plain & ~(na & nb)
+    return plain
 
 
 class _Converter:
@@ -95,6 +139,9 @@ class _Converter:
             if left is None or right is None:
                 # SQL: comparison with NULL is NULL, which filters every row out.
                 return pc.scalar(False)
+            kind = _NAN_ORDERED.get(type(node))
+            if kind is not None:
+                return self.compare(kind, node.this, node.expression, left, right)
             return op(_expr(left), _expr(right))
         if isinstance(node, exp.Is):
             target = self.convert(node.expression)
@@ -109,18 +156,49 @@ class _Converter:
                 raise self.fail("IN lists must hold literals")
             # SQL: NULL IN (...) is NULL (so NOT IN does not select it either).
             target = _expr(self.convert(node.this))
-            found = target.isin([v for v in values if v is not None])
+            listed = [v for v in values if v is not None]
+            if self.may_be_nan(node.this) and any(isinstance(v, int | float) and v == 0 for v in listed):
+                listed += [0.0, -0.0]  # hashing tells -0.0 from 0.0; SQL equality does not
+            found = target.isin(listed)
             return pc.if_else(target.is_valid(), found, pc.scalar(pa.scalar(None, pa.bool_())))
         if isinstance(node, exp.Between):
-            value = _expr(self.convert(node.this))
-            return (value >= _expr(self.convert(node.args["low"]))) & (
-                value <= _expr(self.convert(node.args["high"]))
+            low, high = node.args["low"], node.args["high"]
+            value = self.convert(node.this)
+            return self.compare("ge", node.this, low, value, self.convert(low)) & self.compare(
+                "le", node.this, high, value, self.convert(high)
             )
         if isinstance(node, exp.Like | exp.ILike):
             return self.like(node)
         if isinstance(node, exp.Cast):
             return self.cast(node)
         raise self.fail(f"unsupported expression {node.sql()!r} ({type(node).__name__})")
+
+    def compare(
+        self, kind: str, left_node: exp.Expression, right_node: exp.Expression, left: Any, right: Any
+    ) -> pc.Expression:
+        """A comparison, NaN-ordered when either side is floating point (see the module doc)."""
+        if left is None or right is None:
+            return pc.scalar(False)
+        return _nan_ordered(
+            kind, _expr(left), _expr(right), self.may_be_nan(left_node), self.may_be_nan(right_node)
+        )
+
+    def may_be_nan(self, node: exp.Expression) -> bool:
+        """Whether ``node`` has a floating-point type (literals never hold NaN)."""
+        if isinstance(node, exp.Paren | exp.Neg):
+            return self.may_be_nan(node.this)
+        if isinstance(node, exp.Column):
+            t: pa.DataType = self.schema.field(node.parts[0].name).type
+            for part in node.parts[1:]:
+                if not pa.types.is_struct(t) or t.get_field_index(part.name) < 0:
+                    return False
+                t = t.field(part.name).type
+            return bool(pa.types.is_floating(t))
+        if isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.Div | exp.Mod):
+            return self.may_be_nan(node.this) or self.may_be_nan(node.expression)
+        if isinstance(node, exp.Cast):
+            return bool(node.to.sql(dialect="duckdb").lower() in _FLOAT_CASTS)
+        return False
 
     def like(self, node: exp.Like | exp.ILike) -> pc.Expression:
         pattern = self.convert(node.expression)

@@ -327,3 +327,27 @@ def test_takes_and_scans_through_the_decoded_cache_match_pylance(tmp_path: Path,
         decoded.DECODED_BLOCK_ROWS = old_block
         DECODED_CACHE.clear()
         configure_caches(decoded_bytes=old_capacity)
+
+
+def test_float_comparisons_order_nan_like_pylance(tmp_path: Path) -> None:
+    """NaN sorts above every number and equals itself in pylance's SQL; -0.0 equals 0.0 against
+    literals and in IN lists. (Column-to-column, pylance also orders -0.0 below 0.0: not here.)"""
+    nan = float("nan")
+    t = pa.table(
+        {
+            "x": pa.array([nan, nan, 1.0, 0.5, 0.0, None, -0.0], pa.float64()),
+            "y": pa.array([nan, 1.0, nan, 0.25, 2.0, 1.0, 3.0], pa.float32()),
+        }
+    )
+    uri = str(tmp_path / "d")
+    lance.write_dataset(t, uri)
+    ours, theirs = lance_format.dataset(uri), lance.dataset(uri)
+    filters = [
+        "x > 0.5", "x >= 0.5", "x < 0.75", "x <= 0", "x = 0.0", "x != 1", "NOT (x > 0.5)",
+        "x BETWEEN 0.25 AND 2", "x > y", "x >= y", "x < y", "x <= y", "x = y", "x != y",
+        "x + 1 > 1", "x * 2 < 0", "x IN (0, 1)", "x NOT IN (-0.0)", "y > 2.5", "CAST(y AS DOUBLE) >= 3",
+    ]  # fmt: skip
+    for f in filters:
+        got = ours.to_table(filter=f, with_row_id=True).column("_rowid").to_pylist()
+        want = theirs.to_table(filter=f, with_row_id=True).column("_rowid").to_pylist()
+        assert got == want, f

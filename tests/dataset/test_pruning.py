@@ -75,8 +75,7 @@ def _rows(t: pa.Table) -> list[dict[str, Any]]:
     ]
 
 
-# Predicates whose meaning is the same in both engines (pylance orders NaN above every number,
-# Arrow compares it as IEEE does, so float comparisons are checked against our unpruned scan).
+# Predicates on integer and string columns; the float column (with NaN) has its own test.
 SHARED = [
     "a < 50",
     "a >= 15990",
@@ -112,13 +111,29 @@ def test_filtered_scan_equals_pylance(uri: str, sql: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "sql", ["f < 10", "f > 7990", "f = 1000.5", "f >= 0", "is_nan(f)", "f IS NULL", "NOT (f > 5)"]
+    "sql",
+    [
+        "f < 10",
+        "f > 7990",
+        "f = 1000.5",
+        "f >= 0",
+        "is_nan(f)",
+        "f IS NULL",
+        "NOT (f > 5)",
+        "f BETWEEN 10 AND 20",
+        "f != 1000.5",
+        "f + 1 > 7000",
+        "f IN (0, 5.5)",
+    ],
 )
 def test_float_filters_with_nan_and_nulls(uri: str, sql: str) -> None:
+    """NaN sorts above every number in both engines' SQL (pylance's DataFusion semantics)."""
     ours = lance_format.dataset(uri)
     expr = pc.is_nan(pc.field("f")) if sql == "is_nan(f)" else sql
-    got = ours.to_table(filter=expr)
-    assert _rows(got) == _rows(ours.to_table(filter=expr, use_scalar_index=False))
+    got = ours.to_table(filter=expr, with_row_id=True)
+    assert _rows(got) == _rows(ours.to_table(filter=expr, with_row_id=True, use_scalar_index=False))
+    if sql != "is_nan(f)":
+        assert _rows(got) == _rows(lance.dataset(uri).to_table(filter=sql, with_row_id=True))
 
 
 _COLS = {
@@ -153,8 +168,7 @@ def test_random_predicates_match(uri: str, sql: str) -> None:
     ours = lance_format.dataset(uri)
     got = ours.to_table(filter=sql, columns=["a", "s"])
     assert _rows(got) == _rows(ours.to_table(filter=sql, columns=["a", "s"], use_scalar_index=False))
-    if "f " not in sql:  # NaN orders differently in pylance's comparisons
-        assert _rows(got) == _rows(lance.dataset(uri).to_table(filter=sql, columns=["a", "s"]))
+    assert _rows(got) == _rows(lance.dataset(uri).to_table(filter=sql, columns=["a", "s"]))
 
 
 def test_limit_offset_and_fragment_counts(uri: str) -> None:
