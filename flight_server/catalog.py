@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import threading
+import time
 from collections import OrderedDict
 from urllib.parse import urlparse
 
@@ -28,6 +29,11 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
 MAX_NAME_LENGTH = 200
 #: Open dataset handles kept (each holds only metadata; the byte caches are process-wide).
 DATASET_HANDLES = 256
+#: Seconds a resolved latest version of a dataset on an object store is reused: resolving costs a
+#: LIST request (milliseconds, more than a warm take), and a second of staleness for writes made by
+#: *other* processes is what eventually consistent Lance servers accept (LanceDB's
+#: read_consistency_interval); writes through this process are seen at once.
+DEFAULT_LATEST_SECONDS = 1.0
 _VERSIONS_DIR = "_versions"
 
 
@@ -54,9 +60,19 @@ class Catalog:
         Root URI; a local directory is created when missing.
     storage_options:
         Object-store options passed to every dataset.
+    latest_seconds:
+        On object-store roots, how long a resolved "latest version" is reused before
+        ``_versions/`` is listed again (a LIST request per call otherwise). Writes through this
+        catalog's server process are seen at once; writes by other processes within this bound.
+        Local roots always list (microseconds).
     """
 
-    def __init__(self, root: str, storage_options: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        root: str,
+        storage_options: dict[str, str] | None = None,
+        latest_seconds: float = DEFAULT_LATEST_SECONDS,
+    ) -> None:
         scheme = urlparse(root).scheme.lower()
         self.local = scheme in ("", "file")
         if self.local:
@@ -66,6 +82,8 @@ class Catalog:
         self.storage_options = dict(storage_options or {})
         self._handles: OrderedDict[tuple[str, int], LanceDataset] = OrderedDict()
         self._lock = threading.Lock()
+        self.latest_seconds = 0.0 if self.local else max(0.0, float(latest_seconds))
+        self._latest: dict[str, tuple[int, float]] = {}  # name -> (version, monotonic time resolved)
 
     # -- names -----------------------------------------------------------------------------------
     def uri(self, name: str) -> str:
@@ -120,12 +138,21 @@ class Catalog:
             The dataset, version or tag does not exist.
         """
         uri = self.uri(name)
+        if version is None and shared and self.latest_seconds > 0:
+            with self._lock:
+                seen = self._latest.get(name)
+                if seen is not None and time.monotonic() - seen[1] < self.latest_seconds:
+                    handle = self._handles.get((name, seen[0]))
+                    if handle is not None:
+                        self._handles.move_to_end((name, seen[0]))
+                        return handle
         if isinstance(version, int) and shared:
             with self._lock:
                 handle = self._handles.get((name, version))
                 if handle is not None:
                     self._handles.move_to_end((name, version))
                     return handle
+        resolved_at = time.monotonic()
         try:
             ds = open_dataset(uri, version=version, storage_options=self.storage_options or None)
         except NotFoundError:
@@ -135,6 +162,8 @@ class Catalog:
         if not shared:
             return ds
         with self._lock:
+            if version is None and self.latest_seconds > 0:
+                self._latest[name] = (ds.version, resolved_at)
             # A handle already open on the resolved version keeps its warm per-file readers.
             known = self._handles.get((name, ds.version))
             if known is not None and known.manifest.timestamp_ns == ds.manifest.timestamp_ns:
@@ -153,8 +182,14 @@ class Catalog:
     def forget(self, name: str) -> None:
         """Drop cached handles of ``name`` (after it was dropped or re-created)."""
         with self._lock:
+            self._latest.pop(name, None)
             for key in [k for k in self._handles if k[0] == name]:
                 del self._handles[key]
+
+    def written(self, name: str) -> None:
+        """Note a write to ``name`` through this process: its latest version is resolved anew."""
+        with self._lock:
+            self._latest.pop(name, None)
 
     def drop(self, name: str) -> None:
         """Delete dataset ``name`` and all its files."""

@@ -260,6 +260,14 @@ OPTIONS: tuple[Option, ...] = (
         "decoded hot-block cache capacity (repeated takes)",
     ),
     Option(
+        "latest_version_seconds",
+        "cache.latestVersionSeconds",
+        "--latest-version-seconds",
+        ("LANCE_FLIGHT_LATEST_VERSION_SECONDS",),
+        _seconds,
+        "object-store roots: seconds a resolved latest version is reused",
+    ),
+    Option(
         "tokens_file",
         "auth.tokensFile",
         "--tokens-file",

@@ -132,7 +132,7 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
             middleware=dict(middleware or {}),
         )
         self.settings = settings
-        self.catalog = Catalog(settings.root, _storage_options(settings))
+        self.catalog = Catalog(settings.root, _storage_options(settings), settings.latest_version_seconds)
         self.metrics = metrics
         self._slots = _StreamSlots(settings.max_concurrent_streams)
         # Per service (one per worker process): decoded batches of finished scan endpoints.
@@ -327,6 +327,7 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
                 )
             finally:
                 lease.release()
+                self.catalog.written(req.dataset)
             writer.write(pa.py_buffer(encode_write_result(result)))
 
         self._guard(run)
@@ -342,7 +343,12 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
             if spec is not None and spec.writes:
                 _require_write(context)
             body = action.body.to_pybytes() if action.body is not None else b""
-            result = run_action(self.catalog, name, decode_action_request(body))
+            request = decode_action_request(body)
+            try:
+                result = run_action(self.catalog, name, request)
+            finally:
+                if spec is not None and spec.writes and request.dataset:
+                    self.catalog.written(request.dataset)  # a later "latest" read must see it
             if name == "cache_stats":
                 batch = dataclasses.asdict(self.batch_cache.counters())
                 counters = {**result.counters, **{f"batch_{k}": int(v) for k, v in batch.items()}}

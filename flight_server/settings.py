@@ -28,6 +28,9 @@ DEFAULT_BATCH_CACHE_BYTES = 512 * 1024 * 1024
 #: Decoded hot row blocks (lance_format.file.decoded): 512 MiB holds the hot columns of several
 #: million-row tables (a 1M-row feature table is ~60 MB decoded); repeated takes skip decoding.
 DEFAULT_DECODED_CACHE_BYTES = 512 * 1024 * 1024
+#: Object-store roots: seconds a resolved latest version is reused before listing again (see
+#: flight_server.catalog.DEFAULT_LATEST_SECONDS); local roots always list.
+DEFAULT_LATEST_VERSION_SECONDS = 1.0
 #: A take larger than this is a scan in disguise and would buffer too much in one response.
 DEFAULT_MAX_TAKE_ROWS = 1_000_000
 #: gRPC message ceiling; Arrow batches above it are split by the server.
@@ -70,6 +73,7 @@ class ServerSettings:
     page_cache_bytes: int = DEFAULT_PAGE_CACHE_BYTES
     batch_cache_bytes: int = DEFAULT_BATCH_CACHE_BYTES
     decoded_cache_bytes: int = DEFAULT_DECODED_CACHE_BYTES
+    latest_version_seconds: float = DEFAULT_LATEST_VERSION_SECONDS
     tokens: tuple[Token, ...] = ()
     tls_cert: str = ""
     tls_key: str = ""
