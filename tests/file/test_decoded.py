@@ -181,3 +181,22 @@ def test_random_tables_read_the_same_through_the_cache(
     finally:
         if os.path.exists(path):
             os.remove(path)
+
+
+def test_concurrent_takes_admit_and_read_consistently(reader: LanceFileReader) -> None:
+    """Many threads taking while blocks are admitted (some twice, racing) all get the right rows."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    cache = ByteCache(64 << 20)
+    expected = reader.read_range(0, 1000).to_table()
+
+    def work(seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        for _ in range(15):
+            offsets = rng.integers(0, 1000, 25)
+            got = dec.take_cached(reader, offsets, cache=cache)
+            assert_tables_equal(got, expected.take(pa.array(offsets)), context=f"seed {seed}")
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(work, range(8)))
+    assert len(cache) > 0
