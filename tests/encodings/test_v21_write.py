@@ -178,3 +178,37 @@ def test_dataset_version_choice(asked: str | None, expected: str, tmp_path: Path
     ds = write_dataset(more, uri, mode="append", data_storage_version="2.0" if expected != "2.0" else "2.2")
     assert ds.manifest.data_format.version == expected
     assert_tables_equal(ds.to_table(), pa.concat_tables([first, more]))
+
+
+@pytest.mark.parametrize("tries", [0, 16])
+def test_fsst_symbol_lookup_is_exact(monkeypatch: pytest.MonkeyPatch, tries: int) -> None:
+    """Hash-addressed (or, when no multiplier is collision-free, binary-searched) symbol lookups
+    find exactly the symbols a dictionary would, and both give the same compressed bytes."""
+    from lance_format.encodings.v21._fsst import fsst_decompress
+    from lance_format.encodings.v21.encode import fsst
+
+    monkeypatch.setattr(fsst, "_HASH_TRIES", tries)
+    rng = np.random.default_rng(5)
+    lens = rng.integers(1, 9, 255)
+    raw = [rng.integers(97, 101, k, dtype=np.uint8).tobytes() for k in lens]
+    vals = np.array([int.from_bytes(b, "little") for b in raw], np.uint64)
+    uniq = {(int(v), int(k)): i for i, (v, k) in enumerate(zip(vals, lens, strict=True))}
+    keep = np.array(sorted(uniq.values()))
+    table = fsst._Table(vals[keep], lens[keep].astype(np.int64))
+    words = rng.integers(0, 1 << 63, 5000, dtype=np.uint64) | vals[rng.integers(0, 255, 5000)]
+    words[::3] = vals[rng.integers(0, 255, len(words[::3]))]
+    for k in range(1, 9):
+        if k not in table.lookup:
+            continue
+        w = words & fsst._MASKS[k]
+        index = {int(v): i for i, (v, n) in enumerate(zip(table.vals, table.lens, strict=True)) if n == k}
+        want = [index.get(x, -1) for x in w.tolist()]
+        assert table.codes(k, w).tolist() == want
+    text = "".join(f"abacad-{i % 97}-dabaca;" for i in range(3000)).encode()
+    data = np.frombuffer(text, np.uint8)
+    offsets = np.arange(0, len(data) + 1, 23, dtype=np.int64)
+    offsets[-1] = len(data)
+    out = fsst.fsst_compress(data, offsets)
+    assert out is not None
+    _, back = fsst_decompress(out[0], out[1], out[2])
+    assert back.tobytes() == text

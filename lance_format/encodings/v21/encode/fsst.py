@@ -33,44 +33,94 @@ MAX_FSST_VALUE = 4096
 _MASKS = np.array([0] + [(1 << (8 * k)) - 1 for k in range(1, 8)] + [2**64 - 1], dtype=np.uint64)
 
 
+#: Symbols of 3..8 bytes are found through a 2^16-slot table per length, addressed by a
+#: multiplicative hash of the symbol; up to this many multipliers are tried for one without
+#: collisions (255 symbols in 65536 slots: ~60% of multipliers work), else binary search is used.
+_HASH_BITS = 16
+_HASH_TRIES = 16
+_HASH_SHIFT = np.uint64(64 - _HASH_BITS)
+#: Multipliers: 2^64 / golden ratio plus even multiples of a second constant (so always odd).
+_GOLDEN = 0x9E3779B97F4A7C15
+_STEP = 0x632BE59BD9B4E019
+
+
 class _Table:
+    """Symbols with their lengths, and per length an exact lookup from a masked window to a code:
+    direct tables for 1 and 2 bytes, collision-free hashes (or sorted keys) for longer symbols."""
+
     def __init__(self, vals: U64, lens: I64) -> None:
         self.vals = vals
         self.lens = lens
-        # Per length, sorted keys and their codes, for searchsorted lookups.
-        self.by_len: dict[int, tuple[U64, I64]] = {}
+        # length -> ("direct"|"hash"|"sorted", table or keys, multiplier or codes)
+        self.lookup: dict[int, tuple[str, npt.NDArray[np.int16] | U64, U64 | I64 | None]] = {}
         for k in range(1, 9):
             sel = np.flatnonzero(lens == k)
-            order = np.argsort(vals[sel], kind="stable")
-            self.by_len[k] = (vals[sel][order], sel[order])
+            if not len(sel):
+                continue
+            keys = vals[sel]
+            if k <= 2:
+                direct = np.full(1 << (8 * k), -1, dtype=np.int16)
+                direct[keys.astype(np.intp)] = sel
+                self.lookup[k] = ("direct", direct, None)
+                continue
+            for attempt in range(_HASH_TRIES):
+                mult = np.array([(_GOLDEN + 2 * attempt * _STEP) % (1 << 64)], dtype=np.uint64)  # odd
+                slots = (keys * mult) >> _HASH_SHIFT
+                if len(np.unique(slots)) == len(slots):
+                    hashed = np.full(1 << _HASH_BITS, -1, dtype=np.int16)
+                    hashed[slots.astype(np.intp)] = sel
+                    self.lookup[k] = ("hash", hashed, mult)
+                    break
+            else:
+                order = np.argsort(keys, kind="stable")
+                self.lookup[k] = ("sorted", keys[order], sel[order])
+
+    def codes(self, k: int, w: U64) -> I64:
+        """Code of the length-``k`` symbol equal to each masked window ``w``, or -1."""
+        kind, table, extra = self.lookup[k]
+        if kind == "sorted":
+            codes = extra
+            assert codes is not None
+            at = np.minimum(np.searchsorted(table, w), len(table) - 1)
+            return np.where(table[at] == w, codes[at], -1)
+        if kind == "direct":
+            c = table[w.astype(np.intp)].astype(np.int64)
+        else:
+            assert extra is not None
+            c = table[((w * extra) >> _HASH_SHIFT).astype(np.intp)].astype(np.int64)
+        # A hash slot holds one symbol: check it is this window's.
+        return np.where((c >= 0) & (self.vals[np.maximum(c, 0)] == w), c, -1)
+
+
+class _Windows:
+    """Every 8-byte window of ``data`` (zero past the end) as a little-endian u64: an overlapping,
+    unaligned view with a stride of one byte, so a gather at any positions is one numpy take."""
+
+    def __init__(self, data: U8) -> None:
+        self._pad = np.concatenate((data, np.zeros(8, dtype=np.uint8)))
+        self.view = np.ndarray((len(data) + 1,), dtype="<u8", buffer=self._pad, strides=(1,))
+
+    def at(self, pos: I64) -> U64:
+        return self.view[pos]
 
 
 def _words(data: U8, pos: I64) -> U64:
     """The 8 bytes at each position (zero past the end) as little-endian u64."""
-    pad = np.concatenate((data, np.zeros(8, dtype=np.uint8)))
-    idx = pos[:, None] + np.arange(8)[None, :]
-    return np.ascontiguousarray(pad[idx]).view("<u8").reshape(-1)
+    return _Windows(data).at(pos)
 
 
 def _match(table: _Table, word: U64, remaining: I64) -> tuple[I64, I64]:
     """Longest symbol at each position: (code or -1 for an escape, bytes consumed)."""
     code = np.full(len(word), -1, dtype=np.int64)
     length = np.ones(len(word), dtype=np.int64)
-    todo = np.ones(len(word), dtype=bool)
-    for k in range(8, 0, -1):
-        keys, codes = table.by_len[k]
-        if not len(keys):
+    # Shortest first: a longer match found later overrides a shorter one.
+    for k in range(1, 9):
+        if k not in table.lookup:
             continue
-        cand = np.flatnonzero(todo & (remaining >= k))
-        if not len(cand):
-            continue
-        w = word[cand] & _MASKS[k]
-        at = np.minimum(np.searchsorted(keys, w), len(keys) - 1)
-        hit = keys[at] == w
-        sel = cand[hit]
-        code[sel] = codes[at[hit]]
-        length[sel] = k
-        todo[sel] = False
+        found = table.codes(k, word & _MASKS[k])
+        hit = (found >= 0) & (remaining >= k)
+        code = np.where(hit, found, code)
+        length = np.where(hit, k, length)
     return code, length
 
 
@@ -82,8 +132,9 @@ def _parse(table: _Table, data: U8, offsets: I64) -> tuple[I64, I64, I64, I64]:
     active = np.flatnonzero(ends > starts)
     cur = starts[active]
     strs, codes, poss, lens = [], [], [], []
+    windows = _Windows(data)
     while len(active):
-        word = _words(data, cur)
+        word = windows.at(cur)
         code, length = _match(table, word, ends[active] - cur)
         strs.append(active)
         codes.append(code)
