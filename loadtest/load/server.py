@@ -24,7 +24,7 @@ from typing import IO, Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-__all__ = ["MetricsScraper", "ServerProcess", "free_port", "metrics_delta"]
+__all__ = ["MetricsScraper", "ServerProcess", "free_port", "metrics_delta", "port_is_free"]
 
 #: Seconds the server may take to start (imports, first root probe) on a loaded machine.
 START_TIMEOUT_S = 60.0
@@ -36,16 +36,17 @@ SCRAPE_TIMEOUT_S = 5.0
 
 def free_port(count: int = 1) -> int:
     """The first of ``count`` consecutive TCP ports free on loopback right now."""
-    for _ in range(100):
+    for _ in range(200):
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             first = int(s.getsockname()[1])
-        if first + count - 1 <= 65535 and all(_free(first + k) for k in range(1, count)):
+        if first + count - 1 <= 65535 and all(port_is_free(first + k) for k in range(1, count)):
             return first
     raise RuntimeError(f"found no {count} consecutive free ports")
 
 
-def _free(port: int) -> bool:
+def port_is_free(port: int) -> bool:
+    """Whether ``port`` can be bound on loopback right now."""
     with socket.socket() as s:
         try:
             s.bind(("127.0.0.1", port))

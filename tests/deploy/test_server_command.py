@@ -27,9 +27,9 @@ import pyarrow.flight as flight
 import pytest
 import yaml
 
+from loadtest.load.server import free_port
 from tests.deploy.chart import CHART_DIR, Obj, by_kind, container, deep_merge, objects, one, render
 from tests.deploy.value_sets import VALUE_SETS
-from tests.server.helpers import free_port_block
 
 CONFIG_PATH = "/etc/lance-flight/config.yaml"
 VENV_BIN = Path(sys.executable).parent
@@ -124,7 +124,7 @@ def _start(values: dict[str, Any], tmp_path: Path) -> Iterator[RunningServer]:
         "script of flight_server.cli (pyproject [project.scripts])"
     )
     workers = int(values.get("config", {}).get("workers", 1))
-    base = free_port_block(workers + 1)
+    base = free_port(workers + 1)
     local = {
         "config": {
             "root": str(tmp_path / "data"),

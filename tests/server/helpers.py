@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -49,26 +48,3 @@ def http_get(url: str) -> tuple[int | None, str]:
         return int(exc.code), exc.read().decode()
     except (urllib.error.URLError, ConnectionError, TimeoutError):
         return None, ""
-
-
-def free_port_block(count: int) -> int:
-    """A base port such that base .. base + count - 1 are all free right now."""
-    for _ in range(200):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            base = int(probe.getsockname()[1])
-        if base + count > 65535:
-            continue
-        sockets = []
-        try:
-            for k in range(count):
-                s = socket.socket()
-                sockets.append(s)
-                s.bind(("127.0.0.1", base + k))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in sockets:
-                s.close()
-    raise RuntimeError("no block of free ports")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,7 +16,8 @@ import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 
-from tests.server.helpers import free_port_block, http_get
+from loadtest.load.server import free_port, port_is_free
+from tests.server.helpers import http_get
 
 LANCE_FLIGHT = Path(sys.executable).parent / "lance-flight"
 #: A cold start imports pyarrow and the engine; generous so a loaded machine does not flake.
@@ -126,7 +126,7 @@ def test_auth_from_the_environment(start, tmp_path: Path) -> None:  # type: igno
 
 
 def test_two_workers_serve_on_two_ports_and_advertise_both(start, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    base = free_port_block(3)
+    base = free_port(3)
     config = tmp_path / "config.yaml"
     config.write_text(f"root: {tmp_path / 'data'}\nport: {base}\nmetricsPort: {base + 2}\n")
     server = start(["--config", str(config), "--workers", "2"])
@@ -145,17 +145,8 @@ def test_two_workers_serve_on_two_ports_and_advertise_both(start, tmp_path: Path
             list(client.list_flights(options=flight.FlightCallOptions(timeout=2)))
 
 
-def _free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
 def test_no_arguments_serves_lance_data_on_localhost_8815(start, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    if not (_free(8815) and _free(9090)):
+    if not (port_is_free(8815) and port_is_free(9090)):
         pytest.skip("ports 8815/9090 are in use on this machine")
     server = start([], cwd=tmp_path)
     assert server.locations == ["grpc://127.0.0.1:8815"]

@@ -16,7 +16,8 @@ import pytest
 
 from flight_server.settings import ServerSettings
 from flight_server.workers import Supervisor, resolve_advertise, resolve_ports, serve
-from tests.server.helpers import free_port_block, http_get
+from loadtest.load.server import free_port
+from tests.server.helpers import http_get
 from tests.server.standin import StandInService
 
 START_TIMEOUT_S = 60.0
@@ -59,7 +60,7 @@ def _pid(uri: str) -> int:
 
 @pytest.fixture
 def two_workers(tmp_path: Path) -> Iterator[tuple[Supervisor, Running]]:
-    base = free_port_block(3)
+    base = free_port(3)
     settings = ServerSettings(
         root=str(tmp_path), port=base, metrics_port=base + 2, workers=2, shutdown_grace_seconds=10
     )
@@ -145,7 +146,7 @@ def test_stop_drains_in_flight_calls_then_exits_0(two_workers: tuple[Supervisor,
 
 
 def test_a_worker_that_cannot_bind_stops_the_supervisor(tmp_path: Path) -> None:
-    base = free_port_block(2)
+    base = free_port(2)
     blocker = StandInService(ServerSettings(), location=f"grpc://127.0.0.1:{base + 1}")
     try:
         settings = ServerSettings(root=str(tmp_path), port=base, metrics_port=-1, workers=2)
