@@ -139,6 +139,9 @@ def build_server(
     counted by the auth middleware's ``on_refused`` hook instead.
     """
     configure_caches(settings.metadata_cache_bytes, settings.page_cache_bytes, settings.decoded_cache_bytes)
+    # pyarrow imports pandas (when installed) on its first conversion of a Python or NumPy object
+    # (~0.3 s); pay that before serving, not inside the first take that converts row positions.
+    pa.array([0])
     middleware: dict[str, flight.ServerMiddlewareFactory] = {}
     extra = _tls_kwargs(settings)
     if settings.auth:

@@ -194,3 +194,27 @@ def test_ports_and_advertise() -> None:
     assert all(p > 0 for p in zero)
     wild = resolve_advertise(replace(s, host="0.0.0.0"), [9000])
     assert "0.0.0.0" not in wild[0]
+
+
+def test_a_serving_process_pays_pyarrows_lazy_imports_before_its_first_call(tmp_path: Path) -> None:
+    """pyarrow imports pandas on its first conversion (~0.3 s): build_server does that up front, so
+    no request (a take converting row positions) pays it."""
+    import importlib.util
+    import subprocess
+    import sys
+
+    if importlib.util.find_spec("pandas") is None:
+        pytest.skip("pandas is not installed: pyarrow has nothing to import lazily")
+    code = (
+        "import sys\n"
+        "from flight_server.settings import ServerSettings\n"
+        "from flight_server.workers import build_server\n"
+        f"s = ServerSettings(root={str(tmp_path)!r}, port=0, metrics_port=-1)\n"
+        "before = 'pandas' in sys.modules\n"
+        "server = build_server(s, 0, (), None)\n"
+        "print(before, 'pandas' in sys.modules)\n"
+        "server.shutdown()\n"
+    )
+    argv = [sys.executable, "-c", code]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.split() == ["False", "True"], out.stderr
