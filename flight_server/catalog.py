@@ -99,7 +99,7 @@ class Catalog:
         uri = self.uri(name)
         if self.local:
             return os.path.isdir(os.path.join(uri, _VERSIONS_DIR))
-        return any(True for _ in self._store().list(f"{name}/{_VERSIONS_DIR}/"))
+        return _has_versions(self._store(), name)
 
     def names(self) -> list[str]:
         """The datasets under the root, sorted."""
@@ -120,9 +120,7 @@ class Catalog:
         # Object stores: folders under the root with objects in their _versions folder (one listing
         # each; a folder alone proves nothing: some stores keep emptied "directories").
         return sorted(
-            name
-            for name in store.list_dirs("")
-            if _NAME.fullmatch(name) and next(iter(store.list(f"{name}/{_VERSIONS_DIR}")), None) is not None
+            name for name in store.list_dirs("") if _NAME.fullmatch(name) and _has_versions(store, name)
         )
 
     # -- datasets --------------------------------------------------------------------------------
@@ -209,6 +207,11 @@ class Catalog:
             # footer or page of the old one may answer for it.
             forget_dataset(uri)
             self.forget(name)
+
+
+def _has_versions(store: ObjectStore, name: str) -> bool:
+    """Whether the folder ``name`` of an object store holds objects under ``_versions/``."""
+    return next(iter(store.list(f"{name}/{_VERSIONS_DIR}")), None) is not None
 
 
 def _delete_tree(store: ObjectStore, prefix: str) -> None:

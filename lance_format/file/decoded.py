@@ -108,14 +108,9 @@ def _array_bytes(arr: pa.Array) -> int:
 
 
 def _decode_block(reader: LanceFileReader, field: LanceField, block: int) -> pa.Array:
-    from lance_format.file.reader import DEFAULT_BATCH_SIZE, ReaderResults
-
-    view = reader._view([field])
     start = block * DECODED_BLOCK_ROWS
-    stop = min(start + DECODED_BLOCK_ROWS, reader.num_rows())
-    runs = np.array([[start, stop]], dtype=np.int64)
-    table = ReaderResults(view, runs, DEFAULT_BATCH_SIZE).to_table()
-    return table.column(0).combine_chunks()
+    rows = min(DECODED_BLOCK_ROWS, reader.num_rows() - start)
+    return reader._view([field]).read_range(start, rows).to_table().column(0).combine_chunks()
 
 
 def _admit(cache: ByteCache, keys: list[_Key], budget: AdmitBudget) -> list[_Key]:
@@ -184,7 +179,8 @@ def take_cached(
         missing = [k for k, v in zip(keys, found, strict=True) if v is None]
         if missing:
             admit = _admit(cache, missing, budget)
-            fresh = {k: _decode_block(reader, field, block_list[keys.index(k)]) for k in admit}
+            block_of = dict(zip(keys, block_list, strict=True))
+            fresh = {k: _decode_block(reader, field, block_of[k]) for k in admit}
             for k, arr in fresh.items():
                 cache.put(k, arr, _array_bytes(arr))
             found = [v if v is not None else fresh.get(k) for k, v in zip(keys, found, strict=True)]

@@ -258,45 +258,40 @@ class FsspecStore(ObjectStore):
     # exists: the base class's size() probe. Not fs.exists, which answers False for any error and
     # would hide an outage as "absent".
 
-    def list(self, prefix: str = "") -> Iterator[tuple[str, int]]:
+    def _list_level(self, prefix: str) -> tuple[str, list[tuple[str, int]], list[str]]:
+        """``(base, objects, folders)`` one level under the folder ``prefix``, from one listing."""
         base = prefix.strip("/")
         folder = self._path(base)
         folder_name = str(self.fs._strip_protocol(folder)).rstrip("/")
 
-        def listing() -> list[tuple[str, int]]:
+        def listing() -> tuple[list[tuple[str, int]], list[str]]:
             self.fs.invalidate_cache(folder)  # new versions must show up: no cached listings
             try:
                 entries = self.fs.ls(folder, detail=True)
             except FileNotFoundError:
-                return []  # a missing folder lists nothing, as on an object store
-            out: list[tuple[str, int]] = []
+                return [], []  # a missing folder lists nothing, as on an object store
+            objects: list[tuple[str, int]] = []
+            folders: list[str] = []
             for entry in entries:
                 full = str(entry.get("name", "")).rstrip("/")
-                if entry.get("type") != "file" or full == folder_name:
-                    continue  # sub-folders, and the object itself when `prefix` names a file
                 name = full.rsplit("/", 1)[-1]
-                out.append((f"{base}/{name}" if base else name, int(entry.get("size") or 0)))
-            return out
+                if entry.get("type") == "directory":
+                    folders.append(name)
+                elif entry.get("type") == "file" and full != folder_name:
+                    # (the object itself is skipped when `prefix` names a file)
+                    objects.append((name, int(entry.get("size") or 0)))
+            return objects, folders
 
-        yield from self._retry(base, listing)
+        objects, folders = self._retry(base, listing)
+        return base, objects, folders
+
+    def list(self, prefix: str = "") -> Iterator[tuple[str, int]]:
+        base, objects, _ = self._list_level(prefix)
+        for name, size in objects:
+            yield (f"{base}/{name}" if base else name), size
 
     def list_dirs(self, prefix: str = "") -> Iterator[str]:
-        base = prefix.strip("/")
-        folder = self._path(base)
-
-        def listing() -> list[str]:
-            self.fs.invalidate_cache(folder)
-            try:
-                entries = self.fs.ls(folder, detail=True)
-            except FileNotFoundError:
-                return []
-            return [
-                str(e.get("name", "")).rstrip("/").rsplit("/", 1)[-1]
-                for e in entries
-                if e.get("type") == "directory"
-            ]
-
-        yield from self._retry(base, listing)
+        yield from self._list_level(prefix)[2]
 
     # -- writes --------------------------------------------------------------------------------
     def write(self, key: str, data: bytes) -> None:

@@ -104,11 +104,6 @@ class _Windows:
         return self.view[pos]
 
 
-def _words(data: U8, pos: I64) -> U64:
-    """The 8 bytes at each position (zero past the end) as little-endian u64."""
-    return _Windows(data).at(pos)
-
-
 def _match(table: _Table, word: U64, remaining: I64) -> tuple[I64, I64]:
     """Longest symbol at each position: (code or -1 for an escape, bytes consumed)."""
     code = np.full(len(word), -1, dtype=np.int64)
@@ -163,16 +158,17 @@ def _train(data: U8, offsets: I64) -> _Table:
     soffs = np.zeros(len(pick) + 1, dtype=np.int64)
     np.cumsum(lens, out=soffs[1:])
     table = _Table(np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64))
+    windows = _Windows(sdata)
     for _ in range(_GENERATIONS):
         s, _code, pos, ln = _parse(table, sdata, soffs)
         if not len(s):
             break
-        word = _words(sdata, pos)
+        word = windows.at(pos)
         val = word & _MASKS[ln]
         # Adjacent pairs within a string, glued and cut to 8 bytes.
         same = s[1:] == s[:-1]
         plen = np.minimum(ln[:-1] + ln[1:], 8)[same]
-        pval = _words(sdata, pos[:-1][same]) & _MASKS[plen]
+        pval = windows.at(pos[:-1][same]) & _MASKS[plen]
         cv = np.concatenate((val, pval))
         cl = np.concatenate((ln, plen))
         key = np.stack((cv, cl.astype(np.uint64)), axis=1)
