@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import fsspec
@@ -42,7 +42,7 @@ from lance_format.io.retry import (
     retry_policy,
 )
 from lance_format.io.scheduler import io_gate
-from lance_format.io.store import ObjectStore
+from lance_format.io.store import LevelListingStore
 
 __all__ = ["FSSPEC_IO_PARALLELISM", "FsspecStore", "is_fsspec_protocol"]
 
@@ -125,7 +125,7 @@ class _Exists(Exception):
     """Internal: an exclusive create found the object present."""
 
 
-class FsspecStore(ObjectStore):
+class FsspecStore(LevelListingStore):
     """Objects under ``scheme://bucket/prefix`` through an fsspec filesystem.
 
     Parameters
@@ -284,14 +284,6 @@ class FsspecStore(ObjectStore):
 
         objects, folders = self._retry(base, listing)
         return base, objects, folders
-
-    def list(self, prefix: str = "") -> Iterator[tuple[str, int]]:
-        base, objects, _ = self._list_level(prefix)
-        for name, size in objects:
-            yield (f"{base}/{name}" if base else name), size
-
-    def list_dirs(self, prefix: str = "") -> Iterator[str]:
-        yield from self._list_level(prefix)[2]
 
     # -- writes --------------------------------------------------------------------------------
     def write(self, key: str, data: bytes) -> None:

@@ -18,7 +18,7 @@ import contextlib
 import os
 import re
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -27,7 +27,7 @@ from lance_format.io.planner import OBJECT_STORE_PLAN
 from lance_format.io.retry import DEFAULT_RETRY, RetryPolicy, call_with_retries, retry_policy
 from lance_format.io.s3_http import HttpGetter, make_getter
 from lance_format.io.scheduler import io_gate
-from lance_format.io.store import ObjectStore
+from lance_format.io.store import LevelListingStore
 
 __all__ = ["S3Options", "S3Store", "s3_options"]
 
@@ -223,7 +223,7 @@ class _Exists(Exception):
     """Internal: a conditional put found the object present."""
 
 
-class S3Store(ObjectStore):
+class S3Store(LevelListingStore):
     """Objects under ``s3://bucket/prefix``.
 
     Parameters
@@ -357,14 +357,6 @@ class S3Store(ObjectStore):
 
         objects, folders = self._retry(base or ".", lambda: self._run(listing))
         return base, objects, folders
-
-    def list(self, prefix: str = "") -> Iterator[tuple[str, int]]:
-        base, objects, _ = self._list_level(prefix)
-        for name, size in objects:
-            yield (f"{base}/{name}" if base else name), size
-
-    def list_dirs(self, prefix: str = "") -> Iterator[str]:
-        yield from self._list_level(prefix)[2]
 
     # -- writes --------------------------------------------------------------------------------
     def _put(self, key: str, data: bytes, create: bool) -> None:

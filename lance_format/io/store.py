@@ -22,7 +22,7 @@ from urllib.parse import urlparse
 from lance_format.core.errors import NotFoundError, NotSupportedError, StorageError
 from lance_format.io.planner import LOCAL_PLAN, PlanLimits
 
-__all__ = ["LocalStore", "MemoryStore", "ObjectStore", "split_uri", "store_for_uri"]
+__all__ = ["LevelListingStore", "LocalStore", "MemoryStore", "ObjectStore", "split_uri", "store_for_uri"]
 
 
 class ObjectStore(ABC):
@@ -100,6 +100,24 @@ class ObjectStore(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release cached handles."""
+
+
+class LevelListingStore(ObjectStore):
+    """A store whose one listing request answers both :meth:`list` and :meth:`list_dirs` (object
+    stores: a delimited listing returns objects and common prefixes together)."""
+
+    @abstractmethod
+    def _list_level(self, prefix: str) -> tuple[str, list[tuple[str, int]], list[str]]:
+        """``(base, objects, folders)`` one level under the folder ``prefix``: the normalized
+        prefix, ``(name, size)`` of its objects and the names of its sub-folders."""
+
+    def list(self, prefix: str = "") -> Iterator[tuple[str, int]]:
+        base, objects, _ = self._list_level(prefix)
+        for name, size in objects:
+            yield (f"{base}/{name}" if base else name), size
+
+    def list_dirs(self, prefix: str = "") -> Iterator[str]:
+        yield from self._list_level(prefix)[2]
 
 
 def _join(root: str, key: str) -> str:
