@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -30,7 +30,7 @@ import pyarrow.flight as flight
 from loadtest.load.hdr import LatencyHistogram
 from loadtest.load.scenarios import Session
 
-__all__ = ["ProcessResult", "RunSpec", "run_threads", "status_of"]
+__all__ = ["ProcessResult", "RunSpec", "merge_errors", "run_threads", "status_of"]
 
 Mode = Literal["open", "closed"]
 
@@ -238,16 +238,25 @@ def run_threads(
         recorders = _open_loop(spec, index, sessions, seed, t0)
     else:
         recorders = _closed_loop(spec, sessions, seed, t0)
-    errors: Counter[str] = Counter()
-    samples: list[str] = []
-    for r in recorders:
-        errors.update(r.errors)
-        samples += [s for s in r.samples if s not in samples]
+    errors, samples = merge_errors((r.errors, r.samples) for r in recorders)
     return ProcessResult(
         hist=LatencyHistogram.merged(r.hist for r in recorders).encode(),
         ok=sum(r.ok for r in recorders),
         rows=sum(r.rows for r in recorders),
-        errors=dict(errors),
+        errors=errors,
         backlog=sum(r.backlog for r in recorders),
-        error_samples=samples[:_ERROR_SAMPLES],
+        error_samples=samples,
     )
+
+
+def merge_errors(
+    parts: Iterable[tuple[Mapping[str, int], Sequence[str]]],
+) -> tuple[dict[str, int], list[str]]:
+    """Summed error counts by status and the first distinct messages (at most a few) of several
+    threads' or processes' ``(counts, samples)``."""
+    errors: Counter[str] = Counter()
+    samples: list[str] = []
+    for counts, part_samples in parts:
+        errors.update(counts)
+        samples += [s for s in part_samples if s not in samples]
+    return dict(errors), samples[:_ERROR_SAMPLES]

@@ -15,14 +15,13 @@ import queue
 import threading
 import time
 import zlib
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
-from loadtest.load.generator import ProcessResult, RunSpec, run_threads
+from loadtest.load.generator import ProcessResult, RunSpec, merge_errors, run_threads
 from loadtest.load.hdr import LatencyHistogram
 from loadtest.load.scenarios import ClientEnv, Session, open_session
 
@@ -215,19 +214,15 @@ class ClientPool:
             self._inboxes[i].put(("go", spec, start_at))
         wait = START_LEAD_S + spec.warmup_s + spec.duration_s + self.env.timeout_s + 30.0
         parts = [ProcessResult(**r) for r in self._collect("result", spec.processes, wait).values()]
-        errors: Counter[str] = Counter()
-        samples: list[str] = []
-        for p in parts:
-            errors.update(p.errors)
-            samples += [s for s in p.error_samples if s not in samples]
+        errors, samples = merge_errors((p.errors, p.error_samples) for p in parts)
         return RunResult(
             spec,
             LatencyHistogram.merged(LatencyHistogram.decode(p.hist) for p in parts),
             ok=sum(p.ok for p in parts),
             rows=sum(p.rows for p in parts),
-            errors=dict(errors),
+            errors=errors,
             backlog=sum(p.backlog for p in parts),
-            error_samples=samples[:3],
+            error_samples=samples,
         )
 
     def release(self, scenario: str, arm: str) -> None:
