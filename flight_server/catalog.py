@@ -15,6 +15,7 @@ import time
 from collections import OrderedDict
 from urllib.parse import urlparse
 
+from flight_server.settings import DEFAULT_LATEST_VERSION_SECONDS
 from lance_format import LanceDataset
 from lance_format import dataset as open_dataset
 from lance_format.core.errors import InvalidInputError, NotFoundError
@@ -29,11 +30,6 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
 MAX_NAME_LENGTH = 200
 #: Open dataset handles kept (each holds only metadata; the byte caches are process-wide).
 DATASET_HANDLES = 256
-#: Seconds a resolved latest version of a dataset on an object store is reused: resolving costs a
-#: LIST request (milliseconds, more than a warm take), and a second of staleness for writes made by
-#: *other* processes is what eventually consistent Lance servers accept (LanceDB's
-#: read_consistency_interval); writes through this process are seen at once.
-DEFAULT_LATEST_SECONDS = 1.0
 _VERSIONS_DIR = "_versions"
 
 
@@ -71,7 +67,7 @@ class Catalog:
         self,
         root: str,
         storage_options: dict[str, str] | None = None,
-        latest_seconds: float = DEFAULT_LATEST_SECONDS,
+        latest_seconds: float = DEFAULT_LATEST_VERSION_SECONDS,
     ) -> None:
         scheme = urlparse(root).scheme.lower()
         self.local = scheme in ("", "file")

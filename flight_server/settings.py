@@ -28,8 +28,11 @@ DEFAULT_BATCH_CACHE_BYTES = 512 * 1024 * 1024
 #: Decoded hot row blocks (lance_format.file.decoded): 512 MiB holds the hot columns of several
 #: million-row tables (a 1M-row feature table is ~60 MB decoded); repeated takes skip decoding.
 DEFAULT_DECODED_CACHE_BYTES = 512 * 1024 * 1024
-#: Object-store roots: seconds a resolved latest version is reused before listing again (see
-#: flight_server.catalog.DEFAULT_LATEST_SECONDS); local roots always list.
+#: Object-store roots: seconds a resolved latest version of a dataset is reused before listing
+#: again. Resolving costs a LIST request (milliseconds, more than a warm take), and a second of
+#: staleness for writes made by *other* processes is what eventually consistent Lance servers accept
+#: (LanceDB's read_consistency_interval); writes through this process are seen at once. Local roots
+#: always list (microseconds).
 DEFAULT_LATEST_VERSION_SECONDS = 1.0
 #: A take larger than this is a scan in disguise and would buffer too much in one response.
 DEFAULT_MAX_TAKE_ROWS = 1_000_000
