@@ -21,13 +21,10 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from flight_server.requests import ScanRequest
+from flight_server.settings import DEFAULT_BATCH_CACHE_BYTES
 from lance_format.io.cache import ByteCache, CacheCounters
 
 __all__ = ["DEFAULT_BATCH_CACHE_BYTES", "BatchCache", "ScanKey", "scan_key"]
-
-#: 512 MiB: a few full scans of typical served tables (a 1M-row feature table is ~60 MB decoded)
-#: next to the 1 GiB page cache, within a pod's usual 2-4 GiB memory request.
-DEFAULT_BATCH_CACHE_BYTES = 512 * 1024 * 1024
 
 
 @dataclass(frozen=True)
