@@ -13,6 +13,7 @@ they are equal), and a negated NaN (``-x``) sorts below every number (here it is
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Callable
 from typing import Any
@@ -27,13 +28,8 @@ from lance_format.core.errors import InvalidInputError
 
 __all__ = ["sql_to_expression"]
 
+# Comparisons are in _NAN_ORDERED (they order NaN like pylance); these are the other operators.
 _BINARY: dict[type[exp.Expression], Callable[[Any, Any], Any]] = {
-    exp.EQ: lambda a, b: a == b,
-    exp.NEQ: lambda a, b: a != b,
-    exp.GT: lambda a, b: a > b,
-    exp.GTE: lambda a, b: a >= b,
-    exp.LT: lambda a, b: a < b,
-    exp.LTE: lambda a, b: a <= b,
     exp.And: lambda a, b: a & b,
     exp.Or: lambda a, b: a | b,
     exp.Add: lambda a, b: pc.add_checked(a, b),
@@ -54,6 +50,14 @@ _NAN_ORDERED: dict[type[exp.Expression], str] = {
     exp.NEQ: "ne",
 }
 _FLOAT_CASTS = ("float", "real", "double", "double precision", "float4", "float8")
+_COMPARISONS: dict[str, Callable[[Any, Any], Any]] = {
+    "gt": operator.gt,
+    "ge": operator.ge,
+    "lt": operator.lt,
+    "le": operator.le,
+    "eq": operator.eq,
+    "ne": operator.ne,
+}
 
 
 def _expr(v: Any) -> pc.Expression:
@@ -62,14 +66,7 @@ def _expr(v: Any) -> pc.Expression:
 
 def _nan_ordered(kind: str, a: pc.Expression, b: pc.Expression, a_nan: bool, b_nan: bool) -> pc.Expression:
     """``a <kind> b`` with NaN above every number and equal to itself (``*_nan``: may be NaN)."""
-    plain = {
-        "gt": a > b,
-        "ge": a >= b,
-        "lt": a < b,
-        "le": a <= b,
-        "eq": a == b,
-        "ne": a != b,
-    }[kind]
+    plain = _COMPARISONS[kind](a, b)
     na = pc.is_nan(a) if a_nan else None
     nb = pc.is_nan(b) if b_nan else None
     if kind == "gt" and na is not None:
@@ -133,15 +130,18 @@ class _Converter:
             return -value if isinstance(value, int | float) else pc.negate_checked(value)
         if isinstance(node, exp.Not):
             return ~_expr(self.convert(node.this))
+        kind = _NAN_ORDERED.get(type(node))
+        if kind is not None:
+            left_node, right_node = node.this, node.expression
+            return self.compare(
+                kind, left_node, right_node, self.convert(left_node), self.convert(right_node)
+            )
         op = _BINARY.get(type(node))
         if op is not None:
             left, right = self.convert(node.this), self.convert(node.expression)
             if left is None or right is None:
-                # SQL: comparison with NULL is NULL, which filters every row out.
+                # SQL: an operation with NULL is NULL, which filters every row out.
                 return pc.scalar(False)
-            kind = _NAN_ORDERED.get(type(node))
-            if kind is not None:
-                return self.compare(kind, node.this, node.expression, left, right)
             return op(_expr(left), _expr(right))
         if isinstance(node, exp.Is):
             target = self.convert(node.expression)
@@ -178,7 +178,7 @@ class _Converter:
     ) -> pc.Expression:
         """A comparison, NaN-ordered when either side is floating point (see the module doc)."""
         if left is None or right is None:
-            return pc.scalar(False)
+            return pc.scalar(False)  # SQL: comparison with NULL is NULL, which filters every row out
         return _nan_ordered(
             kind, _expr(left), _expr(right), self.may_be_nan(left_node), self.may_be_nan(right_node)
         )
