@@ -45,14 +45,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from flight_server.settings import DEFAULT_DECODED_CACHE_BYTES, DEFAULT_PAGE_CACHE_BYTES
+
 __all__ = ["build_table", "main"]
 
 DIM = 16
 ENGINES = ("pylance", "ours cold", "ours warm")
-#: Page cache of the warm runs: the server's default capacity (cache.pageBytes).
-WARM_PAGE_CACHE_BYTES = 1 << 30
-#: Decoded-block cache of the warm runs: the server's default capacity (cache.decodedBytes).
-WARM_DECODED_CACHE_BYTES = 512 << 20
+#: Page and decoded-block caches of the warm runs: the server's defaults (cache.pageBytes,
+#: cache.decodedBytes).
+WARM_PAGE_CACHE_BYTES = DEFAULT_PAGE_CACHE_BYTES
+WARM_DECODED_CACHE_BYTES = DEFAULT_DECODED_CACHE_BYTES
 
 
 @dataclass
