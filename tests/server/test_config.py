@@ -120,6 +120,9 @@ def test_bool_flag_both_ways() -> None:
         (["--no-such-flag"], {}, r"bad command line"),
         (["--root", ""], {}, r"root must not be empty"),
         (["--shutdown-grace", "-1"], {}, r"between 0 and 3600"),
+        (["--decoded-cache-bytes", "-5"], {}, r"decodedBytes.*byte count"),
+        ([], {"LANCE_FLIGHT_LATEST_VERSION_SECONDS": "soon"}, r"latestVersionSeconds from environment"),
+        (["--latest-version-seconds", "7200"], {}, r"between 0 and 3600"),
     ],
 )
 def test_bad_values_name_key_and_source(argv: list[str], env: dict[str, str], message: str) -> None:
