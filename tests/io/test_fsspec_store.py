@@ -21,7 +21,7 @@ from fsspec.implementations.memory import MemoryFileSystem
 from fsspec.registry import _registry as fsspec_registry
 
 import lance_format
-from lance_format.core.errors import NotFoundError, NotSupportedError
+from lance_format.core.errors import InvalidInputError, NotFoundError, NotSupportedError
 from lance_format.dataset import stage_fragments
 from lance_format.io.fsspec_store import FsspecStore
 from lance_format.io.store import store_for_uri
@@ -113,6 +113,14 @@ def test_unknown_scheme_is_not_supported() -> None:
 def test_uninstalled_implementation_names_the_package() -> None:
     with pytest.raises(NotSupportedError, match=r"gs://.*gcsfs"):
         store_for_uri("gs://bucket/ds")
+
+
+def test_malformed_uris_and_options_are_invalid_input(schemes: None) -> None:
+    for uri in (f"{_SCHEME}://", f"{_SCHEME}:///"):
+        with pytest.raises(InvalidInputError, match="scheme://bucket"):
+            FsspecStore(uri)
+    with pytest.raises(InvalidInputError, match="retry settings"):
+        store_for_uri(f"{_SCHEME}://{_bucket()}", {"client_max_retries": "many"})
 
 
 def test_storage_options_reach_the_filesystem(schemes: None) -> None:
