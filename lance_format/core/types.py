@@ -8,12 +8,12 @@ convert both ways.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
 
-from lance_format.core.errors import CorruptFileError, NotSupportedError
+from lance_format.core.errors import CorruptFileError, InvalidInputError, NotSupportedError
 
 __all__ = [
     "LanceField",
@@ -22,6 +22,7 @@ __all__ = [
     "arrow_type_to_logical",
     "fields_from_arrow",
     "logical_to_arrow_type",
+    "utf8_metadata",
 ]
 
 
@@ -86,7 +87,14 @@ def arrow_type_to_logical(t: pa.DataType) -> str:
     if pa.types.is_fixed_size_binary(t):
         return f"fixed_size_binary:{t.byte_width}"
     if pa.types.is_dictionary(t):
-        return f"dict:{arrow_type_to_logical(t.value_type)}:{arrow_type_to_logical(t.index_type)}:false"
+        value = arrow_type_to_logical(t.value_type)
+        if ":" in value:
+            # "dict:{value}:{index}:false" must split back into four parts; pylance refuses too.
+            raise NotSupportedError(
+                f"cannot store dictionary type {t}: Lance's logical type for its values ({value!r}) "
+                "does not fit a dictionary type; store the values without dictionary encoding"
+            )
+        return f"dict:{value}:{arrow_type_to_logical(t.index_type)}:false"
     raise NotSupportedError(f"Arrow type {t} has no Lance logical type")
 
 
@@ -281,9 +289,31 @@ def fields_from_arrow(schema: pa.Schema, first_id: int = 0) -> LanceSchema:
             kids = [convert(t.field(i), fid) for i in range(t.num_fields)]
         elif pa.types.is_list(t) or pa.types.is_large_list(t):
             kids = [convert(t.value_field, fid)]
-        meta = {k.decode(): v for k, v in (f.metadata or {}).items()}
+        meta = utf8_metadata(f.metadata, f"field {f.name!r}")
         return LanceField(fid, parent, f.name, logical, f.nullable, meta, tuple(kids), _legacy_encoding(t))
 
     fields = tuple(convert(f, -1) for f in schema)
-    meta = {k.decode(): v for k, v in (schema.metadata or {}).items()}
-    return LanceSchema(fields, meta)
+    return LanceSchema(fields, utf8_metadata(schema.metadata, "schema"))
+
+
+def utf8_metadata(
+    metadata: Mapping[bytes, bytes] | Mapping[str, bytes] | None, where: str
+) -> dict[str, bytes]:
+    """Arrow metadata as Lance stores it, refusing keys or values that are not UTF-8.
+
+    Lance keeps metadata as strings; pylance refuses non-UTF-8 bytes with a ``ValueError`` rather
+    than storing replacement characters, and so do we (:class:`InvalidInputError` is one).
+    """
+    out: dict[str, bytes] = {}
+    for k, v in (metadata or {}).items():
+        try:
+            key = k.decode() if isinstance(k, bytes) else k
+            if isinstance(v, bytes):
+                v.decode()
+        except UnicodeDecodeError:
+            raise InvalidInputError(
+                f"{where} metadata entry {k!r} is not valid UTF-8 (Lance stores metadata as text; "
+                "base64-encode binary metadata)"
+            ) from None
+        out[key] = v if isinstance(v, bytes) else str(v).encode()
+    return out

@@ -22,6 +22,7 @@ from lance_format.file.reader import assign_columns
 from lance_format.io.store import ObjectStore, store_for_uri
 from lance_format.table.commit import CommitOptions, commit_transaction
 from lance_format.table.model import (
+    COMMIT_MESSAGE_KEY,
     Append,
     DataFile,
     DataFragment,
@@ -37,7 +38,7 @@ from lance_format.table.versions import load_manifest
 if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset
 
-__all__ = ["commit", "stage_fragments", "write_dataset", "write_fragments"]
+__all__ = ["commit", "commit_properties", "stage_fragments", "write_dataset", "write_fragments"]
 
 #: pylance's default rows per data file.
 DEFAULT_MAX_ROWS_PER_FILE = 1024 * 1024
@@ -46,15 +47,30 @@ _MODES = ("create", "append", "overwrite")
 _WRITABLE_VERSIONS = ("2.0", "2.1", "2.2")
 #: What a new dataset gets: pylance 14's ``lance.write_dataset`` default (its "stable" version).
 DEFAULT_DATA_STORAGE_VERSION = "2.2"
-#: pylance's names for versions.
-_VERSION_ALIASES = {"stable": "2.2", "legacy": "2.0"}
+#: pylance's names for versions ("legacy" is the 0.1 format, which we neither read nor write).
+_VERSION_ALIASES = {"stable": "2.2", "legacy": "0.1"}
 
 
 def _storage_version(v: str | None) -> str:
-    """The version a new dataset gets for ``data_storage_version`` (None = the default)."""
+    """The version a new dataset gets for ``data_storage_version`` (None = the default).
+
+    Raises :class:`NotSupportedError` for versions we cannot write (``"legacy"``/``"0.1"``,
+    ``"next"``/``"2.3"``) rather than silently writing another version.
+    """
     if v is None:
         return DEFAULT_DATA_STORAGE_VERSION
-    return _VERSION_ALIASES.get(v.lower(), v)
+    version = _VERSION_ALIASES.get(v.lower(), v)
+    if version not in _WRITABLE_VERSIONS:
+        raise NotSupportedError(
+            f"writing data storage version {v!r} is not supported; "
+            f"use one of {_WRITABLE_VERSIONS} or 'stable'"
+        )
+    return version
+
+
+def commit_properties(commit_message: str | None) -> dict[str, str]:
+    """Transaction properties holding ``commit_message`` the way pylance stores it."""
+    return {COMMIT_MESSAGE_KEY: commit_message} if commit_message else {}
 
 
 def to_reader(data: Any, schema: pa.Schema | None = None) -> pa.RecordBatchReader:
@@ -215,9 +231,10 @@ def write_dataset(
     max_rows_per_file:
         Rows per data file (each file is one fragment).
     data_storage_version:
-        File format version of a new dataset (``"2.0"``, ``"2.1"``, ``"2.2"``, ``"stable"`` or
-        ``"legacy"``); None = :data:`DEFAULT_DATA_STORAGE_VERSION` (2.2, pylance 14's default).
-        Appends keep the dataset's own version.
+        File format version of a new dataset (``"2.0"``, ``"2.1"``, ``"2.2"`` or ``"stable"``);
+        None = :data:`DEFAULT_DATA_STORAGE_VERSION` (2.2, pylance 14's default). ``"legacy"``
+        (the 0.1 format) and ``"next"`` raise :class:`NotSupportedError`. Appends keep the
+        dataset's own version.
     enable_stable_row_ids:
         Give rows stable ids (only when creating the dataset).
     enable_v2_manifest_paths:
@@ -225,7 +242,7 @@ def write_dataset(
     storage_options:
         Options for the object store.
     commit_message:
-        Stored in the transaction properties.
+        Stored in the transaction properties under ``__lance_commit_message``, as pylance does.
 
     Returns
     -------
@@ -263,7 +280,7 @@ def write_dataset(
         )
     frags = tuple(write_fragments(store, reader, lance_schema, version, max_rows_per_file))
     op = Append(frags) if base is not None and mode == "append" else Overwrite(frags, lance_schema)
-    props = {"lance.commit.message": commit_message} if commit_message else {}
+    props = commit_properties(commit_message)
     txn = Transaction(base.version if base else 0, str(uuid.uuid4()), op, properties=props)
     options = CommitOptions(
         naming=ManifestNaming.V2 if enable_v2_manifest_paths else ManifestNaming.V1,

@@ -361,7 +361,8 @@ def store_for_uri(uri: str, storage_options: dict[str, str] | None = None) -> Ob
     parsed = urlparse(uri)
     scheme = parsed.scheme.lower()
     if scheme in ("", "file") or (len(scheme) == 1 and os.name == "nt"):
-        return LocalStore(parsed.path if scheme == "file" else uri)
+        # A leading ``~`` names the home directory, as in pylance (never a literal ``./~`` folder).
+        return LocalStore(os.path.expanduser(parsed.path if scheme == "file" else uri))
     if scheme == "memory":
         return MemoryStore(uri[len("memory://") :])
     if scheme in ("s3", "s3a"):

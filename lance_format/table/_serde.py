@@ -431,7 +431,9 @@ def decode_row_ids(data: bytes, path: str) -> npt.NDArray[np.uint64]:
         elif kind == "range_with_bitmap":
             b = seg.range_with_bitmap
             ids = np.arange(b.start, b.end, dtype=np.uint64)
-            bits = np.unpackbits(np.frombuffer(b.bitmap, np.uint8))[: len(ids)].astype(bool)
+            # Bit i of the range is bit (i % 8) of byte i // 8, least significant bit first.
+            packed = np.frombuffer(b.bitmap, np.uint8)
+            bits = np.unpackbits(packed, bitorder="little")[: len(ids)].astype(bool)
             parts.append(ids[bits])
         elif kind == "sorted_array":
             parts.append(_decode_array(seg.sorted_array))

@@ -12,6 +12,8 @@ from enum import IntEnum
 from lance_format.core.types import LanceSchema
 
 __all__ = [
+    "COMMIT_MESSAGE_KEY",
+    "OLD_COMMIT_MESSAGE_KEY",
     "Append",
     "BasePath",
     "CreateIndex",
@@ -333,6 +335,12 @@ Operation = (
 )
 
 
+#: The transaction property pylance stores ``commit_message`` under.
+COMMIT_MESSAGE_KEY = "__lance_commit_message"
+#: Where lance-flight before issue 15 stored it (still read).
+OLD_COMMIT_MESSAGE_KEY = "lance.commit.message"
+
+
 @dataclass(frozen=True)
 class Transaction:
     """One intended change, planned against ``read_version``."""
@@ -342,6 +350,12 @@ class Transaction:
     operation: Operation
     tag: str = ""
     properties: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def commit_message(self) -> str | None:
+        """The commit message: pylance's property, else the key older versions of ours wrote."""
+        props = self.properties
+        return props.get(COMMIT_MESSAGE_KEY, props.get(OLD_COMMIT_MESSAGE_KEY))
 
     def file_name(self) -> str:
         """Name of the transaction file under ``_transactions/``."""

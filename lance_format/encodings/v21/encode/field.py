@@ -56,19 +56,24 @@ def _choose_fullzip(leaf: LanceField, vals: FixedVals | VarVals) -> bool:
     return row >= FULLZIP_MIN_VALUE_BYTES
 
 
-def _dictionary(arr: pa.Array, vals: VarVals, index_bits: int | None) -> tuple[FixedVals, VarVals] | None:
-    """Indices and dictionary of low-cardinality strings, when that is smaller (or the field is a
-    dictionary, which pylance stores this way whatever the size)."""
+def _dictionary(
+    arr: pa.Array, vals: FixedVals | VarVals, index_bits: int | None
+) -> tuple[FixedVals, FixedVals | VarVals] | None:
+    """Indices and dictionary of low-cardinality strings when that is smaller, or of a dictionary
+    field of any value type (``index_bits`` set): pylance stores those this way whatever the size,
+    and reads a dictionary field back only from a page that has a dictionary."""
     if vals.n == 0:
         return None
     enc = arr.dictionary_encode()
     items = extract(enc.dictionary)
-    assert isinstance(items, VarVals)
-    u = items.n
-    plain = len(vals.data) + 4 * vals.n
-    as_dict = len(items.data) + 4 * u + vals.n * max(1, u.bit_length()) // 8
-    if index_bits is None and (u * DICT_DIVISOR > vals.n or as_dict >= plain):
-        return None
+    if index_bits is None:
+        if not isinstance(items, VarVals) or not isinstance(vals, VarVals):
+            return None
+        u = items.n
+        plain = len(vals.data) + 4 * vals.n
+        as_dict = len(items.data) + 4 * u + vals.n * max(1, u.bit_length()) // 8
+        if u * DICT_DIVISOR > vals.n or as_dict >= plain:
+            return None
     # Indices as wide as a dictionary field's key type (pylance checks), else 32 bits.
     bits = index_bits or 32
     idx = enc.indices.fill_null(0).to_numpy(zero_copy_only=False).astype(f"<u{bits // 8}")
@@ -145,6 +150,10 @@ def _encode_leaf(
     full = ll.index_bits is None and not is_packed and _choose_fullzip(ll.field, vals)
     stored: FixedVals | VarVals = vals
     dictionary = fsst_table = None
+    if isinstance(vals, FixedVals) and ll.index_bits is not None and not vals.dims:
+        picked = _dictionary(taken, vals, ll.index_bits)
+        if picked is not None:
+            stored, dictionary = picked
     if isinstance(vals, VarVals):
         if ll.index_bits is not None or (not full and not plain and compression != "fsst" and not vals.large):
             picked = _dictionary(taken, vals, ll.index_bits)

@@ -149,9 +149,14 @@ def _variable(v: VarVals) -> _Chunked:
     return _Chunked(np.array(counts_l, dtype=np.int64), bufs, m.Variable(m.Flat(8 * ob)), 1)
 
 
-def dictionary_block(d: VarVals) -> bytes:
-    """A variable-width block: u32 offset width, the start of the bytes (u32, or u64 after 4 zero
-    bytes for 64-bit offsets), the offsets, the bytes. Large Arrow types get 64-bit offsets."""
+def dictionary_block(d: FixedVals | VarVals) -> bytes:
+    """The dictionary buffer. Fixed-width items are their bytes back to back (a ``Flat`` block).
+    Variable-width items are a block of: u32 offset width, the start of the bytes (u32, or u64 after
+    4 zero bytes for 64-bit offsets), the offsets, the bytes. Large Arrow types get 64-bit offsets."""
+    if isinstance(d, FixedVals):
+        if d.bools is not None:  # booleans: a bitmap, least significant bit first (Flat(1))
+            return np.packbits(d.bools[: d.n], bitorder="little").tobytes()
+        return d.data[: d.n * d.width].tobytes()
     ob = 8 if d.large else 4
     head_len = 8 if ob == 4 else 16
     start = head_len + ob * (d.n + 1)
@@ -206,7 +211,7 @@ def encode_miniblock(
     visible: npt.NDArray[np.bool_] | None,
     layers: tuple[m.RepDefLayer, ...],
     large: bool,
-    dictionary: VarVals | None = None,
+    dictionary: FixedVals | VarVals | None = None,
     fsst_table: bytes | None = None,
     general: m.BufferCompression | None = None,
     bitpack: bool = True,
@@ -315,7 +320,10 @@ def encode_miniblock(
     dict_ce: m.CompressiveEncoding | None = None
     if dictionary is not None:
         bufs.append(dictionary_block(dictionary))
-        dict_ce = m.Variable(m.Flat(64 if dictionary.large else 32))
+        if isinstance(dictionary, FixedVals):
+            dict_ce = m.Flat(8 * dictionary.width if dictionary.width else 1)
+        else:
+            dict_ce = m.Variable(m.Flat(64 if dictionary.large else 32))
     depth = 0
     if rep is not None:
         depth = 1

@@ -1,0 +1,234 @@
+"""Issue 15 defects 2-12, each checked against pylance 14 (the oracle), both directions, cell by cell."""
+
+from __future__ import annotations
+
+import datetime
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import lance_format
+from lance_format._proto import rowids_pb2
+from lance_format.core.errors import InvalidInputError, NotSupportedError
+from lance_format.table.rowids import decode_row_ids
+
+lance = pytest.importorskip("lance", reason="pylance (the test oracle) is not installed")
+
+pytestmark = pytest.mark.interop
+
+VERSIONS = ["2.0", "2.1", "2.2"]
+
+
+def _same(ours: pa.Table, theirs: pa.Table) -> None:
+    assert ours.schema.names == theirs.schema.names
+    for name in ours.schema.names:
+        assert ours[name].type == theirs[name].type, name
+        assert ours[name].to_pylist() == theirs[name].to_pylist(), name
+
+
+# -- defect 2: dictionary columns of non-string values ------------------------------------------------
+
+
+def _dict_table() -> pa.Table:
+    def d(values: list[Any], typ: pa.DataType, index: pa.DataType | None = None) -> pa.Array:
+        key = index or pa.int32()
+        return pa.array(values * 60, typ).dictionary_encode().cast(pa.dictionary(key, typ))
+
+    return pa.table(
+        {
+            "i32": d([1, 2, 3, None, 5], pa.int32()),
+            "i64_i8": d([10, None, 30, 10, 20], pa.int64(), pa.int8()),
+            "u8": d([1, 2, None, 1, 3], pa.uint8()),
+            "f64": d([1.5, None, 2.5, 1.5, -0.0], pa.float64(), pa.int16()),
+            "f16": d([1.0, 2.0, None, 1.0, 2.0], pa.float16()),
+            "b": d([True, False, None, True, True], pa.bool_()),
+            "s": d(["a", "b", None, "a", "c"], pa.string()),
+            "st": pa.StructArray.from_arrays(
+                [d([7, 8, 9, None, 7], pa.int32())],
+                names=["x"],
+                mask=pa.array([False, False, True, False, False] * 60),
+            ),
+        }
+    )
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_pylance_reads_our_non_string_dictionaries(tmp_path: Path, version: str) -> None:
+    t = _dict_table()
+    if version == "2.0":
+        t = t.drop_columns(["st"])  # 2.0 has no struct validity (pylance refuses it too)
+    lance_format.write_dataset(t, tmp_path, data_storage_version=version)
+    _same(lance.dataset(tmp_path).to_table(), t)
+    _same(lance_format.dataset(tmp_path).to_table(), t)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_we_read_pylance_non_string_dictionaries(tmp_path: Path, version: str) -> None:
+    t = _dict_table()
+    if version == "2.0":
+        t = t.drop_columns(["st"])
+    lance.write_dataset(t, tmp_path, data_storage_version=version)
+    _same(lance_format.dataset(tmp_path).to_table(), lance.dataset(tmp_path).to_table())
+
+
+@pytest.mark.parametrize("typ", [pa.timestamp("us"), pa.date32(), pa.decimal128(20, 2), pa.binary(4)])
+def test_dictionaries_pylance_cannot_store_are_refused(tmp_path: Path, typ: pa.DataType) -> None:
+    # pylance refuses these ("the logical type ... does not parse back"); we must not write files it
+    # cannot open.
+    t = pa.table({"d": pa.array([None], typ).dictionary_encode()})
+    with pytest.raises(OSError, match="does not parse back"):
+        lance.write_dataset(t, tmp_path / "theirs")
+    with pytest.raises(NotSupportedError, match="dictionary"):
+        lance_format.write_dataset(t, tmp_path / "ours")
+
+
+# -- defect 3: stable row-id sequences of every segment kind -------------------------------------------
+
+
+def _segment_kinds(ds: Any) -> set[str]:
+    kinds = set()
+    for f in ds.get_fragments():
+        meta = f.metadata.to_json()["row_id_meta"]
+        seq = rowids_pb2.RowIdSequence()
+        seq.ParseFromString(bytes(meta["Inline"]))
+        kinds |= {s.WhichOneof("segment") for s in seq.segments}
+    return kinds
+
+
+@pytest.mark.parametrize(
+    ("predicate", "kind"), [("a % 11 = 3", "range_with_bitmap"), ("a = 5 OR a = 1700", "range_with_holes")]
+)
+def test_we_read_pylance_row_ids_after_delete_and_compact(tmp_path: Path, predicate: str, kind: str) -> None:
+    t = pa.table({"a": np.arange(3000, dtype=np.int64)})
+    lance.write_dataset(t, tmp_path, enable_stable_row_ids=True, max_rows_per_file=1000)
+    theirs = lance.dataset(tmp_path)
+    theirs.delete(predicate)
+    theirs.optimize.compact_files()
+    theirs = lance.dataset(tmp_path)
+    assert kind in _segment_kinds(theirs)
+    ours = lance_format.dataset(tmp_path)
+    _same(ours.to_table(with_row_id=True), theirs.to_table(with_row_id=True))
+    ids = theirs.to_table(with_row_id=True)["_rowid"].to_pylist()[::97]
+    _same(ours.take_rows(ids), theirs._take_rows(ids))
+
+
+def test_pylance_reads_our_row_ids_after_delete_and_compact(tmp_path: Path) -> None:
+    t = pa.table({"a": np.arange(3000, dtype=np.int64)})
+    ours = lance_format.write_dataset(t, tmp_path, enable_stable_row_ids=True, max_rows_per_file=1000)
+    ours.delete("a % 11 = 3")
+    ours.optimize.compact_files()
+    ours = lance_format.dataset(tmp_path)
+    theirs = lance.dataset(tmp_path)
+    _same(theirs.to_table(with_row_id=True), ours.to_table(with_row_id=True))
+
+
+def _u64(values: list[int]) -> rowids_pb2.EncodedU64Array:
+    a = rowids_pb2.EncodedU64Array()
+    a.u64_array.values = np.array(values, "<u8").tobytes()
+    return a
+
+
+def test_every_segment_kind_decodes() -> None:
+    seq = rowids_pb2.RowIdSequence()
+    rng = seq.segments.add().range
+    rng.start, rng.end = 3, 6
+    holes = seq.segments.add().range_with_holes
+    holes.start, holes.end = 10, 16
+    holes.holes.u16_array.base = 10
+    holes.holes.u16_array.offsets = np.array([1, 4], "<u2").tobytes()
+    bm = seq.segments.add().range_with_bitmap
+    bm.start, bm.end = 20, 30
+    # Ids 20, 21, 23 and 28 present; bit i of the range is bit i % 8 of byte i // 8 (LSB first).
+    bm.bitmap = bytes([0b0000_1011, 0b0000_0001])
+    seq.segments.add().sorted_array.CopyFrom(_u64([40, 44]))
+    arr = seq.segments.add().array
+    arr.u32_array.base = 100
+    arr.u32_array.offsets = np.array([9, 0, 5], "<u4").tobytes()
+    got = decode_row_ids(seq.SerializeToString(), "test").tolist()
+    assert got == [3, 4, 5, 10, 12, 13, 15, 20, 21, 23, 28, 40, 44, 109, 100, 105]
+
+
+# -- defect 6: "legacy" storage version ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", ["legacy", "0.1", "LEGACY"])
+def test_legacy_storage_version_is_refused(tmp_path: Path, version: str) -> None:
+    with pytest.raises(NotSupportedError, match="not supported"):
+        lance_format.write_dataset(pa.table({"a": [1]}), tmp_path, data_storage_version=version)
+    assert not (tmp_path / "data").exists()  # refused before any file is written
+
+
+# -- defect 8: commit message property ------------------------------------------------------------------
+
+
+def test_commit_message_is_stored_where_pylance_stores_it(tmp_path: Path) -> None:
+    lance_format.write_dataset(pa.table({"a": [1]}), tmp_path, commit_message="ours")
+    lance.write_dataset(pa.table({"a": [2]}), tmp_path, mode="append", commit_message="theirs")
+    props = lance.dataset(tmp_path).read_transaction(1).transaction_properties
+    assert props == {"__lance_commit_message": "ours"}
+    ours = lance_format.dataset(tmp_path)
+    assert ours.read_transaction(1).properties == {"__lance_commit_message": "ours"}
+    assert ours.read_transaction(1).commit_message == "ours"
+    assert ours.read_transaction(2).commit_message == "theirs"
+
+
+def test_commit_message_of_older_versions_is_still_read() -> None:
+    from lance_format.table.model import Append, Transaction
+
+    old = Transaction(0, "u", Append(()), properties={"lance.commit.message": "before issue 15"})
+    assert old.commit_message == "before issue 15"
+
+
+# -- defect 9: ~ in URIs ---------------------------------------------------------------------------------
+
+
+def test_tilde_expands_to_the_home_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home, cwd = tmp_path / "home", tmp_path / "cwd"
+    home.mkdir()
+    cwd.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(cwd)
+    t = pa.table({"a": [1, 2]})
+    lance_format.write_dataset(t, "~/ours")
+    lance.write_dataset(t, "~/theirs")
+    assert sorted(os.listdir(home)) == ["ours", "theirs"]
+    assert os.listdir(cwd) == []
+    _same(lance_format.dataset("~/theirs").to_table(), t)
+    _same(lance.dataset(str(home / "ours")).to_table(), t)
+
+
+# -- defect 10: non-UTF-8 metadata -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        pa.schema([pa.field("a", pa.int64())], metadata={b"k": b"\xff\xfe"}),
+        pa.schema([pa.field("a", pa.int64())], metadata={b"\xff": b"v"}),
+        pa.schema([pa.field("a", pa.int64(), metadata={b"k": b"\xff"})]),
+        pa.schema([pa.field("s", pa.struct([pa.field("x", pa.int64(), metadata={b"\xfe": b"v"})]))]),
+    ],
+    ids=["schema-value", "schema-key", "field-value", "nested-field-key"],
+)
+def test_non_utf8_metadata_is_refused_like_pylance(tmp_path: Path, schema: pa.Schema) -> None:
+    t = pa.table([pa.nulls(1, f.type) for f in schema], schema=schema)
+    with pytest.raises(ValueError, match="utf"):
+        lance.write_dataset(t, tmp_path / "theirs")
+    with pytest.raises(InvalidInputError, match="UTF-8"):
+        lance_format.write_dataset(t, tmp_path / "ours")
+    assert not (tmp_path / "ours" / "_versions").exists()
+
+
+def test_utf8_metadata_round_trips(tmp_path: Path) -> None:
+    schema = pa.schema([pa.field("a", pa.int64(), metadata={"ключ": "значение"})], metadata={"k": "ü"})
+    t = pa.table({"a": [1]}, schema=schema)
+    lance_format.write_dataset(t, tmp_path)
+    assert lance.dataset(tmp_path).schema.metadata == {b"k": "ü".encode()}
+    assert lance.dataset(tmp_path).schema.field("a").metadata == {"ключ".encode(): "значение".encode()}
+
+
+_ = datetime  # used by the cleanup tests below
