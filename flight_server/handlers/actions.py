@@ -189,14 +189,18 @@ def _compact(catalog: Catalog, req: ActionRequest) -> ActionResult:
 
 def _cleanup(catalog: Catalog, req: ActionRequest) -> ActionResult:
     ds = _latest(catalog, req)
-    kwargs: dict[str, Any] = {"delete_unverified": req.delete_unverified}
+    # The action has no tag option: tagged versions are kept silently (never removed either way).
+    kwargs: dict[str, Any] = {
+        "delete_unverified": req.delete_unverified,
+        "error_if_tagged_old_versions": False,
+    }
     if req.older_than_seconds is not None:
         if req.older_than_seconds < 0:
             raise InvalidInputError("older_than_seconds must not be negative")
         kwargs["older_than_seconds"] = req.older_than_seconds
     stats = ds.cleanup_old_versions(**kwargs)
     catalog.forget(req.dataset)
-    return ActionResult(req.dataset, ds.version, counters={k: int(v) for k, v in stats.items()})
+    return ActionResult(req.dataset, ds.version, counters=stats.as_dict())
 
 
 def _fragments(req: ActionRequest) -> tuple[DataFragment, ...]:

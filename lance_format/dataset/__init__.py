@@ -1,11 +1,13 @@
 """Datasets: open, scan, take, write, delete, versions and tags (mirrors pylance's API)."""
 
+from lance_format.dataset.cleanup import CleanupStats
 from lance_format.dataset.dataset import LanceDataset, LanceFragment, dataset
 from lance_format.dataset.scanner import LanceScanner
 from lance_format.dataset.write import DEFAULT_DATA_STORAGE_VERSION, commit, stage_fragments, write_dataset
 
 __all__ = [
     "DEFAULT_DATA_STORAGE_VERSION",
+    "CleanupStats",
     "LanceDataset",
     "LanceFragment",
     "LanceScanner",

@@ -15,6 +15,7 @@ import pyarrow as pa
 from lance_format.core.errors import InvalidInputError, NotFoundError
 from lance_format.core.types import LanceSchema
 from lance_format.dataset.cache import METADATA_CACHE, cached_manifest, load_manifest_cached
+from lance_format.dataset.cleanup import CleanupStats
 from lance_format.dataset.filters import Filter
 from lance_format.dataset.fragment import FragmentReader, ReaderCache
 from lance_format.dataset.scanner import LanceScanner
@@ -520,12 +521,65 @@ class LanceDataset:
         self._naming = ManifestNaming.V2
 
     def cleanup_old_versions(
-        self, older_than_seconds: float = 14 * 24 * 3600, *, delete_unverified: bool = False
-    ) -> dict[str, int]:
-        """Remove versions older than the cutoff and files no kept version or tag references."""
+        self,
+        older_than: timedelta | None = None,
+        retain_versions: int | None = None,
+        *,
+        delete_unverified: bool = False,
+        error_if_tagged_old_versions: bool = True,
+        delete_rate_limit: int | None = None,
+        versions: list[int] | None = None,
+        delete_concurrency: int | None = None,
+        older_than_seconds: float | None = None,
+    ) -> CleanupStats:
+        """Remove old versions and the files no kept version or tag references (pylance's signature).
+
+        Parameters
+        ----------
+        older_than:
+            Remove only versions older than this. With none of ``older_than``,
+            ``retain_versions`` and ``versions`` given, two weeks.
+        retain_versions:
+            Keep the last N versions (positive).
+        delete_unverified:
+            Accepted for pylance compatibility: files no version references are left alone.
+        error_if_tagged_old_versions:
+            Raise :class:`InvalidInputError` when a tagged version matches the policy (tagged
+            versions are never removed); False keeps them silently.
+        delete_rate_limit:
+            At most this many deletes per second.
+        versions:
+            Consider only these versions.
+        delete_concurrency:
+            Maximum concurrent deletes (positive); deletes run one at a time.
+        older_than_seconds:
+            ``older_than`` in seconds (the Flight action's unit); not combinable with it.
+
+        Returns
+        -------
+        CleanupStats
+        """
         from lance_format.dataset.cleanup import cleanup_old_versions
 
-        return cleanup_old_versions(self, older_than_seconds, delete_unverified=delete_unverified)
+        del delete_unverified  # nothing unverified is ever deleted
+        conc = delete_concurrency
+        if conc is not None and (isinstance(conc, bool) or not isinstance(conc, int) or conc <= 0):
+            raise InvalidInputError(f"delete_concurrency must be a positive integer, got {conc!r}")
+        if older_than_seconds is not None:
+            if older_than is not None:
+                raise InvalidInputError("pass either older_than or older_than_seconds, not both")
+            try:
+                older_than = timedelta(seconds=older_than_seconds)
+            except (OverflowError, ValueError, TypeError):
+                raise InvalidInputError(f"older_than_seconds out of range: {older_than_seconds!r}") from None
+        return cleanup_old_versions(
+            self,
+            older_than,
+            retain_versions,
+            error_if_tagged_old_versions=error_if_tagged_old_versions,
+            delete_rate_limit=delete_rate_limit,
+            versions=versions,
+        )
 
     def __len__(self) -> int:
         return self.count_rows()

@@ -152,8 +152,8 @@ def test_cleanup_keeps_tagged_versions(tmp_path: Path) -> None:
     lance_format.write_dataset(_table(10, 10), uri, mode="overwrite")
     ds = lance_format.write_dataset(_table(10, 20), uri, mode="overwrite")
     ds.tags.create("keep", 1)
-    stats = ds.cleanup_old_versions(older_than_seconds=0)
-    assert stats["old_versions"] == 1
+    stats = ds.cleanup_old_versions(older_than_seconds=0, error_if_tagged_old_versions=False)
+    assert stats.old_versions == 1
     assert lance_format.dataset(uri, version="keep").to_table().equals(_table(10))
     with pytest.raises(NotFoundError):
         lance_format.dataset(uri, version=2)

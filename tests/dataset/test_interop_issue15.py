@@ -231,4 +231,75 @@ def test_utf8_metadata_round_trips(tmp_path: Path) -> None:
     assert lance.dataset(tmp_path).schema.field("a").metadata == {"ключ".encode(): "значение".encode()}
 
 
-_ = datetime  # used by the cleanup tests below
+# -- defect 11: cleanup_old_versions signature, tags and CleanupStats ------------------------------------
+
+
+def _versions_twins(tmp_path: Path, n: int = 5, tag: int | None = None) -> tuple[str, str]:
+    """Two identical pylance datasets of ``n`` overwrite versions: one for pylance, one for us."""
+    uris = []
+    for name in ("theirs", "ours"):
+        uri = str(tmp_path / name)
+        for i in range(n):
+            lance.write_dataset(pa.table({"a": [i]}), uri, mode="overwrite" if i else "create")
+        if tag is not None:
+            lance.dataset(uri).tags.create("t", tag)
+        uris.append(uri)
+    return uris[0], uris[1]
+
+
+def _version_list(uri: str) -> list[int]:
+    return [v["version"] for v in lance.dataset(uri).versions()]
+
+
+def test_cleanup_refuses_tagged_old_versions_by_default(tmp_path: Path) -> None:
+    theirs, ours = _versions_twins(tmp_path, tag=2)
+    with pytest.raises(OSError, match="tagged version"):
+        lance.dataset(theirs).cleanup_old_versions(older_than=datetime.timedelta(0))
+    with pytest.raises(InvalidInputError, match="tagged version"):
+        lance_format.dataset(ours).cleanup_old_versions(older_than=datetime.timedelta(0))
+    assert _version_list(ours) == _version_list(theirs) == [1, 2, 3, 4, 5]
+    # A tag the policy does not reach is no error.
+    lance.dataset(theirs).cleanup_old_versions(retain_versions=4)
+    lance_format.dataset(ours).cleanup_old_versions(retain_versions=4)
+    assert _version_list(ours) == _version_list(theirs) == [2, 3, 4, 5]
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"older_than": datetime.timedelta(0), "error_if_tagged_old_versions": False},
+        {"retain_versions": 2, "error_if_tagged_old_versions": False},
+        {"older_than": datetime.timedelta(days=1), "retain_versions": 1},
+        {"older_than": datetime.timedelta(0), "retain_versions": 3, "error_if_tagged_old_versions": False},
+        {},
+    ],
+)
+def test_cleanup_matches_pylance(tmp_path: Path, kwargs: dict[str, Any]) -> None:
+    theirs, ours = _versions_twins(tmp_path, tag=2)
+    expected = lance.dataset(theirs).cleanup_old_versions(**kwargs)
+    got = lance_format.dataset(ours).cleanup_old_versions(**kwargs)
+    assert _version_list(ours) == _version_list(theirs)
+    fields = {"bytes_removed", "old_versions", "data_files_removed", "transaction_files_removed"}
+    fields |= {"index_files_removed", "deletion_files_removed", "failed_deletes"}
+    assert {f for f in dir(expected) if not f.startswith("_")} == fields
+    for f in fields - {"bytes_removed"}:  # manifests differ in size between writers
+        assert getattr(got, f) == getattr(expected, f), f
+    assert (got.bytes_removed > 0) == (expected.bytes_removed > 0)
+    assert len(os.listdir(Path(ours) / "data")) == len(os.listdir(Path(theirs) / "data")) > 0
+    _same(lance.dataset(ours).to_table(), lance.dataset(theirs).to_table())
+
+
+def test_cleanup_from_an_older_checkout_keeps_newer_versions(tmp_path: Path) -> None:
+    theirs, ours = _versions_twins(tmp_path, n=4)
+    lance.dataset(theirs, version=2).cleanup_old_versions(older_than=datetime.timedelta(0))
+    lance_format.dataset(ours, version=2).cleanup_old_versions(older_than=datetime.timedelta(0))
+    assert _version_list(ours) == _version_list(theirs) == [2, 3, 4]
+
+
+@pytest.mark.parametrize("kwargs", [{"retain_versions": 0}, {"retain_versions": -1}, {"older_than": 5}])
+def test_cleanup_bad_arguments(tmp_path: Path, kwargs: dict[str, Any]) -> None:
+    theirs, ours = _versions_twins(tmp_path, n=2)
+    with pytest.raises((OSError, TypeError, OverflowError)):
+        lance.dataset(theirs).cleanup_old_versions(**kwargs)
+    with pytest.raises(InvalidInputError):
+        lance_format.dataset(ours).cleanup_old_versions(**kwargs)

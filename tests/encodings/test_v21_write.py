@@ -163,7 +163,7 @@ def test_bad_compression_level_is_a_typed_error(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("asked", "expected"),
-    [(None, "2.2"), ("2.1", "2.1"), ("2.0", "2.0"), ("stable", "2.2"), ("legacy", "2.0")],
+    [(None, "2.2"), ("2.1", "2.1"), ("2.0", "2.0"), ("stable", "2.2")],
 )
 def test_dataset_version_choice(asked: str | None, expected: str, tmp_path: Path) -> None:
     from lance_format.dataset.write import write_dataset
