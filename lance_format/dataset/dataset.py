@@ -6,7 +6,7 @@ import os
 import threading
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -32,6 +32,9 @@ from lance_format.table.flags import STABLE_ROW_IDS, check_reader_flags
 from lance_format.table.model import BasePath, DataFile, DataFragment, DeletionFile, Manifest, Transaction
 from lance_format.table.naming import ManifestNaming
 from lance_format.table.versions import VersionInfo, read_transaction
+
+if TYPE_CHECKING:
+    from lance_format.dataset.evolve import ColumnsToAdd
 
 __all__ = ["LanceDataset", "LanceFragment", "dataset"]
 
@@ -458,15 +461,18 @@ class LanceDataset:
         self.manifest = restore_version(self)
         self._row_index = None
 
-    def add_columns(self, transforms: dict[str, str]) -> None:
-        """Add columns computed by SQL expressions over existing columns (``{name: sql}``)."""
+    def add_columns(self, transforms: ColumnsToAdd) -> None:
+        """Add columns: computed by SQL expressions over existing columns (``{name: sql}``), or
+        all-null columns (a ``pa.Field``, a list of them or a ``pa.Schema``; metadata only, no data
+        files, as in pylance)."""
         from lance_format.dataset.evolve import add_columns
         from lance_format.dataset.mutate import with_retries
 
         self.manifest = with_retries(self, lambda ds: add_columns(ds, transforms))
 
     def drop_columns(self, columns: list[str]) -> None:
-        """Remove columns from the schema (data files are kept until compaction)."""
+        """Remove columns from the schema; data files holding only dropped columns leave the
+        manifest (files shared with kept columns stay until compaction)."""
         from lance_format.dataset.evolve import drop_columns
         from lance_format.dataset.mutate import with_retries
 

@@ -1,10 +1,11 @@
-"""Schema evolution: add columns (new data files per fragment), drop and rename columns."""
+"""Schema evolution: add columns (new data files per fragment, or none for all-null columns), drop
+and rename columns."""
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeAlias
 
 import pyarrow as pa
 
@@ -20,7 +21,7 @@ from lance_format.table.naming import data_file_name
 if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset
 
-__all__ = ["add_columns", "alter_columns", "drop_columns"]
+__all__ = ["ColumnsToAdd", "add_columns", "add_null_columns", "alter_columns", "drop_columns"]
 
 
 def _commit(ds: LanceDataset, op: Project | Merge) -> Manifest:
@@ -29,7 +30,9 @@ def _commit(ds: LanceDataset, op: Project | Merge) -> Manifest:
 
 
 def drop_columns(ds: LanceDataset, columns: list[str]) -> Manifest:
-    """Commit a schema without ``columns`` (data files are left as they are)."""
+    """Commit a schema without ``columns``; a data file left with none of the schema's fields goes
+    out of the manifest (see :mod:`lance_format.table.transaction`), files shared with kept columns
+    stay as they are."""
     names = [f.name for f in ds.lance_schema.fields]
     for c in columns:
         if c not in names:
@@ -71,8 +74,39 @@ def _new_fields(ds: LanceDataset, schema: pa.Schema) -> LanceSchema:
     return LanceSchema(tuple(_renumber(f, counter, -1) for f in fields_from_arrow(schema).fields))
 
 
-def add_columns(ds: LanceDataset, transforms: dict[str, str]) -> Manifest:
-    """Commit new columns computed from SQL expressions over existing ones (one new file per fragment)."""
+#: What ``add_columns`` takes: SQL expressions by name, or the fields of all-null columns.
+ColumnsToAdd: TypeAlias = "dict[str, str] | pa.Field | list[pa.Field] | pa.Schema"
+
+
+def add_null_columns(ds: LanceDataset, fields: pa.Schema) -> Manifest:
+    """Commit all-null columns as a metadata-only change, as pylance does: the schema grows, no
+    data file is written, and readers return nulls for fields no data file holds."""
+    for f in fields:
+        if f.name in ds.schema.names:
+            raise InvalidInputError(f"column {f.name!r} already exists in the dataset")
+        if not f.nullable:
+            raise InvalidInputError(f"all-null columns must be nullable, but field {f.name!r} is not")
+    new = _new_fields(ds, fields)
+    schema = LanceSchema(ds.lance_schema.fields + new.fields, dict(ds.lance_schema.metadata))
+    return _commit(ds, Merge(ds.manifest.fragments, schema))
+
+
+def add_columns(ds: LanceDataset, transforms: ColumnsToAdd) -> Manifest:
+    """Commit new columns: SQL expressions over existing ones (one new file per fragment), or
+    all-null columns given as a ``pa.Field``, a list of them or a ``pa.Schema`` (no data files)."""
+    if isinstance(transforms, pa.Field):
+        transforms = [transforms]
+    if isinstance(transforms, list) and all(isinstance(f, pa.Field) for f in transforms):
+        transforms = pa.schema(transforms)
+    if isinstance(transforms, pa.Schema):
+        if not len(transforms):
+            raise InvalidInputError("add_columns needs at least one column")
+        return add_null_columns(ds, transforms)
+    if not isinstance(transforms, dict):
+        raise InvalidInputError(
+            "add_columns takes {name: SQL expression}, a pyarrow Field, a list of Fields or a Schema; "
+            f"got {type(transforms).__name__}"
+        )
     if not transforms:
         raise InvalidInputError("add_columns needs at least one column")
     arrow = ds.schema

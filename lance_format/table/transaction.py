@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from lance_format.core.errors import CommitConflictError, InvalidInputError, RetryableCommitConflictError
+from lance_format.core.types import LanceSchema
 from lance_format.table import _serde
 from lance_format.table.flags import STABLE_ROW_IDS, compute_flags
 from lance_format.table.model import (
@@ -70,6 +71,17 @@ def _rewrite(fragments: tuple[DataFragment, ...], op: Rewrite, first_id: int) ->
             for new in op.groups[g].new_fragments:
                 out.append(replace(new, id=nid))
                 nid += 1
+    return tuple(out)
+
+
+def _drop_unused_files(fragments: tuple[DataFragment, ...], schema: LanceSchema) -> tuple[DataFragment, ...]:
+    """Fragments without the data files that hold none of ``schema``'s fields, as pylance's
+    ``Project`` (``drop_columns``) leaves them: a file of only dropped columns is garbage."""
+    live = {f.id for f in schema.walk()}
+    out = []
+    for frag in fragments:
+        files = tuple(df for df in frag.files if live.intersection(df.fields))
+        out.append(frag if len(files) == len(frag.files) else replace(frag, files=files))
     return tuple(out)
 
 
@@ -137,7 +149,7 @@ def build_manifest(
             )
             index_bytes = old.index_section_bytes
         elif isinstance(op, Project):
-            new = replace(new, schema=op.schema)
+            new = replace(new, schema=op.schema, fragments=_drop_unused_files(base.fragments, op.schema))
         elif isinstance(op, Merge):
             new = replace(new, schema=op.schema, fragments=op.fragments)
         elif isinstance(op, Rewrite):

@@ -303,3 +303,81 @@ def test_cleanup_bad_arguments(tmp_path: Path, kwargs: dict[str, Any]) -> None:
         lance.dataset(theirs).cleanup_old_versions(**kwargs)
     with pytest.raises(InvalidInputError):
         lance_format.dataset(ours).cleanup_old_versions(**kwargs)
+
+
+# -- defects 7 and 12: drop_columns removes orphaned data files; all-null add_columns writes none -------
+
+
+def _files(uri: str) -> list[list[tuple[list[int], list[int]]]]:
+    """Per fragment, ``(fields, column_indices)`` of each data file, as pylance reads the manifest."""
+    frags = lance.dataset(uri).get_fragments()
+    return [[(d.fields, d.column_indices) for d in f.data_files()] for f in frags]
+
+
+def _evolve_twins(tmp_path: Path, version: str, writer: Any) -> tuple[str, str]:
+    uris = []
+    for name in ("theirs", "ours"):
+        uri = str(tmp_path / name)
+        t = pa.table({"a": np.arange(5, dtype=np.int64), "b": [f"s{i}" for i in range(5)]})
+        writer.write_dataset(t, uri, max_rows_per_file=3, data_storage_version=version)
+        uris.append(uri)
+    return uris[0], uris[1]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("writer", [lance, lance_format], ids=["pylance-written", "our-written"])
+def test_drop_columns_drops_data_files_like_pylance(tmp_path: Path, version: str, writer: Any) -> None:
+    theirs, ours = _evolve_twins(tmp_path, version, writer)
+    lance.dataset(theirs).add_columns({"d": "a * 2", "e": "a + 1"})
+    lance.dataset(ours).add_columns({"d": "a * 2", "e": "a + 1"})
+    lance.dataset(theirs).drop_columns(["d"])
+    lance_format.dataset(ours).drop_columns(["d"])
+    assert _files(ours) == _files(theirs)  # the file holds e too: kept
+    lance.dataset(theirs).drop_columns(["e", "b"])
+    lance_format.dataset(ours).drop_columns(["e", "b"])
+    assert _files(ours) == _files(theirs)
+    assert all(len(files) == 1 for files in _files(ours))  # d/e's files are gone
+    _same(lance.dataset(ours).to_table(), lance.dataset(theirs).to_table())
+    _same(lance_format.dataset(ours).to_table(), lance.dataset(theirs).to_table())
+    _same(lance_format.dataset(theirs).to_table(), lance.dataset(theirs).to_table())
+
+
+NULL_COLUMNS = [
+    pa.field("n", pa.int64()),
+    [pa.field("m", pa.string()), pa.field("l", pa.list_(pa.int32()))],
+    pa.schema([pa.field("s", pa.struct([pa.field("x", pa.int32()), pa.field("y", pa.string())]))]),
+]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("columns", NULL_COLUMNS, ids=["field", "fields", "schema"])
+def test_add_all_null_columns_is_metadata_only(tmp_path: Path, version: str, columns: Any) -> None:
+    theirs, ours = _evolve_twins(tmp_path, version, lance)
+    before = sorted(os.listdir(Path(ours) / "data"))
+    lance.dataset(theirs).add_columns(columns)
+    lance_format.dataset(ours).add_columns(columns)
+    assert sorted(os.listdir(Path(ours) / "data")) == before
+    assert _files(ours) == _files(theirs)
+    assert lance.dataset(ours).schema == lance.dataset(theirs).schema
+    assert lance.dataset(ours).read_transaction(2).operation.__class__.__name__ == "Merge"
+    expected = lance.dataset(theirs).to_table()
+    _same(lance.dataset(ours).to_table(), expected)
+    _same(lance_format.dataset(ours).to_table(), expected)
+    _same(lance_format.dataset(theirs).to_table(), expected)
+    # The next schema change numbers fields the same way on both sides.
+    lance.dataset(theirs).add_columns({"z": "a + 1"})
+    lance_format.dataset(ours).add_columns({"z": "a + 1"})
+    assert _files(ours) == _files(theirs)
+    _same(lance.dataset(ours).to_table(), lance.dataset(theirs).to_table())
+
+
+@pytest.mark.parametrize(
+    ("column", "message"),
+    [(pa.field("a", pa.int64()), "already exists"), (pa.field("n", pa.int64(), nullable=False), "nullable")],
+)
+def test_add_null_columns_refuses_like_pylance(tmp_path: Path, column: pa.Field, message: str) -> None:
+    theirs, ours = _evolve_twins(tmp_path, "2.2", lance)
+    with pytest.raises(OSError, match=message):
+        lance.dataset(theirs).add_columns(column)
+    with pytest.raises(InvalidInputError, match=message):
+        lance_format.dataset(ours).add_columns(column)
