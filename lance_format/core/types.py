@@ -10,10 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute
 
 from lance_format.core.errors import CorruptFileError, InvalidInputError, NotSupportedError
+from lance_format.core.jsonb import JSON_EXTENSION_NAME, decode_jsonb, encode_jsonb, is_json_type
 
 __all__ = [
     "LanceField",
@@ -21,9 +24,15 @@ __all__ = [
     "LegacyEncoding",
     "arrow_type_to_logical",
     "fields_from_arrow",
+    "json_from_storage",
+    "json_to_storage",
     "logical_to_arrow_type",
     "utf8_metadata",
 ]
+
+
+_EXTENSION_PREFIX = "ARROW:extension:"
+_JSON_FIELD_METADATA = {"ARROW:extension:name": JSON_EXTENSION_NAME, "ARROW:extension:metadata": b""}
 
 
 class LegacyEncoding:
@@ -63,6 +72,8 @@ _SIMPLE_NAMES: dict[pa.DataType, str] = {v: k for k, v in _SIMPLE.items() if k !
 
 def arrow_type_to_logical(t: pa.DataType) -> str:
     """Lance logical type string of an Arrow type (the node itself, not its children)."""
+    if is_json_type(t):
+        return "json"
     name = _SIMPLE_NAMES.get(t)
     if name is not None:
         return name
@@ -188,6 +199,27 @@ class LanceField:
             self.__dict__["_arrow_field"] = cached
         return cached
 
+    @property
+    def has_json(self) -> bool:
+        """Whether this field or a descendant is Lance's JSON type (JSONB bytes on disk)."""
+        return any(f.logical_type == "json" for f in self.walk())
+
+    def to_logical_arrow(self) -> pa.Field:
+        """This field as users see it: :meth:`to_arrow`, except that JSON fields are ``pa.json_()``
+        text (stored as JSONB ``large_binary``, see :mod:`lance_format.core.jsonb`)."""
+        if not self.has_json:
+            return self.to_arrow()
+        cached: pa.Field | None = self.__dict__.get("_logical_field")
+        if cached is None:
+            meta = {k: v for k, v in self.metadata.items() if not k.startswith(_EXTENSION_PREFIX)}
+            if self.logical_type == "json":
+                typ = pa.json_()
+            else:
+                typ = logical_to_arrow_type(self.logical_type, [c.to_logical_arrow() for c in self.children])
+            cached = pa.field(self.name, typ, self.nullable, meta or None)
+            self.__dict__["_logical_field"] = cached
+        return cached
+
     def walk(self) -> Iterator[LanceField]:
         """This field and its descendants, depth-first pre-order."""
         yield self
@@ -196,7 +228,13 @@ class LanceField:
 
     @property
     def is_leaf(self) -> bool:
-        return not self.children and self.logical_type != "struct"
+        """No children: a value column, or an empty struct (2.1+ files give it a column too)."""
+        return not self.children
+
+    @property
+    def is_empty_struct(self) -> bool:
+        """A ``struct<>``: rows but no values."""
+        return not self.children and self.logical_type == "struct"
 
 
 @dataclass(frozen=True)
@@ -210,7 +248,8 @@ class LanceSchema:
         # Memoized like LanceField.to_arrow (frozen, so never stale).
         cached: pa.Schema | None = self.__dict__.get("_arrow_schema")
         if cached is None:
-            cached = pa.schema([f.to_arrow() for f in self.fields], metadata=self.metadata or None)
+            # As users see it: JSON fields are pa.json_() (their storage type is only in the files).
+            cached = pa.schema([f.to_logical_arrow() for f in self.fields], metadata=self.metadata or None)
             self.__dict__["_arrow_schema"] = cached
         return cached
 
@@ -262,6 +301,8 @@ def _legacy_encoding(t: pa.DataType) -> int:
         return LegacyEncoding.NONE
     if pa.types.is_dictionary(t):
         return LegacyEncoding.DICTIONARY
+    if is_json_type(t):
+        return LegacyEncoding.VAR_BINARY
     if (
         pa.types.is_string(t)
         or pa.types.is_large_string(t)
@@ -290,6 +331,8 @@ def fields_from_arrow(schema: pa.Schema, first_id: int = 0) -> LanceSchema:
         elif pa.types.is_list(t) or pa.types.is_large_list(t):
             kids = [convert(t.value_field, fid)]
         meta = utf8_metadata(f.metadata, f"field {f.name!r}")
+        if logical == "json":  # the extension metadata pylance stores with a JSON field
+            meta.update(_JSON_FIELD_METADATA)
         return LanceField(fid, parent, f.name, logical, f.nullable, meta, tuple(kids), _legacy_encoding(t))
 
     fields = tuple(convert(f, -1) for f in schema)
@@ -317,3 +360,52 @@ def utf8_metadata(
             ) from None
         out[key] = v if isinstance(v, bytes) else str(v).encode()
     return out
+
+
+def _rebuild(arr: pa.Array, typ: pa.DataType, convert: Any) -> pa.Array:
+    """``arr`` with its JSON descendants converted (struct and list nesting)."""
+    mask = arr.is_null() if arr.null_count else None
+    if pa.types.is_struct(arr.type):
+        kids = convert(arr)
+        return pa.StructArray.from_arrays(kids, fields=list(typ), mask=mask)
+    offsets = arr.offsets
+    first = offsets[0].as_py()
+    values = arr.values.slice(first, offsets[-1].as_py() - first)
+    rebased = pa.compute.subtract(offsets, pa.scalar(first, offsets.type))
+    builder = pa.LargeListArray if pa.types.is_large_list(arr.type) else pa.ListArray
+    return builder.from_arrays(rebased, convert(values), type=typ, mask=mask)
+
+
+def _convert_json(field: LanceField, arr: pa.Array | pa.ChunkedArray, to_storage: bool, path: str) -> Any:
+    if not field.has_json:
+        return arr
+    if isinstance(arr, pa.ChunkedArray):
+        chunks = [_convert_json(field, c, to_storage, path) for c in arr.chunks]
+        typ = field.to_arrow().type if to_storage else field.to_logical_arrow().type
+        return pa.chunked_array(chunks, type=typ)
+    if field.logical_type == "json":
+        return encode_jsonb(arr) if to_storage else decode_jsonb(arr, path)
+    typ = field.to_arrow().type if to_storage else field.to_logical_arrow().type
+    if pa.types.is_struct(arr.type):
+        return _rebuild(
+            arr,
+            typ,
+            lambda a: [_convert_json(c, a.field(i), to_storage, path) for i, c in enumerate(field.children)],
+        )
+    return _rebuild(arr, typ, lambda values: _convert_json(field.children[0], values, to_storage, path))
+
+
+def json_to_storage(field: LanceField, arr: pa.Array | pa.ChunkedArray) -> Any:
+    """Rows of ``field`` as stored: its JSON values (at any depth) become JSONB bytes.
+
+    Raises
+    ------
+    InvalidInputError
+        A JSON value does not parse.
+    """
+    return _convert_json(field, arr, True, "<json>")
+
+
+def json_from_storage(field: LanceField, arr: pa.Array | pa.ChunkedArray, path: str) -> Any:
+    """Decoded rows of ``field`` as users see them: JSONB bytes become ``pa.json_()`` text."""
+    return _convert_json(field, arr, False, path)

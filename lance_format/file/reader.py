@@ -13,7 +13,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from lance_format.core.errors import CorruptFileError, InvalidInputError, LanceError
-from lance_format.core.types import LanceField, LanceSchema
+from lance_format.core.types import LanceField, LanceSchema, json_from_storage
 from lance_format.encodings import decode_column_encoding, decode_field, decode_page_encoding
 from lance_format.encodings.base import (
     ColumnInfo,
@@ -196,7 +196,8 @@ class LanceFileReader:
         self._open()
         self._projection = self._resolve_columns(columns)
         self.schema = pa.schema(
-            [f.to_arrow() for f in self._projection], metadata=self._meta.lance_schema.metadata or None
+            [f.to_logical_arrow() for f in self._projection],
+            metadata=self._meta.lance_schema.metadata or None,
         )
 
     # -- opening -------------------------------------------------------------------------------
@@ -421,7 +422,7 @@ class LanceFileReader:
             return self
         view = copy.copy(self)
         view._projection = list(fields)
-        view.schema = pa.schema([f.to_arrow() for f in fields])
+        view.schema = pa.schema([f.to_logical_arrow() for f in fields])
         return view
 
     # -- decoding ------------------------------------------------------------------------------
@@ -442,6 +443,7 @@ class LanceFileReader:
         ) as e:
             # Bytes that passed the structural checks but do not decode: corrupt, not a bug to leak.
             raise CorruptFileError(self.path, f"cannot decode data: {type(e).__name__}: {e}") from None
+        arrays = [json_from_storage(f, a, self.path) for f, a in zip(self._projection, arrays, strict=True)]
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
 
     def close(self) -> None:

@@ -10,7 +10,7 @@ import pyarrow as pa
 
 from lance_format.core.concurrency import env_positive_int
 from lance_format.core.errors import InvalidInputError, LanceError, SchemaMismatchError
-from lance_format.core.types import LanceField, LanceSchema, fields_from_arrow
+from lance_format.core.types import LanceField, LanceSchema, fields_from_arrow, json_to_storage
 from lance_format.encodings.base import EncodedPage
 from lance_format.encodings.v20._serde import column_encoding_to_bytes
 from lance_format.encodings.v20.model import Values
@@ -156,7 +156,7 @@ class LanceFileWriter:
                     f"{self.path}: batch schema does not match the file schema: {e}"
                 ) from None
         for i, top in enumerate(self._lance.fields):
-            col = batch.column(i)
+            col = json_to_storage(top, batch.column(i))
             chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
             for chunk in chunks:
                 if len(chunk):

@@ -241,6 +241,8 @@ def _leaves(field: LanceField, columns_of: dict[int, int]) -> list[tuple[LanceFi
 
     def visit(f: LanceField, depth: int) -> None:
         col = columns_of.get(f.id)
+        if f.is_empty_struct:  # its column holds nothing to read (see _assemble)
+            return
         if col is not None:
             out.append((f, col, depth))
             return
@@ -307,7 +309,10 @@ def _first_leaf(field: LanceField, columns_of: dict[int, int]) -> LanceField:
 
 
 def _has_column(f: LanceField, columns_of: dict[int, int]) -> bool:
-    return f.id in columns_of or any(_has_column(c, columns_of) for c in f.children)
+    """Whether a column with values lies at or under ``f`` (an empty struct's column has none)."""
+    if f.id in columns_of and not f.is_empty_struct:
+        return True
+    return any(_has_column(c, columns_of) for c in f.children)
 
 
 def _layer_for(
@@ -345,6 +350,9 @@ def _assemble(
             raise ValueError(f"struct {field.name!r} decoded as a list")
         kids = []
         for i, c in enumerate(field.children):
+            if c.is_empty_struct:  # pylance writes these only without nulls: every row is {}
+                kids.append(pa.Array.from_buffers(typ.field(i).type, layer.length, [None], children=[]))
+                continue
             if not _has_column(c, columns_of):
                 kids.append(pa.nulls(layer.length, typ.field(i).type))
                 continue

@@ -124,9 +124,22 @@ def _encode_blob(
     return m.BlobLayout(inner, ll.layers), bufs
 
 
+def _encode_empty_struct(ll: LeafLevels) -> tuple[m.PageLayout, list[bytes]]:
+    """A ``struct<>`` column: pylance writes a page without levels or values (every row is ``{}``)
+    and refuses nulls in such a struct or above it, and lists of them: so do we."""
+    if ll.rep is not None or (ll.defs is not None and bool(ll.defs.any())):
+        raise InvalidInputError(
+            f"field {ll.field.name!r} is an empty struct with nulls (or inside a list): Lance cannot "
+            "store that (pylance refuses it too); give the struct a child or drop the nulls"
+        )
+    return m.AllNullLayout((m.RepDefLayer.NULLABLE_ITEM, *ll.layers[1:])), []
+
+
 def _encode_leaf(
     ll: LeafLevels, large: bool, write_external: WriteExternal | None = None
 ) -> tuple[m.PageLayout, list[bytes]]:
+    if ll.field.is_empty_struct:
+        return _encode_empty_struct(ll)
     slots = ll.slots
     vis_mask = slots >= 0
     arr = ll.values
