@@ -384,14 +384,56 @@ def row_id_range_bytes(start: int, end: int) -> bytes:
     return bytes(seq.SerializeToString())
 
 
+def _offset_width(span: int) -> int:
+    """Bytes per value of an ``EncodedU64Array`` whose values lie within ``span`` of its base."""
+    return 2 if span < 1 << 16 else 4 if span < 1 << 32 else 8
+
+
+def _encode_array(a: rowids_pb2.EncodedU64Array, values: npt.NDArray[np.uint64]) -> None:
+    """``values`` as u16 / u32 offsets from their minimum when they fit, else plain u64."""
+    base = int(values.min()) if len(values) else 0
+    width = _offset_width(int(values.max()) - base if len(values) else 0)
+    if width == 8:
+        a.u64_array.values = values.astype("<u8").tobytes()
+        return
+    packed = a.u16_array if width == 2 else a.u32_array
+    packed.base = base
+    packed.offsets = (values - np.uint64(base)).astype(f"<u{width}").tobytes()
+
+
 def row_ids_bytes(ids: npt.NDArray[np.uint64]) -> bytes:
-    """A ``RowIdSequence`` of arbitrary ids: one range when contiguous, else a packed array."""
+    """A ``RowIdSequence`` of arbitrary ids in one segment of the smallest kind, as pylance picks:
+    a range when contiguous; for increasing ids a range with holes, a range with a bitmap (bit i,
+    least significant first, says whether ``start + i`` is present) or a sorted array; otherwise
+    an array."""
     ids = np.asarray(ids, dtype=np.uint64)
-    if len(ids) and int(ids[-1]) - int(ids[0]) == len(ids) - 1 and (np.diff(ids) == 1).all():
-        return row_id_range_bytes(int(ids[0]), int(ids[-1]) + 1)
+    n = len(ids)
     seq = rowids_pb2.RowIdSequence()
     seg = seq.segments.add()
-    seg.array.u64_array.values = ids.astype("<u8").tobytes()
+    if n == 0 or not bool((ids[1:] > ids[:-1]).all()):
+        _encode_array(seg.array, ids)
+        return bytes(seq.SerializeToString())
+    start, end = int(ids[0]), int(ids[-1]) + 1
+    span = end - start
+    if span == n:
+        return row_id_range_bytes(start, end)
+    width = _offset_width(span - 1)
+    sizes = {"holes": (span - n) * width, "bitmap": -(-span // 8), "sorted": n * width}
+    kind = min(sizes, key=lambda k: sizes[k])
+    if kind == "sorted":
+        _encode_array(seg.sorted_array, ids)
+    elif kind == "holes":
+        present = np.zeros(span, dtype=bool)
+        present[(ids - np.uint64(start)).astype(np.int64)] = True
+        seg.range_with_holes.start, seg.range_with_holes.end = start, end
+        _encode_array(
+            seg.range_with_holes.holes, np.flatnonzero(~present).astype(np.uint64) + np.uint64(start)
+        )
+    else:
+        present = np.zeros(span, dtype=bool)
+        present[(ids - np.uint64(start)).astype(np.int64)] = True
+        seg.range_with_bitmap.start, seg.range_with_bitmap.end = start, end
+        seg.range_with_bitmap.bitmap = np.packbits(present, bitorder="little").tobytes()
     return bytes(seq.SerializeToString())
 
 

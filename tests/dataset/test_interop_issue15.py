@@ -116,14 +116,51 @@ def test_we_read_pylance_row_ids_after_delete_and_compact(tmp_path: Path, predic
     _same(ours.take_rows(ids), theirs._take_rows(ids))
 
 
-def test_pylance_reads_our_row_ids_after_delete_and_compact(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("predicate", "kind"),
+    [
+        ("a % 11 = 3", "range_with_bitmap"),
+        ("a = 5 OR a = 1700", "range_with_holes"),
+        ("a % 500 <> 7", "sorted_array"),
+        ("a < 1500", "range"),
+    ],
+)
+def test_pylance_reads_our_row_ids_after_delete_and_compact(
+    tmp_path: Path, predicate: str, kind: str
+) -> None:
     t = pa.table({"a": np.arange(3000, dtype=np.int64)})
     ours = lance_format.write_dataset(t, tmp_path, enable_stable_row_ids=True, max_rows_per_file=1000)
-    ours.delete("a % 11 = 3")
+    ours.delete(predicate)
     ours.optimize.compact_files()
     ours = lance_format.dataset(tmp_path)
     theirs = lance.dataset(tmp_path)
+    assert kind in _segment_kinds(theirs)
     _same(theirs.to_table(with_row_id=True), ours.to_table(with_row_id=True))
+    ids = ours.to_table(with_row_id=True)["_rowid"].to_pylist()[::7]
+    _same(theirs._take_rows(ids), ours.take_rows(ids))
+
+
+@pytest.mark.parametrize(
+    ("ids", "kind"),
+    [
+        (np.arange(5, 50), "range"),
+        (np.delete(np.arange(1000), [3, 500]), "range_with_holes"),
+        (np.arange(3000)[np.arange(3000) % 11 != 3], "range_with_bitmap"),
+        (np.arange(0, 10**6, 977), "sorted_array"),
+        (np.array([1, 2**40]), "sorted_array"),
+        (np.array([9, 3, 7, 100000]), "array"),
+        (np.array([2**40, 1]), "array"),
+        (np.array([], dtype=np.uint64), "array"),
+    ],
+)
+def test_row_id_sequences_are_written_compactly(ids: np.ndarray, kind: str) -> None:
+    from lance_format.table.rowids import encode_row_ids
+
+    data = encode_row_ids(ids.astype(np.uint64))
+    seq = rowids_pb2.RowIdSequence()
+    seq.ParseFromString(data)
+    assert [s.WhichOneof("segment") for s in seq.segments] == [kind]
+    assert decode_row_ids(data, "test").tolist() == ids.tolist()
 
 
 def _u64(values: list[int]) -> rowids_pb2.EncodedU64Array:
