@@ -36,7 +36,7 @@ import pyarrow as pa
 
 from lance_format.core.errors import CorruptFileError, InvalidInputError
 
-__all__ = ["JSON_EXTENSION_NAME", "decode_jsonb", "encode_jsonb", "is_json_type"]
+__all__ = ["JSON_EXTENSION_NAME", "decode_jsonb", "encode_jsonb", "is_json_type", "json_arrow_type"]
 
 #: ``ARROW:extension:name`` of a Lance JSON field.
 JSON_EXTENSION_NAME = b"lance.json"
@@ -49,6 +49,12 @@ _ZERO, _INT, _UINT, _FLOAT = 0x00, 0x40, 0x50, 0x60
 _INT_FORMATS = ((1, ">b", ">B"), (2, ">h", ">H"), (4, ">i", ">I"), (8, ">q", ">Q"))
 
 
+def json_arrow_type() -> pa.DataType:
+    """``pa.json_()``; plain strings on pyarrow < 19, which has no JSON type."""
+    factory = getattr(pa, "json_", None)
+    return factory() if factory is not None else pa.string()
+
+
 def is_json_type(t: pa.DataType) -> bool:
     """Whether ``t`` is Arrow's canonical JSON extension type (``pa.json_()``)."""
     json_type = getattr(pa, "JsonType", None)
@@ -59,11 +65,11 @@ def is_json_type(t: pa.DataType) -> bool:
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out = dict(pairs)
-    if len(out) != len(pairs):
-        seen: set[str] = set()
-        dup = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
-        raise ValueError(f"duplicate object attribute {dup!r}")
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:  # pylance refuses duplicate keys rather than keep one
+            raise ValueError(f"duplicate object attribute {key!r}")
+        out[key] = value
     return out
 
 
@@ -247,4 +253,5 @@ def decode_jsonb(blobs: pa.Array, path: str = "<jsonb>") -> pa.Array:
             r = _Reader(blob, path)
             out.append(r.container(0, len(blob)))
     storage = pa.array(out, pa.string())
-    return pa.ExtensionArray.from_storage(pa.json_(), storage)
+    typ = json_arrow_type()
+    return storage if typ == storage.type else pa.ExtensionArray.from_storage(typ, storage)

@@ -16,7 +16,13 @@ import pyarrow as pa
 import pyarrow.compute
 
 from lance_format.core.errors import CorruptFileError, InvalidInputError, NotSupportedError
-from lance_format.core.jsonb import JSON_EXTENSION_NAME, decode_jsonb, encode_jsonb, is_json_type
+from lance_format.core.jsonb import (
+    JSON_EXTENSION_NAME,
+    decode_jsonb,
+    encode_jsonb,
+    is_json_type,
+    json_arrow_type,
+)
 
 __all__ = [
     "LanceField",
@@ -213,7 +219,7 @@ class LanceField:
         if cached is None:
             meta = {k: v for k, v in self.metadata.items() if not k.startswith(_EXTENSION_PREFIX)}
             if self.logical_type == "json":
-                typ = pa.json_()
+                typ = json_arrow_type()
             else:
                 typ = logical_to_arrow_type(self.logical_type, [c.to_logical_arrow() for c in self.children])
             cached = pa.field(self.name, typ, self.nullable, meta or None)
