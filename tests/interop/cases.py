@@ -702,6 +702,20 @@ def _t_dictionary(rng: np.random.Generator) -> pa.Table:
 
 
 @_builder
+def _t_dictionary_values(rng: np.random.Generator) -> pa.Table:
+    # Fixed-width dictionary values: 2.1/2.2 need a page dictionary for pylance to read them back.
+    return pa.table(
+        {
+            "d_i32_i32": _dict(rng, N, pa.int32(), pa.array([7, -1, 2**31 - 1], pa.int32())),
+            "d_i8_i64": _dict(rng, N, pa.int8(), pa.array([10, None, -(2**63)], pa.int64()), 0.05),
+            "d_i16_f64": _dict(rng, N, pa.int16(), pa.array([1.5, -0.0, float("inf")])),
+            "d_i32_u8": _dict(rng, N, pa.int32(), pa.array([0, 255], pa.uint8())),
+            "d_i32_bool": _dict(rng, N, pa.int32(), pa.array([True, False])),
+        }
+    )
+
+
+@_builder
 def _t_low_cardinality(rng: np.random.Generator) -> pa.Table:
     cats = [f"category-{k}" for k in range(7)]
     m = _mask(rng, N)
@@ -918,6 +932,12 @@ CASES: tuple[Case, ...] = (
         _BUILDERS["dictionary"],
         encodings={"2.0": ("Dictionary",), "2.1": ("dictionary: Some",)},
         note="compared logically: pylance's dictionaries differ from the input's (see module doc)",
+    ),
+    Case(
+        "dictionary_values",
+        _BUILDERS["dictionary_values"],
+        encodings={"2.1": ("dictionary: Some",), "2.2": ("dictionary: Some",)},
+        note="integer, float and boolean dictionary values (issue 15 defect 2)",
     ),
     Case(
         "low_cardinality",
