@@ -716,6 +716,12 @@ def _t_dictionary_values(rng: np.random.Generator) -> pa.Table:
 
 
 @_builder
+def _t_empty_struct(rng: np.random.Generator) -> pa.Table:
+    # struct<> without nulls: pylance gives it its own value-less column at 2.1+ (issue 15 defect 4).
+    return pa.table({"i": _ints(rng, N, np.int32), "e": pa.array([{}] * N, pa.struct([]))})
+
+
+@_builder
 def _t_low_cardinality(rng: np.random.Generator) -> pa.Table:
     cats = [f"category-{k}" for k in range(7)]
     m = _mask(rng, N)
@@ -939,6 +945,7 @@ CASES: tuple[Case, ...] = (
         encodings={"2.1": ("dictionary: Some",), "2.2": ("dictionary: Some",)},
         note="integer, float and boolean dictionary values (issue 15 defect 2)",
     ),
+    Case("empty_struct", _BUILDERS["empty_struct"], note="struct<> columns without nulls"),
     Case(
         "low_cardinality",
         _BUILDERS["low_cardinality"],
