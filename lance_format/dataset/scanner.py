@@ -61,11 +61,15 @@ def _with_rows(table: pa.Table, rows: int) -> pa.Table:
     return table if table.num_columns else pa.table({_ROWS: pa.nulls(rows)})
 
 
+#: Counts (limit, offset, batch size) are signed 64-bit integers, as in pylance.
+MAX_COUNT = 2**63 - 1
+
+
 def _check_count(value: int | None, name: str) -> int | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
-        raise InvalidInputError(f"{name} must be a non-negative integer, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or not 0 <= value <= MAX_COUNT:
+        raise InvalidInputError(f"{name} must be an integer from 0 to 2**63-1, got {value!r}")
     return int(value)
 
 

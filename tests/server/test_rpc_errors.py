@@ -199,11 +199,36 @@ def test_error_mapping_codes() -> None:
     assert error_code(to_flight_error(DatasetAlreadyExistsError("x"))) == "ALREADY_EXISTS"
     assert isinstance(to_flight_error(NotFoundError("/srv/root/x: gone"), ("/srv/root",)), NotFound)
     assert str(to_flight_error(NotFoundError("/srv/root/x: gone"), ("/srv/root",))) == "<root>/x: gone"
-    assert isinstance(to_flight_error(ValueError("bad")), InvalidArgument)
-    internal = to_flight_error(CorruptFileError("/srv/root/x/data/f.lance", "truncated"))
-    assert isinstance(internal, flight.FlightInternalError)
-    assert "/srv" not in str(internal)
-    assert isinstance(to_stream_error(CorruptFileError("/srv/f", "bad")), StreamFailed)
+    assert isinstance(to_flight_error(InvalidInputError("bad")), InvalidArgument)
+    corrupt = to_flight_error(CorruptFileError("/srv/root/x/data/f.lance", "truncated"), ("/srv/root",))
+    assert isinstance(corrupt, flight.FlightServerError)
+    assert error_code(corrupt) == "CORRUPT_DATA"
+    assert "/srv" not in str(corrupt)
+    streamed = to_stream_error(CorruptFileError("/srv/f", "bad"), ("/srv",))
+    assert isinstance(streamed, StreamFailed)
+    assert error_code(streamed) == "CORRUPT_DATA"
+
+
+@pytest.mark.parametrize(
+    "bug",
+    [
+        ValueError("secret-1"),
+        KeyError("secret-2"),
+        IndexError("secret-3"),
+        TypeError("secret-4"),
+        OverflowError("secret-5"),
+    ],
+)
+def test_bare_builtin_errors_of_our_code_are_internal(bug: BaseException) -> None:
+    from flight_server.errors import StreamFailed, to_flight_error, to_stream_error
+
+    mapped = to_flight_error(bug)
+    assert isinstance(mapped, flight.FlightInternalError)
+    assert error_code(mapped) == "INTERNAL"
+    assert str(bug) not in str(mapped)
+    streamed = to_stream_error(bug)
+    assert isinstance(streamed, StreamFailed)
+    assert error_code(streamed) == "INTERNAL"
 
 
 def test_commit_conflicts_reach_clients_with_their_code(served: Served, recorder: Recorder) -> None:
