@@ -95,7 +95,7 @@ def cleanup_old_versions(
     latest = max(info.entries)
     tagged = {int(t["version"]) for t in _tags.list_tags(store).values()}
     now = time.time()
-    cutoff_ns = time.time_ns() - int(cutoff_s * 1e9)
+    cutoff_ns = time.time_ns() - int(min(cutoff_s, now) * 1e9)  # a cutoff before 1970 is 1970
     manifests = {v: read_manifest(store, key, size) for v, (key, size) in info.entries.items()}
     keep = {v for v, m in manifests.items() if v == latest or v in tagged or m.timestamp_ns >= cutoff_ns}
     keep.add(ds.version)
