@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -47,12 +48,14 @@ __all__ = [
     "ERROR_CODES",
     "ERROR_TABLE",
     "WIRE_STATUS",
+    "ClientStreamError",
     "InvalidArgument",
     "NotFound",
     "Outcome",
     "StreamFailed",
     "TooManyStreams",
     "Unimplemented",
+    "client_chunks",
     "error_code",
     "outcome_of",
     "raise_flight_error",
@@ -137,6 +140,24 @@ class TooManyStreams(flight.FlightUnavailableError):  # type: ignore[misc]
             f"too many concurrent streams (limit {limit}, limits.maxConcurrentStreams); retry later",
             b"RESOURCE_EXHAUSTED",
         )
+
+
+class ClientStreamError(InvalidInputError):
+    """The batches a client streams in (``do_put``, ``do_exchange``) do not decode: its bad input."""
+
+
+def client_chunks(reader: Iterable[Any]) -> Iterator[Any]:
+    """The chunks of a client's stream; Arrow's errors decoding them become :class:`ClientStreamError`
+    (bad input, INVALID_ARGUMENT), not bugs of ours."""
+    chunks = iter(reader)
+    while True:
+        try:
+            chunk = next(chunks)
+        except StopIteration:
+            return
+        except pa.ArrowException as exc:
+            raise ClientStreamError(f"the stream sent is not valid Arrow IPC: {exc}") from None
+        yield chunk
 
 
 _CODE_IN_MESSAGE = re.compile(r"\[([A-Z_]+)\]")

@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from flight_server.catalog import Catalog
+from flight_server.errors import client_chunks
 from flight_server.requests import END_OF_WRITE, WriteRequest, WriteResult
 from lance_format import write_dataset
 from lance_format.core.errors import InvalidInputError, NotFoundError
@@ -117,7 +118,7 @@ class _Counted:
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
         ended = False
-        for chunk in self.reader:
+        for chunk in client_chunks(self.reader):
             batch = chunk.data
             if batch is None:
                 meta = chunk.app_metadata

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -354,3 +354,17 @@ def test_corrupt_data_is_one_status_and_code_in_every_rpc(served: Served) -> Non
         assert type(exc) is flight.FlightServerError, exc  # gRPC UNKNOWN
         assert error_code(exc) == "CORRUPT_DATA", exc
     assert served.client.health() == "ok"
+
+
+def test_undecodable_client_streams_are_bad_input_not_bugs() -> None:
+    from flight_server.errors import ClientStreamError, client_chunks, to_flight_error
+
+    def broken() -> Iterator[int]:
+        yield 1
+        raise pa.ArrowInvalid("bad IPC message")
+
+    chunks = client_chunks(broken())
+    assert next(chunks) == 1
+    with pytest.raises(ClientStreamError) as info:
+        next(chunks)
+    assert isinstance(to_flight_error(info.value), pa.ArrowInvalid)
