@@ -214,8 +214,9 @@ class FsspecStore(LevelListingStore):
         def info() -> float | None:
             self.fs.invalidate_cache(path)
             details = self.fs.info(path)
-            # Each fsspec backend names it its own way: epoch seconds or a datetime.
-            for name in ("mtime", "LastModified", "last_modified", "updated", "modified"):
+            # Each fsspec backend names it its own way, in epoch seconds or a datetime ("created"
+            # last: backends that replace an object on write, such as fsspec's memory one).
+            for name in ("mtime", "LastModified", "last_modified", "updated", "modified", "created"):
                 value = details.get(name)
                 if isinstance(value, int | float):
                     return float(value)
