@@ -29,7 +29,7 @@ from lance_format.core.errors import (
 from lance_format.core.types import fields_from_arrow
 from lance_format.dataset import DEFAULT_DATA_STORAGE_VERSION
 from lance_format.dataset import commit as commit_operation
-from lance_format.dataset.staging import discard_staged, forget_staged
+from lance_format.dataset.staging import check_data_file, discard_staged, forget_staged
 from lance_format.io import cache_stats, io_stats
 from lance_format.io.store import store_for_uri
 from lance_format.table.fragment_json import fragment_from_json
@@ -210,9 +210,12 @@ def _fragments(req: ActionRequest) -> tuple[DataFragment, ...]:
         if not isinstance(doc, dict):
             raise InvalidInputError("a staged fragment is not a JSON object")
         try:
-            out.append(fragment_from_json(doc))
+            frag = fragment_from_json(doc)
         except (KeyError, TypeError, ValueError) as exc:
             raise InvalidInputError(f"a staged fragment is malformed: {exc}") from None
+        for data_file in frag.files:
+            check_data_file(data_file.path)  # inside this dataset's data/, nowhere else
+        out.append(frag)
     return tuple(out)
 
 

@@ -28,15 +28,20 @@ from lance_format.dataset.cleanup import files_of_every_version
 from lance_format.io.store import ObjectStore
 from lance_format.table.naming import staged_key
 
-__all__ = ["StagingStore", "discard_staged", "forget_staged", "staged_owner"]
+__all__ = ["StagingStore", "check_data_file", "discard_staged", "forget_staged", "staged_owner"]
 
 log = logging.getLogger("lance_format.staging")
 
 _DATA = "data/"
 
 
-def _file_name(name: object) -> str:
-    """A data file's name as fragments carry it: one plain name under ``data/``."""
+def check_data_file(name: object) -> str:
+    """``name`` if it is a data file's name as fragments carry it (one plain name under ``data/``).
+
+    Raises :class:`InvalidInputError` for anything else (``../other/data/x.lance``, ``a/b``):
+    a version referencing files outside its own ``data/`` folder would let a commit read another
+    dataset's files, and a drop of that dataset delete what this one references.
+    """
     if not isinstance(name, str) or not name or "/" in name or "\\" in name or name in (".", ".."):
         raise InvalidInputError(f"not a data file name: {name!r}")
     return name
@@ -111,7 +116,7 @@ class StagingStore(ObjectStore):
 def staged_owner(store: ObjectStore, data_file: str) -> str | None:
     """Who staged data file ``data_file`` (``None``: no staging record, it was not staged)."""
     try:
-        doc = json.loads(store.read_all(staged_key(_file_name(data_file))))
+        doc = json.loads(store.read_all(staged_key(check_data_file(data_file))))
     except (NotFoundError, ValueError):
         return None
     owner = doc.get("owner") if isinstance(doc, dict) else None
@@ -125,7 +130,7 @@ def discard_staged(store: ObjectStore, data_files: Iterable[str], owner: str) ->
     are left alone: discarding is safe to call with any list, and a hostile list deletes nothing
     that is not the caller's own uncommitted data.
     """
-    names = [_file_name(n) for n in data_files]
+    names = [check_data_file(n) for n in data_files]
     mine = [n for n in dict.fromkeys(names) if staged_owner(store, n) == owner]
     if not mine:
         return 0
@@ -144,6 +149,6 @@ def forget_staged(store: ObjectStore, data_files: Iterable[str]) -> None:
     """Drop the staging records of files a commit just made the dataset's (best effort)."""
     for name in data_files:
         try:
-            store.delete(staged_key(_file_name(name)))
+            store.delete(staged_key(check_data_file(name)))
         except Exception:
             log.warning("could not remove a staging record", extra={"file": name}, exc_info=True)

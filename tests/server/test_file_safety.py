@@ -162,3 +162,16 @@ def test_cleanup_keeps_files_of_tagged_and_recent_versions(served: Served) -> No
     c.action("cleanup", req)
     assert c.scan("ds", version="t1").sort_by("id").equals(rows)
     assert c.scan("ds").num_rows == 5
+
+
+@pytest.mark.parametrize("prefix", ["../../other/data/", "../other/", "sub/", "/abs/"])
+def test_commits_reference_only_files_of_their_own_dataset(served: Served, prefix: str) -> None:
+    c = served.client
+    seed(served, "ds", n=10)
+    seed(served, "other", n=10)
+    doc = fragment_to_json(lance_format.dataset(str(served.root / "other")).manifest.fragments[0])
+    doc["files"][0]["path"] = prefix + doc["files"][0]["path"]
+    with pytest.raises(pa.ArrowInvalid):
+        c.action("commit", ActionRequest("ds", fragments=(json.dumps(doc).encode(),)))
+    c.drop("other")  # had the commit passed, this would delete files "ds" references
+    assert c.scan("ds").num_rows == 10
