@@ -25,10 +25,10 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-import pyarrow as pa
 import pyarrow.flight as flight
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from flight_server.errors import status_of
 from lance_format.io import cache_stats, io_stats, retry_count
 
 __all__ = [
@@ -63,44 +63,6 @@ LATENCY_BUCKETS = (
 )
 #: Seconds between polls of the engine's cache and I/O counters: well under a scrape interval.
 ENGINE_POLL_S = 2.0
-
-_STATUS_BY_TYPE: tuple[tuple[type[BaseException], str], ...] = (
-    (flight.FlightUnauthenticatedError, "UNAUTHENTICATED"),
-    (flight.FlightUnauthorizedError, "PERMISSION_DENIED"),
-    (flight.FlightCancelledError, "CANCELLED"),
-    (flight.FlightTimedOutError, "DEADLINE_EXCEEDED"),
-    (flight.FlightUnavailableError, "UNAVAILABLE"),
-    (flight.FlightInternalError, "INTERNAL"),
-    (flight.FlightServerError, "UNKNOWN"),
-    (pa.ArrowInvalid, "INVALID_ARGUMENT"),
-    (pa.ArrowNotImplementedError, "UNIMPLEMENTED"),
-    (KeyError, "NOT_FOUND"),
-    (FileNotFoundError, "NOT_FOUND"),
-    (FileExistsError, "ALREADY_EXISTS"),
-    (ValueError, "INVALID_ARGUMENT"),
-    (NotImplementedError, "UNIMPLEMENTED"),
-)
-
-
-def status_of(exception: BaseException | None) -> str:
-    """The gRPC status name a call ends with, from the exception its handler raised (``OK`` if none)."""
-    if exception is None:
-        return "OK"
-    # pyarrow hands middleware the C++ status as an ArrowException carrying the gRPC code's name.
-    text = str(exception)
-    for code in (
-        "ALREADY_EXISTS",
-        "NOT_FOUND",
-        "INVALID_ARGUMENT",
-        "RESOURCE_EXHAUSTED",
-        "FAILED_PRECONDITION",
-    ):
-        if f"gRPC code: {code}" in text or text.startswith(code):
-            return code
-    for kind, code in _STATUS_BY_TYPE:
-        if isinstance(exception, kind):
-            return code
-    return "UNKNOWN"
 
 
 def method_name(info: flight.CallInfo) -> str:

@@ -61,6 +61,13 @@ def _require_write(context: flight.ServerCallContext) -> None:
     require_write(context)
 
 
+def _caller(context: flight.ServerCallContext) -> str:
+    """The authenticated principal's name (``""`` when the server authenticates no one)."""
+    middleware = context.get_middleware("auth")
+    principal = getattr(middleware, "principal", None)
+    return str(getattr(principal, "name", "") or "")
+
+
 class _StreamSlots:
     """Counts open streams; refuses a new one above ``limits.maxConcurrentStreams``."""
 
@@ -149,12 +156,18 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
         self._hide = (self.catalog.root,) if self.catalog.local else ()
 
     # -- plumbing --------------------------------------------------------------------------------
-    def _guard(self, fn: Callable[[], _T]) -> _T:
+    def _guard(self, fn: Callable[[], _T], *, unary: bool = True) -> _T:
+        """Run a handler; any failure becomes a client error of :mod:`flight_server.errors`.
+
+        ``unary=False`` for calls where pyarrow maps no Flight error class (``get_schema``).
+        """
         try:
             return fn()
         except BaseException as exc:
             if isinstance(exc, CommitConflictError) and self.metrics is not None:
                 self.metrics.commit_conflict()
+            if not unary:
+                raise to_stream_error(exc, self._hide) from None
             raise_flight_error(exc, self._hide)
 
     def _stream(
@@ -227,7 +240,9 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
             del batches  # a lazy generator: nothing was read
             return flight.SchemaResult(schema)
 
-        return self._guard(run)
+        # pyarrow's get_schema maps no Flight error class: a FlightInternalError would reach the
+        # client as UNKNOWN with the Python traceback appended.
+        return self._guard(run, unary=False)
 
     # -- reads -----------------------------------------------------------------------------------
     def do_get(self, context: flight.ServerCallContext, ticket: flight.Ticket) -> flight.FlightDataStream:
@@ -324,6 +339,7 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
                     self.settings.max_message_bytes,
                     self.metrics,
                     cancelled=context.is_cancelled,
+                    owner=_caller(context),
                 )
             finally:
                 lease.release()
@@ -345,7 +361,7 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
             body = action.body.to_pybytes() if action.body is not None else b""
             request = decode_action_request(body)
             try:
-                result = run_action(self.catalog, name, request)
+                result = run_action(self.catalog, name, request, _caller(context))
             finally:
                 if spec is not None and spec.writes and request.dataset:
                     self.catalog.written(request.dataset)  # a later "latest" read must see it

@@ -24,13 +24,14 @@ from lance_format import LanceDataset, write_dataset
 from lance_format.core.errors import (
     DatasetAlreadyExistsError,
     InvalidInputError,
-    NotFoundError,
     SchemaMismatchError,
 )
 from lance_format.core.types import fields_from_arrow
 from lance_format.dataset import DEFAULT_DATA_STORAGE_VERSION
 from lance_format.dataset import commit as commit_operation
+from lance_format.dataset.staging import check_data_file, discard_staged, forget_staged
 from lance_format.io import cache_stats, io_stats
+from lance_format.io.store import store_for_uri
 from lance_format.table.fragment_json import fragment_from_json
 from lance_format.table.model import Append, DataFragment, Overwrite
 
@@ -43,7 +44,9 @@ class ActionSpec:
 
     description: str
     writes: bool
-    run: Callable[[Catalog, ActionRequest], ActionResult]
+    run: Callable[..., ActionResult]
+    #: ``run`` takes the caller's principal as a third argument (actions on what the caller owns).
+    with_caller: bool = False
 
 
 def _state(req: ActionRequest, ds: LanceDataset) -> ActionResult:
@@ -195,9 +198,7 @@ def _cleanup(catalog: Catalog, req: ActionRequest) -> ActionResult:
         "error_if_tagged_old_versions": False,
     }
     if req.older_than_seconds is not None:
-        if req.older_than_seconds < 0:
-            raise InvalidInputError("older_than_seconds must not be negative")
-        kwargs["older_than_seconds"] = req.older_than_seconds
+        kwargs["older_than_seconds"] = req.older_than_seconds  # the engine checks the range
     stats = ds.cleanup_old_versions(**kwargs)
     catalog.forget(req.dataset)
     return ActionResult(req.dataset, ds.version, counters=stats.as_dict())
@@ -213,9 +214,12 @@ def _fragments(req: ActionRequest) -> tuple[DataFragment, ...]:
         if not isinstance(doc, dict):
             raise InvalidInputError("a staged fragment is not a JSON object")
         try:
-            out.append(fragment_from_json(doc))
+            frag = fragment_from_json(doc)
         except (KeyError, TypeError, ValueError) as exc:
             raise InvalidInputError(f"a staged fragment is malformed: {exc}") from None
+        for data_file in frag.files:
+            check_data_file(data_file.path)  # inside this dataset's data/, nowhere else
+        out.append(frag)
     return tuple(out)
 
 
@@ -273,32 +277,17 @@ def _commit(catalog: Catalog, req: ActionRequest) -> ActionResult:
     )
     if mode != "append":
         catalog.forget(req.dataset)
+    forget_staged(ds.store, [d.path for f in frags for d in f.files])  # the dataset's now
     return ActionResult(req.dataset, ds.version, sum(f.num_rows for f in frags))
 
 
-def _discard(catalog: Catalog, req: ActionRequest) -> ActionResult:
+def _discard(catalog: Catalog, req: ActionRequest, caller: str = "") -> ActionResult:
+    """Delete the caller's staged files that no version references (see
+    :mod:`lance_format.dataset.staging`: anything else named is left alone)."""
     frags = _fragments(req)
-    catalog.uri(req.dataset)
-    referenced: set[str] = set()
-    try:
-        ds = catalog.open(req.dataset)
-    except NotFoundError:
-        store = None
-    else:
-        store = ds.store
-        referenced = {d.path for f in ds.manifest.fragments for d in f.files}
-    if store is None:
-        from lance_format.io.store import store_for_uri
-
-        store = store_for_uri(catalog.uri(req.dataset), catalog.storage_options or None)
-    removed = 0
-    for frag in frags:
-        for data_file in frag.files:
-            name = data_file.path
-            if name in referenced or "/" in name or ".." in name:
-                continue  # never delete committed data, nor anything outside data/
-            store.delete(f"data/{name}")
-            removed += 1
+    store = store_for_uri(catalog.uri(req.dataset), catalog.storage_options or None)
+    names = [data_file.path for frag in frags for data_file in frag.files]
+    removed = discard_staged(store, names, caller)
     return ActionResult(req.dataset, counters={"files_removed": removed})
 
 
@@ -363,21 +352,23 @@ ACTIONS: dict[str, ActionSpec] = {
         True,
         _commit,
     ),
-    "discard_staged": ActionSpec("Delete staged, uncommitted data files: dataset, fragments", True, _discard),
+    "discard_staged": ActionSpec(
+        "Delete the caller's staged, uncommitted data files: dataset, fragments", True, _discard, True
+    ),
     "stats": ActionSpec("Dataset statistics: dataset [, version | tag]", False, _stats),
     "cache_stats": ActionSpec("Engine cache and I/O counters of this process", False, _cache_stats),
     "health": ActionSpec("Liveness: status and dataset names", False, _health),
 }
 
 
-def run_action(catalog: Catalog, name: str, req: ActionRequest) -> ActionResult:
-    """Run action ``name``."""
+def run_action(catalog: Catalog, name: str, req: ActionRequest, caller: str = "") -> ActionResult:
+    """Run action ``name`` for ``caller`` (the principal's name; ``""`` without authentication)."""
     spec = ACTIONS.get(name)
     if spec is None:
         raise InvalidInputError(f"unknown action {name!r}; list_actions shows the available ones")
     if name not in ("cache_stats", "health"):
         catalog.uri(req.dataset)  # validates the name before anything else
-    return spec.run(catalog, req)
+    return spec.run(catalog, req, caller) if spec.with_caller else spec.run(catalog, req)
 
 
 def schema_of(result: ActionResult) -> pa.Schema | None:

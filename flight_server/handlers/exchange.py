@@ -16,6 +16,7 @@ import pyarrow.flight as flight
 
 from flight_server._serde import decode_ticket
 from flight_server.catalog import Catalog
+from flight_server.errors import client_chunks
 from flight_server.handlers.scan import open_version
 from flight_server.handlers.take import check_take_size, take_rows
 from flight_server.requests import TakeRequest
@@ -57,7 +58,7 @@ def serve_exchange(
     ds = open_version(catalog, req.dataset, req.version, req.tag)
     sent = 0
     started = False
-    for chunk in reader:
+    for chunk in client_chunks(reader):
         batch = chunk.data
         if batch is None:
             continue

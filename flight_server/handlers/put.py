@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -26,11 +25,13 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from flight_server.catalog import Catalog
+from flight_server.errors import client_chunks
 from flight_server.requests import END_OF_WRITE, WriteRequest, WriteResult
 from lance_format import write_dataset
 from lance_format.core.errors import InvalidInputError, NotFoundError
 from lance_format.core.types import fields_from_arrow
 from lance_format.dataset import stage_fragments
+from lance_format.dataset.staging import StagingStore
 from lance_format.dataset.write import DEFAULT_MAX_ROWS_PER_FILE, write_fragments
 from lance_format.io.store import ObjectStore, store_for_uri
 from lance_format.table.fragment_json import fragment_to_json
@@ -64,56 +65,6 @@ def write_request(descriptor: flight.FlightDescriptor, decoded: object | None) -
     if not isinstance(decoded, WriteRequest):
         raise InvalidInputError("do_put needs a path descriptor or a WriteRequest command")
     return decoded
-
-
-class _RecordingStore(ObjectStore):
-    """An object store that remembers the keys written through it (to undo a failed stage)."""
-
-    def __init__(self, inner: ObjectStore) -> None:
-        self.inner = inner
-        self.remote = inner.remote  # the read planner tunes request merging by it
-        self.written: list[str] = []
-        self._lock = threading.Lock()
-
-    @property
-    def uri(self) -> str:
-        return self.inner.uri
-
-    def size(self, key: str) -> int:
-        return self.inner.size(key)
-
-    def read_range(self, key: str, start: int, end: int) -> bytes:
-        return self.inner.read_range(key, start, end)
-
-    def read_all(self, key: str) -> bytes:
-        return self.inner.read_all(key)
-
-    def write(self, key: str, data: bytes) -> None:
-        with self._lock:
-            self.written.append(key)
-        self.inner.write(key, data)
-
-    def put_if_not_exists(self, key: str, data: bytes) -> bool:
-        return self.inner.put_if_not_exists(key, data)
-
-    def exists(self, key: str) -> bool:
-        return self.inner.exists(key)
-
-    def list(self, prefix: str = "") -> Iterator[tuple[str, int]]:
-        return self.inner.list(prefix)
-
-    def list_dirs(self, prefix: str = "") -> Iterator[str]:
-        return self.inner.list_dirs(prefix)
-
-    def delete(self, key: str) -> None:
-        self.inner.delete(key)
-
-    def remove_written(self) -> None:
-        for key in self.written:
-            try:
-                self.inner.delete(key)
-            except Exception:
-                log.warning("could not remove a staged file", extra={"key": key}, exc_info=True)
 
 
 class StreamCancelled(InvalidInputError):
@@ -167,7 +118,7 @@ class _Counted:
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
         ended = False
-        for chunk in self.reader:
+        for chunk in client_chunks(self.reader):
             batch = chunk.data
             if batch is None:
                 meta = chunk.app_metadata
@@ -244,6 +195,7 @@ def write_stream(
     metrics: Any = None,
     cancelled: Callable[[], bool] | None = None,
     cancel_grace: float = CANCEL_GRACE_S,
+    owner: str = "",
 ) -> WriteResult:
     """Write the client's stream as ``req`` says; return the new version (or staged fragments).
 
@@ -265,6 +217,9 @@ def write_stream(
     cancel_grace : float, optional
         Seconds a stream without an end marker waits for ``cancelled`` to turn true before
         committing (default :data:`CANCEL_GRACE_S`); streams with an end marker never wait.
+    owner : str, optional
+        Who writes (the caller's principal): staged files are recorded as theirs, and only they
+        may discard them (:mod:`lance_format.dataset.staging`).
 
     Returns
     -------
@@ -284,7 +239,7 @@ def write_stream(
         options["max_rows_per_file"] = req.max_rows_per_file
     storage = catalog.storage_options or None
     if req.mode == "stage":
-        store = _RecordingStore(store_for_uri(uri, storage))
+        store = StagingStore(store_for_uri(uri, storage), owner)
         try:
             frags = _stage(catalog, req, counted.reader_of(), uri, store, storage, options)
         except BaseException:

@@ -1,40 +1,69 @@
-"""Removing old versions and the files only they referenced (pylance's ``cleanup_old_versions``).
+"""Removing old versions, the files only they referenced, and old files no version references.
 
-A version is removed when it is older than the cutoff, not among the last ``retain_versions``, older
-than the version the dataset has open, and not tagged. A tagged version that the policy would remove
-is an error unless ``error_if_tagged_old_versions=False`` (then it is kept silently), as in pylance.
-A file is removed only if a removed version referenced it and no kept version does, so tags and time
-travel stay intact.
+pylance's ``cleanup_old_versions``: a version is removed when it is older than the cutoff, not among
+the last ``retain_versions``, older than the version the dataset has open, and not tagged. A tagged
+version that the policy would remove is an error unless ``error_if_tagged_old_versions=False`` (then
+it is kept silently), as in pylance. A file is removed only when no kept version references it, so
+tags and time travel stay intact, and only when either
+
+* a removed version referenced it ("verified": it belonged to the dataset's history), or
+* no version ever referenced it (an orphan: a write or stage killed mid-way, a commit that lost its
+  race, a stage never committed) and it was last written before the cutoff and more than
+  :data:`UNVERIFIED_AGE_S` ago, or before the cutoff with ``delete_unverified=True``, as pylance
+  does. The age is the safety margin for writes still in flight: their files are new.
+
+Staging records (``_staged/{file}``, see :mod:`lance_format.dataset.staging`) go with their file,
+and records of files that were committed or are gone are dropped once past the same age.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Collection
 from dataclasses import asdict, dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
+from lance_format.core.concurrency import env_positive_int
 from lance_format.core.errors import InvalidInputError, LanceError
+from lance_format.io.store import ObjectStore
 from lance_format.table import tags as _tags
 from lance_format.table.manifest_file import read_manifest
 from lance_format.table.model import Manifest
-from lance_format.table.naming import transaction_key
+from lance_format.table.naming import STAGED_DIR, staged_key, transaction_key
 from lance_format.table.versions import VersionInfo
 
 if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset
 
-__all__ = ["DEFAULT_CLEANUP_AGE", "CleanupStats", "cleanup_old_versions", "referenced_files"]
+__all__ = [
+    "DEFAULT_CLEANUP_AGE",
+    "UNVERIFIED_AGE_S",
+    "CleanupStats",
+    "cleanup_old_versions",
+    "files_of_every_version",
+    "referenced_files",
+]
 
 #: pylance's cutoff when neither ``older_than`` nor ``retain_versions`` is given.
 DEFAULT_CLEANUP_AGE = timedelta(days=14)
 
+#: Seconds a file no version references must have existed before cleanup removes it without
+#: ``delete_unverified``: pylance's threshold (7 days), far beyond any write or Spark job in
+#: flight. Override: ``LANCE_FORMAT_CLEANUP_UNVERIFIED_AGE_S`` or the ``unverified_age_seconds``
+#: argument.
+UNVERIFIED_AGE_S = env_positive_int("LANCE_FORMAT_CLEANUP_UNVERIFIED_AGE_S", 7 * 24 * 3600)
+
+#: Folders whose files belong to versions (indices are not written by this implementation).
+_FILE_DIRS = ("data", "_deletions", "_transactions")
+
 
 @dataclass(frozen=True)
 class CleanupStats:
-    """What a cleanup removed; the field names of pylance's ``CleanupStats``."""
+    """What a cleanup removed: the field names of pylance's ``CleanupStats``, plus ``orphans_removed``
+    (how many of the removed files no version ever referenced)."""
 
     bytes_removed: int = 0
     old_versions: int = 0
@@ -43,6 +72,7 @@ class CleanupStats:
     index_files_removed: int = 0
     deletion_files_removed: int = 0
     failed_deletes: int = 0
+    orphans_removed: int = 0
 
     def as_dict(self) -> dict[str, int]:
         """The counters by field name."""
@@ -58,9 +88,25 @@ def referenced_files(m: Manifest) -> set[str]:
     return keys
 
 
+def files_of_every_version(store: ObjectStore) -> set[str]:
+    """Keys of every file any version of the dataset at ``store`` references (tagged ones included:
+    a tag points at a version, and cleanup never removes a tagged version's manifest)."""
+    needed: set[str] = set()
+    for key, size in VersionInfo(store).entries.values():
+        needed |= referenced_files(read_manifest(store, key, size))
+    return needed
+
+
 def _positive(value: int | None, name: str) -> None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
         raise InvalidInputError(f"{name} must be a positive integer, got {value!r}")
+
+
+def seconds_argument(value: float, name: str) -> float:
+    """``value`` as seconds, or :class:`InvalidInputError` unless a finite, non-negative number."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        raise InvalidInputError(f"{name} must be a finite, non-negative number of seconds, got {value!r}")
+    return float(value)
 
 
 def cleanup_old_versions(
@@ -71,29 +117,34 @@ def cleanup_old_versions(
     error_if_tagged_old_versions: bool = True,
     delete_rate_limit: int | None = None,
     versions: Collection[int] | None = None,
+    delete_unverified: bool = False,
+    unverified_age_seconds: float | None = None,
 ) -> CleanupStats:
-    """Delete old versions' manifests and the files only they referenced.
+    """Delete old versions' manifests, the files only they referenced, and old orphans.
 
     See :meth:`lance_format.LanceDataset.cleanup_old_versions` for the parameters.
+    ``unverified_age_seconds`` overrides :data:`UNVERIFIED_AGE_S`.
     """
     if older_than is not None and not isinstance(older_than, timedelta):
         raise InvalidInputError(f"older_than must be a datetime.timedelta, got {type(older_than).__name__}")
     _positive(retain_versions, "retain_versions")
     _positive(delete_rate_limit, "delete_rate_limit")
+    min_age = UNVERIFIED_AGE_S if unverified_age_seconds is None else unverified_age_seconds
+    min_age = seconds_argument(min_age, "unverified_age_seconds")
     if older_than is None and retain_versions is None and versions is None:
         older_than = DEFAULT_CLEANUP_AGE
+    if older_than is not None and older_than < timedelta(0):
+        raise InvalidInputError(f"older_than must not be negative, got {older_than!r}")
     store = ds.store
     info = VersionInfo(store)
     if not info.entries:
         return CleanupStats()
     current = ds.version
     manifests = {v: read_manifest(store, key, size) for v, (key, size) in info.entries.items()}
-    cutoff_ns = None
-    if older_than is not None:
-        try:
-            cutoff_ns = time.time_ns() - int(older_than.total_seconds() * 1e9)
-        except OverflowError:
-            raise InvalidInputError(f"older_than is out of range: {older_than!r}") from None
+    now = time.time()
+    # Orphans must be older than the cutoff too; with no age cutoff, any age qualifies.
+    cutoff_s = None if older_than is None else older_than.total_seconds()
+    cutoff_ns = None if cutoff_s is None else time.time_ns() - int(min(cutoff_s, now) * 1e9)
     only = None if versions is None else {int(v) for v in versions}
 
     def expired(v: int) -> bool:
@@ -116,18 +167,29 @@ def cleanup_old_versions(
     needed: set[str] = set()
     for v in set(manifests) - set(remove):
         needed |= referenced_files(manifests[v])
-    candidates: set[str] = set()
+    verified: set[str] = set()
     for v in remove:
-        candidates |= referenced_files(manifests[v])
-    sizes = {}
-    for folder in ("data", "_deletions", "_transactions"):
+        verified |= referenced_files(manifests[v])
+    sizes: dict[str, int] = {}
+    for folder in _FILE_DIRS:
         sizes.update(dict(store.list(folder)))
+
+    def old_orphan(key: str) -> bool:
+        written = store.modified(key)  # unknown age: keep (it may be a write in flight)
+        if written is None or (cutoff_s is not None and now - written < cutoff_s):
+            return False
+        return delete_unverified or now - written >= min_age
+
     counts = dict.fromkeys(("_versions", "data", "_deletions", "_transactions"), 0)
-    freed = failed = 0
+    freed = failed = orphans = 0
     pace = 1.0 / delete_rate_limit if delete_rate_limit else 0.0
     # Manifests first, so a version is never visible with some of its files gone.
     doomed = [(info.entries[v][0], info.entries[v][1], "_versions") for v in remove]
-    doomed += [(key, sizes[key], key.split("/", 1)[0]) for key in sorted(candidates - needed) if key in sizes]
+    doomed += [
+        (key, sizes[key], key.split("/", 1)[0])
+        for key in sorted(set(sizes) - needed)
+        if key in verified or old_orphan(key)
+    ]
     for key, size, folder in doomed:
         started = time.monotonic()
         try:
@@ -137,8 +199,17 @@ def cleanup_old_versions(
         else:
             freed += size
             counts[folder] += 1
+            if folder != "_versions" and key not in verified:
+                orphans += 1
+            if folder == "data":
+                store.delete(staged_key(key[len("data/") :]))
         if pace:
             time.sleep(max(0.0, pace - (time.monotonic() - started)))
+    # Records of files since committed or removed by someone else: tidy once as old as orphans.
+    for key, _ in list(store.list(STAGED_DIR)):
+        data_key = f"data/{key[len(STAGED_DIR) + 1 :]}"
+        if (data_key not in sizes or data_key in needed) and old_orphan(key):
+            store.delete(key)
     return CleanupStats(
         bytes_removed=freed,
         old_versions=counts["_versions"],
@@ -146,4 +217,5 @@ def cleanup_old_versions(
         transaction_files_removed=counts["_transactions"],
         deletion_files_removed=counts["_deletions"],
         failed_deletes=failed,
+        orphans_removed=orphans,
     )

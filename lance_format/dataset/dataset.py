@@ -548,7 +548,9 @@ class LanceDataset:
         retain_versions:
             Keep the last N versions (positive).
         delete_unverified:
-            Accepted for pylance compatibility: files no version references are left alone.
+            Also remove files no version references (left by killed writers) once they are older
+            than the cutoff, however young; without it they must also be older than
+            :data:`~lance_format.dataset.cleanup.UNVERIFIED_AGE_S` (7 days, as in pylance).
         error_if_tagged_old_versions:
             Raise :class:`InvalidInputError` when a tagged version matches the policy (tagged
             versions are never removed); False keeps them silently.
@@ -565,19 +567,18 @@ class LanceDataset:
         -------
         CleanupStats
         """
-        from lance_format.dataset.cleanup import cleanup_old_versions
+        from lance_format.dataset.cleanup import cleanup_old_versions, seconds_argument
 
-        del delete_unverified  # nothing unverified is ever deleted
         conc = delete_concurrency
         if conc is not None and (isinstance(conc, bool) or not isinstance(conc, int) or conc <= 0):
             raise InvalidInputError(f"delete_concurrency must be a positive integer, got {conc!r}")
         if older_than_seconds is not None:
             if older_than is not None:
                 raise InvalidInputError("pass either older_than or older_than_seconds, not both")
-            try:
-                older_than = timedelta(seconds=older_than_seconds)
-            except (OverflowError, ValueError, TypeError):
-                raise InvalidInputError(f"older_than_seconds out of range: {older_than_seconds!r}") from None
+            seconds = seconds_argument(older_than_seconds, "older_than_seconds")
+            # Ages beyond timedelta's range are older than any version: nothing that old exists.
+            limit = timedelta.max.total_seconds()
+            older_than = timedelta.max if seconds >= limit else timedelta(seconds=seconds)
         return cleanup_old_versions(
             self,
             older_than,
@@ -585,6 +586,7 @@ class LanceDataset:
             error_if_tagged_old_versions=error_if_tagged_old_versions,
             delete_rate_limit=delete_rate_limit,
             versions=versions,
+            delete_unverified=delete_unverified,
         )
 
     def __len__(self) -> int:

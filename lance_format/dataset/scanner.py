@@ -49,13 +49,27 @@ def _table_bytes(table: pa.Table) -> int:
 
 ROWID = "_rowid"
 ROWADDR = "_rowaddr"
+#: A column of nulls (no buffers) that carries the row count of a scan projecting no columns while
+#: its chunks are sliced and counted: pyarrow does not clamp ``slice`` on a zero-column table
+#: (``slice(0, 10**6)`` of 1,000 rows reports 1,000,000), so chunks never lose their last column
+#: until the scan hands them out.
+_ROWS = "__lance_rows"
+
+
+def _with_rows(table: pa.Table, rows: int) -> pa.Table:
+    """``table``, or the row-count carrier when it has no columns left."""
+    return table if table.num_columns else pa.table({_ROWS: pa.nulls(rows)})
+
+
+#: Counts (limit, offset, batch size) are signed 64-bit integers, as in pylance.
+MAX_COUNT = 2**63 - 1
 
 
 def _check_count(value: int | None, name: str) -> int | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
-        raise InvalidInputError(f"{name} must be a non-negative integer, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or not 0 <= value <= MAX_COUNT:
+        raise InvalidInputError(f"{name} must be an integer from 0 to 2**63-1, got {value!r}")
     return int(value)
 
 
@@ -223,11 +237,11 @@ class LanceScanner:
         if self._filter is not None:
             table = self._apply_filter(table)
         if self._exprs is None:
-            return table.select(self.projected_schema.names)
+            return _with_rows(table.select(self.projected_schema.names), table.num_rows)
         projected = self._project(table)
         for name in self.projected_schema.names[projected.num_columns :]:
             projected = projected.append_column(name, table.column(name))
-        return projected
+        return _with_rows(projected, table.num_rows)
 
     def _fragment_tables(self) -> Iterator[pa.Table]:
         """Chunks in order, decoded ahead on worker threads.
@@ -269,8 +283,10 @@ class LanceScanner:
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         """Batches of at most ``batch_size`` rows, in fragment order."""
+        empty = not self.projected_schema
         for table in self._tables():
-            yield from table.combine_chunks().to_batches(self._batch_size)
+            for batch in table.combine_chunks().to_batches(self._batch_size):
+                yield batch.select([]) if empty else batch  # drops the row-count carrier
 
     def to_reader(self) -> pa.RecordBatchReader:
         """The scan as a RecordBatchReader."""
@@ -281,8 +297,7 @@ class LanceScanner:
         tables = list(self._tables())
         if not self.projected_schema:
             # No columns: still report the row count, as pylance does.
-            n = sum(t.num_rows for t in tables)
-            return pa.table({"_": pa.nulls(n, pa.int8())}).select([])
+            return pa.table({_ROWS: pa.nulls(sum(t.num_rows for t in tables))}).select([])
         if not tables:
             return self.projected_schema.empty_table()
         return pa.concat_tables(tables).cast(self.projected_schema)

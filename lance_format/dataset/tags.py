@@ -6,6 +6,8 @@ import builtins
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from lance_format.core.errors import InvalidInputError
 from lance_format.table import tags as _tags
 from lance_format.table.versions import VersionInfo
@@ -35,6 +37,8 @@ class Tags:
         self._store = ds.store
 
     def _manifest_size(self, version: int) -> int:
+        if isinstance(version, bool) or not isinstance(version, int | np.integer):
+            raise InvalidInputError(f"a tag points at a version number, not {version!r}")
         info = VersionInfo(self._store)
         entry = info.entries.get(version)
         if entry is None:
@@ -43,11 +47,13 @@ class Tags:
 
     def create(self, tag: str, version: int) -> None:
         """Point a new tag at ``version``."""
-        _tags.create_tag(self._store, tag, int(version), self._manifest_size(int(version)))
+        size = self._manifest_size(version)
+        _tags.create_tag(self._store, tag, int(version), size)
 
     def update(self, tag: str, version: int) -> None:
         """Move an existing tag to ``version``."""
-        _tags.update_tag(self._store, tag, int(version), self._manifest_size(int(version)))
+        size = self._manifest_size(version)
+        _tags.update_tag(self._store, tag, int(version), size)
 
     def delete(self, tag: str) -> None:
         """Remove a tag."""

@@ -208,6 +208,28 @@ class FsspecStore(LevelListingStore):
 
         return self._retry(key, info)
 
+    def modified(self, key: str) -> float | None:
+        path = self._path(key)
+
+        def info() -> float | None:
+            self.fs.invalidate_cache(path)
+            details = self.fs.info(path)
+            # Each fsspec backend names it its own way, in epoch seconds or a datetime ("created"
+            # last: backends that replace an object on write, such as fsspec's memory one).
+            for name in ("mtime", "LastModified", "last_modified", "updated", "modified", "created"):
+                value = details.get(name)
+                if isinstance(value, int | float):
+                    return float(value)
+                if hasattr(value, "timestamp"):
+                    return float(value.timestamp())
+            return None
+
+        try:
+            value = self._retry(key, info)
+        except FileNotFoundError:
+            return None
+        return None if value is None else float(value)
+
     def read_range(self, key: str, start: int, end: int) -> bytes:
         if end <= start:
             return b""

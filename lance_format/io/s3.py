@@ -294,6 +294,18 @@ class S3Store(LevelListingStore):
 
         return int(self._retry(key, lambda: self._run(head)))
 
+    def modified(self, key: str) -> float | None:
+        async def head() -> float | None:
+            resp = await self._fs._call_s3("head_object", Bucket=self.bucket, Key=self._key(key))
+            stamp = resp.get("LastModified")
+            return float(stamp.timestamp()) if stamp is not None else None
+
+        try:
+            value = self._retry(key, lambda: self._run(head))
+        except FileNotFoundError:
+            return None
+        return None if value is None else float(value)
+
     def read_range(self, key: str, start: int, end: int) -> bytes:
         if end <= start:
             return b""

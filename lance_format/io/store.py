@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
@@ -84,6 +85,14 @@ class ObjectStore(ABC):
         except NotFoundError:
             return False
         return True
+
+    def modified(self, key: str) -> float | None:
+        """When ``key`` was last written (seconds since the epoch); ``None`` when unknown or absent.
+
+        Cleanup removes a file no version references only when it is old enough to be no
+        in-flight write's; stores that cannot tell keep such files.
+        """
+        return None
 
     @abstractmethod
     def list(self, prefix: str = "") -> Iterator[tuple[str, int]]:
@@ -237,6 +246,12 @@ class LocalStore(ObjectStore):
     def exists(self, key: str) -> bool:
         return os.path.isfile(self._path(key))
 
+    def modified(self, key: str) -> float | None:
+        try:
+            return os.stat(self._path(key)).st_mtime
+        except OSError:
+            return None
+
     def list(self, prefix: str = "") -> Iterator[tuple[str, int]]:
         folder = self._path(prefix.rstrip("/"))
         try:
@@ -274,12 +289,14 @@ class MemoryStore(ObjectStore):
     """Objects in process memory, shared by every store opened on the same ``memory://`` root."""
 
     _buckets: ClassVar[dict[str, dict[str, bytes]]] = {}
+    _times: ClassVar[dict[str, dict[str, float]]] = {}
     _global_lock: ClassVar[threading.Lock] = threading.Lock()
 
     def __init__(self, root: str) -> None:
         self._root = root.rstrip("/")
         with self._global_lock:
             self._objects = self._buckets.setdefault(self._root, {})
+            self._written = self._times.setdefault(self._root, {})
 
     @property
     def uri(self) -> str:
@@ -302,16 +319,21 @@ class MemoryStore(ObjectStore):
 
     def write(self, key: str, data: bytes) -> None:
         self._objects[key] = bytes(data)
+        self._written[key] = time.time()
 
     def put_if_not_exists(self, key: str, data: bytes) -> bool:
         with self._global_lock:
             if key in self._objects:
                 return False
             self._objects[key] = bytes(data)
+            self._written[key] = time.time()
             return True
 
     def exists(self, key: str) -> bool:
         return key in self._objects
+
+    def modified(self, key: str) -> float | None:
+        return self._written.get(key) if key in self._objects else None
 
     def list(self, prefix: str = "") -> Iterator[tuple[str, int]]:
         base = prefix.rstrip("/")
@@ -332,6 +354,7 @@ class MemoryStore(ObjectStore):
 
     def delete(self, key: str) -> None:
         self._objects.pop(key, None)
+        self._written.pop(key, None)
 
     @classmethod
     def reset(cls) -> None:
@@ -339,6 +362,8 @@ class MemoryStore(ObjectStore):
         with cls._global_lock:
             for objects in cls._buckets.values():
                 objects.clear()
+            for times in cls._times.values():
+                times.clear()
 
 
 def split_uri(uri: str) -> tuple[str, str]:

@@ -11,6 +11,7 @@ from lance_format.io.store import ObjectStore
 
 __all__ = [
     "HINT_KEY",
+    "STAGED_DIR",
     "TRANSACTIONS_DIR",
     "VERSIONS_DIR",
     "ManifestNaming",
@@ -19,6 +20,7 @@ __all__ = [
     "manifest_key",
     "migrate_to_v2",
     "parse_manifest_name",
+    "staged_key",
     "transaction_key",
     "write_hint",
 ]
@@ -26,6 +28,9 @@ __all__ = [
 VERSIONS_DIR = "_versions"
 TRANSACTIONS_DIR = "_transactions"
 HINT_KEY = f"{VERSIONS_DIR}/latest_version_hint.json"
+#: Records of data files staged (written, not yet committed), one per file: ``_staged/{file name}``.
+#: lance-flight's own folder; pylance ignores it.
+STAGED_DIR = "_staged"
 _U64_MAX = (1 << 64) - 1
 # "{20 digits}.manifest" is the V2 scheme; its length tells it apart from V1 names.
 _V2_NAME_LEN = 20 + 1 + len("manifest")
@@ -119,6 +124,11 @@ def data_file_name() -> str:
     raw = uuid.uuid4().bytes
     bits = "".join(f"{b:08b}" for b in raw[:3])
     return f"{bits}{raw[3:].hex()}.lance"
+
+
+def staged_key(data_file: str) -> str:
+    """The key of the staging record of data file ``data_file`` (a name under ``data/``)."""
+    return f"{STAGED_DIR}/{data_file}"
 
 
 def transaction_key(file_name: str) -> str:

@@ -19,11 +19,15 @@ __all__ = ["TAGS_DIR", "create_tag", "delete_tag", "get_tag", "list_tags", "upda
 
 TAGS_DIR = "_refs/tags"
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
+#: Longest tag name: a tag is the file ``{name}.json``, and file systems refuse names over 255 bytes.
+MAX_TAG_NAME_CHARS = 200
 
 
 def _key(name: str) -> str:
     if not isinstance(name, str) or not _NAME.match(name) or name.startswith(".") or ".." in name:
         raise InvalidInputError(f"invalid tag name {name!r}: use letters, digits, '.', '_' and '-'")
+    if len(name) > MAX_TAG_NAME_CHARS:
+        raise InvalidInputError(f"tag names have at most {MAX_TAG_NAME_CHARS} characters, got {len(name)}")
     return f"{TAGS_DIR}/{name}.json"
 
 

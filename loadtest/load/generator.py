@@ -24,9 +24,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.flight as flight
 
+from flight_server.errors import status_of as wire_status
 from loadtest.load.hdr import LatencyHistogram
 from loadtest.load.scenarios import Session
 
@@ -81,43 +80,14 @@ class ProcessResult:
 _MAX_SLEEP_S = 0.05
 #: Distinct error messages kept per process, for the report (the counts keep everything).
 _ERROR_SAMPLES = 3
-_STATUS_BY_TYPE: tuple[tuple[type[BaseException], str], ...] = (
-    (flight.FlightUnauthenticatedError, "UNAUTHENTICATED"),
-    (flight.FlightUnauthorizedError, "PERMISSION_DENIED"),
-    (flight.FlightCancelledError, "CANCELLED"),
-    (flight.FlightTimedOutError, "DEADLINE_EXCEEDED"),
-    (flight.FlightUnavailableError, "UNAVAILABLE"),
-    (flight.FlightInternalError, "INTERNAL"),
-    (flight.FlightServerError, "UNKNOWN"),
-    (pa.ArrowInvalid, "INVALID_ARGUMENT"),
-    (pa.ArrowKeyError, "NOT_FOUND"),
-    (pa.ArrowNotImplementedError, "UNIMPLEMENTED"),
-    (FileNotFoundError, "NOT_FOUND"),
-    (FileExistsError, "ALREADY_EXISTS"),
-    (ValueError, "INVALID_ARGUMENT"),
-    (TimeoutError, "DEADLINE_EXCEEDED"),
-)
-_CODES = (
-    "ALREADY_EXISTS",
-    "NOT_FOUND",
-    "INVALID_ARGUMENT",
-    "RESOURCE_EXHAUSTED",
-    "FAILED_PRECONDITION",
-    "ABORTED",
-    "UNAVAILABLE",
-)
 
 
 def status_of(exc: BaseException) -> str:
-    """The gRPC status name of a failed call (the exception class name for local arms' errors)."""
-    text = str(exc)
-    for code in _CODES:  # pyarrow keeps the gRPC code name in the message of some statuses
-        if f"gRPC code: {code}" in text:
-            return code
-    for kind, code in _STATUS_BY_TYPE:
-        if isinstance(exc, kind):
-            return code
-    return type(exc).__name__
+    """The gRPC status name of a failed call (the exception class name for local arms' errors).
+
+    The server's metrics and call log use the same table (:func:`flight_server.errors.status_of`).
+    """
+    return wire_status(exc, default="") or type(exc).__name__
 
 
 class _Recorder:

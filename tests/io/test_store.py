@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -50,6 +51,20 @@ def test_missing_object_is_not_found(store: ObjectStore) -> None:
         store.read_range("nope", 0, 1)
     assert not store.exists("nope")
     store.delete("nope")  # absent: ignored
+
+
+def test_modified_tells_when_an_object_was_written(store: ObjectStore) -> None:
+    before = time.time()
+    store.write("m/a.bin", b"x")
+    assert store.put_if_not_exists("m/b.bin", b"y")
+    for key in ("m/a.bin", "m/b.bin"):
+        stamp = store.modified(key)
+        assert stamp is not None
+        # Object stores keep whole seconds (S3's Last-Modified); clocks may differ a little.
+        assert before - 5 <= stamp <= time.time() + 5
+    assert store.modified("m/nope") is None
+    store.delete("m/a.bin")
+    assert store.modified("m/a.bin") is None
 
 
 def test_put_if_not_exists_is_exclusive(store: ObjectStore) -> None:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 
+from flight_server.client import LanceFlightClient
 from flight_server.metrics import Metrics, status_of
 from flight_server.settings import ServerSettings, Token
 from flight_server.sideport import RootProbe, SidePort
@@ -130,3 +133,57 @@ def test_root_probe(tmp_path: pytest.TempPathFactory) -> None:
     assert RootProbe(str(tmp_path))()
     assert not RootProbe(str(tmp_path) + "/missing")()
     assert RootProbe("memory://probe")()
+
+
+def _by_status(metrics: Metrics, status: str) -> float:
+    methods = ("get_flight_info", "get_schema", "do_get", "do_action", "do_exchange")
+    return sum(_value(metrics, "lance_flight_rpcs_total", method=m, status=status) for m in methods)
+
+
+def test_metrics_and_load_generator_count_each_failure_under_one_status(tmp_path: Path) -> None:
+    """The server's status label and the load generator's classification of what the client got
+    come from one table (flight_server.errors)."""
+    from unittest import mock
+
+    import lance_format
+    from flight_server.service import LanceFlightService
+    from lance_format.io import forget_dataset
+    from loadtest.load.generator import status_of as client_status
+    from tests.server.service_fixtures import table
+
+    metrics = Metrics()
+    settings = ServerSettings(root=str(tmp_path / "root"), port=0, metrics_port=-1)
+    server = LanceFlightService(
+        settings, location="grpc://127.0.0.1:0", middleware={"metrics": metrics.middleware()}, metrics=metrics
+    )
+    client = LanceFlightClient(f"grpc://127.0.0.1:{server.port}", timeout=30)
+    try:
+        client.write("ds", table(600), mode="create", max_rows_per_file=300)
+        last = lance_format.dataset(str(tmp_path / "root" / "ds")).manifest.fragments[-1].files[0].path
+        data = tmp_path / "root" / "ds" / "data" / last
+        raw = bytearray(data.read_bytes())
+        for i in range(0, len(raw) // 2, 7):  # page bytes garbled, footer intact
+            raw[i] ^= 0xFF
+        data.write_bytes(bytes(raw))
+        forget_dataset(str(tmp_path / "root" / "ds"))
+        calls = {
+            "INVALID_ARGUMENT": lambda: client.scan("ds", columns=["nope"]),
+            "NOT_FOUND": lambda: client.scan("ds", version=99),
+            "INTERNAL": lambda: client.stats("ds"),
+            "UNKNOWN": lambda: client.take("ds", indices=[599]),
+        }
+        seen = {}
+        for expected, call in calls.items():
+            before = {s: _by_status(metrics, s) for s in calls}
+            with (
+                mock.patch("flight_server.service.run_action", side_effect=KeyError("bug")),
+                pytest.raises((flight.FlightError, pa.ArrowException)) as info,
+            ):
+                call()
+            seen[expected] = client_status(info.value)
+            after = {s: _by_status(metrics, s) for s in calls}
+            assert after[expected] == before[expected] + 1, (expected, before, after)
+        assert seen == {k: k for k in calls}
+    finally:
+        client.close()
+        server.shutdown()

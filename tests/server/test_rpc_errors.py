@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -199,11 +199,36 @@ def test_error_mapping_codes() -> None:
     assert error_code(to_flight_error(DatasetAlreadyExistsError("x"))) == "ALREADY_EXISTS"
     assert isinstance(to_flight_error(NotFoundError("/srv/root/x: gone"), ("/srv/root",)), NotFound)
     assert str(to_flight_error(NotFoundError("/srv/root/x: gone"), ("/srv/root",))) == "<root>/x: gone"
-    assert isinstance(to_flight_error(ValueError("bad")), InvalidArgument)
-    internal = to_flight_error(CorruptFileError("/srv/root/x/data/f.lance", "truncated"))
-    assert isinstance(internal, flight.FlightInternalError)
-    assert "/srv" not in str(internal)
-    assert isinstance(to_stream_error(CorruptFileError("/srv/f", "bad")), StreamFailed)
+    assert isinstance(to_flight_error(InvalidInputError("bad")), InvalidArgument)
+    corrupt = to_flight_error(CorruptFileError("/srv/root/x/data/f.lance", "truncated"), ("/srv/root",))
+    assert isinstance(corrupt, flight.FlightServerError)
+    assert error_code(corrupt) == "CORRUPT_DATA"
+    assert "/srv" not in str(corrupt)
+    streamed = to_stream_error(CorruptFileError("/srv/f", "bad"), ("/srv",))
+    assert isinstance(streamed, StreamFailed)
+    assert error_code(streamed) == "CORRUPT_DATA"
+
+
+@pytest.mark.parametrize(
+    "bug",
+    [
+        ValueError("secret-1"),
+        KeyError("secret-2"),
+        IndexError("secret-3"),
+        TypeError("secret-4"),
+        OverflowError("secret-5"),
+    ],
+)
+def test_bare_builtin_errors_of_our_code_are_internal(bug: BaseException) -> None:
+    from flight_server.errors import StreamFailed, to_flight_error, to_stream_error
+
+    mapped = to_flight_error(bug)
+    assert isinstance(mapped, flight.FlightInternalError)
+    assert error_code(mapped) == "INTERNAL"
+    assert str(bug) not in str(mapped)
+    streamed = to_stream_error(bug)
+    assert isinstance(streamed, StreamFailed)
+    assert error_code(streamed) == "INTERNAL"
 
 
 def test_commit_conflicts_reach_clients_with_their_code(served: Served, recorder: Recorder) -> None:
@@ -222,3 +247,124 @@ def test_commit_conflicts_reach_clients_with_their_code(served: Served, recorder
     assert error_code(info.value) == "RETRYABLE_COMMIT_CONFLICT"
     assert recorder.conflicts == 1
     _clean(info.value, served)
+
+
+def _scan_descriptor(**fields: object) -> flight.FlightDescriptor:
+    return flight.FlightDescriptor.for_command(encode_command(ScanRequest("ds", **fields)))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"limit": 2**63},
+        {"limit": 2**64 - 1},
+        {"offset": 2**63},
+        {"fragment_ids": (0,), "row_start": 0, "row_end": 2**64 - 1},
+        {"tag": "t" * 300},
+        {"tag": "a/b"},
+    ],
+    ids=["limit", "limit-u64", "offset", "row-range", "long-tag", "bad-tag"],
+)
+def test_bad_scan_fields_are_invalid_argument_in_every_rpc(served: Served, fields: dict[str, object]) -> None:
+    seed(served, n=50, rows_per_file=20)
+    calls: list[Callable[[], object]] = [
+        lambda: served.raw.get_flight_info(_scan_descriptor(**fields)),
+        lambda: served.raw.get_schema(_scan_descriptor(**fields)),
+        lambda: served.raw.do_get(flight.Ticket(encode_ticket(ScanRequest("ds", **fields)))).read_all(),  # type: ignore[arg-type]
+    ]
+    for call in calls:
+        exc = _fails_cleanly(served, call)
+        assert isinstance(exc, pa.ArrowInvalid), exc
+    assert served.client.health() == "ok"
+
+
+@pytest.mark.parametrize("seconds", [float("inf"), float("nan"), -1.0, 1e300])
+def test_bad_cleanup_ages_are_invalid_argument(served: Served, seconds: float) -> None:
+    seed(served, n=5)
+    if seconds == 1e300:  # valid: nothing is that old, so nothing goes
+        assert served.client.cleanup("ds", older_than_seconds=seconds)["old_versions"] == 0
+        return
+    exc = _fails_cleanly(served, lambda: served.client.cleanup("ds", older_than_seconds=seconds))
+    assert isinstance(exc, pa.ArrowInvalid), exc
+
+
+def test_long_tag_names_are_invalid_argument_in_tag_actions(served: Served) -> None:
+    seed(served, n=5)
+    long = "t" * 300
+    for call in (
+        lambda: served.client.create_tag("ds", long),
+        lambda: served.client.checkout("ds", long),
+        lambda: served.client.delete_tag("ds", long),
+    ):
+        exc = _fails_cleanly(served, call)
+        assert isinstance(exc, pa.ArrowInvalid), exc
+    served.client.create_tag("ds", "t" * 200)  # the longest name is fine
+    assert served.client.checkout("ds", "t" * 200) == 1
+
+
+def test_get_schema_internal_errors_carry_no_traceback(served: Served) -> None:
+    from unittest import mock
+
+    seed(served, n=5)
+    with mock.patch("flight_server.service.scan_stream", side_effect=ValueError("a bug at /srv/x.py")):
+        exc = _fails_cleanly(served, lambda: served.raw.get_schema(flight.FlightDescriptor.for_path("ds")))
+    # pyarrow's get_schema maps no Flight error class: UNKNOWN, the code in the message.
+    assert not isinstance(exc, pa.ArrowInvalid)
+    assert error_code(exc) == "INTERNAL"
+    assert "a bug" not in str(exc)
+
+
+def _corrupt_last_fragment(served: Served) -> None:
+    import lance_format
+
+    ds = lance_format.dataset(str(served.root / "ds"))
+    last = ds.manifest.fragments[-1].files[0].path
+    data = served.root / "ds" / "data" / last
+    raw = bytearray(data.read_bytes())
+    for i in range(0, len(raw) // 2, 7):  # page bytes garbled, footer intact
+        raw[i] ^= 0xFF
+    data.write_bytes(bytes(raw))
+    from lance_format.io import forget_dataset
+
+    forget_dataset(str(served.root / "ds"))
+
+
+def test_corrupt_data_is_one_status_and_code_in_every_rpc(served: Served) -> None:
+    seed(served, n=1000, rows_per_file=300)
+    _corrupt_last_fragment(served)
+    # Scans meet the corrupt fragment after the first ones streamed: the error comes mid-stream.
+    reader = served.raw.do_get(flight.Ticket(encode_ticket(ScanRequest("ds", batch_size=100))))
+    got: list[int] = []
+
+    def drain() -> None:
+        got.extend(chunk.data.num_rows for chunk in reader)
+
+    with pytest.raises(flight.FlightServerError) as scan_info:
+        drain()
+    assert sum(got) > 0
+    calls: list[Callable[[], object]] = [
+        lambda: served.client.take("ds", indices=[999]),
+        lambda: served.client.take("ds", indices=[0, 999]),
+        lambda: list(served.client.take_stream("ds", [[0, 999]], by="index")),
+        lambda: served.client.scan("ds", filter="id > 3"),
+    ]
+    errors = [scan_info.value] + [_fails_cleanly(served, call) for call in calls]
+    for exc in errors:
+        _clean(exc, served)
+        assert type(exc) is flight.FlightServerError, exc  # gRPC UNKNOWN
+        assert error_code(exc) == "CORRUPT_DATA", exc
+    assert served.client.health() == "ok"
+
+
+def test_undecodable_client_streams_are_bad_input_not_bugs() -> None:
+    from flight_server.errors import ClientStreamError, client_chunks, to_flight_error
+
+    def broken() -> Iterator[int]:
+        yield 1
+        raise pa.ArrowInvalid("bad IPC message")
+
+    chunks = client_chunks(broken())
+    assert next(chunks) == 1
+    with pytest.raises(ClientStreamError) as info:
+        next(chunks)
+    assert isinstance(to_flight_error(info.value), pa.ArrowInvalid)

@@ -1,0 +1,154 @@
+"""Staged data files: written by a stage, owned by its writer until a commit names them.
+
+A stage (the Flight server's ``do_put`` in stage mode, Spark's executors) writes data files that no
+version references yet. Before each data file it writes a record ``_staged/{file}`` naming the
+writer (the server's principal). The record lives in the dataset's own storage, so it holds across
+server restarts and between worker processes, and it is written *before* the file, so every staged
+file has one. Discarding staged files (:func:`discard_staged`) removes only files that
+
+* have a record whose owner is the caller (a client cannot name another writer's files, nor any
+  file written by a plain write, a compaction or pylance: those have no record), and
+* no version of the dataset references (a committed or tagged file is never discarded, even when
+  its record lingers because the committer died before removing it).
+
+A commit drops the records of the files it committed (:func:`forget_staged`); cleanup removes
+records and files of stages never committed once they are old enough
+(:mod:`lance_format.dataset.cleanup`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Iterable, Iterator
+
+from lance_format.core.errors import InvalidInputError, NotFoundError
+from lance_format.dataset.cleanup import files_of_every_version
+from lance_format.io.store import ObjectStore
+from lance_format.table.naming import staged_key
+
+__all__ = ["StagingStore", "check_data_file", "discard_staged", "forget_staged", "staged_owner"]
+
+log = logging.getLogger("lance_format.staging")
+
+_DATA = "data/"
+
+
+def check_data_file(name: object) -> str:
+    """``name`` if it is a data file's name as fragments carry it (one plain name under ``data/``).
+
+    Raises :class:`InvalidInputError` for anything else (``../other/data/x.lance``, ``a/b``):
+    a version referencing files outside its own ``data/`` folder would let a commit read another
+    dataset's files, and a drop of that dataset delete what this one references.
+    """
+    if not isinstance(name, str) or not name or "/" in name or "\\" in name or name in (".", ".."):
+        raise InvalidInputError(f"not a data file name: {name!r}")
+    return name
+
+
+class StagingStore(ObjectStore):
+    """An object store that records every data file written through it as staged by ``owner``.
+
+    It also remembers each key it wrote, so a failed stage can remove them all
+    (:meth:`remove_written`).
+    """
+
+    def __init__(self, inner: ObjectStore, owner: str) -> None:
+        self.inner = inner
+        self.owner = owner
+        self.remote = inner.remote  # the read planner tunes request merging by it
+        self.written: list[str] = []
+        self._lock = threading.Lock()
+
+    @property
+    def uri(self) -> str:
+        return self.inner.uri
+
+    def size(self, key: str) -> int:
+        return self.inner.size(key)
+
+    def read_range(self, key: str, start: int, end: int) -> bytes:
+        return self.inner.read_range(key, start, end)
+
+    def read_all(self, key: str) -> bytes:
+        return self.inner.read_all(key)
+
+    def write(self, key: str, data: bytes) -> None:
+        if key.startswith(_DATA):
+            record = staged_key(key[len(_DATA) :])
+            with self._lock:
+                self.written.append(record)
+            self.inner.write(record, json.dumps({"owner": self.owner}).encode())
+        with self._lock:
+            self.written.append(key)
+        self.inner.write(key, data)
+
+    def put_if_not_exists(self, key: str, data: bytes) -> bool:
+        return self.inner.put_if_not_exists(key, data)
+
+    def exists(self, key: str) -> bool:
+        return self.inner.exists(key)
+
+    def modified(self, key: str) -> float | None:
+        return self.inner.modified(key)
+
+    def list(self, prefix: str = "") -> Iterator[tuple[str, int]]:
+        return self.inner.list(prefix)
+
+    def list_dirs(self, prefix: str = "") -> Iterator[str]:
+        return self.inner.list_dirs(prefix)
+
+    def delete(self, key: str) -> None:
+        self.inner.delete(key)
+
+    def remove_written(self) -> None:
+        """Remove every file and record this store wrote (best effort: cleanup gets the rest)."""
+        with self._lock:
+            keys, self.written = list(self.written), []
+        for key in reversed(keys):  # files before their records
+            try:
+                self.inner.delete(key)
+            except Exception:
+                log.warning("could not remove a staged file", extra={"key": key}, exc_info=True)
+
+
+def staged_owner(store: ObjectStore, data_file: str) -> str | None:
+    """Who staged data file ``data_file`` (``None``: no staging record, it was not staged)."""
+    try:
+        doc = json.loads(store.read_all(staged_key(check_data_file(data_file))))
+    except (NotFoundError, ValueError):
+        return None
+    owner = doc.get("owner") if isinstance(doc, dict) else None
+    return owner if isinstance(owner, str) else None
+
+
+def discard_staged(store: ObjectStore, data_files: Iterable[str], owner: str) -> int:
+    """Delete staged data files of ``owner`` that no version references; the number deleted.
+
+    Names that are not ``owner``'s staged files, or that some version (tagged or not) references,
+    are left alone: discarding is safe to call with any list, and a hostile list deletes nothing
+    that is not the caller's own uncommitted data.
+    """
+    names = [check_data_file(n) for n in data_files]
+    mine = [n for n in dict.fromkeys(names) if staged_owner(store, n) == owner]
+    if not mine:
+        return 0
+    referenced = files_of_every_version(store)
+    removed = 0
+    for name in mine:
+        if f"{_DATA}{name}" in referenced:
+            continue  # committed: it is the dataset's now
+        store.delete(f"{_DATA}{name}")
+        store.delete(staged_key(name))
+        removed += 1
+    return removed
+
+
+def forget_staged(store: ObjectStore, data_files: Iterable[str]) -> None:
+    """Drop the staging records of files a commit just made the dataset's (best effort)."""
+    for name in data_files:
+        try:
+            store.delete(staged_key(check_data_file(name)))
+        except Exception:
+            log.warning("could not remove a staging record", extra={"file": name}, exc_info=True)
