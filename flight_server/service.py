@@ -33,6 +33,7 @@ from flight_server.handlers.exchange import serve_exchange
 from flight_server.handlers.put import write_request, write_stream
 from flight_server.handlers.scan import open_version, plan_scan, scan_stream
 from flight_server.handlers.take import take_table
+from flight_server.json_bodies import decode_json_action, encode_json_result, is_json_body
 from flight_server.requests import ScanRequest, TakeRequest, WriteRequest
 from flight_server.settings import ServerSettings
 from lance_format.core.errors import CommitConflictError, InvalidInputError
@@ -379,7 +380,7 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
             if spec is not None and spec.writes:
                 _require_write(context)
             body = action.body.to_pybytes() if action.body is not None else b""
-            request = decode_action_request(body)
+            request = decode_json_action(body) if is_json_body(body) else decode_action_request(body)
             try:
                 result = run_action(self.catalog, name, request)
             finally:
@@ -389,6 +390,6 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
                 batch = dataclasses.asdict(self.batch_cache.counters())
                 counters = {**result.counters, **{f"batch_{k}": int(v) for k, v in batch.items()}}
                 result = dataclasses.replace(result, counters=counters)
-            return encode_action_result(result)
+            return encode_json_result(result) if is_json_body(body) else encode_action_result(result)
 
         return iter([self._guard(run)])
