@@ -260,3 +260,39 @@ def test_tls(tmp_path: Path, root: Path) -> None:
             assert _query(conn, "SELECT count(*) AS n FROM items").column("n").to_pylist() == [ROWS]
     finally:
         s.shutdown()
+
+
+def test_prepared_update_with_many_parameter_rows(server: Any, root: Path) -> None:
+    with _connect(server) as conn:
+        with conn.cursor() as cur:
+            cur.adbc_ingest("prep", pa.table({"k": pa.array(range(10), pa.int64())}), mode="create")
+            cur.executemany("DELETE FROM prep WHERE k = ?", [(2,), (5,), (7,)])
+        assert lance.dataset(str(root / "prep")).to_table().column("k").to_pylist() == [0, 1, 3, 4, 6, 8, 9]
+        with conn.cursor() as cur:
+            cur.adbc_prepare("SELECT k FROM prep WHERE k > ? ORDER BY k")
+            cur.execute("SELECT k FROM prep WHERE k > ? ORDER BY k", (4,))
+            assert cur.fetch_arrow_table().column("k").to_pylist() == [6, 8, 9]
+
+
+def test_read_only_token_cannot_change_data(root: Path) -> None:
+    s = _serve(
+        ServerSettings(root=str(root), tokens=(Token(TOKEN), Token("peek", read_only=True)), metrics_port=-1)
+    )
+    kwargs = {adbc_flightsql.DatabaseOptions.AUTHORIZATION_HEADER.value: "Bearer peek"}
+    try:
+        with adbc.connect(f"grpc://127.0.0.1:{s.port}", db_kwargs=kwargs, autocommit=True) as conn:
+            assert _query(conn, "SELECT count(*) AS n FROM groups").column("n").to_pylist() == [5]
+            with pytest.raises(Exception, match=r"(?i)read-only"):
+                _query(conn, "DELETE FROM groups")
+            with conn.cursor() as cur, pytest.raises(Exception, match=r"(?i)read-only"):
+                cur.adbc_ingest("groups", _groups(), mode="append")
+        assert lance.dataset(str(root / "groups")).count_rows() == 5
+    finally:
+        s.shutdown()
+
+
+def test_get_objects_lists_columns(conn: Any) -> None:
+    objects = conn.adbc_get_objects(depth="all", table_name_filter="items").read_all().to_pylist()
+    tables = objects[0]["catalog_db_schemas"][0]["db_schema_tables"]
+    assert [t["table_name"] for t in tables] == ["items"]
+    assert [c["column_name"] for c in tables[0]["table_columns"]] == ["id", "grp", "name", "price"]
