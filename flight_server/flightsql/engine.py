@@ -22,6 +22,7 @@ import sqlglot
 from sqlglot import exp
 
 from flight_server.catalog import Catalog
+from flight_server.flightsql.direct import simple_scan
 from lance_format import LanceDataset, write_dataset
 from lance_format.core.errors import InvalidInputError, NotFoundError, NotSupportedError
 
@@ -173,6 +174,9 @@ class SqlEngine:
             raise InvalidInputError(
                 "this call runs queries (SELECT ...); send updates as CommandStatementUpdate"
             )
+        direct = self._direct(tree, params, 0, pinned)
+        if direct is not None:
+            return Plan(sql=sql, versions=direct[2], schema=direct[0], params=params)
         bound = self._bind(tree, pinned)
         ctx, versions = self._context(bound)
         text = bound.sql or sql
@@ -191,14 +195,52 @@ class SqlEngine:
         except Exception as e:  # DataFusion raises plain Exceptions for every planning error
             raise InvalidInputError(f"cannot plan query: {e}") from None
 
+    def _direct(
+        self, tree: exp.Expression, params: pa.Table | None, row: int, pinned: Mapping[str, int] | None
+    ) -> tuple[pa.Schema, Iterator[pa.RecordBatch], dict[str, int]] | None:
+        """A simple query as one scan of our own (see :mod:`.direct`): schema, batches, versions."""
+        stmt = tree.copy()
+        if params is not None and params.num_columns:
+            stmt = _substitute(stmt, params, row)
+        spec = simple_scan(stmt)
+        if spec is None:
+            return None
+        bound = self._bind(exp.select("*").from_(spec.table.copy()), pinned)
+        [(key, (dataset, version))] = bound.tables.items()
+        ds = self.catalog.open(dataset, version)
+        pairs = [(c, c) for c in ds.schema.names] if spec.columns is None else spec.columns
+        if any(c not in ds.schema.names for c, _ in pairs):
+            return None  # DataFusion reports the unknown column
+        try:
+            scanner = ds.scanner(
+                columns=[c for c, _ in pairs], filter=spec.filter, limit=spec.limit, offset=spec.offset
+            )
+        except InvalidInputError:
+            return None  # a predicate our filter parser does not take: DataFusion runs it
+        schema = pa.schema(
+            [f.with_name(out) for f, (_, out) in zip(scanner.projected_schema, pairs, strict=True)]
+        )
+        batches = (pa.RecordBatch.from_arrays(b.columns, schema=schema) for b in scanner.to_batches())
+        versions = {key if version is not None else dataset: ds.version}
+        return schema, batches, versions
+
     def execute(self, plan: Plan) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
         """Run ``plan`` on its pinned versions; stream the result."""
         pins = {k: v for k, v in plan.versions.items() if "@" not in k}
         tree = self._parse(plan.sql)
+        rows = plan.params.num_rows if plan.params is not None and plan.params.num_columns else 1
+        if self._direct(tree, plan.params, 0, pins) is not None:
+
+            def scans() -> Iterator[pa.RecordBatch]:
+                for row in range(rows):
+                    direct = self._direct(tree, plan.params, row, pins)
+                    assert direct is not None  # the same statement shape for every row
+                    yield from direct[1]
+
+            return plan.schema, scans()
         bound = self._bind(tree, pins)
         ctx, _ = self._context(bound)
         text = bound.sql or plan.sql
-        rows = plan.params.num_rows if plan.params is not None and plan.params.num_columns else 1
 
         def batches() -> Iterator[pa.RecordBatch]:
             for row in range(rows):
