@@ -21,6 +21,7 @@ from flight_server.flightsql._serde import pack, serialize, unpack
 from flight_server.flightsql.commands import Handle, SqlCommand, decode_handle, encode_handle
 from flight_server.flightsql.engine import CATALOG_NAME, SCHEMA_NAME, SqlEngine, has_parameters, is_query
 from flight_server.handlers.put import write_stream
+from flight_server.handlers.scan import ticket_expiration
 from flight_server.requests import WriteMode, WriteRequest
 from lance_format.core.errors import (
     DatasetAlreadyExistsError,
@@ -133,14 +134,18 @@ class FlightSql:
         self, cmd: SqlCommand, descriptor: flight.FlightDescriptor, require_write: Callable[[], None]
     ) -> flight.FlightInfo:
         """Plan ``cmd``; one endpoint whose ticket any worker can serve (row order is kept)."""
+        expires = None
         if cmd.kind in _METADATA:
             schema, ticket = self.schema(cmd), bytes(descriptor.command)
         elif cmd.kind in ("CommandStatementQuery", "CommandPreparedStatementQuery"):
             schema, handle = self._statement(cmd, require_write)
             ticket = pack("TicketStatementQuery", statement_handle=encode_handle(handle))
+            if handle.versions:  # pinned: readable while cleanup keeps those versions
+                expires = ticket_expiration()
         else:
             raise InvalidInputError(f"{cmd.kind} is not a get_flight_info command")
-        endpoint = flight.FlightEndpoint(ticket, [])  # no location: read it where you asked
+        # No location: read it where you asked (any worker could serve it).
+        endpoint = flight.FlightEndpoint(ticket, [], expiration_time=expires)
         return flight.FlightInfo(schema, descriptor, [endpoint], -1, -1, ordered=True)
 
     def _statement(self, cmd: SqlCommand, require_write: Callable[[], None]) -> tuple[pa.Schema, Handle]:

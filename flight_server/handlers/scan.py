@@ -18,7 +18,14 @@ from lance_format.core.errors import InvalidInputError, NotFoundError
 from lance_format.dataset import LanceFragment
 from lance_format.dataset.scanner import LanceScanner
 
-__all__ = ["TICKET_LIFETIME_SECONDS", "open_version", "plan_scan", "projected_bytes", "scan_stream"]
+__all__ = [
+    "TICKET_LIFETIME_SECONDS",
+    "open_version",
+    "plan_scan",
+    "projected_bytes",
+    "scan_stream",
+    "ticket_expiration",
+]
 
 #: How long a pinned ticket is promised to stay readable (its ``expiration_time``): once a newer
 #: version exists, ``cleanup`` may remove the pinned one. An hour bounds how long a client may sit
@@ -102,7 +109,7 @@ def plan_scan(
                     )
             else:
                 tickets.append(replace(pinned, fragment_ids=(frag.fragment_id,)))
-    expires = _expiration()
+    expires = ticket_expiration()
     endpoints = [
         flight.FlightEndpoint(encode_ticket(t), _rotate(locations, i), expiration_time=expires)
         for i, t in enumerate(tickets)
@@ -120,7 +127,7 @@ def plan_scan(
     )
 
 
-def _expiration() -> pa.TimestampScalar:
+def ticket_expiration() -> pa.TimestampScalar:
     """When a ticket pinned now stops being promised (checking tags would cost a listing per plan)."""
     deadline = int((time.time() + TICKET_LIFETIME_SECONDS) * 1_000_000)
     return pa.scalar(deadline, pa.timestamp("us", tz="UTC"))

@@ -227,6 +227,7 @@ def test_plain_flight_client_sends_sql_text(server: Any, root: Path) -> None:
         flight.FlightDescriptor.for_command(b"SELECT id FROM items WHERE id < 5 ORDER BY id"), options
     )
     assert info.ordered
+    assert all(e.expiration_time is not None for e in info.endpoints)  # pinned to a version
     table = pa.concat_tables(client.do_get(e.ticket, options).read_all() for e in info.endpoints)
     assert table.column("id").to_pylist() == [0, 1, 2, 3, 4]
     assert json.dumps(table.schema.names) == '["id"]'
