@@ -140,7 +140,7 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
         # Per service (one per worker process): decoded batches of finished scan endpoints.
         self.batch_cache = BatchCache(settings.batch_cache_bytes)
         # Flight SQL (and plain SQL text commands) on the same port.
-        self.sql = FlightSql(self.catalog, settings.max_message_bytes)
+        self.sql = FlightSql(self.catalog, settings.max_message_bytes, settings.ticket_lifetime_seconds)
         if advertise:
             self.advertise = [str(a) for a in advertise]
         else:
@@ -199,7 +199,11 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
                 continue
             try:
                 yield plan_scan(
-                    self.catalog, ScanRequest(name), flight.FlightDescriptor.for_path(name), self.advertise
+                    self.catalog,
+                    ScanRequest(name),
+                    flight.FlightDescriptor.for_path(name),
+                    self.advertise,
+                    self.settings.ticket_lifetime_seconds,
                 )
             except Exception:
                 log.warning("list_flights: cannot plan dataset", extra={"dataset": name}, exc_info=True)
@@ -223,7 +227,13 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
             sql = self.sql.command(descriptor)
             if sql is not None:
                 return self.sql.flight_info(sql, descriptor, lambda: _require_write(context))
-            return plan_scan(self.catalog, self._scan_request(descriptor), descriptor, self.advertise)
+            return plan_scan(
+                self.catalog,
+                self._scan_request(descriptor),
+                descriptor,
+                self.advertise,
+                self.settings.ticket_lifetime_seconds,
+            )
 
         return self._guard(run)
 

@@ -23,6 +23,7 @@ from flight_server.flightsql.engine import CATALOG_NAME, SCHEMA_NAME, SqlEngine,
 from flight_server.handlers.put import write_stream
 from flight_server.handlers.scan import ticket_expiration
 from flight_server.requests import WriteMode, WriteRequest
+from flight_server.settings import DEFAULT_TICKET_LIFETIME_SECONDS
 from lance_format.core.errors import (
     DatasetAlreadyExistsError,
     InvalidInputError,
@@ -89,12 +90,21 @@ class FlightSql:
         The server's datasets.
     max_message_bytes:
         ``limits.maxMessageBytes``, for ingest streams (as for every do_put).
+    ticket_lifetime:
+        ``limits.ticketLifetimeSeconds``: the expiration_time of result tickets pinned to versions.
     read_only:
         Reported in SqlInfo (whether the server takes writes at all).
     """
 
-    def __init__(self, catalog: Catalog, max_message_bytes: int, read_only: bool = False) -> None:
+    def __init__(
+        self,
+        catalog: Catalog,
+        max_message_bytes: int,
+        ticket_lifetime: int = DEFAULT_TICKET_LIFETIME_SECONDS,
+        read_only: bool = False,
+    ) -> None:
         self.catalog = catalog
+        self.ticket_lifetime = ticket_lifetime
         self.engine = SqlEngine(catalog)
         self.max_message_bytes = max_message_bytes
         self.sql_info_values: dict[int, Any] = {
@@ -141,7 +151,7 @@ class FlightSql:
             schema, handle = self._statement(cmd, require_write)
             ticket = pack("TicketStatementQuery", statement_handle=encode_handle(handle))
             if handle.versions:  # pinned: readable while cleanup keeps those versions
-                expires = ticket_expiration()
+                expires = ticket_expiration(self.ticket_lifetime)
         else:
             raise InvalidInputError(f"{cmd.kind} is not a get_flight_info command")
         # No location: read it where you asked (any worker could serve it).

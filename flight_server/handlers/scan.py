@@ -13,6 +13,7 @@ from flight_server._serde import encode_ticket
 from flight_server.catalog import Catalog
 from flight_server.handlers.filters import resolve_filter
 from flight_server.requests import ScanRequest
+from flight_server.settings import DEFAULT_TICKET_LIFETIME_SECONDS
 from lance_format import LanceDataset
 from lance_format.core.errors import InvalidInputError, NotFoundError
 from lance_format.dataset import LanceFragment
@@ -27,11 +28,8 @@ __all__ = [
     "ticket_expiration",
 ]
 
-#: How long a pinned ticket is promised to stay readable (its ``expiration_time``): once a newer
-#: version exists, ``cleanup`` may remove the pinned one. An hour bounds how long a client may sit
-#: on a plan while leaving operators free to clean up aggressively (the default ``cleanup`` keeps
-#: 14 days). Within it, clients may retry ``do_get`` on the ticket.
-TICKET_LIFETIME_SECONDS = 3600
+#: How long a pinned ticket is promised to stay readable (``limits.ticketLifetimeSeconds``).
+TICKET_LIFETIME_SECONDS = DEFAULT_TICKET_LIFETIME_SECONDS
 
 
 def open_version(catalog: Catalog, name: str, version: int | None, tag: str | None) -> LanceDataset:
@@ -79,7 +77,11 @@ def _rotate(locations: Sequence[str], i: int) -> list[flight.Location]:
 
 
 def plan_scan(
-    catalog: Catalog, req: ScanRequest, descriptor: flight.FlightDescriptor, locations: Sequence[str]
+    catalog: Catalog,
+    req: ScanRequest,
+    descriptor: flight.FlightDescriptor,
+    locations: Sequence[str],
+    ticket_lifetime: int = TICKET_LIFETIME_SECONDS,
 ) -> flight.FlightInfo:
     """The FlightInfo of a scan: its schema, totals and one ticket per fragment (or row range).
 
@@ -109,7 +111,7 @@ def plan_scan(
                     )
             else:
                 tickets.append(replace(pinned, fragment_ids=(frag.fragment_id,)))
-    expires = ticket_expiration()
+    expires = ticket_expiration(ticket_lifetime)
     endpoints = [
         flight.FlightEndpoint(encode_ticket(t), _rotate(locations, i), expiration_time=expires)
         for i, t in enumerate(tickets)
@@ -127,9 +129,14 @@ def plan_scan(
     )
 
 
-def ticket_expiration() -> pa.TimestampScalar:
-    """When a ticket pinned now stops being promised (checking tags would cost a listing per plan)."""
-    deadline = int((time.time() + TICKET_LIFETIME_SECONDS) * 1_000_000)
+def ticket_expiration(lifetime: int = TICKET_LIFETIME_SECONDS) -> pa.TimestampScalar | None:
+    """When a ticket pinned now stops being promised (``None`` for a lifetime of 0).
+
+    Every pinned ticket gets one, tagged versions too: checking tags would cost a listing per plan.
+    """
+    if lifetime <= 0:
+        return None
+    deadline = int((time.time() + lifetime) * 1_000_000)
     return pa.scalar(deadline, pa.timestamp("us", tz="UTC"))
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.flight as flight
@@ -11,7 +12,7 @@ import pytest
 
 from flight_server.client import ScanRequest
 from flight_server.handlers.scan import TICKET_LIFETIME_SECONDS
-from tests.server.service_fixtures import Served, seed
+from tests.server.service_fixtures import Served, seed, start, stop
 
 
 def _action(served: Served, name: str, body: object) -> dict[str, object]:
@@ -66,3 +67,13 @@ def test_flights_are_ordered_sized_by_projection_and_expire(served: Served) -> N
     # Endpoint order is row order.
     ids = pa.concat_tables(served.raw.do_get(e.ticket).read_all() for e in full.endpoints).column("id")
     assert ids.to_pylist() == list(range(3000))
+
+
+def test_no_expiration_time_when_the_lifetime_is_zero(tmp_path: Path) -> None:
+    s = start(tmp_path / "root", ticket_lifetime_seconds=0)
+    try:
+        seed(s, n=100)
+        info = s.raw.get_flight_info(flight.FlightDescriptor.for_path("ds"))
+        assert all(e.expiration_time is None for e in info.endpoints)
+    finally:
+        stop(s)
