@@ -263,7 +263,7 @@ class FlightSql:
         if kind == "CommandPreparedStatementQuery":
             handle = decode_handle(cmd.get("prepared_statement_handle", b""))
             params = reader.read_all()
-            bound = Handle(sql=handle.sql, params=params if params.num_columns else None)
+            bound = Handle(sql=handle.sql, params=params if params.num_columns and params.num_rows else None)
             return serialize("DoPutPreparedStatementResult", prepared_statement_handle=encode_handle(bound))
         require_write()
         _no_transaction(cmd)
@@ -272,7 +272,8 @@ class FlightSql:
         elif kind == "CommandPreparedStatementUpdate":
             handle = decode_handle(cmd.get("prepared_statement_handle", b""))
             params = reader.read_all()
-            count = self.engine.update(handle.sql, params if params.num_columns else handle.params)
+            values = params if params.num_columns and params.num_rows else handle.params
+            count = self.engine.update(handle.sql, values)
         elif kind == "CommandStatementIngest":
             count = self._ingest(cmd, reader, metrics, cancelled)
         else:

@@ -315,3 +315,18 @@ def test_get_objects_lists_columns(conn: Any) -> None:
     tables = objects[0]["catalog_db_schemas"][0]["db_schema_tables"]
     assert [t["table_name"] for t in tables] == ["items"]
     assert [c["column_name"] for c in tables[0]["table_columns"]] == ["id", "grp", "name", "price"]
+
+
+def test_result_tickets_are_pinned_to_the_versions_planned(server: Any) -> None:
+    """Rows appended between get_flight_info and do_get are not in the result (both query paths)."""
+    client = flight.connect(f"grpc://127.0.0.1:{server.port}")
+    options = flight.FlightCallOptions(headers=[(b"authorization", f"Bearer {TOKEN}".encode())])
+    with _connect(server) as conn, conn.cursor() as cur:
+        cur.adbc_ingest("pinned", pa.table({"x": [1, 2]}), mode="create")
+        aggregate = client.get_flight_info(
+            flight.FlightDescriptor.for_command(b"SELECT count(*) AS n FROM pinned"), options
+        )
+        plain = client.get_flight_info(flight.FlightDescriptor.for_command(b"SELECT x FROM pinned"), options)
+        cur.adbc_ingest("pinned", pa.table({"x": [3]}), mode="append")
+        assert client.do_get(aggregate.endpoints[0].ticket, options).read_all().column("n").to_pylist() == [2]
+        assert client.do_get(plain.endpoints[0].ticket, options).read_all().column("x").to_pylist() == [1, 2]
