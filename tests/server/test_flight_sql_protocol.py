@@ -171,3 +171,18 @@ def test_sql_errors_map_to_flight_codes_without_tracebacks(served_sql: Served) -
                 pack("CommandStatementQuery", query="SELECT 1", transaction_id=b"t")
             )
         )
+
+
+def test_statement_update_over_do_put(served_sql: Served) -> None:
+    """CommandStatementUpdate: an empty stream in, one PutResult holding DoPutUpdateResult out."""
+    descriptor = flight.FlightDescriptor.for_command(
+        pack("CommandStatementUpdate", query="UPDATE t SET s = 'z' WHERE id = 2")
+    )
+    writer, reader = served_sql.raw.do_put(descriptor, pa.schema([]))
+    writer.done_writing()
+    answer = reader.read()
+    writer.close()
+    assert answer is not None
+    assert answer.to_pybytes() == serialize("DoPutUpdateResult", record_count=1)
+    table = lance_format.dataset(str(served_sql.root / "t")).to_table()
+    assert table.to_pylist() == [{"id": 1, "s": "a"}, {"id": 2, "s": "z"}]
