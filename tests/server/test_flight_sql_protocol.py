@@ -16,7 +16,7 @@ import pytest
 import lance_format
 from flight_server.flightsql._serde import pack, serialize, unpack
 from flight_server.flightsql.server import sql_text
-from tests.server.service_fixtures import Served, start, stop
+from tests.server.service_fixtures import Recorder, Served, start, stop
 
 PREFIX = b"type.googleapis.com/arrow.flight.protocol.sql."
 
@@ -83,8 +83,8 @@ def test_what_is_not_flight_sql() -> None:
 
 
 @pytest.fixture
-def served_sql(tmp_path: Path) -> Iterator[Served]:
-    s = start(tmp_path / "root")
+def served_sql(tmp_path: Path, recorder: Recorder) -> Iterator[Served]:
+    s = start(tmp_path / "root", recorder)
     lance_format.write_dataset(pa.table({"id": [1, 2], "s": ["a", "b"]}), str(tmp_path / "root" / "t"))
     try:
         yield s
@@ -186,3 +186,10 @@ def test_statement_update_over_do_put(served_sql: Served) -> None:
     assert answer.to_pybytes() == serialize("DoPutUpdateResult", record_count=1)
     table = lance_format.dataset(str(served_sql.root / "t")).to_table()
     assert table.to_pylist() == [{"id": 1, "s": "a"}, {"id": 2, "s": "z"}]
+
+
+def test_sql_results_count_as_streams_and_rows(served_sql: Served, recorder: Recorder) -> None:
+    info = served_sql.raw.get_flight_info(flight.FlightDescriptor.for_command(b"SELECT id FROM t"))
+    assert served_sql.raw.do_get(info.endpoints[0].ticket).read_all().num_rows == 2
+    assert [(kind, rows) for kind, rows, _ in recorder.served] == [("sql", 2)]
+    assert recorder.streams == 0  # the stream slot was given back
