@@ -191,7 +191,13 @@ class SqlEngine:
         if params is not None and params.num_columns:
             values = {str(i + 1): params.column(i)[row].as_py() for i in range(params.num_columns)}
         try:
-            return ctx.sql(sql, param_values=values) if values else ctx.sql(sql)
+            # Queries only, even if a statement slipped past the parse check: no DDL (CREATE
+            # EXTERNAL TABLE reads server files), no DML, no SET.
+            import datafusion
+
+            options = datafusion.SQLOptions().with_allow_ddl(False).with_allow_dml(False)
+            options = options.with_allow_statements(False)
+            return ctx.sql(sql, options=options, param_values=values)
         except Exception as e:  # DataFusion raises plain Exceptions for every planning error
             raise InvalidInputError(f"cannot plan query: {e}") from None
 

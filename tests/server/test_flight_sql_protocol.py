@@ -193,3 +193,19 @@ def test_sql_results_count_as_streams_and_rows(served_sql: Served, recorder: Rec
     assert served_sql.raw.do_get(info.endpoints[0].ticket).read_all().num_rows == 2
     assert [(kind, rows) for kind, rows, _ in recorder.served] == [("sql", 2)]
     assert recorder.streams == 0  # the stream slot was given back
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "CREATE EXTERNAL TABLE leak STORED AS CSV LOCATION '/etc/passwd'",
+        "COPY (SELECT 1) TO '/tmp/leak.csv'",
+        "SET datafusion.execution.batch_size = 1",
+        "DROP TABLE t",
+    ],
+)
+def test_statements_other_than_queries_and_dml_are_refused(served_sql: Served, sql: str) -> None:
+    descriptor = flight.FlightDescriptor.for_command(pack("CommandStatementQuery", query=sql))
+    with pytest.raises((pa.ArrowNotImplementedError, pa.ArrowInvalid)):
+        served_sql.raw.get_flight_info(descriptor)
+    assert lance_format.dataset(str(served_sql.root / "t")).count_rows() == 2
