@@ -43,7 +43,9 @@ SQL_ACTIONS = {
     "ClosePreparedStatement": "Flight SQL: close a prepared statement (handles hold no server state)",
     **{name: "Flight SQL: transactions are not supported (UNIMPLEMENTED)" for name in _TRANSACTIONS},
     "CancelQuery": "Flight SQL: not supported (UNIMPLEMENTED); results are pulled, so stop reading",
+    "CreatePreparedSubstraitPlan": "Flight SQL: Substrait plans are not supported (UNIMPLEMENTED)",
 }
+_SUBSTRAIT = "Substrait plans are not supported (SqlInfo FLIGHT_SQL_SERVER_SUBSTRAIT is false): send SQL"
 _METADATA = {
     "CommandGetSqlInfo",
     "CommandGetXdbcTypeInfo",
@@ -74,6 +76,11 @@ def _server_version() -> str:
         return importlib_metadata.version("lance-flight")
     except importlib_metadata.PackageNotFoundError:
         return "unknown"
+
+
+def _refuse_substrait(cmd: SqlCommand) -> None:
+    if cmd.kind == "CommandStatementSubstraitPlan":
+        raise NotSupportedError(_SUBSTRAIT)
 
 
 def _no_transaction(cmd: SqlCommand) -> None:
@@ -144,6 +151,7 @@ class FlightSql:
         self, cmd: SqlCommand, descriptor: flight.FlightDescriptor, require_write: Callable[[], None]
     ) -> flight.FlightInfo:
         """Plan ``cmd``; one endpoint whose ticket any worker can serve (row order is kept)."""
+        _refuse_substrait(cmd)
         expires = None
         if cmd.kind in _METADATA:
             schema, ticket = self.schema(cmd), bytes(descriptor.command)
@@ -175,6 +183,7 @@ class FlightSql:
 
     def schema(self, cmd: SqlCommand) -> pa.Schema:
         """The result schema of ``cmd`` (``get_schema``)."""
+        _refuse_substrait(cmd)
         kind = cmd.kind
         if kind in ("CommandStatementQuery", "CommandPreparedStatementQuery"):
             _no_transaction(cmd)
@@ -259,6 +268,7 @@ class FlightSql:
         cancelled: Callable[[], bool] | None = None,
     ) -> bytes:
         """Run a Flight SQL do_put; the app_metadata of its one PutResult."""
+        _refuse_substrait(cmd)
         kind = cmd.kind
         if kind == "CommandPreparedStatementQuery":
             handle = decode_handle(cmd.get("prepared_statement_handle", b""))
@@ -321,6 +331,8 @@ class FlightSql:
         """Run Flight SQL action ``name``; its results."""
         if name in _TRANSACTIONS:
             raise NotSupportedError("transactions are not supported: every statement commits on its own")
+        if name == "CreatePreparedSubstraitPlan":
+            raise NotSupportedError(_SUBSTRAIT)
         if name == "CancelQuery":
             raise NotSupportedError("CancelQuery is not supported: stop reading the stream instead")
         cmd = unpack(body)

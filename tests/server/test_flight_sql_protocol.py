@@ -209,3 +209,11 @@ def test_statements_other_than_queries_and_dml_are_refused(served_sql: Served, s
     with pytest.raises((pa.ArrowNotImplementedError, pa.ArrowInvalid)):
         served_sql.raw.get_flight_info(descriptor)
     assert lance_format.dataset(str(served_sql.root / "t")).count_rows() == 2
+
+
+def test_substrait_plans_are_unimplemented(served_sql: Served) -> None:
+    plan = pack("CommandStatementSubstraitPlan", plan={"plan": b"\x00", "version": "0.50.0"})
+    with pytest.raises(pa.ArrowNotImplementedError, match="Substrait"):
+        served_sql.raw.get_flight_info(flight.FlightDescriptor.for_command(plan))
+    with pytest.raises(pa.ArrowNotImplementedError, match="Substrait"):
+        list(served_sql.raw.do_action(flight.Action("CreatePreparedSubstraitPlan", b"")))
