@@ -9,6 +9,10 @@ pyarrow's base classes wrap a C++ object that our subclasses never create: every
 that would touch it must be overridden, or a call dereferences a null pointer and the process
 crashes. The mixins below override the members our own classes do not define; the ones that need a
 C++ dataset (joins, sorts, ``replace_schema``) run over the rows read through our scanner.
+
+pyarrow's own static entry points that take a ``Dataset`` argument and read its C++ object
+directly cannot be overridden: ``pyarrow.dataset.Scanner.from_dataset(ds)`` crashes (as it does
+for pylance's dataset) and ``pyarrow.dataset.dataset([ds, ...])`` refuses; call ``ds.scanner(...)``.
 """
 
 from __future__ import annotations
