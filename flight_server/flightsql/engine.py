@@ -121,7 +121,8 @@ class SqlEngine:
         ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
         bound = _Bound(sql="")
         rewrite = False
-        for i, placeholder in enumerate(tree.find_all(exp.Placeholder)):
+        # In text order (depth first; sqlglot's default walk is breadth first).
+        for i, placeholder in enumerate(list(tree.find_all(exp.Placeholder, bfs=False))):
             # DataFusion binds $1, $2 ...; clients of ADBC / JDBC write ?.
             if placeholder.this is None or not str(placeholder.this).isdigit():
                 placeholder.replace(exp.Parameter(this=exp.Var(this=str(i + 1))))

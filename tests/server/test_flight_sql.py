@@ -141,6 +141,16 @@ def test_parameter_binding(conn: Any, root: Path) -> None:
     assert got.to_pylist() == items.filter(pc.field("id") == 4242).select(["id", "name"]).to_pylist()
 
 
+def test_parameters_bind_in_text_order(conn: Any) -> None:
+    """The first ? is nested deeper than the second: binding follows the text, not tree depth."""
+    got = _query(
+        conn,
+        "SELECT id FROM items WHERE grp IN (SELECT grp FROM groups WHERE label = ?) AND id < ? ORDER BY id",
+        ("two", 20),
+    )
+    assert got.column("id").to_pylist() == [2, 7, 12, 17]
+
+
 def test_metadata(conn: Any, root: Path) -> None:
     objects = conn.adbc_get_objects().read_all().to_pylist()
     assert [c["catalog_name"] for c in objects] == ["lance"]
