@@ -170,11 +170,7 @@ class SqlEngine:
     # -- queries ---------------------------------------------------------------------------------
     def plan(self, sql: str, params: pa.Table | None = None, pinned: Mapping[str, int] | None = None) -> Plan:
         """Bind ``sql`` to the current (or ``pinned``) versions and find its result schema."""
-        tree = self._parse(sql)
-        if not isinstance(tree, exp.Query):
-            raise InvalidInputError(
-                "this call runs queries (SELECT ...); send updates as CommandStatementUpdate"
-            )
+        tree = self._query_tree(sql)
         direct = self._direct(tree, params, 0, pinned)
         if direct is not None:
             return Plan(sql=sql, versions=direct[2], schema=direct[0], params=params)
@@ -186,6 +182,14 @@ class SqlEngine:
         pins = {bound.tables[k][0]: v for k, v in versions.items() if bound.tables[k][1] is None}
         explicit = {k: v for k, v in versions.items() if bound.tables[k][1] is not None}
         return Plan(sql=sql, versions={**pins, **explicit}, schema=schema, params=params)
+
+    def _query_tree(self, sql: str) -> exp.Expression:
+        tree = self._parse(sql)
+        if not isinstance(tree, exp.Query):
+            raise InvalidInputError(
+                "this call runs queries (SELECT ...); send updates as CommandStatementUpdate"
+            )
+        return tree
 
     def _dataframe(self, ctx: Any, sql: str, params: pa.Table | None, row: int) -> Any:
         values = None
@@ -231,32 +235,39 @@ class SqlEngine:
         versions = {key if version is not None else dataset: ds.version}
         return schema, batches, versions
 
-    def execute(self, plan: Plan) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
-        """Run ``plan`` on its pinned versions; stream the result."""
-        pins = {k: v for k, v in plan.versions.items() if "@" not in k}
-        tree = self._parse(plan.sql)
-        rows = plan.params.num_rows if plan.params is not None and plan.params.num_columns else 1
-        if self._direct(tree, plan.params, 0, pins) is not None:
+    def run(
+        self, sql: str, params: pa.Table | None = None, pinned: Mapping[str, int] | None = None
+    ) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
+        """Run a query on the current (or ``pinned``) versions; its schema and streamed result.
+
+        With several parameter rows the query runs once per row, results one after the other.
+        """
+        tree = self._query_tree(sql)
+        rows = params.num_rows if params is not None and params.num_columns else 1
+        first = self._direct(tree, params, 0, pinned)
+        if first is not None:
 
             def scans() -> Iterator[pa.RecordBatch]:
-                for row in range(rows):
-                    direct = self._direct(tree, plan.params, row, pins)
-                    assert direct is not None  # the same statement shape for every row
+                yield from first[1]
+                for row in range(1, rows):
+                    direct = self._direct(tree, params, row, pinned)
+                    assert direct is not None  # every row gives the statement the same shape
                     yield from direct[1]
 
-            return plan.schema, scans()
-        bound = self._bind(tree, pins)
+            return first[0], scans()
+        bound = self._bind(tree, pinned)
         ctx, _ = self._context(bound)
-        text = bound.sql or plan.sql
+        text = bound.sql or sql
+        head = self._dataframe(ctx, text, params, 0)
+        schema = head.schema()
 
         def batches() -> Iterator[pa.RecordBatch]:
             for row in range(rows):
-                df = self._dataframe(ctx, text, plan.params, row)
-                reader = pa.RecordBatchReader.from_stream(df)
-                for batch in reader:
-                    yield batch.cast(plan.schema) if batch.schema != plan.schema else batch
+                df = head if row == 0 else self._dataframe(ctx, text, params, row)
+                for batch in pa.RecordBatchReader.from_stream(df):
+                    yield batch.cast(schema) if batch.schema != schema else batch
 
-        return plan.schema, batches()
+        return schema, batches()
 
     # -- updates ---------------------------------------------------------------------------------
     def update(self, sql: str, params: pa.Table | None = None) -> int:
@@ -320,9 +331,8 @@ class SqlEngine:
         query = source.sql(dialect=_WRITE_DIALECT)
         if isinstance(source, exp.Values):
             query = f"SELECT * FROM ({query}) AS v"
-        plan = self.plan(query)
-        _, batches = self.execute(plan)
-        data = pa.Table.from_batches(list(batches), plan.schema)
+        schema, batches = self.run(query)
+        data = pa.Table.from_batches(list(batches), schema)
         ds: LanceDataset = self.catalog.open(name, shared=False)
         target = ds.schema
         names = columns if columns is not None else target.names[: data.num_columns]

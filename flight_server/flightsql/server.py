@@ -222,8 +222,7 @@ class FlightSql:
             handle = decode_handle(cmd.get("statement_handle", b""))
             if handle.count is not None:
                 return _COUNT_SCHEMA, iter(pa.table({"count": [handle.count]}, _COUNT_SCHEMA).to_batches())
-            plan = self.engine.plan(handle.sql, handle.params, pinned=handle.versions)
-            return self.engine.execute(plan)
+            return self.engine.run(handle.sql, handle.params, pinned=handle.versions)
         if cmd.kind in _METADATA:
             table = self._metadata(cmd)
             return table.schema, iter(table.to_batches())
