@@ -153,3 +153,55 @@ def test_filters_reach_the_scanner(uri: str, engine: str) -> None:
     narrow = _bytes_read(query("SELECT g FROM t"))
     wide = _bytes_read(query("SELECT * FROM t"))
     assert narrow * 4 < wide
+
+
+TYPED_FILTERS = [
+    "i IS NULL",
+    "i IS NOT NULL AND i > 500",
+    "ts >= TIMESTAMP '2024-01-10 00:00:00'",
+    "d = DATE '2024-01-05'",
+    "s IN ('k1', 'k2')",
+    "dec > 100.5",
+    "b",
+    "s <> 'k3' AND NOT b",
+    "i BETWEEN 10 AND 20 OR s = 'k5'",
+]
+
+
+@pytest.fixture(scope="module")
+def typed_uri(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Nullable ints, timestamps, dates, strings, decimals and booleans, written by pylance."""
+    import datetime as dt
+
+    n = 1000
+    table = pa.table(
+        {
+            "i": pa.array([None if k % 7 == 0 else k for k in range(n)], pa.int32()),
+            "ts": pa.array(
+                [dt.datetime(2024, 1, 1) + dt.timedelta(hours=k) for k in range(n)], pa.timestamp("us")
+            ),
+            "d": pa.array([dt.date(2024, 1, 1) + dt.timedelta(days=k % 50) for k in range(n)], pa.date32()),
+            "s": pa.array([f"k{k % 13}" for k in range(n)]),
+            "dec": pa.array([k / 4 for k in range(n)]).cast(pa.decimal128(10, 2)),
+            "b": pa.array([k % 3 == 0 for k in range(n)]),
+        }
+    )
+    path = str(tmp_path_factory.mktemp("typed") / "t")
+    lance.write_dataset(table, path)
+    return path
+
+
+@pytest.mark.parametrize("where", TYPED_FILTERS)
+def test_pushed_down_filters_of_every_type_match_pylance(typed_uri: str, where: str) -> None:
+    """DuckDB and DataFusion turn these into pyarrow Expressions our scanner evaluates."""
+    sql = f"SELECT count(*) AS n, sum(i) AS total FROM t WHERE {where}"
+    oracle = duckdb.connect()
+    oracle.register("t", lance.dataset(typed_uri))
+    want = oracle.sql(sql).fetchall()
+    con = duckdb.connect()
+    con.register("t", lance_format.dataset(typed_uri))
+    assert con.sql(sql).fetchall() == want
+    ctx = datafusion.SessionContext()
+    ctx.register_dataset("t", lance_format.dataset(typed_uri))
+    got = ctx.sql(sql).to_arrow_table()
+    assert (got.column("n")[0].as_py(), got.column("total")[0].as_py()) == want[0]
