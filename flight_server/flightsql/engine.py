@@ -13,6 +13,7 @@ sqlglot and run by the engine's own delete / update / append, each one commit.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -235,6 +236,10 @@ class SqlEngine:
         versions = {key if version is not None else dataset: ds.version}
         return schema, batches, versions
 
+    def runs_as_scan(self, sql: str) -> bool:
+        """Whether a query (without parameters) skips DataFusion: one scan of ours (see ``direct``)."""
+        return self._direct(self._query_tree(sql), None, 0, None) is not None
+
     def run(
         self, sql: str, params: pa.Table | None = None, pinned: Mapping[str, int] | None = None
     ) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
@@ -245,16 +250,26 @@ class SqlEngine:
         tree = self._query_tree(sql)
         rows = params.num_rows if params is not None and params.num_columns else 1
         first = self._direct(tree, params, 0, pinned)
+        leading: list[pa.RecordBatch] = []
         if first is not None:
+            # The first batch is read here: a predicate our filter engine accepts but cannot
+            # evaluate on these types fails now, and DataFusion runs the statement instead.
+            try:
+                leading = list(itertools.islice(first[1], 1))
+            except InvalidInputError:
+                first = None
+        if first is not None:
+            direct_schema, rest = first[0], first[1]
 
             def scans() -> Iterator[pa.RecordBatch]:
-                yield from first[1]
+                yield from leading
+                yield from rest
                 for row in range(1, rows):
                     direct = self._direct(tree, params, row, pinned)
                     assert direct is not None  # every row gives the statement the same shape
                     yield from direct[1]
 
-            return first[0], scans()
+            return direct_schema, scans()
         bound = self._bind(tree, pinned)
         ctx, _ = self._context(bound)
         text = bound.sql or sql
