@@ -329,6 +329,14 @@ OPTIONS: tuple[Option, ...] = (
         "concurrent streams per process",
     ),
     Option(
+        "ticket_lifetime_seconds",
+        "limits.ticketLifetimeSeconds",
+        "--ticket-lifetime-seconds",
+        ("LANCE_FLIGHT_TICKET_LIFETIME_SECONDS",),
+        _int_in(0, 14 * 24 * 3600),
+        "seconds pinned tickets stay valid (Flight expiration_time; 0: none)",
+    ),
+    Option(
         "shutdown_grace_seconds",
         "shutdownGraceSeconds",
         "--shutdown-grace",

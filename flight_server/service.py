@@ -27,11 +27,13 @@ from flight_server._serde import (
 from flight_server.batch_cache import BatchCache, scan_key
 from flight_server.catalog import Catalog
 from flight_server.errors import TooManyStreams, raise_flight_error, to_stream_error
+from flight_server.flightsql import SQL_ACTIONS, FlightSql
 from flight_server.handlers.actions import ACTIONS, run_action
 from flight_server.handlers.exchange import serve_exchange
 from flight_server.handlers.put import write_request, write_stream
 from flight_server.handlers.scan import open_version, plan_scan, scan_stream
 from flight_server.handlers.take import take_table
+from flight_server.json_bodies import decode_json_action, encode_json_result, is_json_body
 from flight_server.requests import ScanRequest, TakeRequest, WriteRequest
 from flight_server.settings import ServerSettings
 from lance_format.core.errors import CommitConflictError, InvalidInputError
@@ -144,6 +146,8 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
         self._slots = _StreamSlots(settings.max_concurrent_streams)
         # Per service (one per worker process): decoded batches of finished scan endpoints.
         self.batch_cache = BatchCache(settings.batch_cache_bytes)
+        # Flight SQL (and plain SQL text commands) on the same port.
+        self.sql = FlightSql(self.catalog, settings.max_message_bytes, settings.ticket_lifetime_seconds)
         if advertise:
             self.advertise = [str(a) for a in advertise]
         else:
@@ -208,7 +212,11 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
                 continue
             try:
                 yield plan_scan(
-                    self.catalog, ScanRequest(name), flight.FlightDescriptor.for_path(name), self.advertise
+                    self.catalog,
+                    ScanRequest(name),
+                    flight.FlightDescriptor.for_path(name),
+                    self.advertise,
+                    self.settings.ticket_lifetime_seconds,
                 )
             except Exception:
                 log.warning("list_flights: cannot plan dataset", extra={"dataset": name}, exc_info=True)
@@ -228,14 +236,27 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
     def get_flight_info(
         self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor
     ) -> flight.FlightInfo:
-        return self._guard(
-            lambda: plan_scan(self.catalog, self._scan_request(descriptor), descriptor, self.advertise)
-        )
+        def run() -> flight.FlightInfo:
+            sql = self.sql.command(descriptor)
+            if sql is not None:
+                return self.sql.flight_info(sql, descriptor, lambda: _require_write(context))
+            return plan_scan(
+                self.catalog,
+                self._scan_request(descriptor),
+                descriptor,
+                self.advertise,
+                self.settings.ticket_lifetime_seconds,
+            )
+
+        return self._guard(run)
 
     def get_schema(
         self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor
     ) -> flight.SchemaResult:
         def run() -> flight.SchemaResult:
+            sql = self.sql.command(descriptor)
+            if sql is not None:
+                return flight.SchemaResult(self.sql.schema(sql))
             schema, batches = scan_stream(self.catalog, self._scan_request(descriptor))
             del batches  # a lazy generator: nothing was read
             return flight.SchemaResult(schema)
@@ -247,6 +268,9 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
     # -- reads -----------------------------------------------------------------------------------
     def do_get(self, context: flight.ServerCallContext, ticket: flight.Ticket) -> flight.FlightDataStream:
         def run() -> flight.FlightDataStream:
+            sql = self.sql.stream(ticket.ticket)
+            if sql is not None:
+                return self._sql_stream(*sql)
             req = decode_ticket(ticket.ticket)
             lease = self._slots.acquire()
             if isinstance(req, TakeRequest):
@@ -279,6 +303,13 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
             return flight.RecordBatchStream(pa.RecordBatchReader.from_batches(schema, stream))
 
         return self._guard(run)
+
+    def _sql_stream(self, schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -> flight.FlightDataStream:
+        """A Flight SQL result, counted against the stream limit like a scan."""
+        lease = self._slots.acquire()
+        stream = self._stream("sql", batches, lease)
+        weakref.finalize(stream, lease.release)
+        return flight.RecordBatchStream(pa.RecordBatchReader.from_batches(schema, stream))
 
     def _take_stream(self, req: TakeRequest) -> flight.FlightDataStream:
         """A take is materialized whole (it is bounded by maxTakeRows), then sent by C++ alone:
@@ -322,6 +353,17 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
         writer: flight.FlightMetadataWriter,
     ) -> None:
         def run() -> None:
+            sql = self.sql.command(descriptor)
+            if sql is not None:
+                lease = self._slots.acquire()
+                try:
+                    answer = self.sql.put(
+                        sql, reader, lambda: _require_write(context), self.metrics, context.is_cancelled
+                    )
+                finally:
+                    lease.release()
+                writer.write(pa.py_buffer(answer))
+                return
             _require_write(context)
             decoded = (
                 decode_command(descriptor.command)
@@ -350,16 +392,21 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
 
     # -- actions ---------------------------------------------------------------------------------
     def list_actions(self, context: flight.ServerCallContext) -> list[tuple[str, str]]:
-        return [(name, spec.description) for name, spec in ACTIONS.items()]
+        ours = [(name, spec.description) for name, spec in ACTIONS.items()]
+        return ours + list(SQL_ACTIONS.items())
 
     def do_action(self, context: flight.ServerCallContext, action: flight.Action) -> Iterator[bytes]:
+        if action.type in SQL_ACTIONS:
+            body = action.body.to_pybytes() if action.body is not None else b""
+            return iter(self._guard(lambda: self.sql.action(action.type, body)))
+
         def run() -> bytes:
             name = action.type
             spec = ACTIONS.get(name)
             if spec is not None and spec.writes:
                 _require_write(context)
             body = action.body.to_pybytes() if action.body is not None else b""
-            request = decode_action_request(body)
+            request = decode_json_action(body) if is_json_body(body) else decode_action_request(body)
             try:
                 result = run_action(self.catalog, name, request, _caller(context))
             finally:
@@ -369,6 +416,6 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
                 batch = dataclasses.asdict(self.batch_cache.counters())
                 counters = {**result.counters, **{f"batch_{k}": int(v) for k, v in batch.items()}}
                 result = dataclasses.replace(result, counters=counters)
-            return encode_action_result(result)
+            return encode_json_result(result) if is_json_body(body) else encode_action_result(result)
 
         return iter([self._guard(run)])

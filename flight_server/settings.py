@@ -34,6 +34,11 @@ DEFAULT_DECODED_CACHE_BYTES = 512 * 1024 * 1024
 #: (LanceDB's read_consistency_interval); writes through this process are seen at once. Local roots
 #: always list (microseconds).
 DEFAULT_LATEST_VERSION_SECONDS = 1.0
+#: Seconds a pinned ticket is promised to stay readable (its Flight ``expiration_time``): once a
+#: newer version exists, ``cleanup`` may remove the pinned one. An hour bounds how long a client may
+#: sit on a plan while leaving operators free to clean up aggressively (the default cleanup keeps
+#: 14 days). 0: no expiration_time.
+DEFAULT_TICKET_LIFETIME_SECONDS = 3600
 #: A take larger than this is a scan in disguise and would buffer too much in one response.
 DEFAULT_MAX_TAKE_ROWS = 1_000_000
 #: gRPC message ceiling; Arrow batches above it are split by the server.
@@ -87,6 +92,7 @@ class ServerSettings:
     max_take_rows: int = DEFAULT_MAX_TAKE_ROWS
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     max_concurrent_streams: int = DEFAULT_MAX_CONCURRENT_STREAMS
+    ticket_lifetime_seconds: int = DEFAULT_TICKET_LIFETIME_SECONDS
     log_level: str = "INFO"
     storage_options: dict[str, str] = field(default_factory=dict)
     # Added by server-ops (config keys in docs/configuration.md):

@@ -22,8 +22,12 @@ ROOT = Path(__file__).resolve().parent.parent
 PROTOS = ROOT / "protos"
 OUT = ROOT / "lance_format" / "_proto"
 INIT = '"""Generated protobuf modules (do not edit; run ./dev protos)."""\n'
-#: The Flight service's own messages (package lance_flight.v1) go to flight_server/_proto.
-FLIGHT_PROTO = Path("lance_flight") / "v1" / "flight.proto"
+#: The Flight service's own messages (package lance_flight.v1) and the Flight SQL messages it
+#: serves (package arrow.flight.protocol.sql) go to flight_server/_proto.
+FLIGHT_PROTOS = (
+    Path("lance_flight") / "v1" / "flight.proto",
+    Path("arrow") / "flight" / "protocol" / "sql" / "flight_sql.proto",
+)
 FLIGHT_OUT = ROOT / "flight_server" / "_proto"
 VERSION_LINE = re.compile(r"^# Protobuf Python Version: (\S+)$", re.M)
 
@@ -44,12 +48,12 @@ def _mypy_plugin() -> Path:
 
 
 def generate_flight(dest: Path) -> list[str]:
-    """Generate the Flight service's messages into ``dest`` (flat: ``flight_pb2.py``)."""
+    """Generate the Flight service's messages into ``dest`` (flat: ``flight_pb2.py`` ...)."""
     with tempfile.TemporaryDirectory(prefix="lance-flight-protos-") as tmp:
-        _protoc(Path(tmp), [str(FLIGHT_PROTO)])
-        nested = Path(tmp) / FLIGHT_PROTO.parent
-        for path in nested.glob("*_pb2.py*"):
-            shutil.move(str(path), dest / path.name)
+        _protoc(Path(tmp), [str(p) for p in FLIGHT_PROTOS])
+        for proto in FLIGHT_PROTOS:
+            for path in (Path(tmp) / proto.parent).glob("*_pb2.py*"):
+                shutil.move(str(path), dest / path.name)
     (dest / "__init__.py").write_text(INIT)
     return sorted(p.name for p in dest.iterdir() if p.is_file())
 

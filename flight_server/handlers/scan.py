@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
@@ -12,11 +13,23 @@ from flight_server._serde import encode_ticket
 from flight_server.catalog import Catalog
 from flight_server.handlers.filters import resolve_filter
 from flight_server.requests import ScanRequest
+from flight_server.settings import DEFAULT_TICKET_LIFETIME_SECONDS
 from lance_format import LanceDataset
 from lance_format.core.errors import InvalidInputError, NotFoundError
+from lance_format.dataset import LanceFragment
 from lance_format.dataset.scanner import LanceScanner
 
-__all__ = ["open_version", "plan_scan", "scan_stream"]
+__all__ = [
+    "TICKET_LIFETIME_SECONDS",
+    "open_version",
+    "plan_scan",
+    "projected_bytes",
+    "scan_stream",
+    "ticket_expiration",
+]
+
+#: How long a pinned ticket is promised to stay readable (``limits.ticketLifetimeSeconds``).
+TICKET_LIFETIME_SECONDS = DEFAULT_TICKET_LIFETIME_SECONDS
 
 
 def open_version(catalog: Catalog, name: str, version: int | None, tag: str | None) -> LanceDataset:
@@ -64,7 +77,11 @@ def _rotate(locations: Sequence[str], i: int) -> list[flight.Location]:
 
 
 def plan_scan(
-    catalog: Catalog, req: ScanRequest, descriptor: flight.FlightDescriptor, locations: Sequence[str]
+    catalog: Catalog,
+    req: ScanRequest,
+    descriptor: flight.FlightDescriptor,
+    locations: Sequence[str],
+    ticket_lifetime: int = TICKET_LIFETIME_SECONDS,
 ) -> flight.FlightInfo:
     """The FlightInfo of a scan: its schema, totals and one ticket per fragment (or row range).
 
@@ -94,8 +111,10 @@ def plan_scan(
                     )
             else:
                 tickets.append(replace(pinned, fragment_ids=(frag.fragment_id,)))
+    expires = ticket_expiration(ticket_lifetime)
     endpoints = [
-        flight.FlightEndpoint(encode_ticket(t), _rotate(locations, i)) for i, t in enumerate(tickets)
+        flight.FlightEndpoint(encode_ticket(t), _rotate(locations, i), expiration_time=expires)
+        for i, t in enumerate(tickets)
     ]
     total = -1
     if not filtered:
@@ -103,8 +122,42 @@ def plan_scan(
         total = max(0, live_total - (req.offset or 0))
         if req.limit is not None:
             total = min(total, req.limit)
-    total_bytes = sum(d.file_size_bytes for f in frags for d in f.data_files())
-    return flight.FlightInfo(scanner.projected_schema, descriptor, endpoints, total, total_bytes)
+    total_bytes = projected_bytes(ds, frags, scanner.projected_schema.names)
+    # Endpoints follow fragment order and each streams its rows in order: endpoint order is row order.
+    return flight.FlightInfo(
+        scanner.projected_schema, descriptor, endpoints, total, total_bytes, ordered=True
+    )
+
+
+def ticket_expiration(lifetime: int = TICKET_LIFETIME_SECONDS) -> pa.TimestampScalar | None:
+    """When a ticket pinned now stops being promised (``None`` for a lifetime of 0).
+
+    Every pinned ticket gets one, tagged versions too: checking tags would cost a listing per plan.
+    """
+    if lifetime <= 0:
+        return None
+    deadline = int((time.time() + lifetime) * 1_000_000)
+    return pa.scalar(deadline, pa.timestamp("us", tz="UTC"))
+
+
+def projected_bytes(ds: LanceDataset, frags: Sequence[LanceFragment], columns: Sequence[str]) -> int:
+    """Stored bytes of ``columns`` in ``frags``: each data file's size shared out by its fields.
+
+    An estimate (fields of one file are not equally large), but it scales with the projection,
+    which is what a client sizing its reads needs.
+    """
+    wanted: set[int] = set()
+    for name in columns:
+        if name in ds.schema.names:
+            wanted.update(f.id for f in ds.lance_schema.field_by_name(name).walk())
+    total = 0
+    for frag in frags:
+        for data_file in frag.data_files():
+            fields = [f for f in data_file.fields if f >= 0]
+            if fields:
+                share = sum(1 for f in fields if f in wanted) / len(fields)
+                total += int(data_file.file_size_bytes * share)
+    return total
 
 
 def scan_stream(

@@ -11,9 +11,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.dataset as pds
 
 from lance_format.core.errors import InvalidInputError, NotFoundError
 from lance_format.core.types import LanceSchema
+from lance_format.dataset.arrow_dataset import ArrowDatasetMixin, ArrowFragmentMixin, check_arrow_options
 from lance_format.dataset.cache import METADATA_CACHE, cached_manifest, load_manifest_cached
 from lance_format.dataset.cleanup import CleanupStats
 from lance_format.dataset.filters import Filter
@@ -39,12 +41,20 @@ if TYPE_CHECKING:
 __all__ = ["LanceDataset", "LanceFragment", "dataset"]
 
 
-class LanceFragment:
-    """One fragment of a dataset version (mirrors pylance's ``LanceFragment``)."""
+class LanceFragment(ArrowFragmentMixin, pds.Fragment):  # type: ignore[misc]
+    """One fragment of a dataset version (mirrors pylance's ``LanceFragment``).
+
+    Also a ``pyarrow.dataset.Fragment``: DataFusion scans a dataset one ``fragment.scanner(...)`` per
+    partition, with projection and filter pushed down.
+    """
 
     def __init__(self, ds: LanceDataset, frag: DataFragment) -> None:
         self._ds = ds
         self.metadata = frag
+
+    @property
+    def _arrow_schema(self) -> pa.Schema:
+        return self._ds.schema
 
     @property
     def fragment_id(self) -> int:
@@ -61,8 +71,9 @@ class LanceFragment:
         """Rows of this fragment marked deleted."""
         return self.metadata.num_deleted_rows
 
-    def count_rows(self, filter: Filter | None = None) -> int:
+    def count_rows(self, filter: Filter | None = None, **arrow_options: Any) -> int:
         """Live rows of this fragment (matching ``filter`` when given)."""
+        check_arrow_options(arrow_options)
         if filter is None:
             return self.metadata.num_rows
         return self.scanner(columns=[], filter=filter).count_rows()
@@ -75,16 +86,53 @@ class LanceFragment:
         """The fragment's deletion file entry, or ``None``."""
         return self.metadata.deletion_file
 
-    def scanner(self, **kwargs: Any) -> LanceScanner:
-        """A scan of this fragment only; takes the parameters of :meth:`LanceDataset.scanner`."""
-        return LanceScanner(self._ds, fragments=[self.metadata], **kwargs)
+    def scanner(self, schema: pa.Schema | None = None, **kwargs: Any) -> LanceScanner:
+        """A scan of this fragment only; takes the parameters of :meth:`LanceDataset.scanner`.
 
-    def to_table(self, **kwargs: Any) -> pa.Table:
+        ``schema`` (pyarrow's first argument, the dataset schema) must be this version's schema.
+        """
+        if schema is not None and not schema.equals(self._ds.schema):
+            raise InvalidInputError("a Lance fragment is scanned with its dataset's own schema")
+        return self._ds.scanner(fragments=[self], **kwargs)
+
+    def to_table(self, schema: pa.Schema | None = None, **kwargs: Any) -> pa.Table:
         """Read this fragment; takes the parameters of :meth:`LanceDataset.to_table`."""
-        return self.scanner(**kwargs).to_table()
+        return self.scanner(schema, **kwargs).to_table()
+
+    def to_batches(self, schema: pa.Schema | None = None, **kwargs: Any) -> Iterator[pa.RecordBatch]:
+        """Stream this fragment's batches; takes the parameters of :meth:`LanceDataset.scanner`."""
+        return self.scanner(schema, **kwargs).to_batches()
+
+    def head(self, num_rows: int, **kwargs: Any) -> pa.Table:
+        """The fragment's first ``num_rows`` live rows."""
+        return self.scanner(limit=num_rows, **kwargs).to_table()
+
+    def take(
+        self,
+        indices: Sequence[int] | npt.ArrayLike,
+        columns: Sequence[str] | None = None,
+        **arrow_options: Any,
+    ) -> pa.Table:
+        """Rows at live-row offsets within this fragment, in the order given."""
+        check_arrow_options(arrow_options)
+        wanted = as_u64(indices, "indices")
+        keep = self._ds._fragment_reader(self.metadata).keep_mask()
+        live = np.arange(self.physical_rows, dtype=np.uint64) if keep is None else np.flatnonzero(keep)
+        if wanted.size and int(wanted.max()) >= len(live):
+            bad = int(wanted.max())
+            raise InvalidInputError(f"index {bad} out of range: the fragment has {len(live)} rows")
+        addresses = (np.uint64(self.fragment_id) << np.uint64(32)) | live[wanted].astype(np.uint64)
+        return take_addresses(self._ds, addresses, columns)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_fragment_of, (self._ds, self.fragment_id))
 
     def __repr__(self) -> str:
         return f"LanceFragment(id={self.fragment_id}, physical_rows={self.physical_rows})"
+
+
+def _fragment_of(ds: LanceDataset, fragment_id: int) -> LanceFragment | None:
+    return ds.get_fragment(fragment_id)
 
 
 class _Optimize:
@@ -98,8 +146,11 @@ class _Optimize:
         return self._ds.compact_files(target_rows_per_fragment)
 
 
-class LanceDataset:
+class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
     """A Lance dataset pinned to one version.
+
+    Also a ``pyarrow.dataset.Dataset``: DuckDB, DataFusion and Polars query it with projections and
+    filters pushed down into :meth:`scanner` (zone maps apply).
 
     Parameters
     ----------
@@ -217,8 +268,12 @@ class LanceDataset:
         """The dataset at its newest version."""
         return self.checkout_version(self.latest_version)
 
-    def get_fragments(self) -> list[LanceFragment]:
-        """The fragments of this version, in order."""
+    def get_fragments(self, filter: Filter | None = None) -> list[LanceFragment]:
+        """The fragments of this version, in order.
+
+        ``filter`` is accepted as pyarrow's is: fragments are not partitioned by value, so every
+        fragment may hold matching rows and all are returned (scans still prune by zone maps).
+        """
         return [LanceFragment(self, f) for f in self.manifest.fragments]
 
     def get_fragment(self, fragment_id: int) -> LanceFragment | None:
@@ -294,8 +349,14 @@ class LanceDataset:
         with_row_address: bool = False,
         fragments: Sequence[LanceFragment] | None = None,
         use_scalar_index: bool = True,
+        **arrow_options: Any,
     ) -> LanceScanner:
-        """A scan of this version; see :meth:`to_table` for the parameters."""
+        """A scan of this version; see :meth:`to_table` for the parameters.
+
+        pyarrow's scan tuning options (``use_threads``, ``batch_readahead`` ...) are accepted and
+        ignored: our scanner has its own read-ahead.
+        """
+        check_arrow_options(arrow_options)
         frags = None if fragments is None else [f.metadata for f in fragments]
         return LanceScanner(
             self,
@@ -321,6 +382,7 @@ class LanceDataset:
         with_row_address: bool = False,
         fragments: Sequence[LanceFragment] | None = None,
         use_scalar_index: bool = True,
+        **arrow_options: Any,
     ) -> pa.Table:
         """Read rows as one table.
 
@@ -341,6 +403,8 @@ class LanceDataset:
         use_scalar_index:
             Let ZONEMAP statistics skip row ranges that cannot match ``filter`` (results are the
             same either way; only the bytes read differ).
+        arrow_options:
+            pyarrow's scan tuning options, accepted and ignored.
         """
         return self.scanner(
             columns,
@@ -352,14 +416,16 @@ class LanceDataset:
             with_row_address,
             fragments,
             use_scalar_index=use_scalar_index,
+            **arrow_options,
         ).to_table()
 
     def to_batches(self, **kwargs: Any) -> Iterator[pa.RecordBatch]:
         """Stream batches; takes the parameters of :meth:`to_table`."""
         return self.scanner(**kwargs).to_batches()
 
-    def count_rows(self, filter: Filter | None = None) -> int:
+    def count_rows(self, filter: Filter | None = None, **arrow_options: Any) -> int:
         """Live rows (matching ``filter`` when given)."""
+        check_arrow_options(arrow_options)
         if filter is None:
             return self.manifest.num_rows
         return self.scanner(columns=[], filter=filter).count_rows()
@@ -375,8 +441,10 @@ class LanceDataset:
         *,
         with_row_id: bool = False,
         with_row_address: bool = False,
+        **arrow_options: Any,
     ) -> pa.Table:
         """Rows at logical offsets (deleted rows skipped), in the order given; repeats allowed."""
+        check_arrow_options(arrow_options)
         addresses = logical_to_addresses(self, as_u64(indices, "indices"))
         return take_addresses(
             self, addresses, columns, with_row_id=with_row_id, with_row_address=with_row_address
@@ -591,6 +659,10 @@ class LanceDataset:
 
     def __len__(self) -> int:
         return self.count_rows()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # pyarrow's Cython base cannot pickle a Python-made dataset: reopen by URI and version.
+        return (LanceDataset, (self.uri, self.version, self._storage_options))
 
     def __repr__(self) -> str:
         return f"LanceDataset(uri={self.uri!r}, version={self.version})"

@@ -302,6 +302,24 @@ class LanceScanner:
             return self.projected_schema.empty_table()
         return pa.concat_tables(tables).cast(self.projected_schema)
 
+    @property
+    def dataset_schema(self) -> pa.Schema:
+        """The scanned version's full schema (pyarrow's ``Scanner.dataset_schema``)."""
+        return self._ds.schema
+
+    def head(self, num_rows: int) -> pa.Table:
+        """The scan's first ``num_rows`` rows."""
+        n = _check_count(num_rows, "num_rows") or 0
+        tables, got = [], 0
+        for table in self._tables():
+            tables.append(table.slice(0, n - got))
+            got += tables[-1].num_rows
+            if got >= n:
+                break
+        if not tables:
+            return self.projected_schema.empty_table()
+        return pa.concat_tables(tables).cast(self.projected_schema)
+
     def count_rows(self) -> int:
         """Rows the scan would return (deletions read, data not, unless a filter needs it)."""
         if self._filter is None:

@@ -7,6 +7,10 @@ Arms:
   when the load test started the server itself (else on a local copy of the same rows);
 * ``pylance``: pylance in the client process on the same files (the oracle; load tests may use it).
 
+The ``sql_*`` scenarios send SQL: the ``flight`` arm through the ADBC Flight SQL driver (what
+JDBC/ODBC and BI tools speak) to the server's Flight SQL, the ``engine`` arm through DataFusion in
+the client process over our ``LanceDataset`` (the same engine the server runs).
+
 A :class:`Session` belongs to one client thread and keeps its connection or open dataset between
 requests, as a real client would. ``call(rng)`` performs one request and returns the rows it read
 or wrote; it raises whatever the arm raises (the generator counts errors by status).
@@ -31,6 +35,7 @@ __all__ = [
     "MIXED_DATASET",
     "SCENARIOS",
     "SMALL_SCAN_ROWS",
+    "SQL_FILTER_SPAN",
     "ClientEnv",
     "Scenario",
     "Session",
@@ -51,6 +56,8 @@ BATCH_TAKE_ROWS = 100
 SMALL_SCAN_ROWS = 1000
 #: Rows per append: a small micro-batch, so the commit dominates, which is what appends cost.
 APPEND_ROWS = 100
+#: Ids a ``sql_filter`` query's range covers (about half pass its second predicate).
+SQL_FILTER_SPAN = 1000
 #: Shares of the mixed workload: mostly lookups, some short scans, a tenth writes.
 MIXED_SHARES = (("point_take", 0.45), ("batch_take", 0.35), ("small_scan", 0.10), ("append", 0.10))
 
@@ -107,6 +114,20 @@ SCENARIOS: dict[str, Scenario] = {
         ),
         Scenario(
             "writers", f"many concurrent writers appending {APPEND_ROWS} rows each", True, 4, ("flight",)
+        ),
+        Scenario(
+            "sql_point",
+            "Flight SQL (ADBC): SELECT * ... WHERE id = <random> (zone map on id)",
+            False,
+            2,
+            ("flight", "engine"),
+        ),
+        Scenario(
+            "sql_filter",
+            f"Flight SQL (ADBC): SELECT id, x ... WHERE id in a random {SQL_FILTER_SPAN}-id span AND x > 0.5",
+            False,
+            2,
+            ("flight", "engine"),
         ),
     )
 }
@@ -179,8 +200,39 @@ def _append_batch(rng: np.random.Generator) -> pa.Table:
     return build_table(APPEND_ROWS, seed=int(rng.integers(0, 2**31)))
 
 
+def sql_statement(scenario: str, rng: np.random.Generator, rows: int) -> str:
+    """The SQL text one request of a ``sql_*`` scenario sends."""
+    if scenario == "sql_point":
+        return f"SELECT * FROM {MAIN_DATASET} WHERE id = {int(rng.integers(0, rows))}"
+    lo = int(rng.integers(0, max(1, rows - SQL_FILTER_SPAN)))
+    return f"SELECT id, x FROM {MAIN_DATASET} WHERE id >= {lo} AND id < {lo + SQL_FILTER_SPAN} AND x > 0.5"
+
+
+def _adbc_session(scenario: str, env: ClientEnv) -> Session:
+    """A Flight SQL connection through the ADBC driver (one per client thread)."""
+    import adbc_driver_flightsql
+    import adbc_driver_flightsql.dbapi as adbc
+
+    kwargs = {}
+    if env.token:
+        kwargs[adbc_driver_flightsql.DatabaseOptions.AUTHORIZATION_HEADER.value] = f"Bearer {env.token}"
+    kwargs[adbc_driver_flightsql.DatabaseOptions.TIMEOUT_QUERY.value] = str(env.timeout_s)
+    # autocommit: the server runs no transactions (Flight SQL SqlInfo says so).
+    conn = adbc.connect(env.target, db_kwargs=kwargs, autocommit=True)
+
+    def call(rng: np.random.Generator) -> int:
+        with conn.cursor() as cur:
+            cur.execute(sql_statement(scenario, rng, env.rows))
+            return int(cur.fetch_arrow_table().num_rows)
+
+    return Session(call, conn.close)
+
+
 def _flight_session(scenario: str, env: ClientEnv) -> Session:
     from flight_server.client import LanceFlightClient
+
+    if scenario.startswith("sql_"):
+        return _adbc_session(scenario, env)
 
     client = LanceFlightClient(env.target, env.token, timeout=env.timeout_s)
     rows = env.rows
@@ -287,6 +339,16 @@ def _local_session(scenario: str, arm: str, env: ClientEnv) -> Session:
     rows = env.rows
     uri = f"{env.local_root}/{MAIN_DATASET}"
     ds: Any = opener(uri) if scenario != "append" else None
+    if scenario.startswith("sql_"):
+        import datafusion
+
+        ctx = datafusion.SessionContext()
+        ctx.register_dataset(MAIN_DATASET, ds)
+
+        def sql(rng: np.random.Generator) -> int:
+            return int(ctx.sql(sql_statement(scenario, rng, rows)).to_arrow_table().num_rows)
+
+        return Session(sql, lambda: None)
 
     def point(rng: np.random.Generator) -> int:
         return int(ds.take(_offsets(rng, rows, 1)).num_rows)

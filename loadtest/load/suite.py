@@ -123,12 +123,16 @@ def _setup_datasets(
             client.write(name, table, mode="overwrite", max_rows_per_file=per_file)
         for scenario in ("append", "writers"):
             client.write(write_dataset_name(scenario, "flight"), seed_rows, mode="overwrite")
-    if local_main:  # a remote server: the in-process arms read a local copy of the same rows
-        import lance_format
+    import lance_format
 
+    if local_main:  # a remote server: the in-process arms read a local copy of the same rows
         lance_format.write_dataset(
             table, f"{local_root}/{MAIN_DATASET}", mode="overwrite", max_rows_per_file=per_file
         )
+    if any(name.startswith("sql_") for name in cfg.scenarios):
+        # A zone map on id, so the SQL scenarios' filters prune as filtered scans do. Built on the
+        # local files (the server's own root when the suite started it, else the local copy).
+        lance_format.dataset(f"{local_root}/{MAIN_DATASET}").create_scalar_index("id", "ZONEMAP")
     if "append" in cfg.scenarios:
         if "engine" in cfg.arms:
             import lance_format

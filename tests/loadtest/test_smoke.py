@@ -62,6 +62,10 @@ def test_smoke_suite_report_is_complete_and_error_free(tmp_path: Path) -> None:
     served = [r for r in on_disk["scenarios"]["batch_take"]["runs"] if r["arm"] == "flight"]
     assert all(r["server"]["rpcs"].get("do_get/OK", 0) > 0 for r in served)
     assert all("page" in r["server"]["cache_hit_ratio"] for r in served)
+    # The SQL scenarios went through the server's Flight SQL (ADBC: get_flight_info, then do_get).
+    for name in ("sql_point", "sql_filter"):
+        sql_runs = [r for r in on_disk["scenarios"][name]["runs"] if r["arm"] == "flight"]
+        assert all(r["server"]["rpcs"].get("get_flight_info/OK", 0) > 0 for r in sql_runs), name
     assert on_disk["meta"]["server_exit_status"] == 0
     for name in [*PLOT_FILES, "report.md", "report.html"]:
         text = (tmp_path / name).read_text()

@@ -9,6 +9,7 @@ import pytest
 import lance_format
 from flight_server._serde import decode_action_result, encode_action_request
 from flight_server.errors import error_code
+from flight_server.flightsql import SQL_ACTIONS
 from flight_server.handlers.actions import ACTIONS
 from flight_server.requests import ActionRequest
 from tests.server.service_fixtures import Served, seed, table
@@ -23,7 +24,7 @@ def _act(served: Served, name: str, req: ActionRequest) -> object:
 
 def test_list_actions_names_every_action(served: Served) -> None:
     listed = {a.type: a.description for a in served.raw.list_actions()}
-    assert set(listed) == set(ACTIONS)
+    assert set(listed) == set(ACTIONS) | set(SQL_ACTIONS)
     assert {
         "create", "drop", "delete", "versions", "tags", "create_tag", "checkout", "add_columns",
         "drop_columns", "compact", "cleanup", "commit", "stats", "cache_stats", "health",

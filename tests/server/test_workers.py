@@ -217,4 +217,6 @@ def test_a_serving_process_pays_pyarrows_lazy_imports_before_its_first_call(tmp_
     )
     argv = [sys.executable, "-c", code]
     out = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=True)
-    assert out.stdout.split() == ["False", "True"], out.stderr
+    # pandas may already be loaded before build_server: LanceDataset subclasses
+    # pyarrow.dataset.Dataset, and importing pyarrow.dataset loads pyarrow.pandas_compat.
+    assert out.stdout.split()[1:] == ["True"], out.stderr

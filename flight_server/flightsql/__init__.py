@@ -1,0 +1,9 @@
+"""Flight SQL on the service's port: metadata, statements, prepared statements and bulk ingest.
+
+Statements run in DataFusion over our datasets as ``pyarrow.dataset.Dataset`` objects, so
+projections and filters reach our scanner; see ``docs/flight-sql.md``.
+"""
+
+from flight_server.flightsql.server import SQL_ACTIONS, FlightSql, sql_text
+
+__all__ = ["SQL_ACTIONS", "FlightSql", "sql_text"]
