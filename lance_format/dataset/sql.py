@@ -208,8 +208,11 @@ class _Converter:
         ignore_case = isinstance(node, exp.ILike)
         prefix = pattern[:-1]
         if pattern.endswith("%") and not re.search(r"[%_\\]", prefix):
-            return pc.starts_with(target, pattern=prefix, ignore_case=ignore_case)
-        return pc.match_like(target, pattern=pattern, ignore_case=ignore_case)
+            found = pc.starts_with(target, pattern=prefix, ignore_case=ignore_case)
+        else:
+            found = pc.match_like(target, pattern=pattern, ignore_case=ignore_case)
+        # sqlglot parses ``s NOT LIKE p`` as one node with ``negate`` set, not as NOT(LIKE).
+        return ~found if node.args.get("negate") else found
 
     def cast(self, node: exp.Cast) -> pc.Expression:
         value = _expr(self.convert(node.this))
