@@ -1,9 +1,9 @@
 """The predicate IR to pyarrow compute Expressions, and pyarrow Expressions to the IR.
 
 Floating-point comparisons follow pylance (DataFusion), not IEEE 754: NaN sorts above every number
-and equals itself, so ``x > 0.5`` selects NaN rows and ``NOT (x > 0.5)`` does not. Two corners of
-pylance's total order are not copied: comparing two columns it orders ``-0.0`` below ``0.0`` (here
-they are equal), and a negated NaN (``-x``) sorts below every number (here it is still NaN, above).
+and equals itself, so ``x > 0.5`` selects NaN rows and ``NOT (x > 0.5)`` does not, and a NaN with
+the sign bit set (``-x`` of a NaN) sorts below every number. One corner of pylance's total order
+is not copied: comparing two columns it orders ``-0.0`` below ``0.0`` (here they are equal).
 
 A pyarrow Expression enters the IR through Substrait (its public, versioned serialisation): the
 expression is serialised against the schema and decoded by :mod:`._serde`. The few Expressions
@@ -15,6 +15,7 @@ schema without each candidate column.
 from __future__ import annotations
 
 import datetime as dt
+import math
 import operator
 import re
 from collections.abc import Callable
@@ -61,24 +62,24 @@ _OPS: dict[str, Callable[[Any, Any], Any]] = {
 _NULL_BOOL = pc.scalar(pa.scalar(None, pa.bool_()))
 
 
-def _nan_ordered(kind: str, a: pc.Expression, b: pc.Expression, a_nan: bool, b_nan: bool) -> pc.Expression:
-    """``a <kind> b`` with NaN above every number and equal to itself (``*_nan``: may be NaN)."""
+_ZERO_RANK = pc.scalar(pa.scalar(0, pa.int8()))
+
+
+def _nan_ordered(
+    kind: str, a: pc.Expression, b: pc.Expression, ra: pc.Expression | None, rb: pc.Expression | None
+) -> pc.Expression:
+    """``a <kind> b`` in DataFusion's total order of floats.
+
+    ``ra``/``rb`` rank each side (``None``: never NaN): 0 for a number, 1 for NaN (above every
+    number, equal to itself), -1 for a NaN with the sign bit set (below every number). Where
+    either side is NaN the ranks decide; elsewhere the plain comparison does.
+    """
     plain = _OPS[kind](a, b)
-    na = pc.is_nan(a) if a_nan else None
-    nb = pc.is_nan(b) if b_nan else None
-    if kind == "gt" and na is not None:
-        return plain | (na if nb is None else na & ~nb)
-    if kind == "ge" and na is not None:
-        return plain | na
-    if kind == "lt" and nb is not None:
-        return plain | (nb if na is None else nb & ~na)
-    if kind == "le" and nb is not None:
-        return plain | nb
-    if kind == "eq" and na is not None and nb is not None:
-        return plain | (na & nb)
-    if kind == "ne" and na is not None and nb is not None:
-        return plain & ~(na & nb)
-    return plain
+    if ra is None and rb is None:
+        return plain
+    ra = _ZERO_RANK if ra is None else ra
+    rb = _ZERO_RANK if rb is None else rb
+    return pc.if_else((ra != _ZERO_RANK) | (rb != _ZERO_RANK), _OPS[kind](ra, rb), plain)
 
 
 def _literal_str(node: Node, what: str) -> str:
@@ -214,6 +215,10 @@ _SIGNED = {8: pa.int8(), 16: pa.int16(), 32: pa.int32(), 64: pa.int64()}
 _UNSIGNED = {8: pa.uint8(), 16: pa.uint16(), 32: pa.uint32(), 64: pa.uint64()}
 
 
+def _is_number(t: pa.DataType) -> bool:
+    return bool(pa.types.is_integer(t) or pa.types.is_floating(t))
+
+
 def _wider_int(a: pa.DataType, b: pa.DataType) -> pa.DataType:
     """The integer type both ``a`` and ``b`` widen to (signed when either is)."""
     if pa.types.is_signed_integer(a) == pa.types.is_signed_integer(b):
@@ -255,7 +260,34 @@ class ToArrow(Visitor[pc.Expression]):
                 raise NotSupportedError(f"ordering comparison {node.op!r} of lists")
             equal = udfs.call(udfs.list_equal(lt, self.type_of(node.right)), [left, right])
             return equal if node.op == "eq" else ~equal
-        return _nan_ordered(node.op, left, right, may_be_nan(node.left), may_be_nan(node.right))
+        ra, rb = self.nan_rank(node.left, left), self.nan_rank(node.right, right)
+        left, right = self.numeric(node.left, node.right, left, right)
+        return _nan_ordered(node.op, left, right, ra, rb)
+
+    def nan_rank(self, node: Node, value: pc.Expression) -> pc.Expression | None:
+        """``value``'s NaN rank for :func:`_nan_ordered` (``None`` when it is never NaN)."""
+        if not may_be_nan(node):
+            return None
+        if isinstance(node, Literal):
+            v = node.value.as_py()
+            return pc.scalar(pa.scalar(-1 if math.copysign(1.0, v) < 0 else 1, pa.int8()))
+        return udfs.call(udfs.nan_rank(self.type_of(node)), [value])
+
+    def numeric(
+        self, left_node: Node, right_node: Node, left: pc.Expression, right: pc.Expression
+    ) -> tuple[pc.Expression, pc.Expression]:
+        """Both operands in the type DataFusion computes in: the wider integer, or float64.
+
+        pyarrow would instead narrow a literal to the column's type (and overflow there) or cast
+        integers to floats with a range check that refuses integers above 2**53.
+        """
+        ta, tb = self.type_of(left_node), self.type_of(right_node)
+        if ta == tb or not (_is_number(ta) and _is_number(tb)):
+            return left, right
+        if pa.types.is_integer(ta) and pa.types.is_integer(tb):
+            wide = _wider_int(ta, tb)
+            return left.cast(wide), right.cast(wide)
+        return left.cast(pa.float64(), safe=False), right.cast(pa.float64(), safe=False)
 
     def visit_and(self, node: And) -> pc.Expression:
         out = self.visit(node.args[0])
@@ -277,12 +309,22 @@ class ToArrow(Visitor[pc.Expression]):
         if not node.options:
             return pc.if_else(target.is_valid(), pc.scalar(False), _NULL_BOOL)
         values = [o.value for o in node.options]
-        if may_be_nan(node.value) and any(v.as_py() == 0 for v in values):
+        t = self.type_of(node.value)
+        common = t.value_type if pa.types.is_dictionary(t) else t
+        if _is_number(t) and any(_is_number(v.type) and v.type != t for v in values):
+            # One type for the value and the list, as DataFusion coerces (pyarrow would cast the
+            # list to the column's type, truncating 0.5 to 0 for an integer column).
+            if pa.types.is_floating(t) or any(pa.types.is_floating(v.type) for v in values):
+                common = pa.float64()
+            else:
+                for v in values:
+                    common = _wider_int(common, v.type) if pa.types.is_integer(v.type) else common
+            target = target.cast(common, safe=False)
+        if pa.types.is_floating(common) and any(v.as_py() == 0 for v in values):
             # hashing tells -0.0 from 0.0; SQL equality does not
             values += [pa.scalar(0.0), pa.scalar(-0.0)]
-        t = self.type_of(node.value)
         try:
-            value_set = pa.array([v.as_py() for v in values], t if not pa.types.is_dictionary(t) else None)
+            value_set = pa.array([v.as_py() for v in values], common)
         except (pa.ArrowException, TypeError, ValueError, OverflowError):
             value_set = pa.array([v.as_py() for v in values])
         found = pc.is_in(target, value_set=value_set)
@@ -327,13 +369,7 @@ class ToArrow(Visitor[pc.Expression]):
         return udfs.call(udfs.cast(source, node.to, not node.safe), [value])
 
     def visit_arith(self, node: Arith) -> pc.Expression:
-        a, b = self.visit(node.left), self.visit(node.right)
-        ta, tb = self.type_of(node.left), self.type_of(node.right)
-        if pa.types.is_integer(ta) and pa.types.is_integer(tb) and ta != tb:
-            # Both sides in the wider type first, as DataFusion coerces (pyarrow would narrow a
-            # literal to the column's type and overflow there).
-            wide = _wider_int(ta, tb)
-            a, b = a.cast(wide), b.cast(wide)
+        a, b = self.numeric(node.left, node.right, self.visit(node.left), self.visit(node.right))
         if node.op == "mod":
             return a - pc.multiply(pc.divide(a, b), b)
         return _ARITH[node.op](a, b)

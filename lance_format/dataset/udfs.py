@@ -199,3 +199,20 @@ def list_equal(left: pa.DataType, right: pa.DataType) -> str:
     return _register(
         f"lance_list_equal<{left},{right}>", _list_equal, {"left": left, "right": right}, pa.bool_()
     )
+
+
+def _nan_rank(ctx: Any, values: Any) -> pa.Array:
+    n = len(values) if not isinstance(values, pa.Scalar) else 1
+    arr = _as_array(values, n)
+    raw = arr.to_numpy(zero_copy_only=False).astype(np.float64)
+    rank = np.where(np.isnan(raw), np.where(np.signbit(raw), -1, 1), 0).astype(np.int8)
+    return pa.array(rank, pa.int8(), mask=arr.is_null().to_numpy(zero_copy_only=False))
+
+
+def nan_rank(float_type: pa.DataType) -> str:
+    """Name of ``nan_rank(x)``: 1 for NaN, -1 for NaN with the sign bit set, 0 for numbers.
+
+    DataFusion orders floats totally: a negative NaN (``-x`` of a NaN) below every number, a NaN
+    above. The sign of a NaN is not visible to any pyarrow compute function.
+    """
+    return _register(f"lance_nan_rank<{float_type}>", _nan_rank, {"value": float_type}, pa.int8())

@@ -240,7 +240,7 @@ def _zm(mins: list[Any], maxs: list[Any], nulls: list[int], nans: list[int], typ
     )
 
 
-def _kept(zm: ZoneMap, expr: pc.Expression, zones: int) -> list[int]:
+def _kept(zm: ZoneMap, expr: pc.Expression | str, zones: int) -> list[int]:
     frag = DataFragment(0, (DataFile("x.lance", (0,), (0,)),), zones * 10)
     tree = parse_filter(expr, pa.schema([("x", zm.min.type)])).tree
     ranges = prune(tree, [frag], {("x",): [zm]})
@@ -273,6 +273,14 @@ def test_conservative_zone_logic() -> None:
     assert _kept(zm, (x > 100) | pc.scalar(True), 5) == [0, 1, 2, 3, 4]
     assert _kept(zm, (x > 1) & pc.scalar(False), 5) == []
     assert _kept(zm, x * 2 > 100, 5) == [0, 1, 2, 3, 4]  # not understood: everything
+    # The SQL front end's nodes prune the same way.
+    assert _kept(zm, "x BETWEEN 1 AND 4", 5) == [0]
+    assert _kept(zm, "x NOT BETWEEN 0 AND 9", 5) == [1, 2]
+    assert _kept(zm, "x IS NOT NULL", 5) == [0, 1, 2, 4]
+    assert _kept(zm, "(x > 100) IS TRUE", 5) == [1]
+    assert _kept(zm, "(x > 100) IS NOT TRUE", 5) == [0, 1, 2, 3, 4]
+    assert _kept(zm, "x IN (7, 15)", 5) == [0, 1]
+    assert _kept(zm, "x = CAST('NaN' AS DOUBLE)", 5) == [0, 1, 2, 3, 4]  # NaN literal: no pruning
 
 
 def test_arrow_expression_tree() -> None:
