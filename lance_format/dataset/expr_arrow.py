@@ -14,6 +14,7 @@ schema without each candidate column.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import math
 import operator
@@ -46,8 +47,11 @@ from lance_format.dataset.expr import (
     Opaque,
     Or,
     Visitor,
+    children,
     may_be_nan,
 )
+
+_BOOLEAN_NODES = (Compare, And, Or, Not, InList, Between, IsNull, IsNan, IsBool, Like)
 
 __all__ = ["FUNCTIONS", "from_arrow", "to_arrow"]
 
@@ -234,6 +238,20 @@ class ToArrow(Visitor[pc.Expression]):
 
     def __init__(self, schema: pa.Schema) -> None:
         self.schema = schema
+        # Results per (value-equal) node: types and sub-expressions are asked for repeatedly
+        # while the tree is built, and each type costs an evaluation on an empty table.
+        self._types: dict[Node, pa.DataType] = {}
+        self._exprs: dict[Node, pc.Expression] = {}
+
+    def visit(self, node: Node) -> pc.Expression:
+        try:
+            return self._exprs[node]
+        except (KeyError, TypeError):  # TypeError: a literal that cannot be hashed (lists)
+            pass
+        out = super().visit(node)
+        with contextlib.suppress(TypeError):
+            self._exprs[node] = out
+        return out
 
     def type_of(self, node: Node) -> pa.DataType:
         """The Arrow type of ``node`` (bound on an empty table: pyarrow's own rules)."""
@@ -241,10 +259,30 @@ class ToArrow(Visitor[pc.Expression]):
             return node.type
         if isinstance(node, Cast):
             return node.to
-        empty = self.schema.empty_table()
+        if isinstance(node, _BOOLEAN_NODES):
+            return pa.bool_()
+        with contextlib.suppress(KeyError, TypeError):
+            return self._types[node]
+        if isinstance(node, Arith | Negate):
+            # Numbers by rule (an evaluation per level of a long chain costs quadratic time).
+            types = [self.type_of(a) for a in children(node)]
+            if all(_is_number(t) for t in types):
+                if any(pa.types.is_floating(t) for t in types):
+                    floats = [t for t in types if pa.types.is_floating(t)]
+                    t = floats[0] if len(set(floats)) == 1 and len(floats) == len(types) else pa.float64()
+                else:
+                    t = types[0]
+                    for other in types[1:]:
+                        t = _wider_int(t, other)
+                self._types[node] = t
+                return t
         import pyarrow.dataset as pds  # imported on first use: it pulls in much of pyarrow
 
-        return pds.dataset(empty).to_table(columns={"v": self.visit(node)}).schema.field("v").type
+        empty = self.schema.empty_table()
+        t = pds.dataset(empty).to_table(columns={"v": self.visit(node)}).schema.field("v").type
+        with contextlib.suppress(TypeError):
+            self._types[node] = t
+        return t
 
     def visit_column(self, node: Column) -> pc.Expression:
         return pc.field(*node.path)

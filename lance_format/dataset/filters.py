@@ -56,6 +56,8 @@ def bind(tree: Node, schema: pa.Schema, text: str) -> Predicate:
         schema.empty_table().filter(expr)
     except _EVAL_ERRORS as e:
         raise InvalidInputError(f"invalid filter {text}: {str(e).splitlines()[0]}") from None
+    except RecursionError:
+        raise InvalidInputError(f"invalid filter {text[:80]}...: nested too deeply") from None
     return Predicate(tree, schema, expr, text)
 
 

@@ -148,8 +148,11 @@ class _Binder:
     """Builds the bound IR of one sqlglot tree."""
 
     def __init__(self, schema: pa.Schema, text: str) -> None:
+        from lance_format.dataset.expr_arrow import ToArrow
+
         self.schema = schema
         self.text = text
+        self.arrow = ToArrow(schema)  # one instance: it caches the types it works out
 
     def fail(self, what: str) -> InvalidInputError:
         return InvalidInputError(f"invalid filter {self.text!r}: {what}")
@@ -186,10 +189,8 @@ class _Binder:
         raise self.fail(f"cannot subscript {t} with {key}")
 
     def type_of(self, node: Node) -> pa.DataType:
-        from lance_format.dataset.expr_arrow import ToArrow
-
         try:
-            return ToArrow(self.schema).type_of(node)
+            return self.arrow.type_of(node)
         except (pa.ArrowException, KeyError) as e:
             raise self.fail(str(e).splitlines()[0]) from None
 
@@ -293,12 +294,19 @@ class _Binder:
         if isinstance(node, exp.Not):
             return Not(self.convert(node.this))
         if isinstance(node, exp.And | exp.Or):
-            cls = And if isinstance(node, exp.And) else Or
-            args: list[Node] = []
-            for side in (node.this, node.expression):
-                converted = self.convert(side)
-                args.extend(converted.args if isinstance(converted, cls) else [converted])
-            return cls(tuple(args))
+            # A chain of one connective is flattened without recursion (long generated filters).
+            kind = type(node)
+            operands: list[exp.Expression] = []
+            stack: list[exp.Expression] = [node]
+            while stack:
+                current = stack.pop()
+                while isinstance(current, exp.Paren) and type(current.this) is kind:
+                    current = current.this
+                if type(current) is kind:
+                    stack.extend((current.expression, current.this))
+                else:
+                    operands.append(current)
+            return (And if kind is exp.And else Or)(tuple(self.convert(o) for o in operands))
         op = _COMPARE.get(type(node))
         if op is not None:
             return self.compare(op, self.convert(node.this), self.convert(node.expression))

@@ -125,3 +125,13 @@ def test_garbage_filters_fail_typed(tokens: list[str]) -> None:
     # Type errors surface when evaluating; the scanner turns them into InvalidInputError.
     with contextlib.suppress(pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
         TABLE.filter(expr)
+
+
+def test_long_and_deep_filters_bind() -> None:
+    """Generated filters: long AND chains bind without recursion; absurd nesting is bad input."""
+    chain = " AND ".join(f"a <> {i}" for i in range(1500))
+    assert TABLE.filter(parse_filter(chain, TABLE.schema).expression)["a"].to_pylist() == []
+    arith = "a" + " + 1" * 200 + " > 205"
+    assert TABLE.filter(parse_filter(arith, TABLE.schema).expression)["a"].to_pylist() == []
+    with pytest.raises(InvalidInputError):
+        parse_filter("NOT " * 2000 + "b", TABLE.schema)
