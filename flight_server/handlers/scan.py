@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
@@ -13,8 +14,9 @@ from flight_server.catalog import Catalog
 from flight_server.handlers.filters import resolve_filter
 from flight_server.requests import ScanRequest
 from lance_format import LanceDataset
-from lance_format.core.errors import InvalidInputError, NotFoundError
+from lance_format.core.errors import InvalidInputError, NotFoundError, NotSupportedError
 from lance_format.dataset.scanner import LanceScanner
+from lance_format.dataset.sql_print import to_sql
 
 __all__ = ["open_version", "plan_scan", "scan_stream"]
 
@@ -74,6 +76,10 @@ def plan_scan(
     ds = open_version(catalog, req.dataset, req.version, req.tag)
     scanner = _scanner(ds, req)  # validates columns and filter before any data is read
     pinned = replace(req, version=ds.version, tag=None, max_rows_per_endpoint=0)
+    if req.filter_substrait is not None and scanner.predicate is not None:
+        # Tickets carry the bound filter's canonical SQL rather than the client's bytes.
+        with contextlib.suppress(NotSupportedError):
+            pinned = replace(pinned, filter_sql=to_sql(scanner.predicate.tree), filter_substrait=None)
     filtered = req.filter_sql is not None or req.filter_substrait is not None
     frags = ds.get_fragments()
     if req.fragment_ids:

@@ -13,7 +13,7 @@ from typing import TypeAlias
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_format.core.errors import InvalidInputError
+from lance_format.core.errors import InvalidInputError, NotSupportedError
 from lance_format.dataset.expr import Node, Predicate, columns_of
 
 __all__ = [
@@ -83,8 +83,14 @@ def parse_filter(flt: Filter, schema: pa.Schema) -> Predicate:
 def parse_substrait(data: bytes, schema: pa.Schema) -> Predicate:
     """The bound Predicate of a Substrait ``ExtendedExpression`` holding one boolean expression."""
     from lance_format.dataset._serde import predicate_from_substrait
+    from lance_format.dataset.sql_print import to_sql
 
-    return bind(predicate_from_substrait(data, schema), schema, "<substrait filter>")
+    tree = predicate_from_substrait(data, schema)
+    try:
+        text = to_sql(tree)  # what the filter is recorded as (a delete's transaction, messages)
+    except NotSupportedError:
+        text = "<substrait filter>"
+    return bind(tree, schema, text)
 
 
 def parse_value(sql: str, schema: pa.Schema) -> tuple[pc.Expression, set[str]]:

@@ -146,6 +146,11 @@ class LanceScanner:
             fields.append(pa.field(ROWADDR, pa.uint64(), nullable=True))
         self.projected_schema = pa.schema(fields)
 
+    @property
+    def predicate(self) -> Predicate | None:
+        """The scan's filter, parsed and bound (``None`` without one)."""
+        return self._predicate
+
     @staticmethod
     def filter_schema(schema: pa.Schema) -> pa.Schema:
         """The schema filters are bound to: the dataset's columns, then ``_rowid`` and ``_rowaddr``

@@ -34,6 +34,7 @@ from lance_format.dataset.expr import (
     Compare,
     InList,
     IsBool,
+    IsNan,
     IsNull,
     Like,
     Literal,
@@ -44,7 +45,7 @@ from lance_format.dataset.expr import (
 )
 from lance_format.dataset.expr_arrow import FUNCTIONS, current_date
 
-__all__ = ["parse_sql"]
+__all__ = ["ARROW_TYPE_NAMES", "SQL_TYPE_NAMES", "LanceSQL", "parse_sql"]
 
 
 class LanceSQL(Dialect):
@@ -118,6 +119,21 @@ _ARROW_TYPES: dict[str, pa.DataType] = {
     "Timestamp(Microsecond, None)": pa.timestamp("us"),
     "Timestamp(Nanosecond, None)": pa.timestamp("ns"),
 }
+#: Arrow types to the names that parse back to them, for printing trees (:mod:`.sql_print`).
+SQL_TYPE_NAMES: dict[pa.DataType, str] = {
+    pa.int8(): "TINYINT",
+    pa.int16(): "SMALLINT",
+    pa.int32(): "INT",
+    pa.int64(): "BIGINT",
+    pa.float32(): "FLOAT",
+    pa.float64(): "DOUBLE",
+    pa.string(): "VARCHAR",
+    pa.bool_(): "BOOLEAN",
+    pa.date32(): "DATE",
+    pa.timestamp("ns"): "TIMESTAMP",
+    pa.binary(): "VARBINARY",
+}
+ARROW_TYPE_NAMES: dict[pa.DataType, str] = {t: name for name, t in _ARROW_TYPES.items()}
 #: sqlglot's node classes for functions of the dialect: (IR name, argument names in order).
 _FUNCTION_NODES: dict[type[exp.Expression], tuple[str, tuple[str, ...]]] = {
     exp.Lower: ("lower", ("this",)),
@@ -343,6 +359,8 @@ class _Binder:
             return self.fold(Cast(self.convert(node.this), self.sql_type(node.to), safe=False))
         if isinstance(node, exp.Cast):
             return self.fold(Cast(self.convert(node.this), self.sql_type(node.to)))
+        if isinstance(node, exp.IsNan):
+            return IsNan(self.convert(node.this))
         if isinstance(node, exp.CurrentDate):
             return Literal(pa.scalar(current_date(), pa.date32()))
         if isinstance(node, exp.Trim):
@@ -433,6 +451,8 @@ class _Binder:
 
     def anonymous(self, node: exp.Anonymous) -> Node:
         name = str(node.this).lower()
+        if name == "isnan" and len(node.expressions) == 1:
+            return IsNan(self.convert(node.expressions[0]))
         if name in ("array_has_any", "array_has_all") and len(node.expressions) == 2:
             return self.array_has_set(name, list(node.expressions))
         if name == "arrow_cast" and len(node.expressions) == 2:

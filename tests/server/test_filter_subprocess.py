@@ -17,9 +17,15 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.substrait as ps
 import pytest
 
+import lance_format
+from flight_server._serde import decode_ticket
 from flight_server.client import LanceFlightClient
+from flight_server.requests import ScanRequest
+from lance_format.dataset.filters import parse_substrait
+from lance_format.dataset.scanner import LanceScanner
 
 lance = pytest.importorskip("lance", reason="pylance (the test oracle) is not installed")
 
@@ -104,3 +110,34 @@ def test_sql_filter_outside_projection(server: tuple[subprocess.Popen[bytes], st
     assert process.poll() is None, "the server process died"
     want = lance.dataset(path).to_table(columns=["id"], filter="s NOT LIKE 'x%' AND st.a <> 2")
     assert _cells(got) == _cells(want)
+
+
+def test_tickets_and_deletes_carry_canonical_sql(
+    server: tuple[subprocess.Popen[bytes], str, str], tmp_path: Path
+) -> None:
+    """A Substrait filter is bound once at planning; tickets carry it as canonical SQL, and a
+    delete records it as SQL in its transaction."""
+    process, uri, path = server
+    flt = (pc.field("s") == "x") & (pc.field("id") > 2)
+    with LanceFlightClient(uri) as client:
+        schema = LanceScanner.filter_schema(client.schema("t"))
+        blob = bytes(ps.serialize_expressions([flt], ["filter"], schema))
+        info = client.flight_info(ScanRequest("t", columns=("id",), filter_substrait=blob))
+        tickets = [decode_ticket(e.ticket.ticket) for e in info.endpoints]
+        assert tickets
+        for ticket in tickets:
+            assert isinstance(ticket, ScanRequest)
+            assert ticket.filter_substrait is None
+            assert ticket.filter_sql == '(("s" = \'x\') AND ("id" > 2))'
+        got = client.scan("t", columns=["id"], filter=flt)
+    want = lance.dataset(path).to_table(columns=["id"], filter="s = 'x' AND id > 2")
+    assert got.to_pylist() == want.to_pylist()
+    # A delete through Substrait, on a copy: pylance reads the predicate as SQL.
+    copy = tmp_path / "copy"
+    lance.write_dataset(TABLE, str(copy))
+    ours = lance_format.dataset(str(copy))
+    ours.delete(parse_substrait(blob, LanceScanner.filter_schema(ours.schema)))
+    theirs = lance.dataset(str(copy))
+    assert theirs.count_rows() == TABLE.num_rows - want.num_rows
+    assert "AND" in str(theirs.get_transactions(1)[0].operation.predicate)  # type: ignore[attr-defined]
+    assert process.poll() is None
