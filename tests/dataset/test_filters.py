@@ -135,3 +135,43 @@ def test_long_and_deep_filters_bind() -> None:
     assert TABLE.filter(parse_filter(arith, TABLE.schema).expression)["a"].to_pylist() == []
     with pytest.raises(InvalidInputError):
         parse_filter("NOT " * 2000 + "b", TABLE.schema)
+
+
+def test_substrait_positions_resolve_through_its_own_base_schema() -> None:
+    """Field positions name columns of the message's base schema, whatever our column order."""
+    import pyarrow.substrait as ps
+
+    from lance_format.dataset.filters import parse_substrait
+
+    reordered = pa.schema([TABLE.schema.field(n) for n in reversed(TABLE.schema.names)])
+    expr = (pc.field("s") == "ab") | (pc.field("st", "x") > 4)
+    blob = bytes(ps.serialize_expressions([expr], ["f"], reordered))
+    predicate = parse_substrait(blob, TABLE.schema)
+    assert predicate.columns == {"s", "st"}
+    assert TABLE.filter(predicate.expression)["a"].to_pylist() == [1, 5]
+    with pytest.raises(InvalidInputError, match="no column 's'"):
+        parse_substrait(blob, TABLE.drop_columns(["s"]).schema)
+    with pytest.raises(InvalidInputError, match="Substrait"):
+        parse_substrait(b"\xff\x00garbage", TABLE.schema)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(st.data())
+def test_mutated_substrait_fails_typed(data: st.DataObject) -> None:
+    """Corrupted Substrait bytes bind or fail with a typed error; nothing else escapes."""
+    import pyarrow.substrait as ps
+
+    from lance_format.core.errors import LanceError
+    from lance_format.dataset.filters import parse_substrait
+
+    expr = (pc.field("s") == "ab") & (pc.field("st", "x") > 1) | pc.field("f").isin([0.5, 2.5])
+    blob = bytearray(ps.serialize_expressions([expr], ["f"], TABLE.schema))
+    for _ in range(data.draw(st.integers(1, 4))):
+        i = data.draw(st.integers(0, len(blob) - 1))
+        blob[i] = data.draw(st.integers(0, 255))
+    try:
+        predicate = parse_substrait(bytes(blob), TABLE.schema)
+    except LanceError:
+        return
+    with contextlib.suppress(pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        TABLE.filter(predicate.expression)
