@@ -269,6 +269,10 @@ def _compare(zm: ZoneMap, op: str, v: pa.Scalar) -> tuple[Bools, Bools] | None:
         t, fl = f & _cmp("greater", b.hi, v), b.nan | (f & lo_le)
     else:  # greater_equal
         t, fl = f & hi_ge, b.nan | (f & _cmp("less", b.lo, v))
+    if op != "equal":
+        # A NaN orders above every number, one with the sign bit set below: a zone holding NaN
+        # may satisfy any ordering comparison (and ``<>``), whatever its finite range.
+        t = t | b.nan
     return t | b.unknown, fl | b.unknown
 
 
@@ -304,7 +308,8 @@ def _null_test(zm: ZoneMap, name: str, nan_is_null: bool) -> tuple[Bools, Bools]
         return zm.null_count < zm.zone_length, zm.null_count > 0
     if not pa.types.is_floating(zm.min.type):
         return None
-    return _bounds(zm).nan, np.ones(len(nulls), bool)
+    # NaN is certain only where NaN (and NULL) fill the whole span.
+    return _bounds(zm).nan, zm.nan_count + zm.null_count < zm.zone_length
 
 
 def _starts_with(zm: ZoneMap, pattern: str) -> tuple[Bools, Bools] | None:

@@ -49,6 +49,7 @@ def _table() -> pa.Table:
     i[: len(ints)] = ints  # every edge value at least once
     f = pick(floats)
     f[: len(floats)] = floats
+    f[40:56] = [float("nan")] * 8 + [-float("nan")] * 8  # zones of NaN only, of either sign
     days = rng.integers(-1000, 30000, n)
     return pa.table(
         {
@@ -189,7 +190,9 @@ def _run(table: Any) -> list[dict[str, Any]]:
 @given(predicates)
 def test_random_predicates_match_pylance_and_pruning_keeps_every_match(uri: str, sql: str) -> None:
     try:
-        want = lance.dataset(uri).to_table(filter=sql)
+        # pylance's own zone-map pruning drops rows holding a NaN with the sign bit set (it
+        # keeps them unpruned): the oracle is its unpruned scan.
+        want = lance.dataset(uri).to_table(filter=sql, use_scalar_index=False)
     except (ValueError, OSError):
         return  # pylance refuses it (e.g. 3000000000 against an int32); nothing to compare
     ours = lance_format.dataset(uri)

@@ -258,8 +258,8 @@ def test_conservative_zone_logic() -> None:
         [0, 2, 10, 0, 0],
         pa.float64(),
     )
-    assert _kept(zm, x > 100, 5) == [1]  # a NaN max hides the largest number
-    assert _kept(zm, x < 1, 5) == [0]
+    assert _kept(zm, x > 100, 5) == [1, 2]  # NaN is above every number
+    assert _kept(zm, x < 1, 5) == [0, 1, 2]  # a NaN with the sign bit set is below every number
     assert _kept(zm, x == 5, 5) == [0, 4]
     assert _kept(zm, x != 5, 5) == [0, 1, 2]  # NaN != 5 is true
     assert _kept(zm, ~(x != 5), 5) == [0, 4]
@@ -267,17 +267,19 @@ def test_conservative_zone_logic() -> None:
     assert _kept(zm, ~x.is_null(), 5) == [0, 1, 2, 4]
     assert _kept(zm, pc.is_nan(x), 5) == [1, 2]
     assert _kept(zm, x.isin([7.0, 15.0]), 5) == [0, 1]
-    assert _kept(zm, (x < 1) | (x > 100), 5) == [0, 1]
-    assert _kept(zm, (x < 1) & (x > 100), 5) == []
+    assert _kept(zm, (x < 1) | (x > 100), 5) == [0, 1, 2]
+    assert _kept(zm, (x < 1) & (x > 100), 5) == [1, 2]  # NaNs of either sign
+    assert _kept(zm, (x < 1) & (x > 8), 5) == [0, 1, 2]  # each can hold in zone 0
+    assert _kept(zm, (x > 0) & (x < 9) & ~pc.is_nan(x), 5) == [0, 1, 4]
     assert _kept(zm, x == pa.scalar(None, pa.float64()), 5) == []
     assert _kept(zm, (x > 100) | pc.scalar(True), 5) == [0, 1, 2, 3, 4]
     assert _kept(zm, (x > 1) & pc.scalar(False), 5) == []
     assert _kept(zm, x * 2 > 100, 5) == [0, 1, 2, 3, 4]  # not understood: everything
     # The SQL front end's nodes prune the same way.
-    assert _kept(zm, "x BETWEEN 1 AND 4", 5) == [0]
+    assert _kept(zm, "x BETWEEN 1 AND 4", 5) == [0, 1, 2]  # zones holding NaN: either sign
     assert _kept(zm, "x NOT BETWEEN 0 AND 9", 5) == [1, 2]
     assert _kept(zm, "x IS NOT NULL", 5) == [0, 1, 2, 4]
-    assert _kept(zm, "(x > 100) IS TRUE", 5) == [1]
+    assert _kept(zm, "(x > 100) IS TRUE", 5) == [1, 2]
     assert _kept(zm, "(x > 100) IS NOT TRUE", 5) == [0, 1, 2, 3, 4]
     assert _kept(zm, "x IN (7, 15)", 5) == [0, 1]
     assert _kept(zm, "x = CAST('NaN' AS DOUBLE)", 5) == [0, 1, 2, 3, 4]  # NaN literal: no pruning
