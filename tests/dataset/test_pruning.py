@@ -365,3 +365,18 @@ def test_concurrent_indexes_of_one_name_conflict() -> None:
     check_conflict(txn("a_idx"), txn("b_idx"), 2)
     with pytest.raises(RetryableCommitConflictError):
         check_conflict(txn("a_idx"), txn("a_idx"), 2)
+
+
+def test_zones_of_only_nan_are_kept_for_ordering_comparisons(tmp_path: Path) -> None:
+    """NaN orders above every number (and a NaN with the sign bit set below): a zone holding
+    only NaN may match ``f > 100`` and ``f < -100``; pruning once dropped it."""
+    nan = float("nan")
+    f = [1.0] * 16 + [nan] * 8 + [-nan] * 8 + [2.0] * 16
+    path = str(tmp_path / "d")
+    ds = lance.write_dataset(pa.table({"id": range(len(f)), "f": pa.array(f)}), path)
+    ds.create_scalar_index("f", IndexConfig(index_type="zonemap", parameters={"rows_per_zone": 8}))
+    ours = lance_format.dataset(path)
+    for flt in ("f > 100", "f >= 3", "f < -100", "f <> 1", "NOT (f <= 2)"):
+        want = lance.dataset(path).to_table(filter=flt, use_scalar_index=False)["id"].to_pylist()
+        assert want, flt
+        assert ours.to_table(filter=flt)["id"].to_pylist() == want, flt
