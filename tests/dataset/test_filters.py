@@ -175,3 +175,37 @@ def test_mutated_substrait_fails_typed(data: st.DataObject) -> None:
         return
     with contextlib.suppress(pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
         TABLE.filter(predicate.expression)
+
+
+STRINGS = pa.table(
+    {
+        "i": range(6),
+        "s": ["abc", " a ", "", None, "ünïc", "xax"],
+        "d": pa.array([0, 1, 2, None, 4, 5], pa.date32()),
+    }
+)
+
+
+@pytest.mark.parametrize(
+    ("sql", "expected"),
+    [
+        # DataFusion semantics of constructs pylance itself refuses in filters
+        ("substr(s, 2, 1) = 'b'", [0]),
+        ("substr(s, 0, 2) = 'a'", [0]),  # characters before position 1 count against the length
+        ("substr(s, 2) = 'nïc'", [4]),
+        ("substring(s, 1, 1) = 'x'", [5]),
+        ("trim(s) = 'a'", [1]),
+        ("btrim(s, 'x') = 'a'", [5]),
+        ("ltrim(s) = 'a '", [1]),
+        ("rtrim(s, 'c') = 'ab'", [0]),
+        ("strpos(s, 'c') = 4", [4]),
+        ("strpos(s, 'zz') = 0", [0, 1, 2, 4, 5]),
+        ("(s = 'abc') IS UNKNOWN", [3]),
+        ("d = '1970-01-02'", [1]),
+        ("d BETWEEN '1970-01-02' AND '1970-01-05'", [1, 2, 4]),
+        ("isnan(CAST(i AS DOUBLE))", []),
+    ],
+)
+def test_dialect_beyond_pylance(sql: str, expected: list[int]) -> None:
+    expr = parse_filter(sql, STRINGS.schema).expression
+    assert STRINGS.filter(expr)["i"].to_pylist() == expected
