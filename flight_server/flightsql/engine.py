@@ -227,7 +227,7 @@ class SqlEngine:
             scanner = ds.scanner(
                 columns=[c for c, _ in pairs], filter=spec.filter, limit=spec.limit, offset=spec.offset
             )
-        except InvalidInputError:
+        except (InvalidInputError, NotSupportedError):
             return None  # a predicate our filter parser does not take: DataFusion runs it
         schema = pa.schema(
             [f.with_name(out) for f, (_, out) in zip(scanner.projected_schema, pairs, strict=True)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
@@ -15,9 +16,10 @@ from flight_server.handlers.filters import resolve_filter
 from flight_server.requests import ScanRequest
 from flight_server.settings import DEFAULT_TICKET_LIFETIME_SECONDS
 from lance_format import LanceDataset
-from lance_format.core.errors import InvalidInputError, NotFoundError
+from lance_format.core.errors import InvalidInputError, NotFoundError, NotSupportedError
 from lance_format.dataset import LanceFragment
 from lance_format.dataset.scanner import LanceScanner
+from lance_format.dataset.sql_print import to_sql
 
 __all__ = [
     "TICKET_LIFETIME_SECONDS",
@@ -91,6 +93,10 @@ def plan_scan(
     ds = open_version(catalog, req.dataset, req.version, req.tag)
     scanner = _scanner(ds, req)  # validates columns and filter before any data is read
     pinned = replace(req, version=ds.version, tag=None, max_rows_per_endpoint=0)
+    if req.filter_substrait is not None and scanner.predicate is not None:
+        # Tickets carry the bound filter's canonical SQL rather than the client's bytes.
+        with contextlib.suppress(NotSupportedError):
+            pinned = replace(pinned, filter_sql=to_sql(scanner.predicate.tree), filter_substrait=None)
     filtered = req.filter_sql is not None or req.filter_substrait is not None
     frags = ds.get_fragments()
     if req.fragment_ids:

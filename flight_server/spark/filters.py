@@ -133,10 +133,7 @@ def filter_to_sql(f: Filter, schema: pa.Schema) -> str | None:
         lit = _literal(f.value, t)  # type: ignore[attr-defined]
         if lit is None:
             return None
-        if pa.types.is_floating(t) and op in (">", ">="):
-            # Spark orders NaN above every number; IEEE (the server) says NaN > x is false.
-            # ``col <> col`` is true exactly for NaN.
-            return f"({col} {op} {lit} OR {col} <> {col})"
+        # The server orders NaN above every number and equal to itself, as Spark does.
         return f"{col} {op} {lit}"
     if isinstance(f, EqualNullSafe):
         if f.value is None:

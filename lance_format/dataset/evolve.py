@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from lance_format.core.errors import InvalidInputError
 from lance_format.core.types import LanceField, LanceSchema, fields_from_arrow
-from lance_format.dataset.filters import evaluate, parse_filter
+from lance_format.dataset.filters import evaluate, parse_value
 from lance_format.dataset.write import _file_columns
 from lance_format.file import LanceFileVersion, LanceFileWriter
 from lance_format.table.commit import commit_transaction
@@ -150,4 +150,4 @@ def add_columns(ds: LanceDataset, transforms: ColumnsToAdd) -> Manifest:
 def _sql_value(sql: str, schema: pa.Schema) -> tuple[pa.compute.Expression, set[str]]:
     if not isinstance(sql, str):
         raise InvalidInputError("add_columns takes SQL expression strings")
-    return parse_filter(sql, schema)
+    return parse_value(sql, schema)

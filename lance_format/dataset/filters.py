@@ -1,36 +1,119 @@
-"""Filters and computed columns: SQL-style strings or pyarrow compute Expressions.
+"""Filters and computed columns: SQL strings, Substrait bytes or pyarrow Expressions, bound once.
 
-SQL strings are converted by :mod:`lance_format.dataset.sql` (sqlglot, imported on first use).
+Every filter becomes a :class:`~lance_format.dataset.expr.Predicate`: the typed IR tree (built by
+:mod:`.sql`, :mod:`._serde` or :mod:`.expr_arrow`), bound to the schema, with its pyarrow compute
+form built and checked on an empty table, so a bad filter fails before any data is read and a good
+one is never parsed again (scanners, pruning and the server all pass the Predicate on).
 """
 
 from __future__ import annotations
 
-import re
 from typing import TypeAlias
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_format.core.errors import InvalidInputError
+from lance_format.core.errors import InvalidInputError, NotSupportedError
+from lance_format.dataset.expr import Node, Predicate, columns_of
 
-__all__ = ["Filter", "evaluate", "filter_columns", "parse_filter"]
+__all__ = [
+    "Filter",
+    "Predicate",
+    "evaluate",
+    "filter_columns",
+    "parse_filter",
+    "parse_substrait",
+    "parse_value",
+]
 
-Filter: TypeAlias = "str | pc.Expression"
+Filter: TypeAlias = "str | pc.Expression | Predicate"
+
+_EVAL_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, KeyError)
 
 
-def parse_filter(flt: Filter, schema: pa.Schema) -> tuple[pc.Expression, set[str]]:
-    """``(expression, top-level columns it reads)`` for a SQL string or a pyarrow Expression."""
+def _tree(flt: str | pc.Expression, schema: pa.Schema) -> tuple[Node, str]:
     if isinstance(flt, pc.Expression):
-        return flt, _expression_columns(flt, schema)
+        from lance_format.dataset.expr_arrow import from_arrow
+
+        return from_arrow(flt, schema), str(flt)
     if not isinstance(flt, str):
         raise InvalidInputError(
             f"filter must be a SQL string or a pyarrow Expression, not {type(flt).__name__}"
         )
     if not flt.strip():
         raise InvalidInputError("filter is empty")
-    from lance_format.dataset.sql import sql_to_expression
+    from lance_format.dataset.sql import parse_sql
 
-    return sql_to_expression(flt, schema)
+    return parse_sql(flt, schema), flt
+
+
+def _empty(schema: pa.Schema, names: set[str]) -> pa.Table:
+    """An empty table of the columns a filter reads (pa.nulls: ``Schema.empty_table`` refuses
+    extension types nested in structs and lists; reading only those columns keeps wide schemas
+    cheap)."""
+    fields = [f for f in schema if f.name in names]
+    return pa.table([pa.nulls(0, f.type) for f in fields], schema=pa.schema(fields))
+
+
+def bind(tree: Node, schema: pa.Schema, text: str) -> Predicate:
+    """A Predicate of ``tree``: its pyarrow form built and checked to be a boolean over ``schema``."""
+    from lance_format.dataset.expr_arrow import to_arrow
+
+    try:
+        expr = to_arrow(tree, schema)
+        _empty(schema, columns_of(tree)).filter(expr)
+    except _EVAL_ERRORS as e:
+        raise InvalidInputError(f"invalid filter {text}: {str(e).splitlines()[0]}") from None
+    except RecursionError:
+        raise InvalidInputError(f"invalid filter {text[:80]}...: nested too deeply") from None
+    return Predicate(tree, schema, expr, text)
+
+
+def parse_filter(flt: Filter, schema: pa.Schema) -> Predicate:
+    """The bound Predicate of a SQL string or pyarrow Expression (a Predicate is checked and kept).
+
+    Raises
+    ------
+    InvalidInputError
+        Unparsable, unknown columns, or not a boolean over the columns' types.
+    NotSupportedError
+        A construct the dialect does not have (named in the message).
+    """
+    if isinstance(flt, Predicate):
+        missing = flt.columns - set(schema.names)
+        if missing:
+            raise InvalidInputError(f"filter {flt} reads columns {sorted(missing)} not in the dataset")
+        return flt
+    tree, text = _tree(flt, schema)
+    return bind(tree, schema, text)
+
+
+def parse_substrait(data: bytes, schema: pa.Schema) -> Predicate:
+    """The bound Predicate of a Substrait ``ExtendedExpression`` holding one boolean expression."""
+    from lance_format.dataset._serde import predicate_from_substrait
+    from lance_format.dataset.sql_print import to_sql
+
+    tree = predicate_from_substrait(data, schema)
+    try:
+        text = to_sql(tree)  # what the filter is recorded as (a delete's transaction, messages)
+    except NotSupportedError:
+        text = "<substrait filter>"
+    return bind(tree, schema, text)
+
+
+def parse_value(sql: str, schema: pa.Schema) -> tuple[pc.Expression, set[str]]:
+    """``(expression, top-level columns it reads)`` of a SQL value expression (a computed column)."""
+    from lance_format.dataset.expr_arrow import to_arrow
+
+    if not isinstance(sql, str) or not sql.strip():
+        raise InvalidInputError(f"a computed column must be a SQL expression, not {sql!r}")
+    from lance_format.dataset.sql import parse_sql
+
+    tree = parse_sql(sql, schema)
+    try:
+        return to_arrow(tree, schema), columns_of(tree)
+    except _EVAL_ERRORS as e:
+        raise InvalidInputError(f"invalid expression {sql!r}: {e}") from None
 
 
 def evaluate(table: pa.Table, exprs: dict[str, pc.Expression]) -> pa.Table:
@@ -45,17 +128,6 @@ def evaluate(table: pa.Table, exprs: dict[str, pc.Expression]) -> pa.Table:
         raise InvalidInputError(f"cannot evaluate expressions: {e}") from None
 
 
-def _expression_columns(expr: pc.Expression, schema: pa.Schema) -> set[str]:
-    """Top-level columns an Expression names (found from its string form, then validated)."""
-    text = str(expr)
-    names = {n for n in schema.names if re.search(rf"(?<![\w]){re.escape(n)}(?![\w])", text)}
-    try:
-        pa.table({n: pa.array([], schema.field(n).type) for n in names}).filter(expr)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, KeyError) as e:
-        raise InvalidInputError(f"invalid filter {text}: {e}") from None
-    return names
-
-
 def filter_columns(flt: Filter | None, schema: pa.Schema) -> set[str]:
     """The top-level columns a filter reads (empty when there is none)."""
-    return set() if flt is None else parse_filter(flt, schema)[1]
+    return set() if flt is None else parse_filter(flt, schema).columns

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_format.core.errors import InternalError, InvalidInputError, RetryableCommitConflictError
-from lance_format.dataset.filters import Filter, evaluate, parse_filter
+from lance_format.dataset.filters import Filter, evaluate, parse_filter, parse_value
 from lance_format.dataset.scanner import ROWADDR, ROWID, LanceScanner
 from lance_format.dataset.write import write_fragments
 from lance_format.table.commit import commit_transaction
@@ -62,7 +62,9 @@ def _commit(ds: LanceDataset, op: Operation) -> Manifest:
 
 def _plan_delete(ds: LanceDataset, predicate: Filter) -> tuple[Delete, int]:
     """The Delete operation for ``predicate`` on ``ds``'s version, and the rows it deletes."""
-    LanceScanner(ds, columns=[], filter=predicate, fragments=[])  # validate before touching storage
+    text = predicate if isinstance(predicate, str) else str(predicate)
+    # Parsed and bound once (before touching storage), then shared by every fragment's scan.
+    predicate = parse_filter(predicate, LanceScanner.filter_schema(ds.schema))
     updated: list[DataFragment] = []
     gone: list[int] = []
     total = 0
@@ -79,7 +81,6 @@ def _plan_delete(ds: LanceDataset, predicate: Filter) -> tuple[Delete, int]:
             continue
         d = write_deletion_file(ds.store, frag.id, ds.version, deleted)
         updated.append(replace(frag, deletion_file=d))
-    text = predicate if isinstance(predicate, str) else str(predicate)
     return Delete(tuple(updated), tuple(gone), text), total
 
 
@@ -120,9 +121,9 @@ def _plan_update(ds: LanceDataset, values: dict[str, str], where: Filter | None)
     for name, sql in values.items():
         if name not in schema.names:
             raise InvalidInputError(f"cannot update {name!r}: no such column; columns are {schema.names}")
-        exprs[name] = parse_filter(sql, schema)[0].cast(schema.field(name).type)
+        exprs[name] = parse_value(sql, schema)[0].cast(schema.field(name).type)
     if where is not None:
-        LanceScanner(ds, columns=[], filter=where, fragments=[])  # validate before touching storage
+        where = parse_filter(where, LanceScanner.filter_schema(schema))  # once, before touching storage
     stable = ds.has_stable_row_ids
     moved: list[pa.Table] = []
     ids: list[np.ndarray] = []

@@ -1,19 +1,20 @@
 """Which fragments and row ranges of a scan can hold rows matching a filter, from zone statistics.
 
-The filter (a pyarrow Expression) is walked as a tree (:mod:`.exprtree`). Every node gets two
-per-segment flags, *can be true* and *can be false*, over-approximated from the zone statistics
-(min, max, null and NaN counts) of ZONEMAP indices; a segment is a run of physical rows of one
-fragment inside which every index used has one zone (or none). Kleene logic composes them:
-``a AND b`` can be true only where both can, ``NOT a`` swaps the flags, and a node that is not
-understood (arithmetic, casts of columns, unknown functions, columns without statistics) can be
-both. Rows of fragments an index does not cover (appended after it was built) and rows outside
-its zones are unknown too. Only segments whose filter *can be true* are read; the scan still
-applies the filter exactly, so pruning changes what is read, never what is returned. Deleted rows
-only remove values, so statistics built before a delete stay valid.
+The filter's IR tree (:mod:`.expr`) is visited; every node gets two per-segment flags, *can be
+true* and *can be false*, over-approximated from the zone statistics (min, max, null and NaN
+counts) of ZONEMAP indices; a segment is a run of physical rows of one fragment inside which every
+index used has one zone (or none). Kleene logic composes them: ``a AND b`` can be true only where
+both can, ``NOT a`` swaps the flags, and a node that is not understood (arithmetic, casts of
+columns, functions, columns without statistics) can be both. Rows of fragments an index does not
+cover (appended after it was built) and rows outside its zones are unknown too. Only segments whose
+filter *can be true* are read; the scan still applies the filter exactly, so pruning changes what
+is read, never what is returned. Deleted rows only remove values, so statistics built before a
+delete stay valid.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -24,7 +25,26 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_format.core.types import LanceField
-from lance_format.dataset.exprtree import Call, ExpressionShapeError, FieldRef, Literal, Node, decompose
+from lance_format.dataset.expr import (
+    FLIPPED,
+    And,
+    Between,
+    Call,
+    Cast,
+    Column,
+    Compare,
+    InList,
+    IsBool,
+    IsNan,
+    IsNull,
+    Like,
+    Literal,
+    Node,
+    Not,
+    Or,
+    Visitor,
+    walk,
+)
 from lance_format.dataset.zonemap import ZoneMap
 
 if TYPE_CHECKING:
@@ -36,6 +56,7 @@ __all__ = ["RowRanges", "candidate_ranges", "prune"]
 #: ``{fragment id: sorted disjoint [start, stop) physical row ranges that may match}``.
 RowRanges = dict[int, list[tuple[int, int]]]
 Bools = npt.NDArray[np.bool_]
+Flags = tuple[Bools, Bools]
 
 #: IN lists longer than this are tested by their overall [min, max] instead of value by value
 #: (one vectorised comparison per value and zone stays cheap up to here).
@@ -43,13 +64,14 @@ MAX_IN_VALUES = 64
 #: Fragment ids and row offsets share one sort key: offsets are below 2**32.
 _KEY_SHIFT = 33
 
-_FLIP = {
-    "equal": "equal",
-    "not_equal": "not_equal",
-    "less": "greater",
-    "less_equal": "greater_equal",
-    "greater": "less",
-    "greater_equal": "less_equal",
+#: IR comparison operators to the pyarrow function names the zone tests use.
+_OPS = {
+    "eq": "equal",
+    "ne": "not_equal",
+    "lt": "less",
+    "le": "less_equal",
+    "gt": "greater",
+    "ge": "greater_equal",
 }
 
 
@@ -61,64 +83,103 @@ class _Zones:
     zone_of: npt.NDArray[np.int64]
 
 
-class _Pruner:
+class _Pruner(Visitor[Flags]):
+    """``(can be true, can be false)`` per segment of every node."""
+
     def __init__(self, seg_count: int, zones: dict[tuple[str, ...], list[_Zones]]) -> None:
         self.n = seg_count
         self.zones = zones
 
-    def unknown(self) -> tuple[Bools, Bools]:
+    def unknown(self) -> Flags:
         return np.ones(self.n, bool), np.ones(self.n, bool)
 
-    def const(self, value: bool | None) -> tuple[Bools, Bools]:
+    def const(self, value: bool | None) -> Flags:
         return np.full(self.n, value is True), np.full(self.n, value is False)
 
-    def eval(self, node: Node) -> tuple[Bools, Bools]:
-        """``(can be true, can be false)`` per segment."""
-        if isinstance(node, Literal):
-            v = node.value.as_py() if pa.types.is_boolean(node.value.type) else "?"
-            return self.const(v) if v in (True, False, None) else self.unknown()
-        if not isinstance(node, Call):
-            return self.unknown()
-        name, args = node.name, node.args
-        if name in ("and", "and_kleene") and len(args) == 2:
-            (at, af), (bt, bf) = self.eval(args[0]), self.eval(args[1])
-            return at & bt, af | bf
-        if name in ("or", "or_kleene") and len(args) == 2:
-            (at, af), (bt, bf) = self.eval(args[0]), self.eval(args[1])
-            return at | bt, af & bf
-        if name == "invert" and len(args) == 1:
-            t, f = self.eval(args[0])
-            return f, t
-        if name == "if_else" and len(args) == 3:
-            (ct, cf), (at, af), (bt, bf) = (self.eval(a) for a in args)
-            return (ct & at) | (cf & bt), (ct & af) | (cf & bf)
-        if name in _FLIP and len(args) == 2:
-            left, right = args
-            op = name
-            if isinstance(left, Literal | Call) and isinstance(right, FieldRef):
-                left, right, op = right, left, _FLIP[name]
-            lit = _fold(right)
-            if isinstance(left, FieldRef) and lit is not None:
-                return self.leaf(left, lambda zm: _compare(zm, op, lit))
-            return self.unknown()
-        if name == "is_in" and len(args) == 1 and isinstance(args[0], FieldRef) and node.options:
-            values = node.options.get("value_set")
-            match_nulls = node.options.get("null_matching_behavior", 0) == 0
-            if isinstance(values, pa.Array):
-                return self.leaf(args[0], lambda zm: _is_in(zm, values, match_nulls))
-            return self.unknown()
-        if name in ("is_null", "is_valid", "is_nan") and len(args) == 1 and isinstance(args[0], FieldRef):
-            nan_is_null = bool((node.options or {}).get("nan_is_null", False))
-            return self.leaf(args[0], lambda zm: _null_test(zm, name, nan_is_null))
-        if name == "starts_with" and len(args) == 1 and isinstance(args[0], FieldRef) and node.options:
-            pattern = node.options.get("pattern")
-            if isinstance(pattern, str) and not node.options.get("ignore_case"):
-                return self.leaf(args[0], lambda zm: _starts_with(zm, pattern))
+    def generic(self, node: Node) -> Flags:
         return self.unknown()
 
-    def leaf(
-        self, ref: FieldRef, test: Callable[[ZoneMap], tuple[Bools, Bools] | None]
-    ) -> tuple[Bools, Bools]:
+    def visit_literal(self, node: Literal) -> Flags:
+        v = node.value.as_py() if pa.types.is_boolean(node.type) or not node.value.is_valid else "?"
+        return self.const(v) if v in (True, False, None) else self.unknown()
+
+    def visit_and(self, node: And) -> Flags:
+        t, f = self.visit(node.args[0])
+        for a in node.args[1:]:
+            at, af = self.visit(a)
+            t, f = t & at, f | af
+        return t, f
+
+    def visit_or(self, node: Or) -> Flags:
+        t, f = self.visit(node.args[0])
+        for a in node.args[1:]:
+            at, af = self.visit(a)
+            t, f = t | at, f & af
+        return t, f
+
+    def visit_not(self, node: Not) -> Flags:
+        t, f = self.visit(node.arg)
+        return f, t
+
+    def visit_isbool(self, node: IsBool) -> Flags:
+        if node.value is None:
+            return self.unknown()
+        t, f = self.visit(node.arg)
+        return (t if node.value else f), np.ones(self.n, bool)
+
+    def visit_compare(self, node: Compare) -> Flags:
+        left, right, op = node.left, node.right, node.op
+        if not isinstance(left, Column) and isinstance(right, Column):
+            left, right, op = right, left, FLIPPED[op]
+        lit = _fold(right)
+        if isinstance(left, Column) and lit is not None:
+            return self.leaf(left, lambda zm: _compare(zm, _OPS[op], lit))
+        return self.unknown()
+
+    def visit_between(self, node: Between) -> Flags:
+        return self.visit(And((Compare("ge", node.value, node.low), Compare("le", node.value, node.high))))
+
+    def visit_inlist(self, node: InList) -> Flags:
+        if not isinstance(node.value, Column):
+            return self.unknown()
+        try:
+            values = pa.array(
+                [o.value.as_py() for o in node.options], node.options[0].type if node.options else None
+            )
+        except (pa.ArrowException, TypeError, ValueError):
+            return self.unknown()
+        return self.leaf(node.value, lambda zm: _is_in(zm, values, False))
+
+    def visit_isnull(self, node: IsNull) -> Flags:
+        if not isinstance(node.arg, Column):
+            return self.unknown()
+        return self.leaf(node.arg, lambda zm: _null_test(zm, "is_null", False))
+
+    def visit_isnan(self, node: IsNan) -> Flags:
+        if not isinstance(node.arg, Column):
+            return self.unknown()
+        return self.leaf(node.arg, lambda zm: _null_test(zm, "is_nan", False))
+
+    def visit_like(self, node: Like) -> Flags:
+        prefix = node.pattern[:-1]
+        if (
+            isinstance(node.arg, Column)
+            and not node.ignore_case
+            and node.pattern.endswith("%")
+            and not re.search(r"[%_\\]", prefix)
+        ):
+            return self.leaf(node.arg, lambda zm: _starts_with(zm, prefix))
+        return self.unknown()
+
+    def visit_call(self, node: Call) -> Flags:
+        if node.name == "starts_with" and len(node.args) == 2 and isinstance(node.args[0], Column):
+            pattern = _fold(node.args[1])
+            if pattern is not None and isinstance(pattern.as_py(), str):
+                text = str(pattern.as_py())
+                return self.leaf(node.args[0], lambda zm: _starts_with(zm, text))
+        return self.unknown()
+
+    def leaf(self, ref: Column, test: Callable[[ZoneMap], Flags | None]) -> Flags:
         """A per-zone test spread onto segments; several indices on a column all have to agree."""
         can_t, can_f = self.unknown()
         for z in self.zones.get(ref.path, []):
@@ -140,12 +201,11 @@ def _fold(node: Node) -> pa.Scalar | None:
     """A literal operand (casts of literals folded), else ``None``."""
     if isinstance(node, Literal):
         return node.value
-    if isinstance(node, Call) and node.name == "cast" and len(node.args) == 1 and node.options:
-        inner = _fold(node.args[0])
-        to_type = node.options.get("to_type")
-        if inner is not None and isinstance(to_type, pa.DataType):
+    if isinstance(node, Cast):
+        inner = _fold(node.arg)
+        if inner is not None:
             try:
-                return inner.cast(to_type)
+                return inner.cast(node.to, safe=node.safe)
             except (pa.ArrowException, ValueError):
                 return None
     return None
@@ -209,6 +269,10 @@ def _compare(zm: ZoneMap, op: str, v: pa.Scalar) -> tuple[Bools, Bools] | None:
         t, fl = f & _cmp("greater", b.hi, v), b.nan | (f & lo_le)
     else:  # greater_equal
         t, fl = f & hi_ge, b.nan | (f & _cmp("less", b.lo, v))
+    if op != "equal":
+        # A NaN orders above every number, one with the sign bit set below: a zone holding NaN
+        # may satisfy any ordering comparison (and ``<>``), whatever its finite range.
+        t = t | b.nan
     return t | b.unknown, fl | b.unknown
 
 
@@ -244,7 +308,8 @@ def _null_test(zm: ZoneMap, name: str, nan_is_null: bool) -> tuple[Bools, Bools]
         return zm.null_count < zm.zone_length, zm.null_count > 0
     if not pa.types.is_floating(zm.min.type):
         return None
-    return _bounds(zm).nan, np.ones(len(nulls), bool)
+    # NaN is certain only where NaN (and NULL) fill the whole span.
+    return _bounds(zm).nan, zm.nan_count + zm.null_count < zm.zone_length
 
 
 def _starts_with(zm: ZoneMap, pattern: str) -> tuple[Bools, Bools] | None:
@@ -311,22 +376,19 @@ def _zone_of_segments(
 
 
 def prune(
-    expr: pc.Expression,
+    tree: Node,
     fragments: Sequence[DataFragment],
     zonemaps: dict[tuple[str, ...], list[ZoneMap]],
 ) -> RowRanges | None:
-    """Row ranges per fragment that may hold rows matching ``expr``.
+    """Row ranges per fragment that may hold rows matching the filter ``tree``.
 
     ``zonemaps`` maps column paths (``("a",)``, ``("s", "x")``) to their zone maps. ``None`` when
-    nothing can be pruned (no statistics for the filter's columns, or a filter not understood).
+    nothing can be pruned (no statistics for the filter's columns).
     """
     if not zonemaps or not fragments:
         return None
-    try:
-        tree = decompose(expr)
-    except ExpressionShapeError:
-        return None
-    used = {p: zms for p, zms in zonemaps.items() if _mentions(tree, p)}
+    mentioned = _column_paths(tree)
+    used = {p: zms for p, zms in zonemaps.items() if p in mentioned}
     if not used:
         return None
     flat = [zm for zms in used.values() for zm in zms]
@@ -335,7 +397,7 @@ def prune(
     zones = {
         p: [_Zones(zm, _zone_of_segments(zm, fids, seg_f, seg_s)) for zm in zms] for p, zms in used.items()
     }
-    can_true, _ = _Pruner(len(seg_f), zones).eval(tree)
+    can_true, _ = _Pruner(len(seg_f), zones).visit(tree)
     out: RowRanges = {int(f): [] for f in fids}
     kf, ks, ke = seg_f[can_true], seg_s[can_true], seg_e[can_true]
     # Merge touching kept segments of one fragment into one range.
@@ -348,12 +410,8 @@ def prune(
     return out
 
 
-def _mentions(node: Node, path: tuple[str, ...]) -> bool:
-    if isinstance(node, FieldRef):
-        return node.path == path
-    if isinstance(node, Call):
-        return any(_mentions(a, path) for a in node.args)
-    return False
+def _column_paths(tree: Node) -> set[tuple[str, ...]]:
+    return {n.path for n in walk(tree) if isinstance(n, Column)}
 
 
 def _field_paths(fields: Sequence[LanceField], prefix: tuple[str, ...] = ()) -> dict[int, tuple[str, ...]]:
@@ -365,9 +423,7 @@ def _field_paths(fields: Sequence[LanceField], prefix: tuple[str, ...] = ()) -> 
     return out
 
 
-def candidate_ranges(
-    ds: LanceDataset, expr: pc.Expression, fragments: Sequence[DataFragment]
-) -> RowRanges | None:
+def candidate_ranges(ds: LanceDataset, tree: Node, fragments: Sequence[DataFragment]) -> RowRanges | None:
     """:func:`prune` with the dataset's ZONEMAP indices (``None``: read everything)."""
     from lance_format.dataset.indices import dataset_indices
     from lance_format.dataset.zonemap import load_zonemap
@@ -376,11 +432,11 @@ def candidate_ranges(
     if not indices:
         return None
     paths = _field_paths(ds.lance_schema.fields)
-    text = str(expr)
+    mentioned = _column_paths(tree)
     zonemaps: dict[tuple[str, ...], list[ZoneMap]] = {}
     for index in indices:
         path = paths.get(index.fields[0])
-        if path is None or path[-1] not in text:  # dropped column, or not in the filter
+        if path is None or path not in mentioned:  # dropped column, or not in the filter
             continue
         zonemaps.setdefault(path, []).append(load_zonemap(ds, index))
-    return prune(expr, fragments, zonemaps)
+    return prune(tree, fragments, zonemaps)

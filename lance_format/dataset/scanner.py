@@ -14,7 +14,8 @@ import pyarrow.compute as pc
 
 from lance_format.core.concurrency import LazyPool
 from lance_format.core.errors import InvalidInputError
-from lance_format.dataset.filters import Filter, evaluate, parse_filter
+from lance_format.dataset.expr import Predicate
+from lance_format.dataset.filters import Filter, evaluate, parse_filter, parse_value
 from lance_format.dataset.fragment import FragmentReader
 from lance_format.io.scheduler import ReadAhead
 
@@ -117,7 +118,7 @@ class LanceScanner:
             self._exprs = {}
             used_by_exprs: set[str] = set()
             for name, sql in columns.items():
-                self._exprs[str(name)], refs = parse_filter(sql, arrow)
+                self._exprs[str(name)], refs = parse_value(sql, arrow)
                 used_by_exprs |= refs
             columns = [c for c in arrow.names if c in used_by_exprs]
         elif columns is None:
@@ -128,13 +129,13 @@ class LanceScanner:
             if c not in arrow.names:
                 raise InvalidInputError(f"no column {c!r} in the dataset; columns are {arrow.names}")
         self._columns = list(columns)
-        self._filter = None
+        self._predicate: Predicate | None = None
+        self._filter: pc.Expression | None = None
         extra: list[str] = []
         used: set[str] = set()
         if filter is not None:
-            # Filters may also test the row id and address, as in pylance.
-            with_ids = arrow.append(pa.field(ROWID, pa.uint64())).append(pa.field(ROWADDR, pa.uint64()))
-            self._filter, used = parse_filter(filter, with_ids)
+            self._predicate = parse_filter(filter, self.filter_schema(arrow))
+            self._filter, used = self._predicate.expression, self._predicate.columns
             extra = [c for c in arrow.names if c in used and c not in self._columns]
         self._read = self._columns + extra
         self._limit = _check_count(limit, "limit")
@@ -158,6 +159,20 @@ class LanceScanner:
         if with_row_address:
             fields.append(pa.field(ROWADDR, pa.uint64(), nullable=True))
         self.projected_schema = pa.schema(fields)
+
+    @property
+    def predicate(self) -> Predicate | None:
+        """The scan's filter, parsed and bound (``None`` without one)."""
+        return self._predicate
+
+    @staticmethod
+    def filter_schema(schema: pa.Schema) -> pa.Schema:
+        """The schema filters are bound to: the dataset's columns, then ``_rowid`` and ``_rowaddr``
+        (filters may test the row id and address, as in pylance)."""
+        for name in (ROWID, ROWADDR):
+            if name not in schema.names:
+                schema = schema.append(pa.field(name, pa.uint64()))
+        return schema
 
     # -- execution -----------------------------------------------------------------------------
     def _plan(self) -> Iterator[tuple[FragmentReader, int, int, int]]:
@@ -208,8 +223,8 @@ class LanceScanner:
         """Chunks of a filtered scan, limited to the row ranges statistics say can match."""
         from lance_format.dataset.pruning import candidate_ranges
 
-        assert self._filter is not None
-        ranges = candidate_ranges(self._ds, self._filter, self._fragments)
+        assert self._predicate is not None
+        ranges = candidate_ranges(self._ds, self._predicate.tree, self._fragments)
         for frag in self._fragments:
             reader = self._ds._fragment_reader(frag)
             spans = [(0, frag.physical_rows)] if ranges is None else ranges.get(frag.id, [])

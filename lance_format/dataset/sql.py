@@ -1,252 +1,499 @@
-"""SQL-style predicates to pyarrow compute Expressions, parsed with sqlglot.
+"""SQL predicates and value expressions to the predicate IR, parsed with sqlglot.
 
-Supported SQL: comparisons, ``AND``/``OR``/``NOT``, ``IN``, ``BETWEEN``, ``IS [NOT] NULL``,
-``LIKE``/``ILIKE`` (``'prefix%'`` becomes ``starts_with``), arithmetic, ``CAST``, and
-``TRUE``/``FALSE``/``NULL`` literals. Identifiers may be quoted with double quotes or backticks;
-``a.b`` addresses a struct child. Imported on first use (sqlglot is not needed to read data).
+The dialect is pylance's (DataFusion's) filter SQL: comparisons, ``AND``/``OR``/``NOT``,
+``[NOT] IN``, ``[NOT] BETWEEN``, ``IS [NOT] NULL/TRUE/FALSE/UNKNOWN``, ``IS [NOT] DISTINCT FROM``,
+``[NOT] LIKE/ILIKE``, arithmetic, ``||``, ``CAST``/``TRY_CAST``/``arrow_cast``, literals
+(numbers, strings, ``TRUE``/``FALSE``/``NULL``, ``X'..'`` bytes, ``DATE '..'``, ``TIMESTAMP '..'``,
+``[..]`` lists), identifiers quoted with double quotes or backticks, struct fields (``a.b``,
+``a['b']``), 1-based list subscripts (``a[1]``, NULL out of range) and the functions listed in
+:data:`.expr_arrow.FUNCTIONS` plus ``array_has_any``/``array_has_all`` and ``current_date()``.
+Anything else is refused with :class:`~lance_format.core.errors.NotSupportedError` naming it.
 
-Floating-point comparisons follow pylance (DataFusion), not IEEE 754: NaN sorts above every number
-and equals itself, so ``x > 0.5`` selects NaN rows and ``NOT (x > 0.5)`` does not. Two corners of
-pylance's total order are not copied: comparing two columns it orders ``-0.0`` below ``0.0`` (here
-they are equal), and a negated NaN (``-x``) sorts below every number (here it is still NaN, above).
+Names are bound to the schema while the tree is built: a :class:`.Column` carries its type, and a
+string literal compared with a date or timestamp becomes a literal of that type (as DataFusion
+coerces it). Imported on first use (sqlglot is not needed to read data).
 """
 
 from __future__ import annotations
 
-import operator
-import re
-from collections.abc import Callable
-from typing import Any
-
 import pyarrow as pa
-import pyarrow.compute as pc
 import sqlglot
 from sqlglot import expressions as exp
+from sqlglot import tokens
+from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import SqlglotError
 
-from lance_format.core.errors import InvalidInputError
+from lance_format.core.errors import InvalidInputError, NotSupportedError
+from lance_format.dataset.expr import (
+    And,
+    Arith,
+    Between,
+    Call,
+    Cast,
+    Column,
+    Compare,
+    InList,
+    IsBool,
+    IsNan,
+    IsNull,
+    Like,
+    Literal,
+    Negate,
+    Node,
+    Not,
+    Or,
+)
+from lance_format.dataset.expr_arrow import FUNCTIONS, current_date
 
-__all__ = ["sql_to_expression"]
-
-# Comparisons are in _NAN_ORDERED (they order NaN like pylance); these are the other operators.
-_BINARY: dict[type[exp.Expression], Callable[[Any, Any], Any]] = {
-    exp.And: lambda a, b: a & b,
-    exp.Or: lambda a, b: a | b,
-    exp.Add: lambda a, b: pc.add_checked(a, b),
-    exp.Sub: lambda a, b: pc.subtract_checked(a, b),
-    exp.Mul: lambda a, b: pc.multiply_checked(a, b),
-    exp.Div: lambda a, b: pc.divide(a, b),
-    exp.Mod: lambda a, b: a - pc.multiply(pc.divide(a, b), b),
-}
+__all__ = ["ARROW_TYPE_NAMES", "SQL_TYPE_NAMES", "LanceSQL", "parse_sql"]
 
 
-#: Comparisons that order NaN above every number when an operand is floating point.
-_NAN_ORDERED: dict[type[exp.Expression], str] = {
+class LanceSQL(Dialect):
+    """sqlglot's default dialect with DataFusion's quoting: backticks and ``X'..'`` byte strings."""
+
+    class Tokenizer(tokens.Tokenizer):
+        IDENTIFIERS = ['"', "`"]
+        HEX_STRINGS = [("x'", "'"), ("X'", "'")]
+
+
+_COMPARE: dict[type[exp.Expression], str] = {
+    exp.EQ: "eq",
+    exp.NEQ: "ne",
     exp.GT: "gt",
     exp.GTE: "ge",
     exp.LT: "lt",
     exp.LTE: "le",
-    exp.EQ: "eq",
-    exp.NEQ: "ne",
 }
-_FLOAT_CASTS = ("float", "real", "double", "double precision", "float4", "float8")
-_COMPARISONS: dict[str, Callable[[Any, Any], Any]] = {
-    "gt": operator.gt,
-    "ge": operator.ge,
-    "lt": operator.lt,
-    "le": operator.le,
-    "eq": operator.eq,
-    "ne": operator.ne,
+_ARITH: dict[type[exp.Expression], str] = {
+    exp.Add: "add",
+    exp.Sub: "sub",
+    exp.Mul: "mul",
+    exp.Div: "div",
+    exp.Mod: "mod",
 }
+#: SQL type names (as sqlglot spells them) to Arrow types.
+_TYPES: dict[str, pa.DataType] = {
+    "TINYINT": pa.int8(),
+    "SMALLINT": pa.int16(),
+    "INT": pa.int32(),
+    "BIGINT": pa.int64(),
+    "UTINYINT": pa.uint8(),
+    "USMALLINT": pa.uint16(),
+    "UINT": pa.uint32(),
+    "UBIGINT": pa.uint64(),
+    "FLOAT": pa.float32(),
+    "DOUBLE": pa.float64(),
+    "VARCHAR": pa.string(),
+    "CHAR": pa.string(),
+    "TEXT": pa.string(),
+    "BOOLEAN": pa.bool_(),
+    "DATE": pa.date32(),
+    "TIMESTAMP": pa.timestamp("ns"),
+    "DATETIME": pa.timestamp("ns"),
+    "VARBINARY": pa.binary(),
+    "BINARY": pa.binary(),
+    "BLOB": pa.binary(),
+}
+#: ``arrow_cast`` type names (DataFusion prints Arrow types this way).
+_ARROW_TYPES: dict[str, pa.DataType] = {
+    "Int8": pa.int8(),
+    "Int16": pa.int16(),
+    "Int32": pa.int32(),
+    "Int64": pa.int64(),
+    "UInt8": pa.uint8(),
+    "UInt16": pa.uint16(),
+    "UInt32": pa.uint32(),
+    "UInt64": pa.uint64(),
+    "Float16": pa.float16(),
+    "Float32": pa.float32(),
+    "Float64": pa.float64(),
+    "Utf8": pa.string(),
+    "LargeUtf8": pa.large_string(),
+    "Binary": pa.binary(),
+    "LargeBinary": pa.large_binary(),
+    "Boolean": pa.bool_(),
+    "Date32": pa.date32(),
+    "Date64": pa.date64(),
+    "Timestamp(Second, None)": pa.timestamp("s"),
+    "Timestamp(Millisecond, None)": pa.timestamp("ms"),
+    "Timestamp(Microsecond, None)": pa.timestamp("us"),
+    "Timestamp(Nanosecond, None)": pa.timestamp("ns"),
+}
+#: Arrow types to the names that parse back to them, for printing trees (:mod:`.sql_print`).
+SQL_TYPE_NAMES: dict[pa.DataType, str] = {
+    pa.int8(): "TINYINT",
+    pa.int16(): "SMALLINT",
+    pa.int32(): "INT",
+    pa.int64(): "BIGINT",
+    pa.float32(): "FLOAT",
+    pa.float64(): "DOUBLE",
+    pa.string(): "VARCHAR",
+    pa.bool_(): "BOOLEAN",
+    pa.date32(): "DATE",
+    pa.timestamp("ns"): "TIMESTAMP",
+    pa.binary(): "VARBINARY",
+}
+ARROW_TYPE_NAMES: dict[pa.DataType, str] = {t: name for name, t in _ARROW_TYPES.items()}
+#: sqlglot's node classes for functions of the dialect: (IR name, argument names in order).
+_FUNCTION_NODES: dict[type[exp.Expression], tuple[str, tuple[str, ...]]] = {
+    exp.Lower: ("lower", ("this",)),
+    exp.Upper: ("upper", ("this",)),
+    exp.Length: ("length", ("this",)),
+    exp.Abs: ("abs", ("this",)),
+    exp.Ceil: ("ceil", ("this",)),
+    exp.Floor: ("floor", ("this",)),
+    exp.Sqrt: ("sqrt", ("this",)),
+    exp.StartsWith: ("starts_with", ("this", "expression")),
+    exp.EndsWith: ("ends_with", ("this", "expression")),
+    exp.Contains: ("contains", ("this", "expression")),
+    exp.StrPosition: ("strpos", ("this", "substr")),
+    exp.Substring: ("substr", ("this", "start", "length")),
+    exp.RegexpLike: ("regexp_like", ("this", "expression", "flag")),
+    exp.ArrayContains: ("array_has", ("this", "expression")),
+    exp.DPipe: ("concat_op", ("this", "expression")),
+    exp.Reverse: ("reverse", ("this",)),
+}
+_TRIMS = {None: "trim", "BOTH": "trim", "LEADING": "ltrim", "TRAILING": "rtrim"}
 
 
-def _expr(v: Any) -> pc.Expression:
-    return v if isinstance(v, pc.Expression) else pc.scalar(v)
+def _is_temporal(t: pa.DataType) -> bool:
+    return bool(pa.types.is_temporal(t))
 
 
-def _nan_ordered(kind: str, a: pc.Expression, b: pc.Expression, a_nan: bool, b_nan: bool) -> pc.Expression:
-    """``a <kind> b`` with NaN above every number and equal to itself (``*_nan``: may be NaN)."""
-    plain = _COMPARISONS[kind](a, b)
-    na = pc.is_nan(a) if a_nan else None
-    nb = pc.is_nan(b) if b_nan else None
-    if kind == "gt" and na is not None:
-        return plain | (na if nb is None else na & ~nb)
-    if kind == "ge" and na is not None:
-        return plain | na
-    if kind == "lt" and nb is not None:
-        return plain | (nb if na is None else nb & ~na)
-    if kind == "le" and nb is not None:
-        return plain | nb
-    if kind == "eq" and na is not None and nb is not None:
-        return plain | (na & nb)
-    if kind == "ne" and na is not None and nb is not None:
-        return plain & ~(na & nb)
-    return plain
+class _Binder:
+    """Builds the bound IR of one sqlglot tree."""
 
-
-class _Converter:
     def __init__(self, schema: pa.Schema, text: str) -> None:
+        from lance_format.dataset.expr_arrow import ToArrow
+
         self.schema = schema
         self.text = text
-        self.columns: set[str] = set()
+        self.arrow = ToArrow(schema)  # one instance: it caches the types it works out
 
     def fail(self, what: str) -> InvalidInputError:
         return InvalidInputError(f"invalid filter {self.text!r}: {what}")
 
-    def column(self, node: exp.Column) -> pc.Expression:
-        parts = [p.name for p in node.parts]
+    def unsupported(self, node: exp.Expression) -> NotSupportedError:
+        return NotSupportedError(
+            f"filter {self.text!r}: {node.sql(dialect=LanceSQL)!r} ({type(node).__name__}) is not supported"
+        )
+
+    # -- names ---------------------------------------------------------------------------------
+    def column(self, parts: list[str]) -> Column:
         top = parts[0]
         if top not in self.schema.names:
             raise self.fail(f"no column {'.'.join(parts)!r}; columns are {self.schema.names}")
-        self.columns.add(top)
-        return pc.field(*parts)
+        t: pa.DataType = self.schema.field(top).type
+        for i, part in enumerate(parts[1:], 1):
+            if not pa.types.is_struct(t) or t.get_field_index(part) < 0:
+                raise self.fail(f"no field {part!r} in {'.'.join(parts[:i])!r} ({t})")
+            t = t.field(part).type
+        return Column(tuple(parts), t)
 
-    def literal(self, node: exp.Literal) -> Any:
+    def subscript(self, node: exp.Bracket) -> Node:
+        if len(node.expressions) != 1:
+            raise self.unsupported(node)
+        base = self.convert(node.this)
+        key = self.convert(node.expressions[0])
+        t = self.type_of(base)
+        if pa.types.is_struct(t) and isinstance(key, Literal) and pa.types.is_string(key.type):
+            if not isinstance(base, Column):
+                raise self.unsupported(node)
+            return self.column([*base.path, str(key.value.as_py())])
+        if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+            return Call("list_get", (base, key))
+        raise self.fail(f"cannot subscript {t} with {key}")
+
+    def type_of(self, node: Node) -> pa.DataType:
+        try:
+            return self.arrow.type_of(node)
+        except (pa.ArrowException, KeyError) as e:
+            raise self.fail(str(e).splitlines()[0]) from None
+
+    # -- literals ------------------------------------------------------------------------------
+    def literal(self, node: exp.Literal) -> Literal:
         if node.is_string:
-            return node.this
+            return Literal(pa.scalar(node.this, pa.string()))
         text = node.this
         try:
-            return int(text)
+            value = int(text)
         except ValueError:
-            pass
-        try:
-            return float(text)
-        except ValueError:
-            raise self.fail(f"bad number {text!r}") from None
+            try:
+                return Literal(pa.scalar(float(text), pa.float64()))
+            except ValueError:
+                raise self.fail(f"bad number {text!r}") from None
+        if -(2**63) <= value < 2**63:
+            return Literal(pa.scalar(value, pa.int64()))
+        if 0 <= value < 2**64:
+            return Literal(pa.scalar(value, pa.uint64()))
+        return Literal(pa.scalar(float(value), pa.float64()))
 
-    def convert(self, node: exp.Expression) -> Any:
+    def array(self, node: exp.Array) -> Literal:
+        items = [self.convert(v) for v in node.expressions]
+        if not all(isinstance(i, Literal) for i in items):
+            raise self.fail("list literals must hold literals")
+        values = [i.value for i in items if isinstance(i, Literal)]
+        try:
+            arr = pa.array([v.as_py() for v in values])
+        except (pa.ArrowException, TypeError, ValueError) as e:
+            raise self.fail(f"list literal of mixed types: {e}") from None
+        return Literal(pa.scalar(arr.to_pylist(), pa.list_(arr.type)))
+
+    def coerce(self, target: Node, lit: Node) -> Node:
+        """A string literal compared with a temporal value, parsed as that type (as DataFusion)."""
+        if not isinstance(lit, Literal) or not pa.types.is_string(lit.type) or isinstance(target, Literal):
+            return lit
+        t = self.type_of(target)
+        if _is_temporal(t):
+            return self.fold(Cast(lit, t))
+        return lit
+
+    def fold(self, node: Cast) -> Node:
+        """A cast of a literal, computed now (``DATE '..'`` is a date literal, not a cast)."""
+        if not isinstance(node.arg, Literal):
+            return node
+        try:
+            return Literal(node.arg.value.cast(node.to, safe=node.safe))
+        except (pa.ArrowException, ValueError, OverflowError) as e:
+            if not node.safe:
+                return Literal(pa.scalar(None, node.to))
+            raise self.fail(f"cannot cast {node.arg} to {node.to}: {str(e).splitlines()[0]}") from None
+
+    def sql_type(self, node: exp.DataType) -> pa.DataType:
+        name = node.this.name if hasattr(node.this, "name") else str(node.this)
+        if name == "DECIMAL" and node.expressions:
+            precision, scale = (int(p.this.this) for p in node.expressions[:2])
+            return pa.decimal128(precision, scale)
+        t = _TYPES.get(name)
+        if t is None:
+            raise NotSupportedError(
+                f"filter {self.text!r}: CAST to {node.sql(dialect=LanceSQL)} is not supported"
+            )
+        return t
+
+    # -- the tree ------------------------------------------------------------------------------
+    def convert(self, node: exp.Expression) -> Node:
         if isinstance(node, exp.Paren):
             return self.convert(node.this)
         if isinstance(node, exp.Column):
-            return self.column(node)
+            return self.column([p.name for p in node.parts])
+        if isinstance(node, exp.Dot):
+            base = self.convert(node.this)
+            if not isinstance(base, Column) or not isinstance(node.expression, exp.Identifier):
+                raise self.unsupported(node)
+            return self.column([*base.path, node.expression.name])
+        if isinstance(node, exp.Bracket):
+            return self.subscript(node)
         if isinstance(node, exp.Literal):
             return self.literal(node)
+        if isinstance(node, exp.HexString):
+            try:
+                return Literal(pa.scalar(bytes.fromhex(node.this), pa.binary()))
+            except ValueError:
+                raise self.fail(f"bad hex string X'{node.this}'") from None
         if isinstance(node, exp.Boolean):
-            return bool(node.this)
+            return Literal(pa.scalar(bool(node.this), pa.bool_()))
         if isinstance(node, exp.Null):
-            return None
+            return Literal(pa.scalar(None, pa.null()))
+        if isinstance(node, exp.Array):
+            return self.array(node)
         if isinstance(node, exp.Neg):
-            value = self.convert(node.this)
-            return -value if isinstance(value, int | float) else pc.negate_checked(value)
+            inner = self.convert(node.this)
+            if isinstance(inner, Literal) and inner.value.is_valid:
+                value = -inner.value.as_py()
+                t = pa.int64() if pa.types.is_unsigned_integer(inner.type) else inner.type
+                try:
+                    return Literal(pa.scalar(value, t))
+                except (pa.ArrowException, OverflowError):
+                    raise self.fail(f"number {value} is out of range") from None
+            return Negate(inner)
         if isinstance(node, exp.Not):
-            return ~_expr(self.convert(node.this))
-        kind = _NAN_ORDERED.get(type(node))
-        if kind is not None:
-            left_node, right_node = node.this, node.expression
-            return self.compare(
-                kind, left_node, right_node, self.convert(left_node), self.convert(right_node)
-            )
-        op = _BINARY.get(type(node))
+            return Not(self.convert(node.this))
+        if isinstance(node, exp.And | exp.Or):
+            # A chain of one connective is flattened without recursion (long generated filters).
+            kind = type(node)
+            operands: list[exp.Expression] = []
+            stack: list[exp.Expression] = [node]
+            while stack:
+                current = stack.pop()
+                while isinstance(current, exp.Paren) and type(current.this) is kind:
+                    current = current.this
+                if type(current) is kind:
+                    stack.extend((current.expression, current.this))
+                else:
+                    operands.append(current)
+            return (And if kind is exp.And else Or)(tuple(self.convert(o) for o in operands))
+        op = _COMPARE.get(type(node))
         if op is not None:
+            return self.compare(op, self.convert(node.this), self.convert(node.expression))
+        if isinstance(node, exp.NullSafeEQ | exp.NullSafeNEQ):
+            a, b = self.convert(node.this), self.convert(node.expression)
+            b, a = self.coerce(a, b), self.coerce(b, a)
+            same = Or((IsBool(Compare("eq", a, b), True), And((IsNull(a), IsNull(b)))))
+            return same if isinstance(node, exp.NullSafeEQ) else Not(same)
+        arith = _ARITH.get(type(node))
+        if arith is not None:
             left, right = self.convert(node.this), self.convert(node.expression)
-            if left is None or right is None:
-                # SQL: an operation with NULL is NULL, which filters every row out.
-                return pc.scalar(False)
-            return op(_expr(left), _expr(right))
+            # SQL: arithmetic with NULL is NULL (of the other operand's type).
+            if isinstance(right, Literal) and pa.types.is_null(right.type):
+                right = Literal(pa.scalar(None, self.type_of(left)))
+            if isinstance(left, Literal) and pa.types.is_null(left.type):
+                left = Literal(pa.scalar(None, self.type_of(right)))
+            return Arith(arith, left, right)
         if isinstance(node, exp.Is):
-            target = self.convert(node.expression)
-            if target is not None:
-                raise self.fail("IS only supports NULL")
-            return _expr(self.convert(node.this)).is_null()
+            return self.is_(node)
         if isinstance(node, exp.In):
-            if node.args.get("query") is not None:
-                raise self.fail("IN (subquery) is not supported")
-            values = [self.convert(v) for v in node.expressions]
-            if any(isinstance(v, pc.Expression) for v in values):
-                raise self.fail("IN lists must hold literals")
-            # SQL: NULL IN (...) is NULL (so NOT IN does not select it either).
-            target = _expr(self.convert(node.this))
-            listed = [v for v in values if v is not None]
-            if self.may_be_nan(node.this) and any(isinstance(v, int | float) and v == 0 for v in listed):
-                listed += [0.0, -0.0]  # hashing tells -0.0 from 0.0; SQL equality does not
-            found = target.isin(listed)
-            return pc.if_else(target.is_valid(), found, pc.scalar(pa.scalar(None, pa.bool_())))
+            return self.in_(node)
         if isinstance(node, exp.Between):
-            low, high = node.args["low"], node.args["high"]
             value = self.convert(node.this)
-            return self.compare("ge", node.this, low, value, self.convert(low)) & self.compare(
-                "le", node.this, high, value, self.convert(high)
-            )
+            low, high = self.convert(node.args["low"]), self.convert(node.args["high"])
+            return Between(value, self.coerce(value, low), self.coerce(value, high))
         if isinstance(node, exp.Like | exp.ILike):
-            return self.like(node)
+            return self.like(node, "\\")
+        if isinstance(node, exp.Escape) and isinstance(node.this, exp.Like | exp.ILike):
+            esc = self.convert(node.expression)
+            if not isinstance(esc, Literal) or esc.value.as_py() != "\\":
+                raise NotSupportedError(f"filter {self.text!r}: LIKE ... ESCAPE other than '\\\\'")
+            return self.like(node.this, "\\")
+        if isinstance(node, exp.TryCast):
+            return self.fold(Cast(self.convert(node.this), self.sql_type(node.to), safe=False))
         if isinstance(node, exp.Cast):
-            return self.cast(node)
-        raise self.fail(f"unsupported expression {node.sql()!r} ({type(node).__name__})")
+            return self.fold(Cast(self.convert(node.this), self.sql_type(node.to)))
+        if isinstance(node, exp.IsNan):
+            return IsNan(self.convert(node.this))
+        if isinstance(node, exp.CurrentDate):
+            return Literal(pa.scalar(current_date(), pa.date32()))
+        if isinstance(node, exp.Trim):
+            return self.trim(node)
+        if isinstance(node, exp.Concat):
+            return Call("concat", tuple(self.convert(e) for e in node.expressions))
+        if isinstance(node, exp.Coalesce):
+            return Call("coalesce", tuple(self.convert(e) for e in [node.this, *node.expressions]))
+        if isinstance(node, exp.ArrayContainsAll):
+            return self.array_has_set("array_has_all", [node.this, node.expression])
+        spec = _FUNCTION_NODES.get(type(node))
+        if spec is not None:
+            name, arg_names = spec
+            return Call(
+                name, tuple(self.convert(node.args[a]) for a in arg_names if node.args.get(a) is not None)
+            )
+        if isinstance(node, exp.Anonymous):
+            return self.anonymous(node)
+        raise self.unsupported(node)
 
-    def compare(
-        self, kind: str, left_node: exp.Expression, right_node: exp.Expression, left: Any, right: Any
-    ) -> pc.Expression:
-        """A comparison, NaN-ordered when either side is floating point (see the module doc)."""
-        if left is None or right is None:
-            return pc.scalar(False)  # SQL: comparison with NULL is NULL, which filters every row out
-        return _nan_ordered(
-            kind, _expr(left), _expr(right), self.may_be_nan(left_node), self.may_be_nan(right_node)
-        )
+    def compare(self, op: str, left: Node, right: Node) -> Node:
+        right, left = self.coerce(left, right), self.coerce(right, left)
+        for side in (left, right):
+            if isinstance(side, Literal) and not side.value.is_valid:
+                # SQL: a comparison with NULL is NULL.
+                return Literal(pa.scalar(None, pa.bool_()))
+        return Compare(op, left, right)
 
-    def may_be_nan(self, node: exp.Expression) -> bool:
-        """Whether ``node`` has a floating-point type (literals never hold NaN)."""
-        if isinstance(node, exp.Paren | exp.Neg):
-            return self.may_be_nan(node.this)
-        if isinstance(node, exp.Column):
-            t: pa.DataType = self.schema.field(node.parts[0].name).type
-            for part in node.parts[1:]:
-                if not pa.types.is_struct(t) or t.get_field_index(part.name) < 0:
-                    return False
-                t = t.field(part.name).type
-            return bool(pa.types.is_floating(t))
-        if isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.Div | exp.Mod):
-            return self.may_be_nan(node.this) or self.may_be_nan(node.expression)
-        if isinstance(node, exp.Cast):
-            return bool(node.to.sql(dialect="duckdb").lower() in _FLOAT_CASTS)
-        return False
+    def is_(self, node: exp.Is) -> Node:
+        target = self.convert(node.this)
+        what = node.expression
+        if isinstance(what, exp.Null):
+            return IsNull(target)
+        if isinstance(what, exp.Boolean):
+            return IsBool(target, bool(what.this))
+        raise self.unsupported(node)
 
-    def like(self, node: exp.Like | exp.ILike) -> pc.Expression:
+    def in_(self, node: exp.In) -> Node:
+        if node.args.get("query") is not None or node.args.get("unnest") is not None:
+            raise NotSupportedError(f"filter {self.text!r}: IN (subquery) is not supported")
+        value = self.convert(node.this)
+        options: list[Literal] = []
+        has_null = False
+        for v in node.expressions:
+            item = self.coerce(value, self.convert(v))
+            if not isinstance(item, Literal):
+                raise self.fail("IN lists must hold literals")
+            if item.value.is_valid:
+                options.append(item)
+            else:
+                has_null = True
+        found: Node = InList(value, tuple(options))
+        # SQL: x IN (.., NULL) is TRUE when found, else NULL (so NOT IN never selects).
+        return Or((found, Literal(pa.scalar(None, pa.bool_())))) if has_null else found
+
+    def like(self, node: exp.Like | exp.ILike, escape: str) -> Node:
         pattern = self.convert(node.expression)
-        if not isinstance(pattern, str):
+        if not isinstance(pattern, Literal) or not pa.types.is_string(pattern.type):
             raise self.fail("LIKE needs a string pattern")
-        target = _expr(self.convert(node.this))
-        ignore_case = isinstance(node, exp.ILike)
-        prefix = pattern[:-1]
-        if pattern.endswith("%") and not re.search(r"[%_\\]", prefix):
-            return pc.starts_with(target, pattern=prefix, ignore_case=ignore_case)
-        return pc.match_like(target, pattern=pattern, ignore_case=ignore_case)
+        target = self.convert(node.this)
+        if not pattern.value.is_valid:
+            return Literal(pa.scalar(None, pa.bool_()))
+        like = Like(target, str(pattern.value.as_py()), isinstance(node, exp.ILike))
+        # sqlglot parses ``s NOT LIKE p`` as one node with ``negate`` set, not as NOT(LIKE).
+        return Not(like) if node.args.get("negate") else like
 
-    def cast(self, node: exp.Cast) -> pc.Expression:
-        value = _expr(self.convert(node.this))
-        name = node.to.sql(dialect="duckdb").lower()
-        types = {
-            "int": pa.int32(),
-            "integer": pa.int32(),
-            "bigint": pa.int64(),
-            "smallint": pa.int16(),
-            "tinyint": pa.int8(),
-            "float": pa.float32(),
-            "real": pa.float32(),
-            "double": pa.float64(),
-            "text": pa.string(),
-            "varchar": pa.string(),
-            "string": pa.string(),
-            "boolean": pa.bool_(),
-            "date": pa.date32(),
-            "timestamp": pa.timestamp("us"),
+    def trim(self, node: exp.Trim) -> Node:
+        position = node.args.get("position")
+        name = _TRIMS.get(str(position).upper() if position else None)
+        if name is None:
+            raise self.unsupported(node)
+        args = [self.convert(node.this)]
+        if node.expression is not None:
+            args.append(self.convert(node.expression))
+        return Call(name, tuple(args))
+
+    def array_has_set(self, name: str, raw: list[exp.Expression]) -> Node:
+        lists, values = self.convert(raw[0]), self.convert(raw[1])
+        if not isinstance(values, Literal) or not pa.types.is_list(values.type):
+            raise self.fail(f"{name} needs a list literal as its second argument")
+        items = [Literal(v) for v in values.value.values] if values.value.is_valid else []
+        if not values.value.is_valid:
+            return Literal(pa.scalar(None, pa.bool_()))
+        tests: tuple[Node, ...] = tuple(Call("array_has", (lists, item)) for item in items)
+        if name == "array_has_any":
+            return Or(tests) if tests else Literal(pa.scalar(False))
+        return And(tests) if tests else Literal(pa.scalar(True))
+
+    def anonymous(self, node: exp.Anonymous) -> Node:
+        name = str(node.this).lower()
+        if name == "isnan" and len(node.expressions) == 1:
+            return IsNan(self.convert(node.expressions[0]))
+        if name in ("array_has_any", "array_has_all") and len(node.expressions) == 2:
+            return self.array_has_set(name, list(node.expressions))
+        if name == "arrow_cast" and len(node.expressions) == 2:
+            target = self.convert(node.expressions[1])
+            spelled = target.value.as_py() if isinstance(target, Literal) else None
+            t = _ARROW_TYPES.get(spelled) if isinstance(spelled, str) else None
+            if t is None:
+                raise NotSupportedError(f"filter {self.text!r}: arrow_cast to {spelled!r} is not supported")
+            return self.fold(Cast(self.convert(node.expressions[0]), t))
+        aliases = {
+            "btrim": "trim",
+            "char_length": "length",
+            "character_length": "length",
+            "array_contains": "array_has",
+            "list_has": "array_has",
+            "instr": "strpos",
+            "substring": "substr",
         }
-        target = types.get(name)
-        if target is None:
-            raise self.fail(f"unsupported CAST target {name!r}")
-        return value.cast(target)
+        name = aliases.get(name, name)
+        if name not in FUNCTIONS or name in ("list_get", "concat_op"):
+            raise NotSupportedError(f"filter {self.text!r}: function {name}() is not supported")
+        return Call(name, tuple(self.convert(e) for e in node.expressions))
 
 
-def sql_to_expression(text: str, schema: pa.Schema) -> tuple[pc.Expression, set[str]]:
-    """``(expression, top-level columns it reads)`` of a SQL predicate or value expression."""
+def parse_sql(text: str, schema: pa.Schema) -> Node:
+    """The bound IR of a SQL predicate or value expression.
+
+    Raises
+    ------
+    InvalidInputError
+        Unparsable text, unknown columns, ill-typed literals.
+    NotSupportedError
+        A construct outside the dialect (named in the message).
+    """
     try:
-        tree = sqlglot.parse_one(text)
+        tree = sqlglot.parse_one(text, dialect=LanceSQL)
     except (SqlglotError, RecursionError) as e:
         raise InvalidInputError(f"invalid filter {text!r}: {str(e).splitlines()[0]}") from None
-    conv = _Converter(schema, text)
+    if tree is None:
+        raise InvalidInputError(f"invalid filter {text!r}")
     try:
-        result = conv.convert(tree)  # type: ignore[arg-type]
+        return _Binder(schema, text).convert(tree)  # type: ignore[arg-type]
     except RecursionError:
         raise InvalidInputError(f"invalid filter {text[:80]!r}...: nested too deeply") from None
-    if not isinstance(result, pc.Expression):
-        result = pc.scalar(result)
-    return result, conv.columns

@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 import lance_format
 from lance_format.core.errors import InvalidInputError, NotSupportedError, RetryableCommitConflictError
 from lance_format.dataset.dataset import LanceDataset
-from lance_format.dataset.exprtree import Call, FieldRef, Literal, decompose
+from lance_format.dataset.expr import And, Column, Compare, InList, Literal, Node, Not
+from lance_format.dataset.filters import parse_filter
 from lance_format.dataset.pruning import candidate_ranges, prune
 from lance_format.dataset.zonemap import ZoneMap, build_zonemap
 from lance_format.file import LanceFileReader
@@ -195,11 +196,15 @@ def test_pruning_cuts_requests_and_bytes(uri: str) -> None:
     assert used.bytes_read * 4 < unpruned.bytes_read
 
 
+def _tree(ds: LanceDataset, expr: pc.Expression | str) -> Node:
+    return parse_filter(expr, ds.schema).tree
+
+
 def test_candidate_ranges(uri: str) -> None:
     ours = lance_format.dataset(uri)
     frags = list(ours.manifest.fragments)
     expr = (pc.field("a") >= 9000) & (pc.field("a") < 9100)
-    ranges = candidate_ranges(ours, expr, frags)
+    ranges = candidate_ranges(ours, _tree(ours, expr), frags)
     assert ranges is not None
     offset = 9000 - 2 * ROWS_PER_FILE
     # Fragment 2's zone holding offsets 1000..1099, and the whole appended fragment.
@@ -209,12 +214,12 @@ def test_candidate_ranges(uri: str) -> None:
     assert ranges[0] == ranges[1] == ranges[3] == []
     assert ranges[4] == [(0, 1000)]
     # Fragment 0 lost rows 100..299 before indexing: its first zone spans 700 physical rows.
-    first = candidate_ranges(ours, pc.field("a") < 50, frags)
+    first = candidate_ranges(ours, _tree(ours, pc.field("a") < 50), frags)
     assert first is not None
     assert first[0] == [(0, 700)]
     # Columns without statistics, and expressions that are not understood, prune nothing.
-    assert candidate_ranges(ours, pc.field("g") == 5, frags) is None
-    unknown = candidate_ranges(ours, pc.field("a") * 2 < 5, frags)
+    assert candidate_ranges(ours, _tree(ours, pc.field("g") == 5), frags) is None
+    unknown = candidate_ranges(ours, _tree(ours, pc.field("a") * 2 < 5), frags)
     assert unknown is not None
     assert list(unknown.values()) == [[(0, f.physical_rows)] for f in frags]
 
@@ -235,9 +240,10 @@ def _zm(mins: list[Any], maxs: list[Any], nulls: list[int], nans: list[int], typ
     )
 
 
-def _kept(zm: ZoneMap, expr: pc.Expression, zones: int) -> list[int]:
+def _kept(zm: ZoneMap, expr: pc.Expression | str, zones: int) -> list[int]:
     frag = DataFragment(0, (DataFile("x.lance", (0,), (0,)),), zones * 10)
-    ranges = prune(expr, [frag], {("x",): [zm]})
+    tree = parse_filter(expr, pa.schema([("x", zm.min.type)])).tree
+    ranges = prune(tree, [frag], {("x",): [zm]})
     assert ranges is not None
     return sorted({s // 10 for lo, hi in ranges[0] for s in range(lo, hi, 10)})
 
@@ -252,8 +258,8 @@ def test_conservative_zone_logic() -> None:
         [0, 2, 10, 0, 0],
         pa.float64(),
     )
-    assert _kept(zm, x > 100, 5) == [1]  # a NaN max hides the largest number
-    assert _kept(zm, x < 1, 5) == [0]
+    assert _kept(zm, x > 100, 5) == [1, 2]  # NaN is above every number
+    assert _kept(zm, x < 1, 5) == [0, 1, 2]  # a NaN with the sign bit set is below every number
     assert _kept(zm, x == 5, 5) == [0, 4]
     assert _kept(zm, x != 5, 5) == [0, 1, 2]  # NaN != 5 is true
     assert _kept(zm, ~(x != 5), 5) == [0, 4]
@@ -261,27 +267,30 @@ def test_conservative_zone_logic() -> None:
     assert _kept(zm, ~x.is_null(), 5) == [0, 1, 2, 4]
     assert _kept(zm, pc.is_nan(x), 5) == [1, 2]
     assert _kept(zm, x.isin([7.0, 15.0]), 5) == [0, 1]
-    assert _kept(zm, (x < 1) | (x > 100), 5) == [0, 1]
-    assert _kept(zm, (x < 1) & (x > 100), 5) == []
+    assert _kept(zm, (x < 1) | (x > 100), 5) == [0, 1, 2]
+    assert _kept(zm, (x < 1) & (x > 100), 5) == [1, 2]  # NaNs of either sign
+    assert _kept(zm, (x < 1) & (x > 8), 5) == [0, 1, 2]  # each can hold in zone 0
+    assert _kept(zm, (x > 0) & (x < 9) & ~pc.is_nan(x), 5) == [0, 1, 4]
     assert _kept(zm, x == pa.scalar(None, pa.float64()), 5) == []
     assert _kept(zm, (x > 100) | pc.scalar(True), 5) == [0, 1, 2, 3, 4]
     assert _kept(zm, (x > 1) & pc.scalar(False), 5) == []
     assert _kept(zm, x * 2 > 100, 5) == [0, 1, 2, 3, 4]  # not understood: everything
+    # The SQL front end's nodes prune the same way.
+    assert _kept(zm, "x BETWEEN 1 AND 4", 5) == [0, 1, 2]  # zones holding NaN: either sign
+    assert _kept(zm, "x NOT BETWEEN 0 AND 9", 5) == [1, 2]
+    assert _kept(zm, "x IS NOT NULL", 5) == [0, 1, 2, 4]
+    assert _kept(zm, "(x > 100) IS TRUE", 5) == [1, 2]
+    assert _kept(zm, "(x > 100) IS NOT TRUE", 5) == [0, 1, 2, 3, 4]
+    assert _kept(zm, "x IN (7, 15)", 5) == [0, 1]
+    assert _kept(zm, "x = CAST('NaN' AS DOUBLE)", 5) == [0, 1, 2, 3, 4]  # NaN literal: no pruning
 
 
-def test_expression_tree() -> None:
-    tree = decompose((pc.field("a") > 5) & ~pc.field("s", "x").isin(["p"]))
-    assert isinstance(tree, Call)
-    assert tree.name == "and_kleene"
-    assert tree.args[0] == Call("greater", (FieldRef(("a",)), Literal(pa.scalar(5))))
-    inner = tree.args[1]
-    assert isinstance(inner, Call)
-    assert inner.name == "invert"
-    isin = inner.args[0]
-    assert isinstance(isin, Call)
-    assert isin.args == (FieldRef(("s", "x")),)
-    assert isin.options is not None
-    assert isin.options["value_set"].to_pylist() == ["p"]
+def test_arrow_expression_tree() -> None:
+    """A pyarrow Expression enters the IR through Substrait, names bound to the schema."""
+    schema = pa.schema([("a", pa.int64()), ("s", pa.struct([("x", pa.string())]))])
+    tree = parse_filter((pc.field("a") > 5) & ~pc.field("s", "x").isin(["p"]), schema).tree
+    a, sx = Column(("a",), pa.int64()), Column(("s", "x"), pa.string())
+    assert tree == And((Compare("gt", a, Literal(pa.scalar(5))), Not(InList(sx, (Literal(pa.scalar("p")),)))))
 
 
 def _zonemap_file(uri: str, uuid: str) -> pa.Table:
@@ -356,3 +365,18 @@ def test_concurrent_indexes_of_one_name_conflict() -> None:
     check_conflict(txn("a_idx"), txn("b_idx"), 2)
     with pytest.raises(RetryableCommitConflictError):
         check_conflict(txn("a_idx"), txn("a_idx"), 2)
+
+
+def test_zones_of_only_nan_are_kept_for_ordering_comparisons(tmp_path: Path) -> None:
+    """NaN orders above every number (and a NaN with the sign bit set below): a zone holding
+    only NaN may match ``f > 100`` and ``f < -100``; pruning once dropped it."""
+    nan = float("nan")
+    f = [1.0] * 16 + [nan] * 8 + [-nan] * 8 + [2.0] * 16
+    path = str(tmp_path / "d")
+    ds = lance.write_dataset(pa.table({"id": range(len(f)), "f": pa.array(f)}), path)
+    ds.create_scalar_index("f", IndexConfig(index_type="zonemap", parameters={"rows_per_zone": 8}))
+    ours = lance_format.dataset(path)
+    for flt in ("f > 100", "f >= 3", "f < -100", "f <> 1", "NOT (f <= 2)"):
+        want = lance.dataset(path).to_table(filter=flt, use_scalar_index=False)["id"].to_pylist()
+        assert want, flt
+        assert ours.to_table(filter=flt)["id"].to_pylist() == want, flt

@@ -28,7 +28,7 @@ from pyspark.sql.datasource import (
 )
 
 from flight_server.spark.filters import split_filters
-from lance_format.dataset.sql import sql_to_expression
+from lance_format.dataset.filters import parse_filter
 
 pytestmark = pytest.mark.spark
 
@@ -54,7 +54,7 @@ def rows(flt: Filter) -> list[int]:
     assert split.sql is not None, f"{flt} was not pushed"
     assert split.pushed == (flt,)
     assert split.rejected == ()
-    expr, _ = sql_to_expression(split.sql, TABLE.schema)
+    expr = parse_filter(split.sql, TABLE.schema).expression
     kept = TABLE.append_column("_i", pa.array(range(TABLE.num_rows))).filter(expr)
     return kept.column("_i").to_pylist()
 

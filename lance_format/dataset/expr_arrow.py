@@ -1,0 +1,478 @@
+"""The predicate IR to pyarrow compute Expressions, and pyarrow Expressions to the IR.
+
+Floating-point comparisons follow pylance (DataFusion), not IEEE 754: NaN sorts above every number
+and equals itself, so ``x > 0.5`` selects NaN rows and ``NOT (x > 0.5)`` does not, and a NaN with
+the sign bit set (``-x`` of a NaN) sorts below every number. One corner of pylance's total order
+is not copied: comparing two columns it orders ``-0.0`` below ``0.0`` (here they are equal).
+
+A pyarrow Expression enters the IR through Substrait (its public, versioned serialisation): the
+expression is serialised against the schema and decoded by :mod:`._serde`. The few Expressions
+Substrait cannot carry (``match_like``, safe casts, zoned timestamp literals...) become one
+:class:`.Opaque` leaf, evaluated as given; the columns it reads are found by binding it to the
+schema without each candidate column.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import math
+import operator
+import re
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lance_format.core.errors import InvalidInputError, NotSupportedError
+from lance_format.dataset import udfs
+from lance_format.dataset.expr import (
+    And,
+    Arith,
+    Between,
+    Call,
+    Cast,
+    Column,
+    Compare,
+    InList,
+    IsBool,
+    IsNan,
+    IsNull,
+    Like,
+    Literal,
+    Negate,
+    Node,
+    Not,
+    Opaque,
+    Or,
+    Visitor,
+    children,
+    may_be_nan,
+)
+
+_BOOLEAN_NODES = (Compare, And, Or, Not, InList, Between, IsNull, IsNan, IsBool, Like)
+
+__all__ = ["FUNCTIONS", "from_arrow", "to_arrow"]
+
+_OPS: dict[str, Callable[[Any, Any], Any]] = {
+    "gt": operator.gt,
+    "ge": operator.ge,
+    "lt": operator.lt,
+    "le": operator.le,
+    "eq": operator.eq,
+    "ne": operator.ne,
+}
+_NULL_BOOL = pc.scalar(pa.scalar(None, pa.bool_()))
+
+
+_ZERO_RANK = pc.scalar(pa.scalar(0, pa.int8()))
+
+
+def _nan_ordered(
+    kind: str, a: pc.Expression, b: pc.Expression, ra: pc.Expression | None, rb: pc.Expression | None
+) -> pc.Expression:
+    """``a <kind> b`` in DataFusion's total order of floats.
+
+    ``ra``/``rb`` rank each side (``None``: never NaN): 0 for a number, 1 for NaN (above every
+    number, equal to itself), -1 for a NaN with the sign bit set (below every number). Where
+    either side is NaN the ranks decide; elsewhere the plain comparison does.
+    """
+    plain = _OPS[kind](a, b)
+    if ra is None and rb is None:
+        return plain
+    ra = _ZERO_RANK if ra is None else ra
+    rb = _ZERO_RANK if rb is None else rb
+    return pc.if_else((ra != _ZERO_RANK) | (rb != _ZERO_RANK), _OPS[kind](ra, rb), plain)
+
+
+def _literal_str(node: Node, what: str) -> str:
+    if not isinstance(node, Literal) or not pa.types.is_string(node.type) or not node.value.is_valid:
+        raise NotSupportedError(f"{what} needs a string literal, got {node}")
+    return str(node.value.as_py())
+
+
+def _literal_int(node: Node, what: str) -> int:
+    if not isinstance(node, Literal) or not pa.types.is_integer(node.type) or not node.value.is_valid:
+        raise NotSupportedError(f"{what} needs an integer literal, got {node}")
+    return int(node.value.as_py())
+
+
+def _strpos(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
+    """1-based character position of a substring, 0 when absent (empty substring: 1)."""
+    s, sub = b.visit(args[0]), _literal_str(args[1], "strpos")
+    if not sub:
+        return pc.if_else(s.is_valid(), pc.scalar(1), pc.scalar(pa.scalar(None, pa.int64())))
+    before = pc.list_element(pc.split_pattern(s, pattern=sub, max_splits=1), 0)
+    found = pc.add(pc.utf8_length(before).cast(pa.int64()), 1)
+    return pc.if_else(pc.match_substring(s, pattern=sub), found, pc.scalar(0))
+
+
+def _substr(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
+    """``substr(s, start[, count])``: 1-based start, characters before 1 count against ``count``."""
+    s = b.visit(args[0])
+    start = _literal_int(args[1], "substr") - 1
+    stop = None
+    if len(args) > 2:
+        count = _literal_int(args[2], "substr")
+        if count < 0:
+            raise InvalidInputError(f"substr: negative length {count}")
+        stop = max(start + count, 0)
+    return pc.utf8_slice_codeunits(s, start=max(start, 0), stop=stop if stop is not None else 2**62)
+
+
+def _trim(kind: str) -> Callable[[ToArrow, tuple[Node, ...]], pc.Expression]:
+    fn = {"both": pc.utf8_trim, "left": pc.utf8_ltrim, "right": pc.utf8_rtrim}[kind]
+
+    def build(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
+        chars = _literal_str(args[1], "trim") if len(args) > 1 else " "
+        return fn(b.visit(args[0]), characters=chars)
+
+    return build
+
+
+def _regexp(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
+    flags = _literal_str(args[2], "regexp flags") if len(args) > 2 else ""
+    if set(flags) - {"i"}:
+        raise NotSupportedError(f"regexp flags {flags!r} (only 'i' is supported)")
+    pattern = _literal_str(args[1], "regexp pattern")
+    return pc.match_substring_regex(b.visit(args[0]), pattern=pattern, ignore_case="i" in flags)
+
+
+def _regexp_match(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
+    raise NotSupportedError("regexp_match as a value (test it with IS [NOT] NULL, or use regexp_like)")
+
+
+def _array_has(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
+    lists, value = args
+    lt = b.type_of(lists)
+    if not (pa.types.is_list(lt) or pa.types.is_large_list(lt) or pa.types.is_fixed_size_list(lt)):
+        raise InvalidInputError(f"array_has needs a list, got {lt}")
+    v = b.visit(value)
+    if isinstance(value, Literal) and value.type != lt.value_type:
+        v = (
+            pc.scalar(value.value.cast(lt.value_type))
+            if value.value.is_valid
+            else pc.scalar(pa.scalar(None, lt.value_type))
+        )
+    return udfs.call(udfs.array_has(lt, lt.value_type), [b.visit(lists), v])
+
+
+def _list_get(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
+    lt = b.type_of(args[0])
+    index = b.visit(args[1])
+    if isinstance(args[1], Literal):
+        index = pc.scalar(args[1].value.cast(pa.int64()))
+    return udfs.call(udfs.list_get(lt), [b.visit(args[0]), index])
+
+
+def _unary(fn: Callable[[Any], pc.Expression]) -> Callable[[ToArrow, tuple[Node, ...]], pc.Expression]:
+    return lambda b, args: fn(b.visit(args[0]))
+
+
+def _pattern(fn: Callable[..., pc.Expression]) -> Callable[[ToArrow, tuple[Node, ...]], pc.Expression]:
+    return lambda b, args: fn(b.visit(args[0]), pattern=_literal_str(args[1], fn.__name__))
+
+
+def _concat(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
+    # concat() skips NULL arguments (DataFusion); `||` (op "concat_op") propagates them.
+    parts = [pc.coalesce(b.visit(a), pc.scalar("")) for a in args]
+    return pc.binary_join_element_wise(*parts, pc.scalar(""))
+
+
+#: Scalar functions of the dialect: name -> (arity range, builder).
+FUNCTIONS: dict[str, tuple[tuple[int, int], Callable[[ToArrow, tuple[Node, ...]], pc.Expression]]] = {
+    "lower": ((1, 1), _unary(pc.utf8_lower)),
+    "upper": ((1, 1), _unary(pc.utf8_upper)),
+    "length": ((1, 1), _unary(lambda e: pc.utf8_length(e).cast(pa.int64()))),
+    "octet_length": ((1, 1), _unary(lambda e: pc.binary_length(e).cast(pa.int64()))),
+    "reverse": ((1, 1), _unary(pc.utf8_reverse)),
+    "abs": ((1, 1), _unary(pc.abs_checked)),
+    "ceil": ((1, 1), _unary(pc.ceil)),
+    "floor": ((1, 1), _unary(pc.floor)),
+    "sqrt": ((1, 1), _unary(pc.sqrt)),
+    "starts_with": ((2, 2), _pattern(pc.starts_with)),
+    "ends_with": ((2, 2), _pattern(pc.ends_with)),
+    "contains": ((2, 2), _pattern(pc.match_substring)),
+    "strpos": ((2, 2), _strpos),
+    "substr": ((2, 3), _substr),
+    "trim": ((1, 2), _trim("both")),
+    "ltrim": ((1, 2), _trim("left")),
+    "rtrim": ((1, 2), _trim("right")),
+    "regexp_like": ((2, 3), _regexp),
+    "regexp_match": ((2, 3), _regexp_match),
+    "concat": ((1, 64), _concat),
+    "concat_op": ((2, 2), lambda b, a: pc.binary_join_element_wise(b.visit(a[0]), b.visit(a[1]), "")),
+    "array_has": ((2, 2), _array_has),
+    "list_get": ((2, 2), _list_get),
+    "coalesce": ((1, 64), lambda b, a: pc.coalesce(*(b.visit(x) for x in a))),
+}
+
+#: Integer arithmetic wraps around on overflow, as DataFusion's does (pylance answers, not errors).
+_ARITH: dict[str, Callable[[Any, Any], pc.Expression]] = {
+    "add": pc.add,
+    "sub": pc.subtract,
+    "mul": pc.multiply,
+    "div": pc.divide,
+}
+_SIGNED = {8: pa.int8(), 16: pa.int16(), 32: pa.int32(), 64: pa.int64()}
+_UNSIGNED = {8: pa.uint8(), 16: pa.uint16(), 32: pa.uint32(), 64: pa.uint64()}
+
+
+def _is_number(t: pa.DataType) -> bool:
+    return bool(pa.types.is_integer(t) or pa.types.is_floating(t))
+
+
+def _wider_int(a: pa.DataType, b: pa.DataType) -> pa.DataType:
+    """The integer type both ``a`` and ``b`` widen to (signed when either is)."""
+    if pa.types.is_signed_integer(a) == pa.types.is_signed_integer(b):
+        table = _SIGNED if pa.types.is_signed_integer(a) else _UNSIGNED
+        return table[max(a.bit_width, b.bit_width)]
+    unsigned = a if pa.types.is_unsigned_integer(a) else b
+    signed = b if unsigned is a else a
+    return _SIGNED[min(64, max(signed.bit_width, 2 * unsigned.bit_width))]
+
+
+class ToArrow(Visitor[pc.Expression]):
+    """Builds the pyarrow compute Expression of a bound tree (fields referenced by name)."""
+
+    def __init__(self, schema: pa.Schema) -> None:
+        self.schema = schema
+        # Results per (value-equal) node: types and sub-expressions are asked for repeatedly
+        # while the tree is built, and each type costs an evaluation on an empty table.
+        self._types: dict[Node, pa.DataType] = {}
+        self._exprs: dict[Node, pc.Expression] = {}
+
+    def visit(self, node: Node) -> pc.Expression:
+        try:
+            return self._exprs[node]
+        except (KeyError, TypeError):  # TypeError: a literal that cannot be hashed (lists)
+            pass
+        out = super().visit(node)
+        with contextlib.suppress(TypeError):
+            self._exprs[node] = out
+        return out
+
+    def type_of(self, node: Node) -> pa.DataType:
+        """The Arrow type of ``node`` (bound on an empty table: pyarrow's own rules)."""
+        if isinstance(node, Column | Literal):
+            return node.type
+        if isinstance(node, Cast):
+            return node.to
+        if isinstance(node, _BOOLEAN_NODES):
+            return pa.bool_()
+        with contextlib.suppress(KeyError, TypeError):
+            return self._types[node]
+        if isinstance(node, Arith | Negate):
+            # Numbers by rule (an evaluation per level of a long chain costs quadratic time).
+            types = [self.type_of(a) for a in children(node)]
+            if all(_is_number(t) for t in types):
+                if any(pa.types.is_floating(t) for t in types):
+                    floats = [t for t in types if pa.types.is_floating(t)]
+                    t = floats[0] if len(set(floats)) == 1 and len(floats) == len(types) else pa.float64()
+                else:
+                    t = types[0]
+                    for other in types[1:]:
+                        t = _wider_int(t, other)
+                self._types[node] = t
+                return t
+        import pyarrow.dataset as pds  # imported on first use: it pulls in much of pyarrow
+
+        empty = self.schema.empty_table()
+        t = pds.dataset(empty).to_table(columns={"v": self.visit(node)}).schema.field("v").type
+        with contextlib.suppress(TypeError):
+            self._types[node] = t
+        return t
+
+    def visit_column(self, node: Column) -> pc.Expression:
+        return pc.field(*node.path)
+
+    def visit_literal(self, node: Literal) -> pc.Expression:
+        return pc.scalar(node.value)
+
+    def visit_compare(self, node: Compare) -> pc.Expression:
+        left, right = self.visit(node.left), self.visit(node.right)
+        lt = self.type_of(node.left)
+        if pa.types.is_list(lt) or pa.types.is_large_list(lt) or pa.types.is_fixed_size_list(lt):
+            if node.op not in ("eq", "ne"):
+                raise NotSupportedError(f"ordering comparison {node.op!r} of lists")
+            equal = udfs.call(udfs.list_equal(lt, self.type_of(node.right)), [left, right])
+            return equal if node.op == "eq" else ~equal
+        ra, rb = self.nan_rank(node.left, left), self.nan_rank(node.right, right)
+        left, right = self.numeric(node.left, node.right, left, right)
+        return _nan_ordered(node.op, left, right, ra, rb)
+
+    def nan_rank(self, node: Node, value: pc.Expression) -> pc.Expression | None:
+        """``value``'s NaN rank for :func:`_nan_ordered` (``None`` when it is never NaN)."""
+        if not may_be_nan(node):
+            return None
+        if isinstance(node, Literal):
+            v = node.value.as_py()
+            return pc.scalar(pa.scalar(-1 if math.copysign(1.0, v) < 0 else 1, pa.int8()))
+        return udfs.call(udfs.nan_rank(self.type_of(node)), [value])
+
+    def numeric(
+        self, left_node: Node, right_node: Node, left: pc.Expression, right: pc.Expression
+    ) -> tuple[pc.Expression, pc.Expression]:
+        """Both operands in the type DataFusion computes in: the wider integer, or float64.
+
+        pyarrow would instead narrow a literal to the column's type (and overflow there) or cast
+        integers to floats with a range check that refuses integers above 2**53.
+        """
+        ta, tb = self.type_of(left_node), self.type_of(right_node)
+        if ta == tb or not (_is_number(ta) and _is_number(tb)):
+            return left, right
+        if pa.types.is_integer(ta) and pa.types.is_integer(tb):
+            wide = _wider_int(ta, tb)
+            return left.cast(wide), right.cast(wide)
+        return left.cast(pa.float64(), safe=False), right.cast(pa.float64(), safe=False)
+
+    def visit_and(self, node: And) -> pc.Expression:
+        out = self.visit(node.args[0])
+        for a in node.args[1:]:
+            out = out & self.visit(a)
+        return out
+
+    def visit_or(self, node: Or) -> pc.Expression:
+        out = self.visit(node.args[0])
+        for a in node.args[1:]:
+            out = out | self.visit(a)
+        return out
+
+    def visit_not(self, node: Not) -> pc.Expression:
+        return ~self.visit(node.arg)
+
+    def visit_inlist(self, node: InList) -> pc.Expression:
+        target = self.visit(node.value)
+        if not node.options:
+            return pc.if_else(target.is_valid(), pc.scalar(False), _NULL_BOOL)
+        values = [o.value for o in node.options]
+        t = self.type_of(node.value)
+        common = t.value_type if pa.types.is_dictionary(t) else t
+        if _is_number(t) and any(_is_number(v.type) and v.type != t for v in values):
+            # One type for the value and the list, as DataFusion coerces (pyarrow would cast the
+            # list to the column's type, truncating 0.5 to 0 for an integer column).
+            if pa.types.is_floating(t) or any(pa.types.is_floating(v.type) for v in values):
+                common = pa.float64()
+            else:
+                for v in values:
+                    common = _wider_int(common, v.type) if pa.types.is_integer(v.type) else common
+            target = target.cast(common, safe=False)
+        if pa.types.is_floating(common) and any(v.as_py() == 0 for v in values):
+            # hashing tells -0.0 from 0.0; SQL equality does not
+            values += [pa.scalar(0.0), pa.scalar(-0.0)]
+        try:
+            value_set = pa.array([v.as_py() for v in values], common)
+        except (pa.ArrowException, TypeError, ValueError, OverflowError):
+            value_set = pa.array([v.as_py() for v in values])
+        found = pc.is_in(target, value_set=value_set)
+        # SQL: NULL IN (...) is NULL (so NOT IN does not select it either).
+        return pc.if_else(target.is_valid(), found, _NULL_BOOL)
+
+    def visit_between(self, node: Between) -> pc.Expression:
+        return self.visit(Compare("ge", node.value, node.low)) & self.visit(
+            Compare("le", node.value, node.high)
+        )
+
+    def visit_isnull(self, node: IsNull) -> pc.Expression:
+        if isinstance(node.arg, Call) and node.arg.name == "regexp_match":
+            # regexp_match is NULL exactly when nothing matches (or an input is NULL).
+            return ~pc.coalesce(_regexp(self, node.arg.args), pc.scalar(False))
+        return self.visit(node.arg).is_null()
+
+    def visit_isnan(self, node: IsNan) -> pc.Expression:
+        return pc.is_nan(self.visit(node.arg))
+
+    def visit_isbool(self, node: IsBool) -> pc.Expression:
+        value = self.visit(node.arg)
+        if node.value is None:
+            return value.is_null()
+        hit = value if node.value else ~value
+        return pc.coalesce(hit, pc.scalar(False))
+
+    def visit_like(self, node: Like) -> pc.Expression:
+        target = self.visit(node.arg)
+        prefix = node.pattern[:-1]
+        if node.pattern.endswith("%") and not re.search(r"[%_\\]", prefix):
+            return pc.starts_with(target, pattern=prefix, ignore_case=node.ignore_case)
+        return pc.match_like(target, pattern=node.pattern, ignore_case=node.ignore_case)
+
+    def visit_cast(self, node: Cast) -> pc.Expression:
+        value = self.visit(node.arg)
+        source = self.type_of(node.arg)
+        if node.safe and not (pa.types.is_floating(source) and pa.types.is_integer(node.to)):
+            return value.cast(node.to)
+        # Floats truncate to integers, and TRY_CAST gives NULL where a value does not convert:
+        # neither is one of pyarrow's cast options (safe=False wraps out-of-range values).
+        return udfs.call(udfs.cast(source, node.to, not node.safe), [value])
+
+    def visit_arith(self, node: Arith) -> pc.Expression:
+        a, b = self.numeric(node.left, node.right, self.visit(node.left), self.visit(node.right))
+        if node.op == "mod":
+            return a - pc.multiply(pc.divide(a, b), b)
+        return _ARITH[node.op](a, b)
+
+    def visit_negate(self, node: Negate) -> pc.Expression:
+        return pc.negate(self.visit(node.arg))
+
+    def visit_call(self, node: Call) -> pc.Expression:
+        spec = FUNCTIONS.get(node.name)
+        if spec is None:
+            raise NotSupportedError(f"function {node.name}() is not supported in filters")
+        (lo, hi), build = spec
+        if not lo <= len(node.args) <= hi:
+            raise InvalidInputError(f"{node.name}() takes {lo}..{hi} arguments, got {len(node.args)}")
+        return build(self, node.args)
+
+    def visit_opaque(self, node: Opaque) -> pc.Expression:
+        return node.expression
+
+
+def to_arrow(node: Node, schema: pa.Schema) -> pc.Expression:
+    """The pyarrow compute Expression of ``node`` (bound to ``schema``)."""
+    return ToArrow(schema).visit(node)
+
+
+_BIND_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, KeyError)
+
+
+def _binds(expr: pc.Expression, schema: pa.Schema) -> bool:
+    try:
+        schema.empty_table().filter(expr)
+    except _BIND_ERRORS:
+        return False
+    return True
+
+
+def _opaque(expr: pc.Expression, schema: pa.Schema) -> Opaque:
+    """``expr`` as a leaf; its columns are those without which it no longer binds."""
+    text = str(expr)
+    try:
+        schema.empty_table().filter(expr)
+    except _BIND_ERRORS as e:
+        raise InvalidInputError(f"invalid filter {text}: {e}") from None
+    # Only a column whose name appears in the text can be referenced; binding decides.
+    candidates = [n for n in schema.names if n in text]
+    used = {n for n in candidates if not _binds(expr, pa.schema([f for f in schema if f.name != n]))}
+    return Opaque(expr, frozenset(used), text)
+
+
+def from_arrow(expr: pc.Expression, schema: pa.Schema) -> Node:
+    """The IR of a pyarrow Expression bound to ``schema``."""
+    import pyarrow.substrait as ps  # imported on first use: loads Arrow's Substrait producer
+
+    from lance_format.dataset._serde import predicate_from_substrait
+
+    try:
+        data = ps.serialize_expressions([expr], ["filter"], schema)
+    except (pa.ArrowException, ValueError, TypeError):
+        return _opaque(expr, schema)  # not expressible in Substrait: evaluated as given
+    try:
+        return predicate_from_substrait(bytes(data), schema)
+    except NotSupportedError:
+        return _opaque(expr, schema)
+
+
+def current_date() -> dt.date:
+    """Today's date in UTC (``current_date()`` is folded to a literal when a filter is bound)."""
+    return dt.datetime.now(dt.UTC).date()

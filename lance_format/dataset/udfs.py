@@ -1,0 +1,218 @@
+"""Vectorised scalar functions pyarrow lacks, registered as compute UDFs on first use.
+
+DataFusion (pylance's engine) has list functions with SQL semantics that no pyarrow kernel gives
+directly: ``array_has`` (a list holds a value) and 1-based list subscripts that are NULL out of
+range (``pc.list_element`` raises instead). Each is registered once per input-type signature
+under a name that includes the types, and works on whole arrays with numpy (no per-row Python).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+__all__ = ["array_has", "call", "cast", "list_equal", "list_get"]
+
+_lock = threading.Lock()
+_registered: set[str] = set()
+
+
+def _register(
+    name: str, func: Callable[..., Any], in_types: dict[str, pa.DataType], out_type: pa.DataType
+) -> str:
+    """Register ``func`` under ``name`` once per process; returns the name."""
+    with _lock:
+        if name not in _registered:
+            # ArrowKeyError: registered by an earlier import of this module (the registry is global).
+            with contextlib.suppress(pa.ArrowKeyError):
+                pc.register_scalar_function(
+                    func, name, {"summary": name, "description": ""}, in_types, out_type
+                )
+            _registered.add(name)
+    return name
+
+
+def call(name: str, args: list[pc.Expression]) -> pc.Expression:
+    """An Expression calling the registered function ``name``.
+
+    pyarrow has no public constructor for a call by name: its UDF documentation uses
+    ``Expression._call`` for this, so it is used here, in this one place.
+    """
+    return pc.Expression._call(name, args)
+
+
+def _as_array(value: Any, n: int) -> pa.Array:
+    if isinstance(value, pa.Scalar):
+        return pa.array([value.as_py()] * n, value.type) if n else pa.array([], value.type)
+    if isinstance(value, pa.ChunkedArray):
+        return value.combine_chunks()
+    return value
+
+
+def _starts(lists: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """``(first flat position, length)`` of every list within ``pc.list_flatten(lists)``."""
+    lengths = pc.list_value_length(lists).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+    starts = np.cumsum(lengths) - lengths
+    return starts, lengths
+
+
+def _array_has(ctx: Any, lists: Any, value: Any) -> pa.Array:
+    n = len(lists) if not isinstance(lists, pa.Scalar) else 1
+    lists = _as_array(lists, n)
+    flat = pc.list_flatten(lists)
+    _, lengths = _starts(lists)
+    parents = np.repeat(np.arange(len(lists), dtype=np.int64), lengths)
+    if isinstance(value, pa.Scalar):
+        if not value.is_valid:
+            return pa.nulls(len(lists), pa.bool_())
+        hits = pc.equal(flat, value)
+        null_value = np.zeros(len(lists), bool)
+    else:
+        value = _as_array(value, len(lists))
+        hits = pc.equal(flat, value.take(pa.array(parents)))
+        null_value = value.is_null().to_numpy(zero_copy_only=False)
+    hit = hits.fill_null(False).to_numpy(zero_copy_only=False)
+    found = np.bincount(parents[hit], minlength=len(lists)) > 0
+    mask = lists.is_null().to_numpy(zero_copy_only=False) | null_value
+    return pa.array(found, pa.bool_(), mask=mask)
+
+
+def array_has(list_type: pa.DataType, value_type: pa.DataType) -> str:
+    """Name of ``array_has(list, value)`` for these types (NULL list or value: NULL)."""
+    name = f"lance_array_has<{list_type},{value_type}>"
+    return _register(name, _array_has, {"list": list_type, "value": value_type}, pa.bool_())
+
+
+def _list_get(ctx: Any, lists: Any, index: Any) -> pa.Array:
+    n = len(lists) if not isinstance(lists, pa.Scalar) else 1
+    lists = _as_array(lists, n)
+    flat = pc.list_flatten(lists)
+    starts, lengths = _starts(lists)
+    i = np.asarray(_as_array(index, len(lists)).fill_null(0).to_numpy(zero_copy_only=False), np.int64)
+    # 1-based from the front, -1 is the last element; 0 and out of range are NULL (DataFusion).
+    pos = np.where(i > 0, starts + i - 1, starts + lengths + i)
+    ok = (i != 0) & (np.abs(i) <= lengths)
+    taken = flat.take(pa.array(np.where(ok, pos, 0))) if len(flat) else pa.nulls(len(lists), flat.type)
+    return pc.if_else(pa.array(ok), taken, pa.scalar(None, flat.type))
+
+
+def list_get(list_type: pa.DataType) -> str:
+    """Name of ``list_get(list, index)`` for ``list_type`` (index: int64)."""
+    name = f"lance_list_get<{list_type}>"
+    return _register(name, _list_get, {"list": list_type, "index": pa.int64()}, list_type.value_type)
+
+
+def _cast_or_null(values: pa.Array, to: pa.DataType) -> pa.Array:
+    """``values`` cast to ``to``, NULL where a value does not convert.
+
+    The whole array is cast at once; only a failing run is split in halves, so an array with a
+    few bad values costs a few extra casts, not one per row.
+    """
+    try:
+        return values.cast(to)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OverflowError):
+        if len(values) <= 1:
+            return pa.nulls(len(values), to)
+    half = len(values) // 2
+    return pa.concat_arrays([_cast_or_null(values.slice(0, half), to), _cast_or_null(values.slice(half), to)])
+
+
+def _float_to_int(values: pa.Array, to: pa.DataType, null_on_error: bool) -> pa.Array:
+    """Floats cast to an integer type, truncating toward zero (DataFusion's cast).
+
+    NaN, infinities and values out of the target's range are an error, or NULL for TRY_CAST.
+    """
+    info = np.iinfo(to.to_pandas_dtype())
+    raw = values.to_numpy(zero_copy_only=False).astype(np.float64)
+    valid = values.is_valid().to_numpy(zero_copy_only=False)
+    with np.errstate(invalid="ignore"):
+        trunc = np.trunc(raw)
+        fits = np.isfinite(trunc) & (trunc >= info.min) & (trunc <= info.max)
+    bad = valid & ~fits
+    if bad.any() and not null_on_error:
+        raise pa.ArrowInvalid(f"Can't cast value {raw[np.flatnonzero(bad)[0]]} to type {to}")
+    keep = valid & fits
+    return pa.array(np.where(keep, trunc, 0).astype(to.to_pandas_dtype()), to, mask=~keep)
+
+
+def cast(from_type: pa.DataType, to: pa.DataType, null_on_error: bool) -> str:
+    """Name of a cast with SQL semantics from ``from_type`` to ``to``.
+
+    Floats to integers truncate (an error, or NULL with ``null_on_error``, for NaN, infinities
+    and values out of range); other casts are pyarrow's safe casts, failing values NULL with
+    ``null_on_error`` (SQL ``TRY_CAST``).
+    """
+
+    def run(ctx: Any, values: Any) -> pa.Array:
+        n = len(values) if not isinstance(values, pa.Scalar) else 1
+        arr = _as_array(values, n)
+        if pa.types.is_floating(arr.type) and pa.types.is_integer(to):
+            return _float_to_int(arr, to, null_on_error)
+        return _cast_or_null(arr, to) if null_on_error else arr.cast(to)
+
+    kind = "try_cast" if null_on_error else "cast"
+    return _register(f"lance_{kind}<{from_type},{to}>", run, {"value": from_type}, to)
+
+
+def _list_equal(ctx: Any, left: Any, right: Any) -> pa.Array:
+    if isinstance(left, pa.Scalar) and not isinstance(right, pa.Scalar):
+        left, right = right, left
+    n = len(left) if not isinstance(left, pa.Scalar) else 1
+    left = _as_array(left, n)
+    a_flat = pc.list_flatten(left)
+    a_starts, a_len = _starts(left)
+    if isinstance(right, pa.Scalar):
+        if not right.is_valid:
+            return pa.nulls(n, pa.bool_())
+        b_flat = right.values
+        b_starts, b_len = np.zeros(n, np.int64), np.full(n, len(b_flat), np.int64)
+        right_null = np.zeros(n, bool)
+    else:
+        right = _as_array(right, n)
+        b_flat = pc.list_flatten(right)
+        b_starts, b_len = _starts(right)
+        right_null = right.is_null().to_numpy(zero_copy_only=False)
+    same_len = a_len == b_len
+    rows = np.flatnonzero(same_len)
+    lens = a_len[rows]
+    within = np.arange(lens.sum(), dtype=np.int64) - np.repeat(np.cumsum(lens) - lens, lens)
+    ia = np.repeat(a_starts[rows], lens) + within
+    ib = np.repeat(b_starts[rows], lens) + within
+    a_vals, b_vals = a_flat.take(pa.array(ia)), b_flat.take(pa.array(ib))
+    # Elements compare equal when both are NULL (arrow-rs's nested equality).
+    both_null = pc.and_(a_vals.is_null(), b_vals.is_null())
+    eq = pc.or_(pc.equal(a_vals, b_vals).fill_null(False), both_null).to_numpy(zero_copy_only=False)
+    mismatches = np.bincount(np.repeat(rows, lens)[~eq], minlength=n)
+    result = same_len & (mismatches == 0)
+    mask = left.is_null().to_numpy(zero_copy_only=False) | right_null
+    return pa.array(result, pa.bool_(), mask=mask)
+
+
+def list_equal(left: pa.DataType, right: pa.DataType) -> str:
+    """Name of ``left = right`` for two list types (same length, elements equal, NULL = NULL)."""
+    return _register(
+        f"lance_list_equal<{left},{right}>", _list_equal, {"left": left, "right": right}, pa.bool_()
+    )
+
+
+def _nan_rank(ctx: Any, values: Any) -> pa.Array:
+    n = len(values) if not isinstance(values, pa.Scalar) else 1
+    arr = _as_array(values, n)
+    raw = arr.to_numpy(zero_copy_only=False).astype(np.float64)
+    rank = np.where(np.isnan(raw), np.where(np.signbit(raw), -1, 1), 0).astype(np.int8)
+    return pa.array(rank, pa.int8(), mask=arr.is_null().to_numpy(zero_copy_only=False))
+
+
+def nan_rank(float_type: pa.DataType) -> str:
+    """Name of ``nan_rank(x)``: 1 for NaN, -1 for NaN with the sign bit set, 0 for numbers.
+
+    DataFusion orders floats totally: a negative NaN (``-x`` of a NaN) below every number, a NaN
+    above. The sign of a NaN is not visible to any pyarrow compute function.
+    """
+    return _register(f"lance_nan_rank<{float_type}>", _nan_rank, {"value": float_type}, pa.int8())
