@@ -27,7 +27,7 @@ from flight_server.errors import ERROR_CODES
 from flight_server.requests import END_OF_WRITE
 from tests.fuzz.generate import Call, Context, Generator, PutData
 from tests.fuzz.server import FuzzServer, ServerLimits, populate
-from tests.fuzz.wire import describe, simpler
+from tests.fuzz.wire import describe, parse_text, simpler
 
 __all__ = ["Failure", "FuzzReport", "Outcome", "execute", "run_fuzz"]
 
@@ -36,6 +36,15 @@ __all__ = ["Failure", "FuzzReport", "Outcome", "execute", "run_fuzz"]
 CALL_TIMEOUT_S = 30.0
 #: Calls tried while shrinking one failure (each a round trip; a crash costs a server restart).
 SHRINK_ATTEMPTS = 150
+#: The message a raw payload of each RPC is meant to be.
+PAYLOAD_TYPES = {
+    "do_get": "Ticket",
+    "do_action": "ActionRequest",
+    "get_flight_info": "Command",
+    "get_schema": "Command",
+    "do_put": "Command",
+    "do_exchange": "Ticket",
+}
 #: Payloads longer than this are described, not printed as hex.
 REPRO_HEX_BYTES = 2048
 #: Text that only a Python traceback or source location puts in a message.
@@ -120,6 +129,8 @@ class Failure:
             lines.append(f"  status: {out.status} code={out.code} message={out.message[:300]!r}")
         if case.msg is not None:
             lines.append(f"  message: {describe(case.msg)[:1500]}")
+        elif case.raw is not None and case.rpc in PAYLOAD_TYPES:
+            lines.append(f"  payload as protobuf parses it: {parse_text(PAYLOAD_TYPES[case.rpc], case.raw)}")
         if self.reproduces_alone is False:
             lines.append("  (did not reproduce alone on a fresh server: depends on earlier calls)")
         lines.append("  reproduce: " + reproducer(case, location))
@@ -149,11 +160,12 @@ def reproducer(call: Call, location: str) -> str:
         return head + f"list(c.list_flights({payload!r}))"
     if call.rpc == "list_actions":
         return head + "list(c.list_actions())"
-    data = call.data
-    schema = data.table.schema if data else None
-    return (
-        head + f"c.{call.rpc}({desc}, ...) with schema {schema} and {data.table.num_rows if data else 0} rows"
-    )
+    table = call.data.table if call.data else None
+    columns = ", ".join(f"{f.name}: {f.type}" for f in table.schema) if table is not None else ""
+    if len(columns) > 300:
+        columns = f"{columns[:300]}... ({table.num_columns if table is not None else 0} columns)"
+    rows = table.num_rows if table is not None else 0
+    return head + f"c.{call.rpc}({desc}, ...) sending {rows} rows of schema [{columns}]"
 
 
 def _descriptor(call: Call) -> flight.FlightDescriptor:

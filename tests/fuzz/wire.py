@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Union
 
+from google.protobuf import text_format
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
 from flight_server._proto import flight_pb2 as pb
@@ -28,6 +29,7 @@ __all__ = [
     "Value",
     "describe",
     "encode",
+    "parse_text",
     "simpler",
     "varint",
 ]
@@ -134,6 +136,16 @@ def wire_type(fd: FieldDescriptor) -> int:
     return WIRE_VARINT
 
 
+def parse_text(name: str, data: bytes, limit: int = 1500) -> str:
+    """``data`` parsed as message ``name`` by protobuf itself, as one line (or why it does not parse)."""
+    try:
+        msg = getattr(pb, name).FromString(data)
+    except Exception as exc:  # any parse failure is the answer
+        return f"<not a {name}: {type(exc).__name__}>"
+    text = text_format.MessageToString(msg, as_one_line=True)
+    return text if len(text) <= limit else f"{text[:limit]}...<{len(text)} chars>"
+
+
 def _short(value: Value) -> str:
     if isinstance(value, Msg):
         return describe(value)
@@ -175,7 +187,8 @@ def _simpler_values(value: Value) -> Iterator[Value]:
             yield 0.0
     elif isinstance(value, str | bytes):
         n = len(value)
-        for cut in (0, n // 2, n - 1):
+        # Round lengths first (limits are often 255/256 or a power of two), then halving.
+        for cut in (0, 1, 16, 255, 256, n // 2, n - 1):
             if 0 <= cut < n:
                 yield value[:cut]
 
