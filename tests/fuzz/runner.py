@@ -34,6 +34,8 @@ __all__ = ["Failure", "FuzzReport", "Outcome", "execute", "run_fuzz"]
 #: Seconds one fuzz call may take: every call is on a small dataset, so a call that needs more is
 #: stuck (or doing unbounded work), which is a finding in itself.
 CALL_TIMEOUT_S = 30.0
+#: Seconds to wait for the server to exit after an UNAVAILABLE answer (it may be dying).
+UNAVAILABLE_GRACE_S = 1.0
 #: Calls tried while shrinking one failure (each a round trip; a crash costs a server restart).
 SHRINK_ATTEMPTS = 150
 #: The message a raw payload of each RPC is meant to be.
@@ -253,6 +255,9 @@ def execute(client: flight.FlightClient, call: Call, ctx: Context | None = None)
 
 def check(server: FuzzServer, outcome: Outcome) -> tuple[str, str] | None:
     """The first check ``outcome`` (and the server after it) fails, as (check, detail)."""
+    if outcome.status == "UNAVAILABLE":
+        # A dropped connection may be a dying server: give the kernel a moment to reap it.
+        server.wait_exit(UNAVAILABLE_GRACE_S)
     if not server.alive:
         return "crash", f"server exited with status {server.proc.returncode}"
     if outcome.status == "DEADLINE_EXCEEDED":

@@ -8,6 +8,7 @@ protocol itself.
 
 from __future__ import annotations
 
+import contextlib
 import resource
 import shutil
 import subprocess
@@ -129,6 +130,11 @@ class FuzzServer:
     @property
     def alive(self) -> bool:
         return self.proc.poll() is None
+
+    def wait_exit(self, seconds: float) -> None:
+        """Wait up to ``seconds`` for the process to exit (returns early if it does)."""
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(seconds)
 
     def rss(self) -> int:
         return rss_bytes(self.proc.pid)
