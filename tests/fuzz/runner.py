@@ -54,7 +54,8 @@ LEAK_PATTERNS = (
     re.compile(r"Traceback"),
     re.compile(r'File "'),
     re.compile(r'\.py"'),
-    re.compile(r"\bline \d+"),
+    # A frame's location (`File "x.py", line 12, in f`), not any "line 1" (JSON errors say that).
+    re.compile(r'", line \d+'),
 )
 
 _STATUS_BY_CLASS: tuple[tuple[type[BaseException], str], ...] = (

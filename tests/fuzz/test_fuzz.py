@@ -72,6 +72,8 @@ def test_checker_flags_internal_status_and_leaks(tmp_path: object) -> None:
         assert check(server, Outcome("INTERNAL", "x")) == ("status", "INTERNAL for a client request")
         assert check(server, Outcome("UNKNOWN", "x", "ALREADY_EXISTS")) is None
         leak = Outcome("INVALID_ARGUMENT", 'boom File "/srv/x.py", line 3')
+        json_error = Outcome("INVALID_ARGUMENT", "not JSON: Expecting value: line 1 column 1 (char 0)")
+        assert check(server, json_error) is None
         leaked = check(server, leak)
         assert leaked is not None
         assert leaked[0] == "leak"
