@@ -7,7 +7,8 @@ victim, in this process, runs small takes (``--take`` random rows) in a closed l
 sees). Each phase measures the victim for ``--seconds``:
 
 * ``alone``: nothing else runs (the baseline);
-* ``unread_streams``: the attacker opens ``--streams`` scan streams and never reads them;
+* ``unread_streams``: the attacker opens ``--streams`` scan streams (each a different whole-dataset
+  scan, so none is answered from the server's batch cache) and never reads them;
 * ``big_takes``: the attacker's threads take ``--big-take`` rows at a time, over and over;
 * ``huge_tickets``: the attacker sends take tickets listing ``--huge-ids`` row offsets;
 * ``wide_schema``: the attacker plans scans of the wide dataset (``get_flight_info``) in a loop.
@@ -23,6 +24,7 @@ Run: ``python -m loadtest attack [--seconds 8] [--rows 200000] [--json PATH]``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import multiprocessing
 import tempfile
@@ -38,6 +40,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from flight_server.client import LanceFlightClient
+from flight_server.requests import ScanRequest
 from loadtest.load.server import ServerProcess
 
 __all__ = ["ATTACKS", "AttackConfig", "PhaseResult", "main", "run_attacks"]
@@ -64,7 +67,7 @@ class AttackConfig:
     seconds: float = 8.0
     warmup_s: float = 1.0
     take: int = 10
-    streams: int = 64
+    streams: int = 128  # twice the server's default stream limit: some streams finish into buffers
     big_take: int = 100_000
     big_take_threads: int = 4
     huge_ids: int = 4_000_000
@@ -120,12 +123,17 @@ def _attacker(kind: str, location: str, cfg: AttackConfig, stop: Any, counts: An
     client = LanceFlightClient(location, timeout=cfg.timeout_s)
     options = flight.FlightCallOptions(timeout=cfg.timeout_s)
     if kind == "unread_streams":
-        endpoints = client.scan_endpoints(MAIN)
         held = []
         for i in range(cfg.streams):
+            # One endpoint over (nearly) every row: a limit makes the plan a single stream with far
+            # more to send than the transport buffers. Each limit differs, so no stream is answered
+            # from the server's batch cache of an earlier identical scan.
+            info = client.flight_info(ScanRequest(MAIN, limit=max(1, cfg.rows - i)))
             raw = flight.FlightClient(location)  # its own connection, as separate clients have
             try:
-                held.append((raw, raw.do_get(flight.Ticket(endpoints[i % len(endpoints)].ticket), options)))
+                reader = raw.do_get(info.endpoints[0].ticket, options)
+                reader.schema  # noqa: B018 - the call is under way once its schema arrived
+                held.append((raw, reader))
                 counts[0] += 1
             except (flight.FlightError, pa.ArrowException, OSError):
                 counts[0] += 1
@@ -173,7 +181,8 @@ def _victim(location: str, cfg: AttackConfig, seconds: float, seed: int) -> tupl
     latencies: list[float] = []
     errors: list[str] = []
     with LanceFlightClient(location, timeout=cfg.timeout_s) as client:
-        client.take(MAIN, indices=[0])  # connect before the clock starts
+        with contextlib.suppress(flight.FlightError, pa.ArrowException, OSError):
+            client.take(MAIN, indices=[0])  # connect before the clock starts
         end = time.monotonic() + seconds
         while time.monotonic() < end:
             indices = rng.integers(0, cfg.rows, cfg.take, dtype=np.uint64)
