@@ -33,9 +33,9 @@ def test_bounded_fuzz_run_finds_no_failure() -> None:
         log=lines.append,
         progress_every=0,
     )
+    assert not report.failures, report.summary()
     assert report.calls > 0
     assert len(report.rpcs) >= 7, report.rpcs  # every RPC kind was exercised
-    assert not report.failures, report.summary()
 
 
 def test_wire_encoding_matches_protobuf() -> None:
