@@ -324,8 +324,14 @@ class _Session:
         self.server.stop()
 
 
-def shrink(failure: Failure, limits: ServerLimits, log: Callable[[str], None]) -> Failure:
-    """``failure`` with its call made small on a fresh server (same check, same status)."""
+def shrink(
+    failure: Failure, limits: ServerLimits, log: Callable[[str], None], seconds: float | None = None
+) -> Failure:
+    """``failure`` with its call made small on a fresh server (same check, same status).
+
+    Stops after :data:`SHRINK_ATTEMPTS` calls or ``seconds``, with the smallest case found so far.
+    """
+    deadline = None if seconds is None else time.monotonic() + seconds
     session = _Session(limits)
     wanted = (failure.check, failure.outcome.status if failure.outcome else None)
 
@@ -347,7 +353,7 @@ def shrink(failure: Failure, limits: ServerLimits, log: Callable[[str], None]) -
             return replace(failure, reproduces_alone=False)
         attempts = 0
         improved = True
-        while improved and attempts < SHRINK_ATTEMPTS:
+        while improved and attempts < SHRINK_ATTEMPTS and (deadline is None or time.monotonic() < deadline):
             improved = False
             for candidate in _candidates(best):
                 attempts += 1
@@ -355,7 +361,8 @@ def shrink(failure: Failure, limits: ServerLimits, log: Callable[[str], None]) -
                     best = candidate
                     improved = True
                     break
-                if attempts >= SHRINK_ATTEMPTS:
+                if attempts >= SHRINK_ATTEMPTS or (deadline is not None and time.monotonic() > deadline):
+                    improved = False
                     break
         log(f"  shrunk in {attempts} attempts")
         return replace(failure, shrunk=best, reproduces_alone=True)
@@ -441,6 +448,7 @@ def run_fuzz(
                 log("fuzz: shrink time budget reached; later failures are reported unshrunk")
                 break
             log(f"shrinking [{failure.check}] {failure.call.rpc} {failure.call.action}")
-            report.unique[sig] = shrink(failure, limits, log)
+            left = None if shrink_seconds is None else shrink_seconds - (time.monotonic() - shrink_start)
+            report.unique[sig] = shrink(failure, limits, log, left)
     report.elapsed_s = time.monotonic() - start
     return report
