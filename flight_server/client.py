@@ -7,6 +7,8 @@ whose answer was lost may have committed. Every call has a timeout.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -37,7 +39,7 @@ from flight_server.requests import (
     WriteResult,
 )
 
-__all__ = ["LanceFlightClient"]
+__all__ = ["LanceFlightClient", "ScanEndpoint"]
 
 _T = TypeVar("_T")
 
@@ -51,6 +53,20 @@ PARALLEL_ENDPOINTS = 4
 #: Seconds any one call may take; long scans pass their own.
 DEFAULT_TIMEOUT_S = 60.0
 _WRITE_MODES = ("create", "append", "overwrite")
+#: The location a server advertises to mean "the connection this plan came from" (Flight's own).
+REUSE_CONNECTION = "arrow-flight-reuse-connection"
+
+
+@dataclasses.dataclass(frozen=True)
+class ScanEndpoint:
+    """One independent piece of a scan plan: an opaque ticket and the locations that serve it.
+
+    Picklable, so a planner can ship it to another process (a Spark executor) that reads it with
+    :meth:`LanceFlightClient.read_endpoint`.
+    """
+
+    ticket: bytes
+    locations: tuple[str, ...]
 
 
 class LanceFlightClient:
@@ -428,6 +444,129 @@ class LanceFlightClient:
     def drop(self, name: str) -> None:
         """Delete a dataset."""
         self.action("drop", ActionRequest(name))
+
+    # -- distributed reads and writes (planned in one process, run in others: Spark) -------------
+    def describe(self, name: str, version: int | str | None = None) -> tuple[pa.Schema, int]:
+        """The Arrow schema and the version number of ``name`` at ``version`` (latest when None).
+
+        Raises ``KeyError`` (``pyarrow.ArrowKeyError``, gRPC NOT_FOUND) when the dataset, version
+        or tag does not exist.
+        """
+        kwargs = _action_version(version) if version is not None else {}
+        result = self.action("checkout", ActionRequest(name, **kwargs), read=True)
+        if result.schema is None:
+            raise pa.ArrowInvalid(f"the server described dataset {name!r} without a schema")
+        return result.schema, result.version
+
+    def scan_endpoints(
+        self,
+        name: str,
+        columns: Sequence[str] | None = None,
+        filter: str | pc.Expression | None = None,
+        version: int | str | None = None,
+        *,
+        batch_size: int | None = None,
+        with_row_id: bool = False,
+        min_endpoints: int = 1,
+    ) -> list[ScanEndpoint]:
+        """Plan a scan as endpoints that can be read independently, all pinned to one version.
+
+        With fewer than ``min_endpoints`` endpoints the plan is asked for again with big fragments
+        split into row ranges, so that ``min_endpoints`` readers all get work.
+        """
+        sql, substrait = self._filter(name, filter)
+        req = ScanRequest(
+            name,
+            columns=tuple(columns) if columns is not None else None,
+            filter_sql=sql,
+            filter_substrait=substrait,
+            batch_size=batch_size,
+            with_row_id=with_row_id,
+            **_version_kwargs(version),
+        )
+        info = self.flight_info(req)
+        if 0 < len(info.endpoints) < min_endpoints and info.total_records > 0:
+            per_endpoint = max(1, -(-info.total_records // min_endpoints))
+            info = self.flight_info(dataclasses.replace(req, max_rows_per_endpoint=per_endpoint))
+        return [
+            ScanEndpoint(ep.ticket.ticket, tuple(self._location_uri(loc) for loc in ep.locations))
+            for ep in info.endpoints
+        ]
+
+    def _location_uri(self, location: flight.Location) -> str:
+        uri = location.uri.decode() if isinstance(location.uri, bytes) else str(location.uri)
+        return self.location if uri.startswith(REUSE_CONNECTION) else uri
+
+    def read_endpoint(self, endpoint: ScanEndpoint, index: int = 0) -> Iterator[pa.RecordBatch]:
+        """Stream the batches of one endpoint of :meth:`scan_endpoints`.
+
+        ``index`` picks which advertised location to try first (readers spread over the workers);
+        a location that answers UNAVAILABLE is skipped, and opening the stream is retried as
+        every read is. Batches already received are never fetched twice.
+        """
+        locations = list(endpoint.locations)
+        if locations:
+            start = index % len(locations)
+            locations = locations[start:] + locations[:start]
+        ticket = flight.Ticket(endpoint.ticket)
+
+        def open_stream() -> tuple[flight.FlightStreamReader, pa.RecordBatch | None]:
+            for uri in [*locations, self.location]:
+                try:
+                    reader = self._client(uri).do_get(ticket, self._options)
+                    try:
+                        return reader, reader.read_chunk().data
+                    except StopIteration:
+                        return reader, None
+                except flight.FlightUnavailableError:
+                    if uri == self.location:
+                        raise
+            raise AssertionError("unreachable")
+
+        reader, first = self._read(open_stream)
+        if first is None:
+            return
+        yield first
+        for chunk in reader:
+            yield chunk.data
+
+    def stage_batches(
+        self,
+        name: str,
+        batches: Iterable[pa.RecordBatch],
+        schema: pa.Schema,
+        *,
+        max_rows_per_file: int | None = None,
+        data_storage_version: str | None = None,
+    ) -> WriteResult:
+        """Stage ``batches`` (any iterable, consumed once) without committing; see :meth:`commit`.
+
+        If producing the batches fails part-way, the put is finished, whatever it staged is
+        discarded at once, and the producer's exception is raised: a failed producer leaves no
+        files behind.
+        """
+        failure: list[BaseException] = []
+
+        def guarded() -> Iterator[pa.RecordBatch]:
+            try:
+                yield from batches
+            except BaseException as exc:  # re-raised below, once the put is finished
+                failure.append(exc)
+
+        req = WriteRequest(name, "stage", max_rows_per_file, data_storage_version, end_marker=True)
+        result = self._put(req, pa.RecordBatchReader.from_batches(schema, guarded()))
+        if failure:
+            with contextlib.suppress(flight.FlightError, pa.ArrowException):
+                self.discard(name, result.fragments)
+            raise failure[0]
+        return result
+
+    def discard(self, name: str, fragments: Sequence[bytes]) -> int:
+        """Delete the data files of staged fragments that will never be committed; files removed."""
+        if not fragments:
+            return 0
+        result = self.action("discard_staged", ActionRequest(name, fragments=tuple(fragments)))
+        return int(result.counters.get("files_removed", 0))
 
 
 def _u64(values: Sequence[int] | np.ndarray) -> np.ndarray:

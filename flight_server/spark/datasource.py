@@ -11,7 +11,7 @@ from __future__ import annotations
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, DataSourceReader
 from pyspark.sql.types import StructType
 
-from flight_server.spark import _remote
+from flight_server.spark.connection import dataset_info, projected_schema
 from flight_server.spark.options import parse_read_options, parse_write_options
 from flight_server.spark.reader import LanceReader, LanceReaderNoPushdown
 from flight_server.spark.types import (
@@ -63,13 +63,13 @@ class LanceDataSource(DataSource):
     def schema(self) -> StructType:
         """The Spark schema of the (projected) dataset; pins the version read."""
         opts = parse_read_options(self.options)
-        info = _remote.dataset_info(opts.source, opts.version)
+        info = dataset_info(opts.source, opts.version)
         if info is None:
             raise InvalidInputError(f"dataset {opts.source.dataset!r} does not exist on {opts.source.uri}")
         # Pickled with the instance: the reader reads exactly this snapshot.
         self._dataset_schema = info.schema
         self._version = info.version
-        return arrow_to_spark_schema(_remote.projected_schema(info.schema, opts.columns, opts.with_row_id))
+        return arrow_to_spark_schema(projected_schema(info.schema, opts.columns, opts.with_row_id))
 
     def reader(self, schema: StructType) -> DataSourceReader:
         """A reader over the snapshot pinned by :meth:`schema`; takes filters if ``pushdown`` is on."""
@@ -77,7 +77,7 @@ class LanceDataSource(DataSource):
         dataset_schema = getattr(self, "_dataset_schema", None)
         version = getattr(self, "_version", None)
         if dataset_schema is None:  # a user-specified schema skips schema(): ask now
-            info = _remote.dataset_info(opts.source, opts.version)
+            info = dataset_info(opts.source, opts.version)
             if info is None:
                 raise InvalidInputError(
                     f"dataset {opts.source.dataset!r} does not exist on {opts.source.uri}"
@@ -94,7 +94,7 @@ class LanceDataSource(DataSource):
         save_mode = str(self.options.get("save_mode") or ("overwrite" if overwrite else "append")).lower()
         if save_mode not in SAVE_MODES:
             raise InvalidInputError(f"option 'save_mode' must be one of {SAVE_MODES}, got {save_mode!r}")
-        info = _remote.dataset_info(opts.source, None)
+        info = dataset_info(opts.source, None)
         if info is not None and save_mode == "errorifexists":
             raise DatasetAlreadyExistsError(f"dataset {opts.source.dataset!r} already exists")
         # A missing dataset is created by every mode ("create" fails if a concurrent job won).

@@ -2,8 +2,9 @@
 
 Read and write: ``uri`` (``grpc://host:port`` or ``grpc+tls://...``; env ``LANCE_FLIGHT_URI``),
 ``dataset`` (or the ``load(name)`` / ``save(name)`` path), ``token`` (bearer token; env
-``LANCE_FLIGHT_TOKEN``), ``tls_root_certs`` (PEM text or a path to a PEM file), ``timeout`` (seconds
-per call).
+``LANCE_FLIGHT_TOKEN``), ``tls_root_certs`` (PEM text or a path to a PEM file), ``tls_cert_chain``
+and ``tls_private_key`` (the client certificate and key for servers that require mutual TLS; PEM
+text or paths), ``timeout`` (seconds per call).
 
 Read: ``version`` (number or tag), ``columns`` (comma-separated projection), ``filter`` (a SQL
 predicate the server applies in addition to Spark's pushed filters), ``batch_size`` (rows per Arrow
@@ -60,8 +61,8 @@ def _bool(options: Mapping[str, str], key: str) -> bool:
     return text in ("true", "1", "yes")
 
 
-def _tls_roots(options: Mapping[str, str]) -> bytes | None:
-    text = _get(options, "tls_root_certs")
+def _pem(options: Mapping[str, str], key: str) -> bytes | None:
+    text = _get(options, key)
     if text is None:
         return None
     if "-----BEGIN" in text:
@@ -69,7 +70,7 @@ def _tls_roots(options: Mapping[str, str]) -> bytes | None:
     try:
         return Path(text).read_bytes()
     except OSError as e:
-        raise InvalidInputError(f"option 'tls_root_certs': cannot read {text!r}: {e.strerror}") from None
+        raise InvalidInputError(f"option {key!r}: cannot read {text!r}: {e.strerror}") from None
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,8 @@ class SourceOptions:
     token: str | None = None
     tls_root_certs: bytes | None = field(default=None, repr=False)
     timeout: float = DEFAULT_TIMEOUT
+    tls_cert_chain: bytes | None = field(default=None, repr=False)
+    tls_private_key: bytes | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -126,12 +129,17 @@ def _source(options: Mapping[str, str]) -> SourceOptions:
         raise InvalidInputError(f"option 'timeout' must be a number, got {timeout_text!r}") from None
     if timeout <= 0:
         raise InvalidInputError(f"option 'timeout' must be > 0, got {timeout}")
+    cert_chain, private_key = _pem(options, "tls_cert_chain"), _pem(options, "tls_private_key")
+    if (cert_chain is None) != (private_key is None):
+        raise InvalidInputError("mutual TLS needs both options 'tls_cert_chain' and 'tls_private_key'")
     return SourceOptions(
         uri=uri,
         dataset=dataset,
         token=_get(options, "token") or os.environ.get(ENV_TOKEN) or None,
-        tls_root_certs=_tls_roots(options),
+        tls_root_certs=_pem(options, "tls_root_certs"),
         timeout=timeout,
+        tls_cert_chain=cert_chain,
+        tls_private_key=private_key,
     )
 
 

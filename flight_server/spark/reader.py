@@ -9,13 +9,13 @@ them to the exact Arrow schema Spark derives from the DataFrame's schema.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import replace
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 from pyspark.sql.types import StructType
 
-from flight_server.spark import _remote
+from flight_server.client import ScanEndpoint
+from flight_server.spark.connection import ROW_ID, client_for
 from flight_server.spark.filters import split_filters
 from flight_server.spark.options import ReadOptions
 from flight_server.spark.types import spark_arrow_schema, to_spark_batch
@@ -51,17 +51,24 @@ class LanceReaderNoPushdown(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         """One partition per endpoint of the server's scan plan (big fragments split by the server)."""
-        opts = replace(self.options, filter=self.filter_sql)
-        endpoints = _remote.plan_scan(opts, self.columns)
+        opts = self.options
+        endpoints = client_for(opts.source).scan_endpoints(
+            opts.source.dataset,
+            columns=[c for c in self.columns if c != ROW_ID],
+            filter=self.filter_sql,
+            version=opts.version,
+            batch_size=opts.batch_size,
+            with_row_id=opts.with_row_id,
+            min_endpoints=opts.min_partitions,
+        )
         return [LanceInputPartition(i, ep.ticket, ep.locations) for i, ep in enumerate(endpoints)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Stream one endpoint (runs on an executor)."""
         assert isinstance(partition, LanceInputPartition)
         target = self.target
-        for batch in _remote.stream(
-            self.options.source, partition.ticket, partition.locations, partition.value
-        ):
+        endpoint = ScanEndpoint(partition.ticket, partition.locations)
+        for batch in client_for(self.options.source).read_endpoint(endpoint, partition.value):
             if batch.num_rows:
                 yield to_spark_batch(batch, target)
 

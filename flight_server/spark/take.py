@@ -14,7 +14,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql.types import StructType
 
-from flight_server.spark import _remote
+from flight_server.spark.connection import client_for, dataset_info, projected_schema
 from flight_server.spark.options import parse_read_options
 from flight_server.spark.types import arrow_to_spark_schema, spark_arrow_schema, to_spark_batch
 from lance_format.core.errors import InvalidInputError
@@ -69,10 +69,10 @@ def take_rows(
     opts = parse_read_options({k: str(v) for k, v in raw.items() if v is not None})
     if columns is not None:
         opts = opts.with_columns(tuple(columns))
-    info = _remote.dataset_info(opts.source, opts.version)
+    info = dataset_info(opts.source, opts.version)
     if info is None:
         raise InvalidInputError(f"dataset {dataset!r} does not exist on {opts.source.uri}")
-    fetched = _remote.projected_schema(info.schema, opts.columns, with_row_id=False)
+    fetched = projected_schema(info.schema, opts.columns, with_row_id=False)
     if row_id_column in fetched.names:
         raise InvalidInputError(f"column {row_id_column!r} is both the id column and a fetched column")
     out = StructType([ids.schema[row_id_column], *arrow_to_spark_schema(fetched).fields])
@@ -80,9 +80,17 @@ def take_rows(
     source, pinned, wanted = opts.source, info.version, tuple(fetched.names)
 
     def fetch(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        id_batches = (b.column(0) for b in batches)
-        for id_array, rows in _remote.take_stream(source, pinned, wanted, id_batches):
-            columns = [id_array, *(rows.column(name) for name in wanted)]
+        client = client_for(source)
+        for batch in batches:
+            id_array = batch.column(0)
+            if id_array.null_count:
+                raise InvalidInputError("row ids must not be null")
+            ids = id_array.cast(pa.uint64()).to_numpy(zero_copy_only=False)
+            rows = client.take(source.dataset, row_ids=ids, columns=wanted, version=pinned)
+            if rows.num_rows != len(id_array):
+                got = rows.num_rows
+                raise InvalidInputError(f"asked for {len(id_array)} rows, the server returned {got}")
+            columns = [id_array, *(rows.column(name).combine_chunks() for name in wanted)]
             yield to_spark_batch(pa.RecordBatch.from_arrays(columns, names=target.names), target)
 
     return ids.select(row_id_column).mapInArrow(fetch, out)

@@ -21,7 +21,8 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
-from flight_server.spark import _remote
+from flight_server.requests import WriteResult
+from flight_server.spark.connection import client_for
 from flight_server.spark.options import WriteOptions
 from flight_server.spark.types import to_dataset_batch
 from lance_format.core.errors import InvalidInputError
@@ -79,8 +80,15 @@ class LanceWriter(DataSourceArrowWriter):
         first = next(batches, None)
         if first is None:
             return LanceCommitMessage((), None, 0)
-        staged = _remote.stage(self.options, itertools.chain([first], batches), first.schema)
-        return LanceCommitMessage(staged.fragments, staged.schema, staged.rows)
+        opts = self.options
+        staged = client_for(opts.source).stage_batches(
+            opts.source.dataset,
+            itertools.chain([first], batches),
+            first.schema,
+            max_rows_per_file=opts.max_rows_per_file,
+            data_storage_version=opts.data_storage_version,
+        )
+        return LanceCommitMessage(staged.fragments, staged.schema, staged.rows_written)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """Commit every task's staged fragments in one transaction (runs on the driver)."""
@@ -92,11 +100,16 @@ class LanceWriter(DataSourceArrowWriter):
         # The schema the data was staged with (vectors included); Spark's own for an empty job.
         schema = next((m.schema for m in staged if m.schema is not None), self.plan.empty_schema)
         fragments = [f for m in staged for f in m.fragments]
-        _remote.commit(self.options.source, self.plan.mode, fragments, schema, self.plan.read_version)
+        source = self.options.source
+        everything = WriteResult(source.dataset, 0, 0, tuple(fragments), schema)
+        client_for(source).commit(
+            source.dataset, [everything], self.plan.mode, read_version=self.plan.read_version
+        )
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """Delete the files staged by the tasks that finished (runs on the driver)."""
-        _remote.discard(self.options.source, [f for m in _staged(messages) for f in m.fragments])
+        source = self.options.source
+        client_for(source).discard(source.dataset, [f for m in _staged(messages) for f in m.fragments])
 
 
 def save(

@@ -12,13 +12,14 @@ object-store requests and bytes, commit conflicts.
 from __future__ import annotations
 
 import os
+import resource
 import socket
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -68,10 +69,18 @@ class ServerProcess:
         Where its output goes (per-call logs are at WARNING, so mostly start and stop lines).
     extra_args:
         More flags for ``serve``.
+    address_space:
+        Bytes of virtual memory the server may map (``RLIMIT_AS``), for runs that attack it.
     """
 
     def __init__(
-        self, root: str, *, workers: int = 1, log_path: Path, extra_args: Sequence[str] = ()
+        self,
+        root: str,
+        *,
+        workers: int = 1,
+        log_path: Path,
+        extra_args: Sequence[str] = (),
+        address_space: int | None = None,
     ) -> None:
         self.root = root
         self.port = free_port(workers)  # worker k listens on port + k
@@ -97,7 +106,13 @@ class ServerProcess:
             *extra_args,
         ]
         self._log: IO[bytes] = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT, env=dict(os.environ))
+        self.proc = subprocess.Popen(
+            argv,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=dict(os.environ),
+            preexec_fn=None if address_space is None else _address_space_cap(address_space),
+        )
         self.log_path = log_path
         try:
             self._wait_ready()
@@ -137,6 +152,13 @@ class ServerProcess:
                 self.proc.wait(5)
         self._log.close()
         return self.proc.returncode
+
+
+def _address_space_cap(limit: int) -> Callable[[], None]:
+    def apply() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    return apply
 
 
 def _parse(text: str) -> dict[str, float]:
