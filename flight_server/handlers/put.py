@@ -32,7 +32,7 @@ from lance_format.core.errors import InvalidInputError, NotFoundError
 from lance_format.core.types import fields_from_arrow
 from lance_format.dataset import stage_fragments
 from lance_format.dataset.staging import StagingStore
-from lance_format.dataset.write import DEFAULT_MAX_ROWS_PER_FILE, write_fragments
+from lance_format.dataset.write import DEFAULT_MAX_ROWS_PER_FILE, resolve_storage_version, write_fragments
 from lance_format.io.store import ObjectStore, store_for_uri
 from lance_format.table.fragment_json import fragment_to_json
 from lance_format.table.model import DataFragment
@@ -182,7 +182,8 @@ def _stage(
             store=store,
             **options,
         )
-    version = req.data_storage_version or ds.data_storage_version
+    # A requested version is checked like any write's; without one the dataset keeps its own.
+    version = resolve_storage_version(req.data_storage_version or ds.data_storage_version)
     max_rows = int(options.get("max_rows_per_file", DEFAULT_MAX_ROWS_PER_FILE))
     return write_fragments(store, reader, fields_from_arrow(reader.schema), version, max_rows)
 

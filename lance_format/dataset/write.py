@@ -38,7 +38,14 @@ from lance_format.table.versions import load_manifest
 if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset
 
-__all__ = ["commit", "commit_properties", "stage_fragments", "write_dataset", "write_fragments"]
+__all__ = [
+    "commit",
+    "commit_properties",
+    "resolve_storage_version",
+    "stage_fragments",
+    "write_dataset",
+    "write_fragments",
+]
 
 #: pylance's default rows per data file.
 DEFAULT_MAX_ROWS_PER_FILE = 1024 * 1024
@@ -51,7 +58,7 @@ DEFAULT_DATA_STORAGE_VERSION = "2.2"
 _VERSION_ALIASES = {"stable": "2.2", "legacy": "0.1"}
 
 
-def _storage_version(v: str | None) -> str:
+def resolve_storage_version(v: str | None) -> str:
     """The version a new dataset gets for ``data_storage_version`` (None = the default).
 
     Raises :class:`NotSupportedError` for versions we cannot write (``"legacy"``/``"0.1"``,
@@ -273,7 +280,7 @@ def write_dataset(
         version = base.data_format.version
     else:
         lance_schema = fields_from_arrow(reader.schema)
-        version = _storage_version(data_storage_version)
+        version = resolve_storage_version(data_storage_version)
     if version not in _WRITABLE_VERSIONS:
         raise NotSupportedError(
             f"writing data storage version {version!r} is not supported; use one of {_WRITABLE_VERSIONS}"
@@ -314,7 +321,10 @@ def stage_fragments(
     try:
         base, _ = load_manifest(store)
     except NotFoundError:
-        lance_schema, version = fields_from_arrow(reader.schema), _storage_version(data_storage_version)
+        lance_schema, version = (
+            fields_from_arrow(reader.schema),
+            resolve_storage_version(data_storage_version),
+        )
     else:
         reader = to_reader(reader, _check_schema(reader.schema, base))
         lance_schema, version = base.schema, base.data_format.version
@@ -347,6 +357,8 @@ def commit(
             raise
         base, naming = None, None
     txn = Transaction(base.version if base else 0, str(uuid.uuid4()), operation)
-    options = CommitOptions(data_format=DataStorageFormat("lance", _storage_version(data_storage_version)))
+    options = CommitOptions(
+        data_format=DataStorageFormat("lance", resolve_storage_version(data_storage_version))
+    )
     manifest = commit_transaction(store, txn, base, naming, options)
     return LanceDataset(uri, store=store, manifest=manifest, naming=naming or options.naming)
