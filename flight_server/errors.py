@@ -34,6 +34,7 @@ __all__ = [
     "ERROR_CODES",
     "InvalidArgument",
     "NotFound",
+    "ResourceExhausted",
     "StreamFailed",
     "TooManyStreams",
     "Unimplemented",
@@ -85,6 +86,14 @@ class TooManyStreams(flight.FlightUnavailableError):  # type: ignore[misc]
             f"too many concurrent streams (limit {limit}, limits.maxConcurrentStreams); retry later",
             b"RESOURCE_EXHAUSTED",
         )
+
+
+class ResourceExhausted(flight.FlightUnavailableError):  # type: ignore[misc]
+    """No slot or result memory is free within the wait (or the call asks for more than its
+    share): UNAVAILABLE with code ``RESOURCE_EXHAUSTED``; retry later or ask for less."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, b"RESOURCE_EXHAUSTED")
 
 
 def error_code(error: BaseException) -> str | None:

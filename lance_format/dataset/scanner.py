@@ -110,8 +110,10 @@ class LanceScanner:
             columns = list(arrow.names)
         elif isinstance(columns, str) or not all(isinstance(c, str) for c in columns):
             raise InvalidInputError("columns must be a list of column names or a dict of SQL expressions")
+        # One set of names: ``Schema.names`` builds a new list per access (quadratic in a loop).
+        known = set(arrow.names)
         for c in columns:
-            if c not in arrow.names:
+            if c not in known:
                 raise InvalidInputError(f"no column {c!r} in the dataset; columns are {arrow.names}")
         self._columns = list(columns)
         self._filter = None
