@@ -147,9 +147,7 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
         """A stream slot for the caller (waits, bounded, for one; else RESOURCE_EXHAUSTED)."""
         return self._slots.acquire(principal_of(context), context.is_cancelled)
 
-    def _stream(
-        self, kind: str, batches: Iterator[pa.RecordBatch], lease: Lease, first_estimate: int
-    ) -> Iterator[pa.RecordBatch]:
+    def _stream(self, kind: str, batches: Iterator[pa.RecordBatch], lease: Lease) -> Iterator[pa.RecordBatch]:
         """Yield ``batches`` split under the message limit, charged to ``lease`` until sent; count
         them; free the slot and memory at the end."""
         rows = nbytes = 0
@@ -157,7 +155,7 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
         try:
             if self.metrics is not None:
                 self.metrics.stream_started()
-            for batch in governed(lease, batches, first_estimate):
+            for batch in governed(lease, batches):
                 if batch.nbytes > limit and batch.num_rows > 1:
                     step = max(1, batch.num_rows * limit // max(1, batch.nbytes))
                     parts = [batch.slice(i, step) for i in range(0, batch.num_rows, step)]
@@ -272,10 +270,13 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
                     first = (req.batch_size or SCAN_BATCH_ROWS) * estimate_row_bytes(schema)
                     if key is not None:
                         batches = self.batch_cache.recording(key, schema, batches)
+                # Admission: the first batch's bytes are reserved now, so a stream that finds no
+                # room is refused (RESOURCE_EXHAUSTED) before it starts, never halfway.
+                lease.reserve(first)
             except BaseException:
                 lease.release()
                 raise
-            stream = self._stream(kind, batches, lease, first)
+            stream = self._stream(kind, batches, lease)
             # A stream cancelled before its first batch never runs the generator's finally.
             weakref.finalize(stream, lease.release)
             # Through a reader, not GeneratorStream: the IPC writer behind RecordBatchStream sends

@@ -25,7 +25,6 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.flight as flight
@@ -318,30 +317,20 @@ class StreamGovernor:
             self._leases.discard(lease)
 
 
-def governed(
-    lease: Lease,
-    batches: Iterator[pa.RecordBatch],
-    first_estimate: int,
-    on_batch: Callable[[pa.RecordBatch], Any] | None = None,
-) -> Iterator[pa.RecordBatch]:
-    """``batches`` with ``lease`` charged for each one until the client has taken it.
+def governed(lease: Lease, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``batches`` with ``lease`` charged for the batch the stream holds until the client took it.
 
-    The next batch's bytes are reserved before it is produced (the last batch's size, or
-    ``first_estimate``), corrected once it exists, and freed when pyarrow asks for the one after
-    (gRPC has then sent it). The call's cancellation is checked between batches.
+    The caller reserves the first batch's estimated bytes when it admits the stream (so a stream
+    that finds no room is refused before it starts, never halfway); from then on the charge
+    follows the real size of each batch (pyarrow asks for the next batch once gRPC sent the last,
+    so a stream holds about one). The call's cancellation is checked between batches.
     """
-    expect = first_estimate
     while True:
         lease.check()
-        lease.reserve(expect)
         batch = next(batches, None)
         if batch is None:
             lease.free()
             return
         lease.resize(batch.nbytes)
-        expect = batch.nbytes
-        if on_batch is not None:
-            on_batch(batch)
         with lease.waiting():
             yield batch
-        lease.free()

@@ -72,7 +72,7 @@ def _never() -> bool:
 
 
 #: Fragments or endpoints planned between two looks at the call's cancellation flag.
-_CANCEL_CHECK_EVERY = 256
+_CANCEL_CHECK_EVERY = 64
 
 
 def _check_split(live: Sequence[int], step: int, max_endpoints: int) -> None:
