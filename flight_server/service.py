@@ -267,7 +267,14 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
                         lease.release()
                         return self._table_stream("scan", cached)
                     schema, batches = scan_stream(self.catalog, req, ds)
-                    first = (req.batch_size or SCAN_BATCH_ROWS) * estimate_row_bytes(schema)
+                    row_bytes = estimate_row_bytes(schema)
+                    rows = req.batch_size or SCAN_BATCH_ROWS
+                    if req.batch_size is None and rows * row_bytes > self.settings.max_message_bytes:
+                        # Wide rows: batches of one message each, not 8,192 rows of many messages.
+                        rows = max(1, self.settings.max_message_bytes // row_bytes)
+                        narrow = dataclasses.replace(req, batch_size=rows)
+                        schema, batches = scan_stream(self.catalog, narrow, ds)
+                    first = rows * row_bytes
                     if key is not None:
                         batches = self.batch_cache.recording(key, schema, batches)
                 # Admission: the first batch's bytes are reserved now, so a stream that finds no
@@ -380,6 +387,7 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
             if name == "cache_stats":
                 batch = dataclasses.asdict(self.batch_cache.counters())
                 counters = {**result.counters, **{f"batch_{k}": int(v) for k, v in batch.items()}}
+                counters |= self._slots.stats()  # streams_open, stream_principals, stream_memory_bytes
                 result = dataclasses.replace(result, counters=counters)
             return encode_action_result(result)
 

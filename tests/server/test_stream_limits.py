@@ -238,3 +238,18 @@ def test_streams_stop_between_batches_when_the_call_is_cancelled() -> None:
     with pytest.raises(flight.FlightCancelledError):
         next(stream)
     assert produced == [0]
+
+
+def test_wide_rows_are_scanned_in_smaller_batches_not_refused(tmp_path: Path, recorder: Recorder) -> None:
+    s = start(tmp_path / "r", recorder, max_message_bytes=256 * 1024, call_memory_bytes=1024 * 1024)
+    try:
+        values = np.arange(10_000, dtype=np.float64)
+        write_dataset(pa.table({f"c{i}": values for i in range(200)}), str(s.root / "wide"))
+        # 8,192 rows of 1,600 bytes would be 13 MB a batch: more than one call may hold.
+        table = s.client.scan("wide")
+        assert table.num_rows == 10_000
+        assert table.column("c7").to_numpy().tolist() == values.tolist()
+        too_big = ScanRequest("wide", batch_size=8192)
+        _refused(lambda: _unread(s.raw, too_big).read_all())
+    finally:
+        stop(s)
