@@ -274,7 +274,7 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
                         rows = max(1, self.settings.max_message_bytes // row_bytes)
                         narrow = dataclasses.replace(req, batch_size=rows)
                         schema, batches = scan_stream(self.catalog, narrow, ds)
-                    first = rows * row_bytes
+                    first = min(rows, req.limit if req.limit is not None else rows) * row_bytes
                     if key is not None:
                         batches = self.batch_cache.recording(key, schema, batches)
                 # Admission: the first batch's bytes are reserved now, so a stream that finds no
