@@ -136,16 +136,20 @@ class LanceScanner:
         self._compute_row_id = with_row_id or ROWID in used
         self._compute_row_address = with_row_address or ROWADDR in used
         self._fragments = list(fragments) if fragments is not None else list(dataset.manifest.fragments)
-        if self._exprs is None:
-            fields = [arrow.field(c) for c in self._columns]
+        if self._exprs is None and self._columns == arrow.names:
+            # Every column in order: the dataset's own fields, without a Python object per field
+            # (wide tables: 100,000 columns) and, as below, without the schema-level metadata.
+            projected = arrow.remove_metadata()
+        elif self._exprs is None:
+            projected = pa.schema([arrow.field(c) for c in self._columns])
         else:
             empty = pa.schema([arrow.field(c) for c in self._columns]).empty_table()
-            fields = list(self._project(empty).schema)
+            projected = pa.schema(list(self._project(empty).schema))
         if with_row_id:
-            fields.append(pa.field(ROWID, pa.uint64(), nullable=True))
+            projected = projected.append(pa.field(ROWID, pa.uint64(), nullable=True))
         if with_row_address:
-            fields.append(pa.field(ROWADDR, pa.uint64(), nullable=True))
-        self.projected_schema = pa.schema(fields)
+            projected = projected.append(pa.field(ROWADDR, pa.uint64(), nullable=True))
+        self.projected_schema = projected
 
     # -- execution -----------------------------------------------------------------------------
     def _plan(self) -> Iterator[tuple[FragmentReader, int, int, int]]:
