@@ -113,6 +113,12 @@ def _unread(client: flight.FlightClient, req: ScanRequest | TakeRequest) -> flig
     return client.do_get(flight.Ticket(encode_ticket(req)))
 
 
+def _cancel(readers: list[flight.FlightStreamReader]) -> None:
+    """End unread streams, so a failed test does not leave the server waiting on them."""
+    for reader in readers:
+        reader.cancel()
+
+
 def _refused(call: object) -> BaseException:
     with pytest.raises(flight.FlightUnavailableError) as info:
         call()  # type: ignore[operator]
@@ -123,10 +129,10 @@ def _refused(call: object) -> BaseException:
 def test_unread_streams_of_one_client_do_not_lock_out_the_others(tmp_path: Path, recorder: Recorder) -> None:
     s = start(tmp_path / "r", recorder, max_concurrent_streams=8, stream_wait_seconds=0.2)
     attacker = flight.connect(s.location)
+    streams: list[flight.FlightStreamReader] = []
     try:
         _big(s)
         seed(s, n=50)
-        streams = []
         for _ in range(4):  # half of the slots: the attacker's share
             streams.append(_unread(attacker, ScanRequest("big")))
         _refused(lambda: _unread(attacker, ScanRequest("big")).read_all())
@@ -139,6 +145,7 @@ def test_unread_streams_of_one_client_do_not_lock_out_the_others(tmp_path: Path,
         for reader in streams:
             assert reader.read_all().num_rows == BIG_ROWS  # the attacker's streams still work
     finally:
+        _cancel(streams)
         attacker.close()
         stop(s)
 
@@ -152,10 +159,11 @@ def test_takes_hold_their_slot_until_sent(tmp_path: Path, recorder: Recorder) ->
         stream_wait_seconds=0.2,
     )
     other = flight.connect(s.location)
+    takes: list[flight.FlightStreamReader] = []
     try:
         _big(s)
         ids = np.arange(BIG_ROWS, dtype=np.uint64)[::-1].copy()
-        takes = [_unread(s.raw, TakeRequest("big", indices=ids)) for _ in range(2)]
+        takes += [_unread(s.raw, TakeRequest("big", indices=ids)) for _ in range(2)]
         deadline = time.monotonic() + 10
         while s.server._slots.open < 2 and time.monotonic() < deadline:
             time.sleep(0.01)
@@ -168,6 +176,7 @@ def test_takes_hold_their_slot_until_sent(tmp_path: Path, recorder: Recorder) ->
         assert _unread(other, TakeRequest("big", indices=ids[:5])).read_all().num_rows == 5
         assert s.server._slots.open == 0
     finally:
+        _cancel(takes)
         other.close()
         stop(s)
 
@@ -181,17 +190,19 @@ def test_an_unread_stream_loses_its_slot_after_the_idle_timeout(tmp_path: Path, 
         stream_idle_seconds=0.3,
     )
     attacker = flight.connect(s.location)
+    held: list[flight.FlightStreamReader] = []
     try:
         _big(s)
         seed(s, n=10)
-        held = _unread(attacker, ScanRequest("big"))
+        held.append(_unread(attacker, ScanRequest("big")))
         deadline = time.monotonic() + 10
         while s.server._slots.open < 1 and time.monotonic() < deadline:
             time.sleep(0.01)
         assert s.client.scan("ds").num_rows == 10  # waits, then gets the idle stream's slot
         with pytest.raises(flight.FlightError, match="waited on the client"):
-            held.read_all()
+            held[0].read_all()
     finally:
+        _cancel(held)
         attacker.close()
         stop(s)
 
