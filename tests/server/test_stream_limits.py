@@ -264,3 +264,28 @@ def test_wide_rows_are_scanned_in_smaller_batches_not_refused(tmp_path: Path, re
         _refused(lambda: _unread(s.raw, too_big).read_all())
     finally:
         stop(s)
+
+
+def test_a_silent_put_loses_its_slot_after_the_idle_timeout(tmp_path: Path, recorder: Recorder) -> None:
+    s = start(tmp_path / "r", recorder, max_concurrent_streams=1, stream_idle_seconds=0.3)
+    writer_client = flight.connect(s.location)
+    try:
+        seed(s, n=10)
+        schema = pa.schema([pa.field("id", pa.int64())])
+        writer, _ = writer_client.do_put(flight.FlightDescriptor.for_path("silent"), schema)
+        deadline = time.monotonic() + 10
+        while s.server._slots.open < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert s.server._slots.open == 1  # the put holds the only slot and sends nothing
+        assert s.client.scan("ds").num_rows == 10  # waits, then gets the silent put's slot
+
+        def finish() -> None:
+            writer.write_table(pa.table({"id": pa.array([1], pa.int64())}))
+            writer.close()
+
+        with pytest.raises(flight.FlightError, match="waited on the client"):
+            finish()
+        assert "silent" not in s.client.list_datasets()
+    finally:
+        writer_client.close()
+        stop(s)
