@@ -37,6 +37,7 @@ from flight_server.streams import (
     CallCancelled,
     Lease,
     StreamGovernor,
+    admission_bytes,
     estimate_row_bytes,
     governed,
     principal_of,
@@ -279,7 +280,7 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
                         batches = self.batch_cache.recording(key, schema, batches)
                 # Admission: the first batch's bytes are reserved now, so a stream that finds no
                 # room is refused (RESOURCE_EXHAUSTED) before it starts, never halfway.
-                lease.reserve(first)
+                lease.reserve(admission_bytes(first))
             except BaseException:
                 lease.release()
                 raise

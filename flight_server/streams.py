@@ -7,8 +7,9 @@ Every ``do_get``, ``do_put`` and ``do_exchange`` holds a :class:`Lease` of the s
   ``limits.maxStreamsPerPrincipal`` of them for one principal, so a client that opens streams and
   never reads them cannot lock the others out;
 * **memory**: the bytes of the batches the stream holds (the one being produced and the one gRPC is
-  sending), charged before a batch is produced, against ``limits.callMemoryBytes`` for the call,
-  the principal's share of ``limits.memoryBudgetBytes`` and the whole budget.
+  sending), reserved when the stream is admitted and then following the real sizes, against
+  ``limits.callMemoryBytes`` for the call, the principal's share of ``limits.memoryBudgetBytes``
+  and the whole budget.
 
 A request that finds no room waits up to ``limits.streamWaitSeconds`` and is then refused with
 UNAVAILABLE, code ``RESOURCE_EXHAUSTED`` (pyarrow's server cannot send gRPC's own RESOURCE_EXHAUSTED
@@ -36,6 +37,7 @@ __all__ = [
     "Lease",
     "StreamExpired",
     "StreamGovernor",
+    "admission_bytes",
     "estimate_row_bytes",
     "governed",
     "principal_of",
@@ -318,19 +320,28 @@ class StreamGovernor:
 
 
 def governed(lease: Lease, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """``batches`` with ``lease`` charged for the batch the stream holds until the client took it.
+    """``batches`` with ``lease`` charged for what the stream holds until the client took it.
 
-    The caller reserves the first batch's estimated bytes when it admits the stream (so a stream
-    that finds no room is refused before it starts, never halfway); from then on the charge
-    follows the real size of each batch (pyarrow asks for the next batch once gRPC sent the last,
-    so a stream holds about one). The call's cancellation is checked between batches.
+    The caller reserves :func:`admission_bytes` of the first batch's estimate when it admits the
+    stream (so a stream that finds no room is refused before it starts, never halfway); from then
+    on the charge follows the real sizes of the last two batches: pyarrow asks for the next batch
+    once gRPC accepted the last, which gRPC may still hold in its send buffer while the next is
+    produced (and blocks on). The call's cancellation is checked between batches.
     """
+    previous = 0
     while True:
         lease.check()
         batch = next(batches, None)
         if batch is None:
             lease.free()
             return
-        lease.resize(batch.nbytes)
+        lease.resize(previous + batch.nbytes)
+        previous = batch.nbytes
         with lease.waiting():
             yield batch
+
+
+def admission_bytes(first_batch_bytes: int) -> int:
+    """Bytes to reserve when admitting a stream whose first batch is estimated at this size: the
+    batch gRPC holds and the one being produced (see :func:`governed`)."""
+    return 2 * first_batch_bytes

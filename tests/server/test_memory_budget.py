@@ -2,9 +2,12 @@
 
 The server runs in a subprocess under an address-space cap (a runaway could otherwise take the
 machine), with a small result-memory budget. Before the fix each take was materialized whole and
-held by gRPC until the client read it: a dozen unread takes of 60 MB held ~0.7 GB. Now a take is
+held by gRPC until the client read it: two dozen unread takes of 60 MB held over a GB. Now a take is
 read and sent in chunks of ~8 MiB charged to the budget, so the same takes hold a few chunks and
-the ones that find no room are refused with RESOURCE_EXHAUSTED.
+the ones that find no room are refused with RESOURCE_EXHAUSTED. (Growth is measured after a warm-up
+take, so memory the allocator kept from it is reused and not counted: the bound is on what the
+unread takes add, with room for what the bookkeeping does not see: a take's transient decoding
+buffers, requests' id arrays and what the allocator keeps; measured ~200 MiB now, ~850 MiB before.)
 """
 
 from __future__ import annotations
@@ -34,8 +37,8 @@ SERVING = re.compile(r"msg=serving .*?locations=(\S+)")
 #: far below what would hurt the machine.
 ADDRESS_SPACE_CAP = 6 * 1024**3
 ROWS, COLUMNS = 300_000, 25  # 200 bytes a row: 60 MB per full take
-UNREAD_TAKES = 12
-BUDGET = 128 * 1024 * 1024
+UNREAD_TAKES = 24
+BUDGET = 64 * 1024 * 1024
 
 
 def _cap() -> None:
@@ -98,7 +101,7 @@ def test_unread_takes_stay_within_the_memory_budget(server: tuple[subprocess.Pop
     time.sleep(2.0)  # let every admitted take produce all it can
     grown = _rss(proc.pid) - before
     assert proc.poll() is None
-    assert grown < 3 * BUDGET, f"{UNREAD_TAKES} unread takes grew the server by {grown >> 20} MiB"
+    assert grown < 5 * BUDGET, f"{UNREAD_TAKES} unread takes grew the server by {grown >> 20} MiB"
     assert set(refusals) <= {"RESOURCE_EXHAUSTED"}
     assert refusals, "the budget admitted every take"
     with flight.connect(location) as victim:
