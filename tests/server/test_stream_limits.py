@@ -3,6 +3,7 @@ and work stops when the client's deadline passes."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Iterator
@@ -269,10 +270,10 @@ def test_wide_rows_are_scanned_in_smaller_batches_not_refused(tmp_path: Path, re
 def test_a_silent_put_loses_its_slot_after_the_idle_timeout(tmp_path: Path, recorder: Recorder) -> None:
     s = start(tmp_path / "r", recorder, max_concurrent_streams=1, stream_idle_seconds=0.3)
     writer_client = flight.connect(s.location)
+    seed(s, n=10)
+    schema = pa.schema([pa.field("id", pa.int64())])
+    writer, _ = writer_client.do_put(flight.FlightDescriptor.for_path("silent"), schema)
     try:
-        seed(s, n=10)
-        schema = pa.schema([pa.field("id", pa.int64())])
-        writer, _ = writer_client.do_put(flight.FlightDescriptor.for_path("silent"), schema)
         deadline = time.monotonic() + 10
         while s.server._slots.open < 1 and time.monotonic() < deadline:
             time.sleep(0.01)
@@ -287,5 +288,7 @@ def test_a_silent_put_loses_its_slot_after_the_idle_timeout(tmp_path: Path, reco
             finish()
         assert "silent" not in s.client.list_datasets()
     finally:
+        with contextlib.suppress(flight.FlightError, pa.ArrowException):
+            writer.close()  # a failed test must not leave the server waiting on the put
         writer_client.close()
         stop(s)
