@@ -187,7 +187,7 @@ def test_an_unread_stream_loses_its_slot_after_the_idle_timeout(tmp_path: Path, 
         tmp_path / "r",
         recorder,
         max_concurrent_streams=1,
-        stream_wait_seconds=5,
+        stream_wait_seconds=60,  # the victim waits as long as it takes the attacker to go idle
         stream_idle_seconds=0.3,
     )
     attacker = flight.connect(s.location)
@@ -268,7 +268,9 @@ def test_wide_rows_are_scanned_in_smaller_batches_not_refused(tmp_path: Path, re
 
 
 def test_a_silent_put_loses_its_slot_after_the_idle_timeout(tmp_path: Path, recorder: Recorder) -> None:
-    s = start(tmp_path / "r", recorder, max_concurrent_streams=1, stream_idle_seconds=0.3)
+    s = start(
+        tmp_path / "r", recorder, max_concurrent_streams=1, stream_wait_seconds=60, stream_idle_seconds=0.3
+    )
     writer_client = flight.connect(s.location)
     seed(s, n=10)
     schema = pa.schema([pa.field("id", pa.int64())])
