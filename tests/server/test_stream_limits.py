@@ -294,3 +294,19 @@ def test_a_silent_put_loses_its_slot_after_the_idle_timeout(tmp_path: Path, reco
             writer.close()  # a failed test must not leave the server waiting on the put
         writer_client.close()
         stop(s)
+
+
+def test_an_exchange_batch_larger_than_a_call_may_hold_is_refused(tmp_path: Path, recorder: Recorder) -> None:
+    s = start(tmp_path / "r", recorder, call_memory_bytes=1024 * 1024)
+    try:
+        _big(s)
+        small = np.arange(1000, dtype=np.uint64)
+        large = np.arange(200_000, dtype=np.uint64)  # 16 bytes a row: 3.2 MB in one answer batch
+        answers = s.client.take_stream("big", [small, small[::-1]], by="index")
+        assert [t.num_rows for t in answers] == [1000, 1000]
+        with pytest.raises(flight.FlightUnavailableError) as info:
+            list(s.client.take_stream("big", [small, large], by="index"))
+        assert error_code(info.value) == "RESOURCE_EXHAUSTED"
+        assert "limits.callMemoryBytes" in str(info.value)
+    finally:
+        stop(s)
