@@ -28,7 +28,7 @@ import secrets
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow.flight as flight
@@ -64,6 +64,8 @@ class Principal:
 
     name: str
     read_only: bool
+    #: Tells principals of the same name apart for fair shares (a digest of a static token).
+    key: str = field(default="", compare=False)
 
 
 def new_session_key() -> bytes:
@@ -153,7 +155,9 @@ class Authenticator:
         if value.startswith(SESSION_PREFIX):
             return self._verify_session(value)
         token = self._token(value)
-        return None if token is None else Principal("token", token.read_only)
+        if token is None:
+            return None
+        return Principal("token", token.read_only, key=f"token:{_digest(value).hex()[:16]}")
 
     def basic(self, user: str, password: str) -> Principal | None:
         """A configured user, or any user name with a valid token as the password; else ``None``."""
@@ -191,6 +195,8 @@ class AuthMiddleware(flight.ServerMiddleware):  # type: ignore[misc]
     def __init__(self, principal: Principal, issued: str | None = None) -> None:
         self.principal = principal
         self.read_only = principal.read_only
+        #: Who the call runs as for stream fairness (flight_server.streams.principal_of).
+        self.principal_key = principal.key or f"user:{principal.name}"
         self._issued = issued
 
     def sending_headers(self) -> dict[str, str]:

@@ -52,6 +52,7 @@ __all__ = [
     "InvalidArgument",
     "NotFound",
     "Outcome",
+    "ResourceExhausted",
     "StreamFailed",
     "TooManyStreams",
     "Unimplemented",
@@ -158,6 +159,14 @@ def client_chunks(reader: Iterable[Any]) -> Iterator[Any]:
         except pa.ArrowException as exc:
             raise ClientStreamError(f"the stream sent is not valid Arrow IPC: {exc}") from None
         yield chunk
+
+
+class ResourceExhausted(flight.FlightUnavailableError):  # type: ignore[misc]
+    """No slot or result memory is free within the wait (or the call asks for more than its
+    share): UNAVAILABLE with code ``RESOURCE_EXHAUSTED``; retry later or ask for less."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, b"RESOURCE_EXHAUSTED")
 
 
 _CODE_IN_MESSAGE = re.compile(r"\[([A-Z_]+)\]")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import threading
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
@@ -26,17 +25,28 @@ from flight_server._serde import (
 )
 from flight_server.batch_cache import BatchCache, scan_key
 from flight_server.catalog import Catalog
-from flight_server.errors import TooManyStreams, raise_flight_error, to_stream_error
+from flight_server.errors import raise_flight_error, to_stream_error
 from flight_server.flightsql import SQL_ACTIONS, FlightSql
 from flight_server.handlers.actions import ACTIONS, run_action
 from flight_server.handlers.exchange import serve_exchange
 from flight_server.handlers.put import write_request, write_stream
 from flight_server.handlers.scan import open_version, plan_scan, scan_stream
-from flight_server.handlers.take import take_table
+from flight_server.handlers.take import take_batches
 from flight_server.json_bodies import decode_json_action, encode_json_result, is_json_body
 from flight_server.requests import ScanRequest, TakeRequest, WriteRequest
 from flight_server.settings import ServerSettings
+from flight_server.streams import (
+    CallCancelled,
+    Lease,
+    StreamGovernor,
+    admission_bytes,
+    estimate_row_bytes,
+    governed,
+    principal_of,
+)
+from flight_server.validation import RequestLimits, check_request_bytes, validate
 from lance_format.core.errors import CommitConflictError, InvalidInputError
+from lance_format.dataset.scanner import DEFAULT_BATCH_SIZE as SCAN_BATCH_ROWS
 
 __all__ = ["LanceFlightService"]
 
@@ -68,38 +78,6 @@ def _caller(context: flight.ServerCallContext) -> str:
     middleware = context.get_middleware("auth")
     principal = getattr(middleware, "principal", None)
     return str(getattr(principal, "name", "") or "")
-
-
-class _StreamSlots:
-    """Counts open streams; refuses a new one above ``limits.maxConcurrentStreams``."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.open = 0
-        self._lock = threading.Lock()
-
-    def acquire(self) -> _Lease:
-        with self._lock:
-            if self.open >= self.limit:
-                raise TooManyStreams(self.limit)
-            self.open += 1
-        return _Lease(self)
-
-    def _release(self) -> None:
-        with self._lock:
-            self.open -= 1
-
-
-class _Lease:
-    """One open stream; releasing twice is harmless (a stream ends once, however it ends)."""
-
-    def __init__(self, slots: _StreamSlots) -> None:
-        self._slots: _StreamSlots | None = slots
-
-    def release(self) -> None:
-        slots, self._slots = self._slots, None
-        if slots is not None:
-            slots._release()
 
 
 class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
@@ -143,7 +121,16 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
         self.settings = settings
         self.catalog = Catalog(settings.root, _storage_options(settings), settings.latest_version_seconds)
         self.metrics = metrics
-        self._slots = _StreamSlots(settings.max_concurrent_streams)
+        # Slots and result memory of this process, shared fairly between principals.
+        self._slots = StreamGovernor(
+            settings.max_concurrent_streams,
+            settings.streams_per_principal,
+            settings.memory_budget_bytes,
+            settings.call_memory_bytes,
+            settings.stream_wait_seconds,
+            settings.stream_idle_seconds,
+        )
+        self._limits = RequestLimits.of(settings)
         # Per service (one per worker process): decoded batches of finished scan endpoints.
         self.batch_cache = BatchCache(settings.batch_cache_bytes)
         # Flight SQL (and plain SQL text commands) on the same port.
@@ -174,16 +161,19 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
                 raise to_stream_error(exc, self._hide) from None
             raise_flight_error(exc, self._hide)
 
-    def _stream(
-        self, kind: str, batches: Iterator[pa.RecordBatch], lease: _Lease
-    ) -> Iterator[pa.RecordBatch]:
-        """Yield ``batches`` split under the message limit; count them; free the stream slot at the end."""
+    def _lease(self, context: flight.ServerCallContext) -> Lease:
+        """A stream slot for the caller (waits, bounded, for one; else RESOURCE_EXHAUSTED)."""
+        return self._slots.acquire(principal_of(context), context.is_cancelled)
+
+    def _stream(self, kind: str, batches: Iterator[pa.RecordBatch], lease: Lease) -> Iterator[pa.RecordBatch]:
+        """Yield ``batches`` split under the message limit, charged to ``lease`` until sent; count
+        them; free the slot and memory at the end."""
         rows = nbytes = 0
         limit = self.settings.max_message_bytes
         try:
             if self.metrics is not None:
                 self.metrics.stream_started()
-            for batch in batches:
+            for batch in governed(lease, batches):
                 if batch.nbytes > limit and batch.num_rows > 1:
                     step = max(1, batch.num_rows * limit // max(1, batch.nbytes))
                     parts = [batch.slice(i, step) for i in range(0, batch.num_rows, step)]
@@ -203,13 +193,23 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
                 self.metrics.stream_finished()
                 self.metrics.rows_served(kind, rows, nbytes)
 
+    def _check_command_bytes(self, descriptor: flight.FlightDescriptor) -> None:
+        """Refuse an oversized descriptor command before anything parses it."""
+        if descriptor.descriptor_type == flight.DescriptorType.CMD:
+            command = descriptor.command or b""
+            check_request_bytes(command, self.settings.max_message_bytes, "descriptor command")
+
     # -- discovery -------------------------------------------------------------------------------
     def list_flights(self, context: flight.ServerCallContext, criteria: bytes) -> Iterator[flight.FlightInfo]:
+        raw = bytes(criteria or b"")
+        self._guard(lambda: check_request_bytes(raw, self.settings.max_message_bytes, "criteria"))
         names = self._guard(self.catalog.names)
-        prefix = bytes(criteria or b"").decode("utf-8", "replace")
+        prefix = raw.decode("utf-8", "replace")
         for name in names:
             if prefix and not name.startswith(prefix):
                 continue
+            if context.is_cancelled():
+                return  # nobody reads the rest
             try:
                 yield plan_scan(
                     self.catalog,
@@ -217,7 +217,11 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
                     flight.FlightDescriptor.for_path(name),
                     self.advertise,
                     self.settings.ticket_lifetime_seconds,
+                    self.settings.max_endpoints,
+                    context.is_cancelled,
                 )
+            except CallCancelled:
+                return
             except Exception:
                 log.warning("list_flights: cannot plan dataset", extra={"dataset": name}, exc_info=True)
 
@@ -227,16 +231,23 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
             if len(path) != 1:
                 raise InvalidInputError("a path descriptor names exactly one dataset: [name]")
             raw = path[0]
-            return ScanRequest(raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw))
-        req = decode_command(descriptor.command)
-        if not isinstance(req, ScanRequest):
-            raise InvalidInputError("this call needs a path descriptor or a ScanRequest command")
+            check_request_bytes(raw, self.settings.max_message_bytes, "descriptor path")
+            req = ScanRequest(raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw))
+        else:
+            command = descriptor.command or b""
+            check_request_bytes(command, self.settings.max_message_bytes, "descriptor command")
+            decoded = decode_command(command)
+            if not isinstance(decoded, ScanRequest):
+                raise InvalidInputError("this call needs a path descriptor or a ScanRequest command")
+            req = decoded
+        validate(req, self._limits)
         return req
 
     def get_flight_info(
         self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor
     ) -> flight.FlightInfo:
         def run() -> flight.FlightInfo:
+            self._check_command_bytes(descriptor)
             sql = self.sql.command(descriptor)
             if sql is not None:
                 return self.sql.flight_info(sql, descriptor, lambda: _require_write(context))
@@ -246,6 +257,8 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
                 descriptor,
                 self.advertise,
                 self.settings.ticket_lifetime_seconds,
+                self.settings.max_endpoints,
+                context.is_cancelled,
             )
 
         return self._guard(run)
@@ -254,6 +267,7 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
         self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor
     ) -> flight.SchemaResult:
         def run() -> flight.SchemaResult:
+            self._check_command_bytes(descriptor)
             sql = self.sql.command(descriptor)
             if sql is not None:
                 return flight.SchemaResult(self.sql.schema(sql))
@@ -268,34 +282,48 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
     # -- reads -----------------------------------------------------------------------------------
     def do_get(self, context: flight.ServerCallContext, ticket: flight.Ticket) -> flight.FlightDataStream:
         def run() -> flight.FlightDataStream:
+            check_request_bytes(ticket.ticket, self.settings.max_message_bytes, "ticket")
             sql = self.sql.stream(ticket.ticket)
             if sql is not None:
-                return self._sql_stream(*sql)
+                return self._sql_stream(context, *sql)
             req = decode_ticket(ticket.ticket)
-            lease = self._slots.acquire()
-            if isinstance(req, TakeRequest):
-                try:
-                    return self._take_stream(req)
-                finally:
-                    lease.release()
+            validate(req, self._limits)
+            lease = self._lease(context)
             try:
-                ds = open_version(self.catalog, req.dataset, req.version, req.tag)
-                key = (
-                    scan_key(ds.uri, ds.version, ds.manifest.timestamp_ns, req)
-                    if self.batch_cache.enabled
-                    else None
-                )
-                cached = self.batch_cache.get(key) if key is not None else None
-                if cached is not None:
-                    lease.release()
-                    return self._table_stream("scan", cached)
-                schema, batches = scan_stream(self.catalog, req, ds)
+                if isinstance(req, TakeRequest):
+                    kind = "take"
+                    schema, first, batches = take_batches(self.catalog, req, self.settings.max_take_rows)
+                else:
+                    kind = "scan"
+                    ds = open_version(self.catalog, req.dataset, req.version, req.tag)
+                    key = (
+                        scan_key(ds.uri, ds.version, ds.manifest.timestamp_ns, req)
+                        if self.batch_cache.enabled
+                        else None
+                    )
+                    cached = self.batch_cache.get(key) if key is not None else None
+                    if cached is not None:
+                        # Cached batches are shared memory the cache already accounts for.
+                        lease.release()
+                        return self._table_stream("scan", cached)
+                    schema, batches = scan_stream(self.catalog, req, ds)
+                    row_bytes = estimate_row_bytes(schema)
+                    rows = req.batch_size or SCAN_BATCH_ROWS
+                    if req.batch_size is None and rows * row_bytes > self.settings.max_message_bytes:
+                        # Wide rows: batches of one message each, not 8,192 rows of many messages.
+                        rows = max(1, self.settings.max_message_bytes // row_bytes)
+                        narrow = dataclasses.replace(req, batch_size=rows)
+                        schema, batches = scan_stream(self.catalog, narrow, ds)
+                    first = min(rows, req.limit if req.limit is not None else rows) * row_bytes
+                    if key is not None:
+                        batches = self.batch_cache.recording(key, schema, batches)
+                # Admission: the first batch's bytes are reserved now, so a stream that finds no
+                # room is refused (RESOURCE_EXHAUSTED) before it starts, never halfway.
+                lease.reserve(admission_bytes(first))
             except BaseException:
                 lease.release()
                 raise
-            if key is not None:
-                batches = self.batch_cache.recording(key, schema, batches)
-            stream = self._stream("scan", batches, lease)
+            stream = self._stream(kind, batches, lease)
             # A stream cancelled before its first batch never runs the generator's finally.
             weakref.finalize(stream, lease.release)
             # Through a reader, not GeneratorStream: the IPC writer behind RecordBatchStream sends
@@ -304,17 +332,14 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
 
         return self._guard(run)
 
-    def _sql_stream(self, schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -> flight.FlightDataStream:
-        """A Flight SQL result, counted against the stream limit like a scan."""
-        lease = self._slots.acquire()
+    def _sql_stream(
+        self, context: flight.ServerCallContext, schema: pa.Schema, batches: Iterator[pa.RecordBatch]
+    ) -> flight.FlightDataStream:
+        """A Flight SQL result, holding a stream slot and charged to the memory budget like a scan."""
+        lease = self._lease(context)
         stream = self._stream("sql", batches, lease)
         weakref.finalize(stream, lease.release)
         return flight.RecordBatchStream(pa.RecordBatchReader.from_batches(schema, stream))
-
-    def _take_stream(self, req: TakeRequest) -> flight.FlightDataStream:
-        """A take is materialized whole (it is bounded by maxTakeRows), then sent by C++ alone:
-        no Python per batch, which is most of a small take's latency."""
-        return self._table_stream("take", take_table(self.catalog, req, self.settings.max_take_rows))
 
     def _table_stream(self, kind: str, table: pa.Table) -> flight.FlightDataStream:
         """A materialized result sent by C++ alone, its batches kept under the message limit."""
@@ -334,10 +359,19 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
         writer: flight.MetadataRecordBatchWriter,
     ) -> None:
         def run() -> None:
-            lease = self._slots.acquire()
+            if descriptor.descriptor_type == flight.DescriptorType.CMD:
+                check_request_bytes(descriptor.command or b"", self.settings.max_message_bytes, "command")
+            lease = self._lease(context)
             try:
                 serve_exchange(
-                    self.catalog, descriptor, reader, writer, self.settings.max_take_rows, self.metrics
+                    self.catalog,
+                    descriptor,
+                    reader,
+                    writer,
+                    self.settings.max_take_rows,
+                    self.metrics,
+                    lease=lease,
+                    validate_request=lambda req: validate(req, self._limits),
                 )
             finally:
                 lease.release()
@@ -353,9 +387,10 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
         writer: flight.FlightMetadataWriter,
     ) -> None:
         def run() -> None:
+            self._check_command_bytes(descriptor)
             sql = self.sql.command(descriptor)
             if sql is not None:
-                lease = self._slots.acquire()
+                lease = self._lease(context)
                 try:
                     answer = self.sql.put(
                         sql, reader, lambda: _require_write(context), self.metrics, context.is_cancelled
@@ -365,14 +400,13 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
                 writer.write(pa.py_buffer(answer))
                 return
             _require_write(context)
-            decoded = (
-                decode_command(descriptor.command)
-                if descriptor.descriptor_type == flight.DescriptorType.CMD
-                else None
-            )
+            decoded = None
+            if descriptor.descriptor_type == flight.DescriptorType.CMD:
+                decoded = decode_command(descriptor.command or b"")  # size checked above
             req: WriteRequest = write_request(descriptor, decoded)
+            validate(req, self._limits)
             self.catalog.uri(req.dataset)  # validate the name before reading any data
-            lease = self._slots.acquire()
+            lease = self._lease(context)
             try:
                 result = write_stream(
                     self.catalog,
@@ -382,6 +416,7 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
                     self.metrics,
                     cancelled=context.is_cancelled,
                     owner=_caller(context),
+                    lease=lease,
                 )
             finally:
                 lease.release()
@@ -398,7 +433,12 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
     def do_action(self, context: flight.ServerCallContext, action: flight.Action) -> Iterator[bytes]:
         if action.type in SQL_ACTIONS:
             body = action.body.to_pybytes() if action.body is not None else b""
-            return iter(self._guard(lambda: self.sql.action(action.type, body)))
+
+            def sql_action() -> list[bytes]:
+                check_request_bytes(body, self.settings.max_message_bytes, "action body")
+                return list(self.sql.action(action.type, body))
+
+            return iter(self._guard(sql_action))
 
         def run() -> bytes:
             name = action.type
@@ -406,7 +446,9 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
             if spec is not None and spec.writes:
                 _require_write(context)
             body = action.body.to_pybytes() if action.body is not None else b""
+            check_request_bytes(body, self.settings.max_message_bytes, "action body")
             request = decode_json_action(body) if is_json_body(body) else decode_action_request(body)
+            validate(request, self._limits)
             try:
                 result = run_action(self.catalog, name, request, _caller(context))
             finally:
@@ -415,6 +457,7 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
             if name == "cache_stats":
                 batch = dataclasses.asdict(self.batch_cache.counters())
                 counters = {**result.counters, **{f"batch_{k}": int(v) for k, v in batch.items()}}
+                counters |= self._slots.stats()  # streams_open, stream_principals, stream_memory_bytes
                 result = dataclasses.replace(result, counters=counters)
             return encode_json_result(result) if is_json_body(body) else encode_action_result(result)
 

@@ -45,6 +45,23 @@ DEFAULT_MAX_TAKE_ROWS = 1_000_000
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 #: Concurrent do_get/do_put/do_exchange streams per process before new ones are refused.
 DEFAULT_MAX_CONCURRENT_STREAMS = 64
+#: Streams one principal (a token or user; a connection without auth) may hold: 0 means half of
+#: maxConcurrentStreams, so one client can never take every slot while a heavy one still gets many.
+DEFAULT_MAX_STREAMS_PER_PRINCIPAL = 0
+#: Bytes of result batches all streams of a process may hold at once (the batch being produced and
+#: the one gRPC is sending, per stream): 1 GiB beside the caches' ~2.3 GiB keeps a 4 GiB pod safe.
+DEFAULT_MEMORY_BUDGET_BYTES = 1024 * 1024 * 1024
+#: Bytes one call may hold at once: four default-size messages; a take streams in chunks below it.
+DEFAULT_CALL_MEMORY_BYTES = 256 * 1024 * 1024
+#: Seconds a stream waits for a slot or memory before RESOURCE_EXHAUSTED: rides out a burst
+#: without holding clients long enough to trip their own deadlines (Spark's default is minutes).
+DEFAULT_STREAM_WAIT_SECONDS = 5.0
+#: Seconds a stream may wait on its client (unread do_get, silent do_put) before its slot goes to
+#: another call: far above a slow consumer's gap between two batches, far below a lock-out.
+DEFAULT_STREAM_IDLE_SECONDS = 60.0
+#: Endpoints get_flight_info may plan by splitting fragments (max_rows_per_endpoint): a FlightInfo
+#: of 10,000 endpoints is ~1 MB, more partitions than any Spark job wants per dataset.
+DEFAULT_MAX_ENDPOINTS = 10_000
 #: Seconds SIGTERM waits for in-flight calls before the process exits anyway: below Kubernetes'
 #: default terminationGracePeriodSeconds (30) so the kubelet never has to SIGKILL a draining pod.
 DEFAULT_SHUTDOWN_GRACE_SECONDS = 25.0
@@ -93,6 +110,12 @@ class ServerSettings:
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     max_concurrent_streams: int = DEFAULT_MAX_CONCURRENT_STREAMS
     ticket_lifetime_seconds: int = DEFAULT_TICKET_LIFETIME_SECONDS
+    max_streams_per_principal: int = DEFAULT_MAX_STREAMS_PER_PRINCIPAL
+    memory_budget_bytes: int = DEFAULT_MEMORY_BUDGET_BYTES
+    call_memory_bytes: int = DEFAULT_CALL_MEMORY_BYTES
+    stream_wait_seconds: float = DEFAULT_STREAM_WAIT_SECONDS
+    stream_idle_seconds: float = DEFAULT_STREAM_IDLE_SECONDS
+    max_endpoints: int = DEFAULT_MAX_ENDPOINTS
     log_level: str = "INFO"
     storage_options: dict[str, str] = field(default_factory=dict)
     # Added by server-ops (config keys in docs/configuration.md):
@@ -100,6 +123,12 @@ class ServerSettings:
     users: tuple[BasicUser, ...] = ()
     shutdown_grace_seconds: float = DEFAULT_SHUTDOWN_GRACE_SECONDS
     log_format: str = "text"  # text (key=value) or json
+
+    @property
+    def streams_per_principal(self) -> int:
+        """Streams one principal may hold (``maxStreamsPerPrincipal``, 0 = half the process's)."""
+        share = self.max_streams_per_principal or self.max_concurrent_streams // 2
+        return max(1, min(share, self.max_concurrent_streams))
 
     @property
     def tls(self) -> bool:

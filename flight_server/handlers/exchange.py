@@ -8,6 +8,8 @@ same snapshot. Each answer batch holds the rows of one request batch, in order.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import nullcontext
 from typing import Any
 
 import numpy as np
@@ -16,10 +18,11 @@ import pyarrow.flight as flight
 
 from flight_server._serde import decode_ticket
 from flight_server.catalog import Catalog
-from flight_server.errors import client_chunks
+from flight_server.errors import ClientStreamError
 from flight_server.handlers.scan import open_version
 from flight_server.handlers.take import check_take_size, take_rows
 from flight_server.requests import TakeRequest
+from flight_server.streams import Lease, estimate_row_bytes
 from lance_format.core.errors import InvalidInputError
 
 __all__ = ["ID_COLUMNS", "exchange_request", "serve_exchange"]
@@ -45,6 +48,17 @@ def exchange_request(descriptor: flight.FlightDescriptor) -> TakeRequest:
     return req
 
 
+def _next_chunk(reader: flight.MetadataRecordBatchReader, lease: Lease | None) -> Any:
+    """The client's next message (``None`` at the end), counted as waiting on the client."""
+    with lease.waiting() if lease is not None else nullcontext():
+        try:
+            return reader.read_chunk()
+        except StopIteration:
+            return None
+        except pa.ArrowException as exc:  # what the client sent does not decode: its bad input
+            raise ClientStreamError(f"the stream sent is not valid Arrow IPC: {exc}") from None
+
+
 def serve_exchange(
     catalog: Catalog,
     descriptor: flight.FlightDescriptor,
@@ -52,13 +66,28 @@ def serve_exchange(
     writer: flight.MetadataRecordBatchWriter,
     max_rows: int,
     metrics: Any = None,
+    lease: Lease | None = None,
+    validate_request: Callable[[TakeRequest], None] | None = None,
 ) -> int:
-    """Answer every request batch; return the number of rows sent."""
+    """Answer every request batch; return the number of rows sent.
+
+    With a ``lease``, each answer's estimated bytes are reserved before its rows are read (and
+    freed once written), waits on the client count toward the idle timeout, and the call's
+    cancellation is checked between batches. ``validate_request`` checks the descriptor's take.
+    """
     req = exchange_request(descriptor)
+    if validate_request is not None:
+        validate_request(req)
     ds = open_version(catalog, req.dataset, req.version, req.tag)
+    row_bytes = 0
     sent = 0
     started = False
-    for chunk in client_chunks(reader):
+    while True:
+        if lease is not None:
+            lease.check()
+        chunk = _next_chunk(reader, lease)
+        if chunk is None:
+            break
         batch = chunk.data
         if batch is None:
             continue
@@ -73,13 +102,24 @@ def serve_exchange(
         if values.size and np.issubdtype(values.dtype, np.signedinteger) and values.min() < 0:
             raise InvalidInputError("row ids / offsets must not be negative")
         ids = values.astype(np.uint64, copy=False)
+        if lease is not None:
+            if not row_bytes:
+                empty = np.zeros(0, np.uint64)
+                row_bytes = estimate_row_bytes(take_rows(ds, req, empty, None).schema)
+            lease.reserve(len(ids) * row_bytes)
         table = take_rows(
             ds, req, ids if names[0] == "row_id" else None, ids if names[0] == "index" else None
         )
+        answer = _one_batch(table)
+        if lease is not None:
+            lease.resize(answer.nbytes)
         if not started:
             writer.begin(table.schema)
             started = True
-        writer.write_batch(_one_batch(table))
+        with lease.waiting() if lease is not None else nullcontext():
+            writer.write_batch(answer)
+        if lease is not None:
+            lease.free()
         sent += table.num_rows
         if metrics is not None:
             metrics.rows_served("exchange", table.num_rows, table.nbytes)

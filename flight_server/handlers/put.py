@@ -19,6 +19,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterator
+from contextlib import nullcontext
 from typing import Any
 
 import pyarrow as pa
@@ -27,6 +28,7 @@ import pyarrow.flight as flight
 from flight_server.catalog import Catalog
 from flight_server.errors import client_chunks
 from flight_server.requests import END_OF_WRITE, WriteRequest, WriteResult
+from flight_server.streams import Lease
 from lance_format import write_dataset
 from lance_format.core.errors import InvalidInputError, NotFoundError
 from lance_format.core.types import fields_from_arrow
@@ -107,8 +109,10 @@ class _Counted:
         cancelled: Callable[[], bool] | None,
         end_marker: bool,
         cancel_grace: float = CANCEL_GRACE_S,
+        lease: Lease | None = None,
     ) -> None:
         self.reader = reader
+        self.lease = lease
         self.cancelled = cancelled
         self.end_marker = end_marker
         self.cancel_grace = cancel_grace
@@ -116,9 +120,27 @@ class _Counted:
         self.rows = 0
         self.nbytes = 0
 
+    def _chunks(self) -> Iterator[Any]:
+        """The client's messages; with a lease, waits on the client count toward the idle
+        timeout, each batch is charged to it until the next is asked for, and cancellation stops
+        the stream."""
+        lease = self.lease
+        chunks = client_chunks(self.reader)  # Arrow's decode errors are the client's bad input
+        while True:
+            if lease is not None:
+                lease.free()  # the writer is done with the previous batch
+                lease.check()
+            with lease.waiting() if lease is not None else nullcontext():
+                chunk = next(chunks, None)
+            if chunk is None:
+                return
+            if lease is not None and chunk.data is not None:
+                lease.reserve(chunk.data.nbytes)
+            yield chunk
+
     def __iter__(self) -> Iterator[pa.RecordBatch]:
         ended = False
-        for chunk in client_chunks(self.reader):
+        for chunk in self._chunks():
             batch = chunk.data
             if batch is None:
                 meta = chunk.app_metadata
@@ -197,6 +219,7 @@ def write_stream(
     cancelled: Callable[[], bool] | None = None,
     cancel_grace: float = CANCEL_GRACE_S,
     owner: str = "",
+    lease: Lease | None = None,
 ) -> WriteResult:
     """Write the client's stream as ``req`` says; return the new version (or staged fragments).
 
@@ -221,6 +244,9 @@ def write_stream(
     owner : str, optional
         Who writes (the caller's principal): staged files are recorded as theirs, and only they
         may discard them (:mod:`lance_format.dataset.staging`).
+    lease : Lease | None, optional
+        The call's stream slot: each incoming batch is charged to it while it is written, and a
+        client that stops sending for ``limits.streamIdleSeconds`` loses the slot.
 
     Returns
     -------
@@ -234,7 +260,7 @@ def write_stream(
         ``mode="stage"`` are removed again).
     """
     uri = catalog.uri(req.dataset)
-    counted = _Counted(reader, max_message_bytes, cancelled, req.end_marker, cancel_grace)
+    counted = _Counted(reader, max_message_bytes, cancelled, req.end_marker, cancel_grace, lease)
     options: dict[str, Any] = {}
     if req.max_rows_per_file:
         options["max_rows_per_file"] = req.max_rows_per_file

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 
 import pyarrow as pa
@@ -14,7 +14,8 @@ from flight_server._serde import encode_ticket
 from flight_server.catalog import Catalog
 from flight_server.handlers.filters import resolve_filter
 from flight_server.requests import ScanRequest
-from flight_server.settings import DEFAULT_TICKET_LIFETIME_SECONDS
+from flight_server.settings import DEFAULT_MAX_ENDPOINTS, DEFAULT_TICKET_LIFETIME_SECONDS
+from flight_server.streams import CallCancelled
 from lance_format import LanceDataset
 from lance_format.core.errors import InvalidInputError, NotFoundError, NotSupportedError
 from lance_format.dataset import LanceFragment
@@ -46,9 +47,11 @@ def _scanner(ds: LanceDataset, req: ScanRequest) -> LanceScanner:
     fragments = None
     limit, offset = req.limit, req.offset
     if req.fragment_ids:
+        # One lookup table (get_fragment searches the list: quadratic over many ids).
+        by_id = {f.fragment_id: f for f in ds.get_fragments()} if len(req.fragment_ids) > 1 else {}
         fragments = []
         for fid in req.fragment_ids:
-            frag = ds.get_fragment(fid)
+            frag = by_id.get(fid) if by_id else ds.get_fragment(fid)
             if frag is None:
                 raise NotFoundError(f"fragment {fid} not in version {ds.version} of {req.dataset!r}")
             fragments.append(frag)
@@ -78,17 +81,42 @@ def _rotate(locations: Sequence[str], i: int) -> list[flight.Location]:
     return [flight.Location(locations[(i + k) % n]) for k in range(n)]
 
 
+def _never() -> bool:
+    return False
+
+
+#: Fragments or endpoints planned between two looks at the call's cancellation flag.
+_CANCEL_CHECK_EVERY = 64
+
+
+def _check_split(live: Sequence[int], step: int, max_endpoints: int) -> None:
+    """Refuse a ``max_rows_per_endpoint`` that would plan more than ``limits.maxEndpoints``."""
+    planned = sum(-(-n // step) if n > step else 1 for n in live)
+    if planned > max(max_endpoints, len(live)):
+        smallest = -(-sum(live) // max_endpoints)
+        raise InvalidInputError(
+            f"max_rows_per_endpoint={step} would plan {planned} endpoints, more than "
+            f"limits.maxEndpoints ({max_endpoints}); use max_rows_per_endpoint >= {smallest}"
+        )
+
+
 def plan_scan(
     catalog: Catalog,
     req: ScanRequest,
     descriptor: flight.FlightDescriptor,
     locations: Sequence[str],
     ticket_lifetime: int = TICKET_LIFETIME_SECONDS,
+    max_endpoints: int = DEFAULT_MAX_ENDPOINTS,
+    cancelled: Callable[[], bool] = _never,
 ) -> flight.FlightInfo:
     """The FlightInfo of a scan: its schema, totals and one ticket per fragment (or row range).
 
     Every ticket is pinned to the version resolved here, so all endpoints read one snapshot. A
-    scan with ``limit`` or ``offset`` is one endpoint (rows are counted across fragments).
+    scan with ``limit`` or ``offset`` is one endpoint (rows are counted across fragments). The
+    work is linear in fragments and columns; ``cancelled`` (the call's ``is_cancelled``) is looked
+    at while planning, so a client that gave up stops the work. Splitting fragments by
+    ``max_rows_per_endpoint`` is refused when it would plan more than ``max_endpoints`` endpoints
+    (and more than one per fragment).
     """
     ds = open_version(catalog, req.dataset, req.version, req.tag)
     scanner = _scanner(ds, req)  # validates columns and filter before any data is read
@@ -102,14 +130,18 @@ def plan_scan(
     if req.fragment_ids:
         wanted = set(req.fragment_ids)
         frags = [f for f in frags if f.fragment_id in wanted]
+    live_rows = [f.count_rows() for f in frags]
     tickets: list[ScanRequest] = []
     if req.limit is not None or req.offset is not None or req.row_start is not None:
         tickets.append(pinned)
     else:
-        step = req.max_rows_per_endpoint
-        for frag in frags:
-            live = frag.count_rows()
-            if step and not filtered and live > step:
+        step = req.max_rows_per_endpoint if not filtered else 0
+        if step:
+            _check_split(live_rows, step, max_endpoints)
+        for i, (frag, live) in enumerate(zip(frags, live_rows, strict=True)):
+            if i % _CANCEL_CHECK_EVERY == 0 and cancelled():
+                raise CallCancelled()
+            if step and live > step:
                 for lo in range(0, live, step):
                     hi = min(live, lo + step)
                     tickets.append(
@@ -118,13 +150,16 @@ def plan_scan(
             else:
                 tickets.append(replace(pinned, fragment_ids=(frag.fragment_id,)))
     expires = ticket_expiration(ticket_lifetime)
-    endpoints = [
-        flight.FlightEndpoint(encode_ticket(t), _rotate(locations, i), expiration_time=expires)
-        for i, t in enumerate(tickets)
-    ]
+    endpoints = []
+    for i, t in enumerate(tickets):
+        if i % _CANCEL_CHECK_EVERY == 0 and cancelled():
+            raise CallCancelled()
+        endpoints.append(
+            flight.FlightEndpoint(encode_ticket(t), _rotate(locations, i), expiration_time=expires)
+        )
     total = -1
     if not filtered:
-        live_total = sum(f.count_rows() for f in frags)
+        live_total = sum(live_rows)
         total = max(0, live_total - (req.offset or 0))
         if req.limit is not None:
             total = min(total, req.limit)
@@ -153,8 +188,9 @@ def projected_bytes(ds: LanceDataset, frags: Sequence[LanceFragment], columns: S
     which is what a client sizing its reads needs.
     """
     wanted: set[int] = set()
+    names = set(ds.schema.names)
     for name in columns:
-        if name in ds.schema.names:
+        if name in names:
             wanted.update(f.id for f in ds.lance_schema.field_by_name(name).walk())
     total = 0
     for frag in frags:

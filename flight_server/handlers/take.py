@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
@@ -9,10 +11,18 @@ import pyarrow as pa
 from flight_server.catalog import Catalog
 from flight_server.handlers.scan import open_version
 from flight_server.requests import TakeRequest
+from flight_server.streams import estimate_row_bytes
 from lance_format import LanceDataset
 from lance_format.core.errors import InvalidInputError
 
-__all__ = ["check_take_size", "take_rows", "take_table"]
+__all__ = ["TAKE_CHUNK_BYTES", "check_take_size", "take_batches", "take_rows", "take_table"]
+
+#: Bytes of rows a streamed take materializes at once (estimated from the column types): a take
+#: is sent in chunks of about this size, so an unread take holds one chunk, not all its rows.
+#: 8 MiB keeps the per-chunk overhead (one engine take each) under 1% for typical rows.
+TAKE_CHUNK_BYTES = 8 * 1024 * 1024
+#: Fewest rows per chunk, however wide the rows: a take's fixed cost is paid per chunk.
+MIN_TAKE_CHUNK_ROWS = 256
 
 
 def check_take_size(count: int, max_rows: int) -> None:
@@ -46,3 +56,38 @@ def take_table(catalog: Catalog, req: TakeRequest, max_rows: int) -> pa.Table:
     check_take_size(req.count, max_rows)
     ds = open_version(catalog, req.dataset, req.version, req.tag)
     return take_rows(ds, req, req.row_ids, req.indices)
+
+
+def _one_batch(table: pa.Table) -> pa.RecordBatch:
+    if table.num_rows == 0:
+        return pa.RecordBatch.from_pylist([], schema=table.schema)
+    return table.combine_chunks().to_batches()[0]
+
+
+def take_batches(
+    catalog: Catalog, req: TakeRequest, max_rows: int, chunk_bytes: int = TAKE_CHUNK_BYTES
+) -> tuple[pa.Schema, int, Iterator[pa.RecordBatch]]:
+    """A take as a lazy stream of batches of about ``chunk_bytes`` each, in the order asked.
+
+    Returns the schema, the estimated bytes of the first batch and the batches; the rows of a
+    chunk are read only when the stream asks for it (after the previous one was sent).
+    """
+    check_take_size(req.count, max_rows)
+    ds = open_version(catalog, req.dataset, req.version, req.tag)
+    by_row_id = req.row_ids is not None
+    chosen = req.row_ids if by_row_id else req.indices
+    if chosen is None:
+        raise InvalidInputError("a take needs row_ids or indices")
+    empty = np.zeros(0, np.uint64)
+    schema = take_rows(ds, req, empty if by_row_id else None, None if by_row_id else empty).schema
+    row_bytes = estimate_row_bytes(schema)
+    step = max(MIN_TAKE_CHUNK_ROWS, chunk_bytes // row_bytes)
+    ids = chosen
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        for lo in range(0, len(ids), step):
+            part = ids[lo : lo + step]
+            table = take_rows(ds, req, part if by_row_id else None, None if by_row_id else part)
+            yield _one_batch(table)
+
+    return schema, min(len(ids), step) * row_bytes, batches()

@@ -268,10 +268,14 @@ class LanceSchema:
         return list(self.walk())
 
     def field_by_name(self, name: str) -> LanceField:
-        for f in self.fields:
-            if f.name == name:
-                return f
-        raise KeyError(name)
+        # A dict built once (frozen, so never stale): lookups of every column stay linear in all.
+        by_name: dict[str, LanceField] | None = self.__dict__.get("_by_name")
+        if by_name is None:
+            by_name = {}
+            for f in self.fields:
+                by_name.setdefault(f.name, f)  # the first of a name, as the scan always found
+            self.__dict__["_by_name"] = by_name
+        return by_name[name]
 
     @property
     def max_field_id(self) -> int:

@@ -125,8 +125,10 @@ class LanceScanner:
             columns = list(arrow.names)
         elif isinstance(columns, str) or not all(isinstance(c, str) for c in columns):
             raise InvalidInputError("columns must be a list of column names or a dict of SQL expressions")
+        # One set of names: ``Schema.names`` builds a new list per access (quadratic in a loop).
+        known = set(arrow.names)
         for c in columns:
-            if c not in arrow.names:
+            if c not in known:
                 raise InvalidInputError(f"no column {c!r} in the dataset; columns are {arrow.names}")
         self._columns = list(columns)
         self._predicate: Predicate | None = None
@@ -149,16 +151,20 @@ class LanceScanner:
         self._compute_row_id = with_row_id or ROWID in used
         self._compute_row_address = with_row_address or ROWADDR in used
         self._fragments = list(fragments) if fragments is not None else list(dataset.manifest.fragments)
-        if self._exprs is None:
-            fields = [arrow.field(c) for c in self._columns]
+        if self._exprs is None and self._columns == arrow.names:
+            # Every column in order: the dataset's own fields, without a Python object per field
+            # (wide tables: 100,000 columns) and, as below, without the schema-level metadata.
+            projected = arrow.remove_metadata()
+        elif self._exprs is None:
+            projected = pa.schema([arrow.field(c) for c in self._columns])
         else:
             empty = pa.schema([arrow.field(c) for c in self._columns]).empty_table()
-            fields = list(self._project(empty).schema)
+            projected = pa.schema(list(self._project(empty).schema))
         if with_row_id:
-            fields.append(pa.field(ROWID, pa.uint64(), nullable=True))
+            projected = projected.append(pa.field(ROWID, pa.uint64(), nullable=True))
         if with_row_address:
-            fields.append(pa.field(ROWADDR, pa.uint64(), nullable=True))
-        self.projected_schema = pa.schema(fields)
+            projected = projected.append(pa.field(ROWADDR, pa.uint64(), nullable=True))
+        self.projected_schema = projected
 
     @property
     def predicate(self) -> Predicate | None:
