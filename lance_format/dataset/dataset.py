@@ -35,6 +35,7 @@ from lance_format.table.versions import VersionInfo, read_transaction
 
 if TYPE_CHECKING:
     from lance_format.dataset.evolve import ColumnsToAdd
+    from lance_format.dataset.merge_insert import MergeInsertBuilder
 
 __all__ = ["LanceDataset", "LanceFragment", "dataset"]
 
@@ -588,6 +589,31 @@ class LanceDataset:
             versions=versions,
             delete_unverified=delete_unverified,
         )
+
+    # -- pylance API additions (issue 17); operations live in their own modules ------------------
+    @property
+    def manifest_naming(self) -> ManifestNaming:
+        """How this dataset names its manifests (V1 or V2)."""
+        return self._naming
+
+    def deleted_offsets(self, fragment: DataFragment) -> npt.NDArray[np.uint64]:
+        """Sorted physical offsets of ``fragment``'s deleted rows."""
+        return self._fragment_reader(fragment).deleted().astype(np.uint64)
+
+    def adopt(self, manifest: Manifest) -> None:
+        """Point this handle at ``manifest``, a version an operation just committed."""
+        self.manifest = manifest
+        self._row_index = None
+
+    def merge_insert(self, on: str | Sequence[str]) -> MergeInsertBuilder:
+        """Start an upsert keyed on ``on``; configure with ``when_*`` calls, then ``execute(data)``.
+
+        ``ds.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(t)``
+        returns ``{"num_inserted_rows", "num_updated_rows", "num_deleted_rows"}`` as in pylance.
+        """
+        from lance_format.dataset.merge_insert import MergeInsertBuilder
+
+        return MergeInsertBuilder(self, on)
 
     def __len__(self) -> int:
         return self.count_rows()
