@@ -36,6 +36,8 @@ from lance_format.table.versions import VersionInfo, read_transaction
 if TYPE_CHECKING:
     from lance_format.dataset.evolve import ColumnsToAdd
     from lance_format.dataset.merge_insert import MergeInsertBuilder
+    from lance_format.dataset.stats import LanceStats
+    from lance_format.file import LanceFileReader
 
 __all__ = ["LanceDataset", "LanceFragment", "dataset"]
 
@@ -604,6 +606,94 @@ class LanceDataset:
         """Point this handle at ``manifest``, a version an operation just committed."""
         self.manifest = manifest
         self._row_index = None
+
+    def data_file_reader(self, data_file: DataFile, *, cached: bool = True) -> LanceFileReader:
+        """The open reader of one of this version's data files (``cached=False``: opened afresh,
+        its size measured rather than taken from the manifest)."""
+        if cached:
+            return self._cache.reader(data_file, self._bases)
+        from lance_format.file import LanceFileReader
+
+        store, key = self._cache.locate(data_file.base_id, "data", data_file.path, self._bases)
+        return LanceFileReader(key, store=store)
+
+    def to_pandas(
+        self,
+        columns: Sequence[str] | dict[str, str] | None = None,
+        filter: Filter | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """Read rows as a pandas DataFrame; takes the parameters of :meth:`to_table`."""
+        return self.to_table(columns, filter, limit, offset, **kwargs).to_pandas()
+
+    def sample(
+        self,
+        num_rows: int,
+        columns: Sequence[str] | dict[str, str] | None = None,
+        randomize_order: bool = True,
+        **kwargs: Any,
+    ) -> pa.Table:
+        """``num_rows`` distinct rows picked uniformly at random (all rows when there are fewer).
+
+        The rows come back in dataset order unless ``randomize_order``; other keyword arguments
+        go to :meth:`take` (``with_row_id``, ``with_row_address``).
+        """
+        if isinstance(num_rows, bool) or not isinstance(num_rows, int | np.integer) or num_rows < 0:
+            raise InvalidInputError(f"num_rows must be a non-negative integer, got {num_rows!r}")
+        total = self.count_rows()
+        rng = np.random.default_rng()
+        picked = np.sort(rng.choice(total, size=min(int(num_rows), total), replace=False))
+        if randomize_order:
+            rng.shuffle(picked)
+        if isinstance(columns, dict):  # {name: SQL expression} over the sampled rows
+            from lance_format.dataset.filters import evaluate, parse_filter
+
+            exprs = {str(k): parse_filter(v, self.schema)[0] for k, v in columns.items()}
+            return evaluate(self.take(picked), exprs)
+        return self.take(picked, None if columns is None else list(columns), **kwargs)
+
+    def insert(self, data: Any, *, mode: str = "append", **kwargs: Any) -> None:
+        """Append (or, with ``mode="overwrite"``, replace) rows; this handle moves to the new version.
+
+        Takes the keyword arguments of :func:`~lance_format.dataset.write.write_dataset`.
+        """
+        from lance_format.dataset.write import write_dataset
+
+        if mode not in ("append", "overwrite", "create"):
+            raise InvalidInputError(f"mode must be 'append', 'overwrite' or 'create', got {mode!r}")
+        kwargs.setdefault("storage_options", self._storage_options)
+        new = write_dataset(data, self.uri, mode=mode, **kwargs)
+        self.adopt(new.manifest)
+
+    def get_transactions(self, recent_transactions: int = 10) -> list[Transaction | None]:
+        """The transactions of this version and the ones before it, newest first (``None`` where
+        a version's transaction is gone), at most ``recent_transactions`` of them."""
+        if isinstance(recent_transactions, bool) or not isinstance(recent_transactions, int):
+            raise InvalidInputError(f"recent_transactions must be an integer, got {recent_transactions!r}")
+        out: list[Transaction | None] = []
+        for v in range(self.version, max(0, self.version - recent_transactions), -1):
+            try:
+                manifest, naming = self._load(v)
+            except NotFoundError:
+                out.append(None)
+                continue
+            out.append(read_transaction(self._store, manifest, naming))
+        return out
+
+    @property
+    def stats(self) -> LanceStats:
+        """``ds.stats.dataset_stats()`` / ``ds.stats.data_stats()``, as in pylance."""
+        from lance_format.dataset.stats import LanceStats
+
+        return LanceStats(self)
+
+    def validate(self) -> None:
+        """Check this version's files against its manifest (raises :class:`CorruptFileError`)."""
+        from lance_format.dataset.stats import validate
+
+        validate(self)
 
     def merge_insert(self, on: str | Sequence[str]) -> MergeInsertBuilder:
         """Start an upsert keyed on ``on``; configure with ``when_*`` calls, then ``execute(data)``.
