@@ -594,6 +594,11 @@ class LanceDataset:
 
     # -- pylance API additions (issue 17); operations live in their own modules ------------------
     @property
+    def storage_options(self) -> dict[str, str] | None:
+        """The object-store options this dataset was opened with."""
+        return self._storage_options
+
+    @property
     def manifest_naming(self) -> ManifestNaming:
         """How this dataset names its manifests (V1 or V2)."""
         return self._naming
