@@ -116,3 +116,20 @@ def test_explain_and_analyze_plan(uri: str) -> None:
     analyzed = scan.analyze_plan()
     assert "output_rows=3" in analyzed
     assert "LanceRead" in lance.dataset(uri).scanner(columns=["id"], filter="id > 90").explain_plan()
+
+
+def test_tags_create_with_pylance_references(uri: str, tmp_path: Path) -> None:
+    other = str(tmp_path / "copy")
+    shutil.copytree(uri, other)
+    results = []
+    for mod, u in ((lance_format, uri), (lance, other)):
+        ds = mod.dataset(u, version=1)
+        ds.tags.create("here")  # this handle's version
+        ds.tags.create("same", "here")  # a tag names a version
+        ds.tags.create("latest", (None, None))
+        ds.tags.create("second", (None, 2))
+        ds.tags.update("here", 2)
+        results.append({k: v["version"] for k, v in ds.tags.list().items()})
+        with pytest.raises(OSError, match="nope"):
+            ds.tags.create("x", "nope")
+    assert results[0] == results[1] == {"here": 2, "same": 1, "latest": 2, "second": 2}
