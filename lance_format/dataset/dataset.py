@@ -505,11 +505,37 @@ class LanceDataset:
         self._row_index = None
         return {"num_rows_updated": n}
 
-    def update_config(self, upsert_values: dict[str, str]) -> None:
-        """Set table config keys (new version)."""
-        from lance_format.dataset.mutate import update_config
+    def update_config(self, values: dict[str, str | None], *, replace: bool = False) -> dict[str, str]:
+        """Set (str) or remove (``None``) table config keys, all others first when ``replace``;
+        commits a new version and returns the new config, as pylance does."""
+        from lance_format.dataset.metadata import update_map
 
-        self.manifest = update_config(self, dict(upsert_values))
+        self.adopt(update_map(self, "config", values, replace))
+        return self.config()
+
+    def update_metadata(self, values: dict[str, str | None], *, replace: bool = False) -> dict[str, str]:
+        """Like :meth:`update_config`, for the table metadata; returns the new table metadata."""
+        from lance_format.dataset.metadata import update_map
+
+        self.adopt(update_map(self, "table_metadata", values, replace))
+        return dict(self.manifest.table_metadata)
+
+    def update_schema_metadata(
+        self, values: dict[str, str | None], *, replace: bool = False
+    ) -> dict[str, str]:
+        """Like :meth:`update_config`, for the schema metadata; returns the new schema metadata."""
+        from lance_format.dataset.metadata import update_map
+
+        self.adopt(update_map(self, "schema_metadata", values, replace))
+        return {k: v.decode("utf-8", "replace") for k, v in self.manifest.schema.metadata.items()}
+
+    def update_field_metadata(
+        self, field_updates: dict[str, dict[str, str | None]], *, replace: bool = False
+    ) -> None:
+        """Update the metadata of fields: ``{field name: {key: value or None}}`` (new version)."""
+        from lance_format.dataset.metadata import update_field_metadata
+
+        self.adopt(update_field_metadata(self, field_updates, replace))
 
     def delete_config_keys(self, keys: list[str]) -> None:
         """Remove table config keys (new version)."""

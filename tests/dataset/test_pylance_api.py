@@ -133,3 +133,44 @@ def test_tags_create_with_pylance_references(uri: str, tmp_path: Path) -> None:
         with pytest.raises(OSError, match="nope"):
             ds.tags.create("x", "nope")
     assert results[0] == results[1] == {"here": 2, "same": 1, "latest": 2, "second": 2}
+
+
+def _metadata_steps(ds: object) -> list[object]:
+    d: object = ds
+    out: list[object] = [
+        d.update_config({"a": "1", "b": "2"}),  # type: ignore[attr-defined]
+        d.update_config({"a": None}),  # type: ignore[attr-defined]
+        d.update_config({"c": "3"}, replace=True),  # type: ignore[attr-defined]
+        d.update_metadata({"owner": "me", "x": "y"}),  # type: ignore[attr-defined]
+        d.update_metadata({"x": None}),  # type: ignore[attr-defined]
+        d.update_schema_metadata({"sm": "1"}),  # type: ignore[attr-defined]
+        d.update_schema_metadata({"sm2": "2"}, replace=True),  # type: ignore[attr-defined]
+        d.update_field_metadata({"id": {"unit": "s"}, "s": {"k": "v"}}),  # type: ignore[attr-defined]
+        d.update_field_metadata({"s": {"k2": "v2"}}, replace=True),  # type: ignore[attr-defined]
+    ]
+    return out
+
+
+def test_config_and_metadata_updates_match_pylance(uri: str, tmp_path: Path) -> None:
+    other = str(tmp_path / "copy")
+    shutil.copytree(uri, other)
+    ours, theirs = lance_format.dataset(uri), lance.dataset(other)
+    assert _metadata_steps(ours) == _metadata_steps(theirs)
+    assert ours.version == theirs.version
+    for a, b in (
+        (ours, lance.dataset(other)),
+        (lance.dataset(uri), theirs),
+        (lance_format.dataset(other), theirs),
+    ):
+        assert a.config() == b.config()
+        assert a.schema.metadata == b.schema.metadata
+        assert a.schema.field("id").metadata == b.schema.field("id").metadata == {b"unit": b"s"}
+        assert a.schema.field("s").metadata == b.schema.field("s").metadata == {b"k2": b"v2"}
+    # Our transactions read back as pylance's: each change in its own map.
+    ops = [t.operation for t in lance.dataset(uri).get_transactions(4)]
+    assert ops[0].field_metadata_updates[2].replace
+    assert ops[2].schema_metadata_updates.updates == {"sm2": "2"}
+    with pytest.raises(InvalidInputError):
+        ours.update_field_metadata({"nope": {"a": "b"}})
+    with pytest.raises(InvalidInputError):
+        ours.update_metadata({"a": 1})  # type: ignore[dict-item]
