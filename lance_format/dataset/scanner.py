@@ -319,14 +319,15 @@ class LanceScanner:
         lines = [f"ProjectionExec: expr=[{', '.join(output)}]"]
         if self._limit is not None or self._offset:
             lines.append(f"  GlobalLimitExec: skip={self._offset}, fetch={self._limit}")
+        pad = "  " * len(lines)
         lines.append(
-            f"    LanceRead: uri={self._ds.uri}, projection=[{read}], num_fragments={len(self._fragments)}, "
+            f"{pad}LanceRead: uri={self._ds.uri}, projection=[{read}], num_fragments={len(self._fragments)}, "
             f"row_id={self._compute_row_id}, row_addr={self._compute_row_address}, "
             f"full_filter={flt}, zone_map_pruning={pruning}"
         )
         if verbose:
             frags = ", ".join(f"{f.id}:{f.num_rows}" for f in self._fragments)
-            lines.append(f"      fragments (id:live rows)=[{frags}], batch_size={self._batch_size}")
+            lines.append(f"{pad}  fragments (id:live rows)=[{frags}], batch_size={self._batch_size}")
         return lines
 
     def explain_plan(self, verbose: bool = False) -> str:
