@@ -37,6 +37,9 @@ from lance_format.table.versions import VersionInfo, read_transaction
 
 if TYPE_CHECKING:
     from lance_format.dataset.evolve import ColumnsToAdd
+    from lance_format.dataset.merge_insert import MergeInsertBuilder
+    from lance_format.dataset.stats import LanceStats
+    from lance_format.file import LanceFileReader
 
 __all__ = ["LanceDataset", "LanceFragment", "dataset"]
 
@@ -570,11 +573,37 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         self._row_index = None
         return {"num_rows_updated": n}
 
-    def update_config(self, upsert_values: dict[str, str]) -> None:
-        """Set table config keys (new version)."""
-        from lance_format.dataset.mutate import update_config
+    def update_config(self, values: dict[str, str | None], *, replace: bool = False) -> dict[str, str]:
+        """Set (str) or remove (``None``) table config keys, all others first when ``replace``;
+        commits a new version and returns the new config, as pylance does."""
+        from lance_format.dataset.metadata import update_map
 
-        self.manifest = update_config(self, dict(upsert_values))
+        self.adopt(update_map(self, "config", values, replace))
+        return self.config()
+
+    def update_metadata(self, values: dict[str, str | None], *, replace: bool = False) -> dict[str, str]:
+        """Like :meth:`update_config`, for the table metadata; returns the new table metadata."""
+        from lance_format.dataset.metadata import update_map
+
+        self.adopt(update_map(self, "table_metadata", values, replace))
+        return dict(self.manifest.table_metadata)
+
+    def update_schema_metadata(
+        self, values: dict[str, str | None], *, replace: bool = False
+    ) -> dict[str, str]:
+        """Like :meth:`update_config`, for the schema metadata; returns the new schema metadata."""
+        from lance_format.dataset.metadata import update_map
+
+        self.adopt(update_map(self, "schema_metadata", values, replace))
+        return {k: v.decode("utf-8", "replace") for k, v in self.manifest.schema.metadata.items()}
+
+    def update_field_metadata(
+        self, field_updates: dict[str, dict[str, str | None]], *, replace: bool = False
+    ) -> None:
+        """Update the metadata of fields: ``{field name: {key: value or None}}`` (new version)."""
+        from lance_format.dataset.metadata import update_field_metadata
+
+        self.adopt(update_field_metadata(self, field_updates, replace))
 
     def delete_config_keys(self, keys: list[str]) -> None:
         """Remove table config keys (new version)."""
@@ -656,6 +685,124 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
             versions=versions,
             delete_unverified=delete_unverified,
         )
+
+    # -- pylance API additions (issue 17); operations live in their own modules ------------------
+    @property
+    def storage_options(self) -> dict[str, str] | None:
+        """The object-store options this dataset was opened with."""
+        return self._storage_options
+
+    @property
+    def manifest_naming(self) -> ManifestNaming:
+        """How this dataset names its manifests (V1 or V2)."""
+        return self._naming
+
+    def deleted_offsets(self, fragment: DataFragment) -> npt.NDArray[np.uint64]:
+        """Sorted physical offsets of ``fragment``'s deleted rows."""
+        return self._fragment_reader(fragment).deleted().astype(np.uint64)
+
+    def adopt(self, manifest: Manifest) -> None:
+        """Point this handle at ``manifest``, a version an operation just committed."""
+        self.manifest = manifest
+        self._row_index = None
+
+    def data_file_reader(self, data_file: DataFile, *, cached: bool = True) -> LanceFileReader:
+        """The open reader of one of this version's data files (``cached=False``: opened afresh,
+        its size measured rather than taken from the manifest)."""
+        if cached:
+            return self._cache.reader(data_file, self._bases)
+        from lance_format.file import LanceFileReader
+
+        store, key = self._cache.locate(data_file.base_id, "data", data_file.path, self._bases)
+        return LanceFileReader(key, store=store)
+
+    def to_pandas(
+        self,
+        columns: Sequence[str] | dict[str, str] | None = None,
+        filter: Filter | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """Read rows as a pandas DataFrame; takes the parameters of :meth:`to_table`."""
+        return self.to_table(columns, filter, limit, offset, **kwargs).to_pandas()
+
+    def sample(
+        self,
+        num_rows: int,
+        columns: Sequence[str] | dict[str, str] | None = None,
+        randomize_order: bool = True,
+        **kwargs: Any,
+    ) -> pa.Table:
+        """``num_rows`` distinct rows picked uniformly at random (all rows when there are fewer).
+
+        The rows come back in dataset order unless ``randomize_order``; other keyword arguments
+        go to :meth:`take` (``with_row_id``, ``with_row_address``).
+        """
+        if isinstance(num_rows, bool) or not isinstance(num_rows, int | np.integer) or num_rows < 0:
+            raise InvalidInputError(f"num_rows must be a non-negative integer, got {num_rows!r}")
+        total = self.count_rows()
+        rng = np.random.default_rng()
+        picked = np.sort(rng.choice(total, size=min(int(num_rows), total), replace=False))
+        if randomize_order:
+            rng.shuffle(picked)
+        if isinstance(columns, dict):  # {name: SQL expression} over the sampled rows
+            from lance_format.dataset.filters import evaluate, parse_filter
+
+            exprs = {str(k): parse_filter(v, self.schema)[0] for k, v in columns.items()}
+            return evaluate(self.take(picked), exprs)
+        return self.take(picked, None if columns is None else list(columns), **kwargs)
+
+    def insert(self, data: Any, *, mode: str = "append", **kwargs: Any) -> None:
+        """Append (or, with ``mode="overwrite"``, replace) rows; this handle moves to the new version.
+
+        Takes the keyword arguments of :func:`~lance_format.dataset.write.write_dataset`.
+        """
+        from lance_format.dataset.write import write_dataset
+
+        if mode not in ("append", "overwrite", "create"):
+            raise InvalidInputError(f"mode must be 'append', 'overwrite' or 'create', got {mode!r}")
+        kwargs.setdefault("storage_options", self._storage_options)
+        new = write_dataset(data, self.uri, mode=mode, **kwargs)
+        self.adopt(new.manifest)
+
+    def get_transactions(self, recent_transactions: int = 10) -> list[Transaction | None]:
+        """The transactions of this version and the ones before it, newest first (``None`` where
+        a version's transaction is gone), at most ``recent_transactions`` of them."""
+        if isinstance(recent_transactions, bool) or not isinstance(recent_transactions, int):
+            raise InvalidInputError(f"recent_transactions must be an integer, got {recent_transactions!r}")
+        out: list[Transaction | None] = []
+        for v in range(self.version, max(0, self.version - recent_transactions), -1):
+            try:
+                manifest, naming = self._load(v)
+            except NotFoundError:
+                out.append(None)
+                continue
+            out.append(read_transaction(self._store, manifest, naming))
+        return out
+
+    @property
+    def stats(self) -> LanceStats:
+        """``ds.stats.dataset_stats()`` / ``ds.stats.data_stats()``, as in pylance."""
+        from lance_format.dataset.stats import LanceStats
+
+        return LanceStats(self)
+
+    def validate(self) -> None:
+        """Check this version's files against its manifest (raises :class:`CorruptFileError`)."""
+        from lance_format.dataset.stats import validate
+
+        validate(self)
+
+    def merge_insert(self, on: str | Sequence[str]) -> MergeInsertBuilder:
+        """Start an upsert keyed on ``on``; configure with ``when_*`` calls, then ``execute(data)``.
+
+        ``ds.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(t)``
+        returns ``{"num_inserted_rows", "num_updated_rows", "num_deleted_rows"}`` as in pylance.
+        """
+        from lance_format.dataset.merge_insert import MergeInsertBuilder
+
+        return MergeInsertBuilder(self, on)
 
     def __len__(self) -> int:
         return self.count_rows()

@@ -348,3 +348,45 @@ class LanceScanner:
             total = max(0, total - self._offset)
             return total if self._limit is None else min(total, self._limit)
         return sum(t.num_rows for t in self._tables())
+
+    # -- plans (pylance's explain_plan / analyze_plan) -------------------------------------------
+    def _plan_lines(self, verbose: bool) -> list[str]:
+        output = list(self.projected_schema.names)
+        read = ", ".join(self._read) or "<row count only>"
+        flt = "None" if self._filter is None else str(self._filter)
+        pruning = self._filter is not None and self._use_scalar_index
+        lines = [f"ProjectionExec: expr=[{', '.join(output)}]"]
+        if self._limit is not None or self._offset:
+            lines.append(f"  GlobalLimitExec: skip={self._offset}, fetch={self._limit}")
+        pad = "  " * len(lines)
+        lines.append(
+            f"{pad}LanceRead: uri={self._ds.uri}, projection=[{read}], num_fragments={len(self._fragments)}, "
+            f"row_id={self._compute_row_id}, row_addr={self._compute_row_address}, "
+            f"full_filter={flt}, zone_map_pruning={pruning}"
+        )
+        if verbose:
+            frags = ", ".join(f"{f.id}:{f.num_rows}" for f in self._fragments)
+            lines.append(f"{pad}  fragments (id:live rows)=[{frags}], batch_size={self._batch_size}")
+        return lines
+
+    def explain_plan(self, verbose: bool = False) -> str:
+        """The scan's plan as text, without running it (the shape of pylance's plan)."""
+        return "\n".join(self._plan_lines(verbose)) + "\n"
+
+    def analyze_plan(self) -> str:
+        """Run the scan and return its plan annotated with what it did (rows, batches, time)."""
+        import time
+
+        start = time.perf_counter()
+        rows = batches = 0
+        for batch in self.to_batches():
+            rows += batch.num_rows
+            batches += 1
+        elapsed_ms = (time.perf_counter() - start) * 1000
+        head = f"AnalyzeExec verbose=true, elapsed={elapsed_ms:.3f}ms"
+        metrics = (
+            f", metrics=[output_rows={rows}, output_batches={batches}, fragments={len(self._fragments)}]"
+        )
+        lines = self._plan_lines(False)
+        lines[0] += metrics
+        return "\n".join([head, *("  " + line for line in lines)]) + "\n"

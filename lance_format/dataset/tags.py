@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import builtins
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 
-from lance_format.core.errors import InvalidInputError
+from lance_format.core.errors import InvalidInputError, NotSupportedError
 from lance_format.table import tags as _tags
 from lance_format.table.versions import VersionInfo
 
 if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset
 
-__all__ = ["Tags"]
+__all__ = ["Reference", "Tags"]
+
+#: What pylance's tag calls accept to name a version.
+Reference: TypeAlias = "int | str | tuple[str | None, int | None] | None"
 
 
 def _parse_time(text: Any) -> datetime | None:
@@ -45,15 +48,41 @@ class Tags:
             raise InvalidInputError(f"{self._ds.uri}: cannot tag version {version}: it does not exist")
         return entry[1]
 
-    def create(self, tag: str, version: int) -> None:
-        """Point a new tag at ``version``."""
-        size = self._manifest_size(version)
-        _tags.create_tag(self._store, tag, int(version), size)
+    def _resolve(self, reference: Reference) -> int:
+        """The version a pylance-style reference names: ``None`` is this handle's version, a
+        string a tag, ``(branch, version)`` a version of the main branch (``None``: the latest)."""
+        if reference is None:
+            return self._ds.version
+        if isinstance(reference, str):
+            return self.get_version(reference)
+        if isinstance(reference, tuple):
+            if len(reference) != 2:
+                raise InvalidInputError(f"a reference tuple is (branch, version), got {reference!r}")
+            branch, version = reference
+            if branch not in (None, "main"):
+                raise NotSupportedError(f"branches are not supported (reference to branch {branch!r})")
+            if version is None:
+                latest = VersionInfo(self._store).latest
+                if latest is None:
+                    raise InvalidInputError(f"{self._ds.uri}: the dataset has no versions")
+                return latest
+            return self._resolve(version)
+        if isinstance(reference, bool) or not isinstance(reference, int | np.integer):
+            raise InvalidInputError(f"a tag points at a version number or tag, not {reference!r}")
+        return int(reference)
 
-    def update(self, tag: str, version: int) -> None:
-        """Move an existing tag to ``version``."""
+    def create(self, tag: str, reference: Reference = None) -> None:
+        """Point a new tag at ``reference`` (a version number, a tag name, ``(branch, version)``,
+        or ``None`` for this handle's version), as pylance's ``tags.create`` does."""
+        version = self._resolve(reference)
         size = self._manifest_size(version)
-        _tags.update_tag(self._store, tag, int(version), size)
+        _tags.create_tag(self._store, tag, version, size)
+
+    def update(self, tag: str, reference: Reference = None) -> None:
+        """Move an existing tag to ``reference`` (see :meth:`create`)."""
+        version = self._resolve(reference)
+        size = self._manifest_size(version)
+        _tags.update_tag(self._store, tag, version, size)
 
     def delete(self, tag: str) -> None:
         """Remove a tag."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import uuid
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -49,6 +50,10 @@ __all__ = [
 
 #: pylance's default rows per data file.
 DEFAULT_MAX_ROWS_PER_FILE = 1024 * 1024
+#: pylance's default ``max_rows_per_group`` (row groups only exist in the legacy 0.1 format).
+DEFAULT_MAX_ROWS_PER_GROUP = 1024
+#: pylance's default ``max_bytes_per_file`` (90 GiB): object stores cap single objects near there.
+DEFAULT_MAX_BYTES_PER_FILE = 90 * 1024**3
 _MODES = ("create", "append", "overwrite")
 #: Versions a write may ask for (the file writer encodes all three).
 _WRITABLE_VERSIONS = ("2.0", "2.1", "2.2")
@@ -75,15 +80,50 @@ def resolve_storage_version(v: str | None) -> str:
     return version
 
 
+def _transaction_properties(values: dict[str, str] | None) -> dict[str, str]:
+    if values is None:
+        return {}
+    if not isinstance(values, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in values.items()
+    ):
+        raise InvalidInputError("transaction_properties must be a dict of strings to strings")
+    return dict(values)
+
+
 def commit_properties(commit_message: str | None) -> dict[str, str]:
     """Transaction properties holding ``commit_message`` the way pylance stores it."""
     return {COMMIT_MESSAGE_KEY: commit_message} if commit_message else {}
 
 
+def _coerce(data: Any, schema: pa.Schema | None) -> Any:
+    """The inputs pylance's ``write_dataset`` accepts beyond Arrow tables, batches and readers, as
+    a Table or RecordBatchReader; anything else comes back unchanged."""
+    if isinstance(data, pa.Table | pa.RecordBatch | pa.RecordBatchReader):
+        return data
+    kind = type(data)
+    if kind.__name__ == "DataFrame" and hasattr(data, "to_records"):  # pandas
+        return pa.Table.from_pandas(data, schema=schema)
+    if kind.__name__ == "DataFrame" and kind.__module__.startswith("polars"):
+        return data.to_arrow()
+    if isinstance(data, dict):
+        return pa.Table.from_pydict(data, schema=schema)
+    if isinstance(data, list) and data and isinstance(data[0], dict):
+        return pa.Table.from_pylist(data, schema=schema)
+    if kind.__module__.startswith(("lance_format.", "lance.")) and callable(getattr(data, "scanner", None)):
+        return data.scanner().to_reader()  # a LanceDataset (ours or pylance's)
+    pds = sys.modules.get("pyarrow.dataset")  # only set when the caller could have made one
+    if pds is not None and isinstance(data, pds.Dataset):
+        return pds.Scanner.from_dataset(data).to_reader()
+    if callable(getattr(data, "to_reader", None)):  # scanners: ours, pylance's, pyarrow's
+        return data.to_reader()
+    if hasattr(data, "__arrow_c_stream__"):  # any Arrow PyCapsule stream (polars, DuckDB, ...)
+        return pa.RecordBatchReader.from_stream(data)
+    return data
+
+
 def to_reader(data: Any, schema: pa.Schema | None = None) -> pa.RecordBatchReader:
     """Any supported input as a RecordBatchReader (cast to ``schema`` when given)."""
-    if type(data).__name__ == "DataFrame" and hasattr(data, "to_records"):
-        data = pa.Table.from_pandas(data, schema=schema)
+    data = _coerce(data, schema)
     if isinstance(data, pa.RecordBatch):
         data = pa.Table.from_batches([data])
     if isinstance(data, pa.Table):
@@ -113,7 +153,8 @@ def to_reader(data: Any, schema: pa.Schema | None = None) -> pa.RecordBatchReade
         return pa.RecordBatchReader.from_batches(schema, (_cast(b, schema) for b in it))
     raise InvalidInputError(
         f"cannot write {type(data).__name__}: pass a pyarrow Table, RecordBatch, RecordBatchReader, "
-        "an iterable of RecordBatches or a pandas DataFrame"
+        "Dataset or Scanner, a LanceDataset, an iterable of RecordBatches, a dict of columns, a list "
+        "of row dicts, or a pandas / polars DataFrame"
     )
 
 
@@ -151,8 +192,17 @@ def write_fragments(
     schema: LanceSchema,
     version: str,
     max_rows_per_file: int,
+    *,
+    max_bytes_per_file: int | None = None,
+    progress: Any = None,
 ) -> list[DataFragment]:
-    """Write the stream into data files of at most ``max_rows_per_file`` rows; one fragment each."""
+    """Write the stream into data files of at most ``max_rows_per_file`` rows; one fragment each.
+
+    A file also ends once ``max_bytes_per_file`` bytes are written to it (checked between batches,
+    so a file can exceed it by about one batch, as in pylance). ``progress`` (pylance's
+    ``FragmentWriteProgress`` shape) hears ``begin(fragment)`` before and ``complete(fragment)``
+    after each file.
+    """
     file_version = LanceFileVersion(version)
     fields, indices = _file_columns(schema, file_version)
     arrow = schema.to_arrow()
@@ -165,28 +215,35 @@ def write_fragments(
         nonlocal writer
         assert writer is not None
         rows = writer.close()
-        frags.append(
-            DataFragment(
-                id=0,
-                files=(DataFile(name, fields, indices, major, minor, writer.size),),
-                physical_rows=rows,
-            )
+        frag = DataFragment(
+            id=0,
+            files=(DataFile(name, fields, indices, major, minor, writer.size),),
+            physical_rows=rows,
         )
+        frags.append(frag)
+        if progress is not None:
+            progress.complete(frag)
         writer = None
 
-    rows_in_file = 0
+    rows_in_file = arrow_bytes = 0
     for batch in reader:
         offset = 0
         while offset < batch.num_rows:
             if writer is None:
                 name = data_file_name()
                 writer = LanceFileWriter(f"data/{name}", arrow, version=version, store=store)
-                rows_in_file = 0
+                rows_in_file = arrow_bytes = 0
+                if progress is not None:
+                    progress.begin(DataFragment(0, (DataFile(name, fields, indices, major, minor),), 0))
             take = min(batch.num_rows - offset, max_rows_per_file - rows_in_file)
-            writer.write_batch(batch.slice(offset, take))
+            part = batch.slice(offset, take)
+            writer.write_batch(part)
             offset += take
             rows_in_file += take
-            if rows_in_file >= max_rows_per_file:
+            # The writer buffers pages, so its size lags: the Arrow bytes handed to it bound it too.
+            arrow_bytes += part.nbytes
+            full = max_bytes_per_file is not None and max(writer.size, arrow_bytes) >= max_bytes_per_file
+            if rows_in_file >= max_rows_per_file or full:
                 finish()
     if writer is not None and rows_in_file:
         finish()
@@ -209,27 +266,32 @@ def _check_schema(data: pa.Schema, manifest: Manifest) -> pa.Schema:
 
 
 def write_dataset(
-    data: Any,
-    uri: str | os.PathLike[str],
+    data_obj: Any,
+    uri: str | os.PathLike[str] | LanceDataset,
     schema: pa.Schema | None = None,
     mode: str = "create",
     *,
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+    max_rows_per_group: int = DEFAULT_MAX_ROWS_PER_GROUP,
+    max_bytes_per_file: int = DEFAULT_MAX_BYTES_PER_FILE,
+    progress: Any = None,
     data_storage_version: str | None = None,
     enable_stable_row_ids: bool = False,
     enable_v2_manifest_paths: bool = True,
     storage_options: dict[str, str] | None = None,
     commit_message: str | None = None,
+    transaction_properties: dict[str, str] | None = None,
 ) -> LanceDataset:
     """Write Arrow data as a Lance dataset (create, append to or overwrite one).
 
     Parameters
     ----------
-    data:
-        A pyarrow Table, RecordBatch, RecordBatchReader, an iterable of RecordBatches, or a pandas
-        DataFrame.
+    data_obj:
+        A pyarrow Table, RecordBatch, RecordBatchReader, ``pyarrow.dataset`` Dataset or Scanner, a
+        LanceDataset or scanner (ours or pylance's), an iterable of RecordBatches, a dict of
+        columns, a list of row dicts, a pandas or polars DataFrame, or any Arrow PyCapsule stream.
     uri:
-        Local path, ``file://`` or ``memory://`` URI of the dataset root.
+        Local path, ``file://`` or ``memory://`` URI of the dataset root, or a LanceDataset.
     schema:
         Schema to cast the data to (required for an empty iterable).
     mode:
@@ -237,6 +299,14 @@ def write_dataset(
         ``"overwrite"``.
     max_rows_per_file:
         Rows per data file (each file is one fragment).
+    max_rows_per_group:
+        Accepted for pylance compatibility: file format v2 has no row groups (pages are sized by
+        bytes), so it only has to be a positive integer.
+    max_bytes_per_file:
+        A data file ends once about this many bytes are written to it (90 GiB, pylance's default).
+    progress:
+        An object with ``begin(fragment)`` and ``complete(fragment)`` methods (pylance's
+        ``FragmentWriteProgress``), told about each data file.
     data_storage_version:
         File format version of a new dataset (``"2.0"``, ``"2.1"``, ``"2.2"`` or ``"stable"``);
         None = :data:`DEFAULT_DATA_STORAGE_VERSION` (2.2, pylance 14's default). ``"legacy"``
@@ -250,6 +320,8 @@ def write_dataset(
         Options for the object store.
     commit_message:
         Stored in the transaction properties under ``__lance_commit_message``, as pylance does.
+    transaction_properties:
+        Key/value pairs stored with the transaction (``commit_message`` wins for its key).
 
     Returns
     -------
@@ -260,8 +332,16 @@ def write_dataset(
 
     if mode not in _MODES:
         raise InvalidInputError(f"mode must be one of {_MODES}, got {mode!r}")
-    if not isinstance(max_rows_per_file, int) or max_rows_per_file <= 0:
-        raise InvalidInputError(f"max_rows_per_file must be a positive integer, got {max_rows_per_file!r}")
+    for name, value in (
+        ("max_rows_per_file", max_rows_per_file),
+        ("max_rows_per_group", max_rows_per_group),
+        ("max_bytes_per_file", max_bytes_per_file),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise InvalidInputError(f"{name} must be a positive integer, got {value!r}")
+    if isinstance(uri, LanceDataset):
+        storage_options = storage_options or uri.storage_options
+        uri = uri.uri
     uri = os.fspath(uri)
     store = store_for_uri(uri, storage_options)
     base: Manifest | None
@@ -272,7 +352,7 @@ def write_dataset(
         base, naming = None, None
     if base is not None and mode == "create":
         raise DatasetAlreadyExistsError(f"{uri}: dataset already exists (use mode='append' or 'overwrite')")
-    reader = to_reader(data, schema)
+    reader = to_reader(data_obj, schema)
     if base is not None and mode == "append":
         target = _check_schema(reader.schema, base)
         reader = to_reader(reader, target)
@@ -285,9 +365,19 @@ def write_dataset(
         raise NotSupportedError(
             f"writing data storage version {version!r} is not supported; use one of {_WRITABLE_VERSIONS}"
         )
-    frags = tuple(write_fragments(store, reader, lance_schema, version, max_rows_per_file))
+    frags = tuple(
+        write_fragments(
+            store,
+            reader,
+            lance_schema,
+            version,
+            max_rows_per_file,
+            max_bytes_per_file=max_bytes_per_file,
+            progress=progress,
+        )
+    )
     op = Append(frags) if base is not None and mode == "append" else Overwrite(frags, lance_schema)
-    props = commit_properties(commit_message)
+    props = _transaction_properties(transaction_properties) | commit_properties(commit_message)
     txn = Transaction(base.version if base else 0, str(uuid.uuid4()), op, properties=props)
     options = CommitOptions(
         naming=ManifestNaming.V2 if enable_v2_manifest_paths else ManifestNaming.V1,

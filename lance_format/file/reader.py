@@ -160,10 +160,10 @@ class LanceFileReader:
     ----------
     path:
         Local path, ``file://`` or ``memory://`` URI of the file.
+    storage_options:
+        Options for the object store (second, as in pylance's ``LanceFileReader``).
     columns:
         Top-level column names to read (all when omitted), in the order given.
-    storage_options:
-        Options for the object store.
     store, key, size:
         Read through an already-open store instead of ``path`` (``key`` relative to its root);
         ``size`` when known saves a request.
@@ -177,13 +177,21 @@ class LanceFileReader:
     def __init__(
         self,
         path: str | os.PathLike[str],
-        columns: Sequence[str] | None = None,
         storage_options: dict[str, str] | None = None,
+        columns: Sequence[str] | None = None,
         *,
         store: ObjectStore | None = None,
         size: int | None = None,
     ) -> None:
         path = os.fspath(path)
+        # Callers of the old (columns, storage_options) order must fail loudly, not read all columns.
+        if storage_options is not None and not isinstance(storage_options, dict):
+            raise InvalidInputError(
+                f"storage_options must be a dict, got {type(storage_options).__name__} "
+                "(the order is LanceFileReader(path, storage_options, columns), as in pylance)"
+            )
+        if isinstance(columns, str | bytes):
+            raise InvalidInputError("columns must be a list of column names, not one string")
         if store is None:
             folder, key = split_uri(path)
             store = store_for_uri(folder, storage_options)

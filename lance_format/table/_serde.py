@@ -39,6 +39,7 @@ from lance_format.table.model import (
     UnknownOperation,
     Update,
     UpdateConfig,
+    UpdateMap,
     WriterVersion,
 )
 
@@ -297,11 +298,16 @@ def _operation_to_pb(op: Operation, pb: transaction_pb2.Transaction) -> None:
         pb.create_index.new_indices.extend(index_to_pb(i) for i in op.new_indices)
         pb.create_index.removed_indices.extend(index_to_pb(i) for i in op.removed_indices)
     elif isinstance(op, UpdateConfig):
-        upd = pb.update_config.config_updates
-        for k, v in op.config_updates.items():
-            entry = upd.update_entries.add(key=k)
-            if v is not None:
-                entry.value = v
+        uc = pb.update_config
+        maps = op.maps()
+        if "config" in maps or not maps:
+            _update_map_to_pb(UpdateMap(op.config_updates, op.config_replace), uc.config_updates)
+        if op.table_metadata_updates is not None:
+            _update_map_to_pb(op.table_metadata_updates, uc.table_metadata_updates)
+        if op.schema_metadata_updates is not None:
+            _update_map_to_pb(op.schema_metadata_updates, uc.schema_metadata_updates)
+        for fid, m in op.field_metadata_updates.items():
+            _update_map_to_pb(m, uc.field_metadata_updates[fid])
     else:
         raise CorruptFileError("<transaction>", f"cannot serialize operation {type(op).__name__}")
 
@@ -341,9 +347,24 @@ def _operation_from_pb(pb: transaction_pb2.Transaction, path: str) -> Operation:
         c = pb.update_config
         updates: dict[str, str | None] = dict(c.upsert_values)
         updates.update(dict.fromkeys(c.delete_keys))
-        for e in c.config_updates.update_entries:
-            updates[e.key] = e.value if e.HasField("value") else None
-        return UpdateConfig(updates)
+        config = _update_map_from_pb(c.config_updates)
+        updates.update(config.updates)
+        schema_meta = (
+            _update_map_from_pb(c.schema_metadata_updates) if c.HasField("schema_metadata_updates") else None
+        )
+        if c.schema_metadata:  # the older form: upserts only
+            older: dict[str, str | None] = dict(c.schema_metadata)
+            schema_meta = UpdateMap(older | (schema_meta.updates if schema_meta else {}))
+        fields = {int(fid): _update_map_from_pb(m) for fid, m in c.field_metadata_updates.items()}
+        for fid, old in c.field_metadata.items():
+            fields.setdefault(int(fid), UpdateMap(dict(old.metadata)))
+        return UpdateConfig(
+            updates,
+            config.replace,
+            _update_map_from_pb(c.table_metadata_updates) if c.HasField("table_metadata_updates") else None,
+            schema_meta,
+            fields,
+        )
     if kind == "create_index":
         ci = pb.create_index
         return CreateIndex(
@@ -555,3 +576,16 @@ def zonemap_details_from_bytes(data: bytes, path: str) -> int | None:
     pb = table_pb2.ZoneMapIndexDetails()
     _parse(pb, data, path, "zone map details")
     return pb.rows_per_zone if pb.HasField("rows_per_zone") else None
+
+
+def _update_map_to_pb(m: UpdateMap, pb: transaction_pb2.Transaction.UpdateMap) -> None:
+    pb.SetInParent()  # present even when empty: an empty replace still clears the map
+    pb.replace = m.replace
+    for k, v in m.updates.items():
+        entry = pb.update_entries.add(key=k)
+        if v is not None:
+            entry.value = v
+
+
+def _update_map_from_pb(pb: transaction_pb2.Transaction.UpdateMap) -> UpdateMap:
+    return UpdateMap({e.key: e.value if e.HasField("value") else None for e in pb.update_entries}, pb.replace)

@@ -38,6 +38,7 @@ __all__ = [
     "UnknownOperation",
     "Update",
     "UpdateConfig",
+    "UpdateMap",
     "WriterVersion",
 ]
 
@@ -264,10 +265,46 @@ class Update:
 
 
 @dataclass(frozen=True)
+class UpdateMap:
+    """Key upserts (value) and deletions (``None``); ``replace`` drops every other key first."""
+
+    updates: dict[str, str | None]
+    replace: bool = False
+
+    def apply(self, current: dict[str, str]) -> dict[str, str]:
+        """``current`` with these updates applied."""
+        out = {} if self.replace else dict(current)
+        for k, v in self.updates.items():
+            if v is None:
+                out.pop(k, None)
+            else:
+                out[k] = v
+        return out
+
+
+@dataclass(frozen=True)
 class UpdateConfig:
-    """Upsert (value) or delete (``None``) table config keys."""
+    """Upsert (value) or delete (``None``) table config keys (all of them first when
+    ``config_replace``); also table, schema and per-field metadata (by field id)."""
 
     config_updates: dict[str, str | None]
+    config_replace: bool = False
+    table_metadata_updates: UpdateMap | None = None
+    schema_metadata_updates: UpdateMap | None = None
+    field_metadata_updates: dict[int, UpdateMap] = field(default_factory=dict)
+
+    def maps(self) -> dict[str, UpdateMap]:
+        """Every map this operation changes, by name (field maps as ``field:{id}``)."""
+        out: dict[str, UpdateMap] = {}
+        if self.config_updates or self.config_replace:
+            out["config"] = UpdateMap(self.config_updates, self.config_replace)
+        if self.table_metadata_updates is not None:
+            out["table_metadata"] = self.table_metadata_updates
+        if self.schema_metadata_updates is not None:
+            out["schema_metadata"] = self.schema_metadata_updates
+        for fid, m in self.field_metadata_updates.items():
+            out[f"field:{fid}"] = m
+        return out
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from lance_format.table.model import (
     UnknownOperation,
     Update,
     UpdateConfig,
+    UpdateMap,
     WriterVersion,
 )
 
@@ -163,13 +164,7 @@ def build_manifest(
             kept_indices = [i for i in old_indices if i.uuid not in dropped]
             index_bytes = _serde.index_section_to_bytes([*kept_indices, *op.new_indices])
         elif isinstance(op, UpdateConfig):
-            config = dict(base.config)
-            for k, v in op.config_updates.items():
-                if v is None:
-                    config.pop(k, None)
-                else:
-                    config[k] = v
-            new = replace(new, config=config)
+            new = _apply_update_config(new, op)
         else:
             raise InvalidInputError(f"cannot commit operation {type(op).__name__}")
     ids = [f.id for f in new.fragments]
@@ -189,6 +184,39 @@ def build_manifest(
     return replace(new, reader_feature_flags=reader, writer_feature_flags=writer)
 
 
+def _apply_update_config(new: Manifest, op: UpdateConfig) -> Manifest:
+    """``new`` with the config, table, schema and field metadata changes of ``op``."""
+    config = UpdateMap(op.config_updates, op.config_replace).apply(new.config)
+    table_meta = new.table_metadata
+    if op.table_metadata_updates is not None:
+        table_meta = op.table_metadata_updates.apply(table_meta)
+    schema = new.schema
+    if op.schema_metadata_updates is not None or op.field_metadata_updates:
+        meta = schema.metadata
+        if op.schema_metadata_updates is not None:
+            meta = _bytes_map(op.schema_metadata_updates.apply(_str_map(meta)))
+        known = {f.id for f in schema.walk()}
+        missing = set(op.field_metadata_updates) - known
+        if missing:
+            raise InvalidInputError(f"no fields with ids {sorted(missing)} in the schema")
+        flat = [
+            replace(f, metadata=_bytes_map(op.field_metadata_updates[f.id].apply(_str_map(f.metadata))))
+            if f.id in op.field_metadata_updates
+            else f
+            for f in schema.flat()
+        ]
+        schema = LanceSchema.from_flat(flat, meta)
+    return replace(new, config=config, table_metadata=table_meta, schema=schema)
+
+
+def _str_map(m: dict[str, bytes]) -> dict[str, str]:
+    return {k: v.decode("utf-8", "surrogateescape") if isinstance(v, bytes) else str(v) for k, v in m.items()}
+
+
+def _bytes_map(m: dict[str, str]) -> dict[str, bytes]:
+    return {k: v.encode("utf-8", "surrogateescape") for k, v in m.items()}
+
+
 def _touched(op: object) -> set[int] | None:
     """Fragment ids an operation rewrites (``None``: the whole table)."""
     if isinstance(op, Delete):
@@ -200,6 +228,16 @@ def _touched(op: object) -> set[int] | None:
     if isinstance(op, Append | UpdateConfig | CreateIndex | ReserveFragments):
         return set()
     return None
+
+
+def _maps_overlap(a: UpdateConfig, b: UpdateConfig) -> bool:
+    """Whether two config/metadata updates change a key in common (a replace changes every key)."""
+    theirs = b.maps()
+    for name, mine in a.maps().items():
+        other = theirs.get(name)
+        if other is not None and (mine.replace or other.replace or set(mine.updates) & set(other.updates)):
+            return True
+    return False
 
 
 def check_conflict(mine: Transaction, theirs: Transaction | None, version: int) -> None:
@@ -227,7 +265,7 @@ def check_conflict(mine: Transaction, theirs: Transaction | None, version: int) 
     if isinstance(other, Overwrite | Restore | Merge | Project):
         raise retry
     if isinstance(op, UpdateConfig):
-        if isinstance(other, UpdateConfig) and set(op.config_updates) & set(other.config_updates):
+        if isinstance(other, UpdateConfig) and _maps_overlap(op, other):
             raise retry
         return
     if isinstance(op, Append):
