@@ -258,7 +258,7 @@ class MergeInsertBuilder:
             }
         )
         assert self._matched_condition is not None
-        expr = parse_filter(self._matched_condition, pair.schema)[0]
+        expr = parse_filter(self._matched_condition, pair.schema).expression
         mask = evaluate(pair, {"m": expr}).column("m")
         return np.asarray(pc.fill_null(mask, False).to_numpy(zero_copy_only=False), dtype=bool)
 
