@@ -38,7 +38,8 @@ def exchange_request(descriptor: flight.FlightDescriptor) -> TakeRequest:
     """The take a do_exchange descriptor describes."""
     if descriptor.descriptor_type != flight.DescriptorType.CMD:
         raise InvalidInputError("do_exchange needs a command descriptor holding a take ticket")
-    req = decode_ticket(descriptor.command)
+    # The ids arrive as batches: the take in the descriptor needs none (an empty list is fine too).
+    req = decode_ticket(descriptor.command, require_ids=False)
     if not isinstance(req, TakeRequest):
         raise InvalidInputError("do_exchange's descriptor must hold a take request")
     return req
