@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import pyarrow as pa
 import pyarrow.flight as flight
 
+from flight_server import callinfo
 from flight_server._serde import (
     decode_action_request,
     decode_command,
@@ -149,6 +150,11 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
         self._hide = (self.catalog.root,) if self.catalog.local else ()
 
     # -- plumbing --------------------------------------------------------------------------------
+    @staticmethod
+    def _note(context: flight.ServerCallContext, dataset: str | None = None) -> None:
+        """The caller's address and the dataset asked for, for the call's log line."""
+        callinfo.annotate(peer=context.peer(), dataset=dataset)
+
     def _guard(self, fn: Callable[[], _T]) -> _T:
         try:
             return fn()
@@ -188,6 +194,7 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
 
     # -- discovery -------------------------------------------------------------------------------
     def list_flights(self, context: flight.ServerCallContext, criteria: bytes) -> Iterator[flight.FlightInfo]:
+        self._note(context)
         names = self._guard(self.catalog.names)
         prefix = bytes(criteria or b"").decode("utf-8", "replace")
         for name in names:
@@ -215,15 +222,20 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
     def get_flight_info(
         self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor
     ) -> flight.FlightInfo:
-        return self._guard(
-            lambda: plan_scan(self.catalog, self._scan_request(descriptor), descriptor, self.advertise)
-        )
+        def run() -> flight.FlightInfo:
+            req = self._scan_request(descriptor)
+            self._note(context, req.dataset)
+            return plan_scan(self.catalog, req, descriptor, self.advertise)
+
+        return self._guard(run)
 
     def get_schema(
         self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor
     ) -> flight.SchemaResult:
         def run() -> flight.SchemaResult:
-            schema, batches = scan_stream(self.catalog, self._scan_request(descriptor))
+            req = self._scan_request(descriptor)
+            self._note(context, req.dataset)
+            schema, batches = scan_stream(self.catalog, req)
             del batches  # a lazy generator: nothing was read
             return flight.SchemaResult(schema)
 
@@ -233,6 +245,7 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
     def do_get(self, context: flight.ServerCallContext, ticket: flight.Ticket) -> flight.FlightDataStream:
         def run() -> flight.FlightDataStream:
             req = decode_ticket(ticket.ticket)
+            self._note(context, req.dataset)
             lease = self._slots.acquire()
             if isinstance(req, TakeRequest):
                 try:
@@ -288,6 +301,7 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
         writer: flight.MetadataRecordBatchWriter,
     ) -> None:
         def run() -> None:
+            self._note(context)
             lease = self._slots.acquire()
             try:
                 serve_exchange(
@@ -314,6 +328,7 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
                 else None
             )
             req: WriteRequest = write_request(descriptor, decoded)
+            self._note(context, req.dataset)
             self.catalog.uri(req.dataset)  # validate the name before reading any data
             lease = self._slots.acquire()
             try:
@@ -344,6 +359,7 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
                 _require_write(context)
             body = action.body.to_pybytes() if action.body is not None else b""
             request = decode_action_request(body)
+            self._note(context, request.dataset)
             try:
                 result = run_action(self.catalog, name, request)
             finally:

@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.flight as flight
 
+from flight_server import callinfo
 from flight_server._serde import decode_ticket
 from flight_server.catalog import Catalog
 from flight_server.handlers.scan import open_version
@@ -55,6 +56,7 @@ def serve_exchange(
 ) -> int:
     """Answer every request batch; return the number of rows sent."""
     req = exchange_request(descriptor)
+    callinfo.annotate(dataset=req.dataset)
     ds = open_version(catalog, req.dataset, req.version, req.tag)
     sent = 0
     started = False
