@@ -56,6 +56,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _serve(rest: list[str]) -> int:
+    try:
+        import prometheus_client  # noqa: F401
+        import yaml  # noqa: F401
+    except ImportError as exc:
+        print(
+            f"lance-flight serve needs the server extra ({exc.name} is missing): "
+            "pip install 'lance-flight[server]'",
+            file=sys.stderr,
+        )
+        return 2
     from flight_server.config import ConfigError, build_parser, load_settings
 
     if any(a in ("-h", "--help") for a in rest):

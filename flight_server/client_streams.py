@@ -189,10 +189,17 @@ class IdleDeadline:
 
 
 def show_progress(progress: bool | None) -> bool:
-    """Whether to draw a bar: ``progress`` when given, else only when stderr is a terminal."""
+    """Whether to draw a bar: ``progress`` when given, else only when stderr is a terminal and tqdm
+    (the ``server`` extra) is installed."""
     if progress is not None:
         return progress
-    return sys.stderr.isatty()
+    if not sys.stderr.isatty():
+        return False
+    try:
+        import tqdm  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 class _NoBar:

@@ -18,7 +18,7 @@ def _substrait(data: bytes) -> pc.Expression:
 
     try:
         bound = ps.deserialize_expressions(pa.py_buffer(data))
-    except (pa.ArrowException, ValueError, TypeError) as exc:
+    except (pa.ArrowException, OSError, ValueError, TypeError) as exc:  # pyarrow < 19: OSError
         raise InvalidInputError(f"filter_substrait is not a Substrait ExtendedExpression: {exc}") from None
     exprs = list(bound.expressions.values())
     if len(exprs) != 1:

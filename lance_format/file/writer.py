@@ -250,7 +250,7 @@ class LanceFileWriter:
                     if self.version.structural:
                         # pylance writes 2.1+ files without rows with no pages at all.
                         continue
-                    for page in v20.encode_field(f, pa.array([], type=f.to_arrow().type), self._columns_of):
+                    for page in v20.encode_field(f, pa.nulls(0, f.to_arrow().type), self._columns_of):
                         self._add_page(page)
         except LanceError:
             raise

@@ -252,7 +252,7 @@ def _leaves(field: LanceField, columns_of: dict[int, int]) -> list[tuple[LanceFi
 
 
 def _empty(typ: pa.DataType) -> pa.Array:
-    return pa.array([], type=typ)
+    return pa.nulls(0, typ)  # pa.array([], dictionary<large_string>) fails on pyarrow 18-21
 
 
 def decode_field(
