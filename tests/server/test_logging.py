@@ -24,13 +24,12 @@ def test_each_call_is_logged_with_its_request_id(caplog: pytest.LogCaptureFixtur
         standin_server(ServerSettings(tokens=(Token("t"),))) as server,
         flight.FlightClient(location(server)) as c,
     ):
-        given = flight.FlightCallOptions(
-            headers=[(b"authorization", b"Bearer t"), (b"x-request-id", b"abc-123")]
-        )
+        headers = [(b"authorization", b"Bearer t"), (b"x-request-id", b"abc-123")]
+        given = flight.FlightCallOptions(headers=headers)
         (seen,) = list(c.do_action(flight.Action("request_id", b""), given))
         assert seen.body.to_pybytes() == b"abc-123"  # visible to the handler's thread
         with pytest.raises(flight.FlightServerError):
-            list(c.do_action(flight.Action("nope", b""), flight.FlightCallOptions(headers=given.headers)))
+            list(c.do_action(flight.Action("nope", b""), flight.FlightCallOptions(headers=headers)))
         bad_id = flight.FlightCallOptions(
             headers=[(b"authorization", b"Bearer t"), (b"x-request-id", b"a b<c>")]
         )
