@@ -20,6 +20,7 @@ __all__ = [
     "LanceSchema",
     "LegacyEncoding",
     "arrow_type_to_logical",
+    "empty_array",
     "fields_from_arrow",
     "logical_to_arrow_type",
 ]
@@ -287,3 +288,20 @@ def fields_from_arrow(schema: pa.Schema, first_id: int = 0) -> LanceSchema:
     fields = tuple(convert(f, -1) for f in schema)
     meta = {k.decode(): v for k, v in (schema.metadata or {}).items()}
     return LanceSchema(fields, meta)
+
+
+def empty_array(t: pa.DataType) -> pa.Array:
+    """An empty array of type ``t`` (its dictionary empty too, for dictionary types).
+
+    ``pa.array([], type=t)`` has no converter for some dictionary types on pyarrow 18-21
+    (``dictionary<large_string>``), and ``pa.nulls(0, t)`` gives a dictionary holding a null, which
+    later concatenations cannot unify.
+    """
+    try:
+        return pa.array([], type=t)
+    except pa.ArrowNotImplementedError:
+        if not pa.types.is_dictionary(t):
+            raise
+        return pa.DictionaryArray.from_arrays(
+            pa.array([], type=t.index_type), empty_array(t.value_type), ordered=t.ordered
+        )

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_format.core.errors import InvalidInputError
+from lance_format.core.types import empty_array
 
 __all__ = ["Filter", "evaluate", "filter_columns", "parse_filter"]
 
@@ -50,7 +51,7 @@ def _expression_columns(expr: pc.Expression, schema: pa.Schema) -> set[str]:
     text = str(expr)
     names = {n for n in schema.names if re.search(rf"(?<![\w]){re.escape(n)}(?![\w])", text)}
     try:
-        pa.table({n: pa.nulls(0, schema.field(n).type) for n in names}).filter(expr)
+        pa.table({n: empty_array(schema.field(n).type) for n in names}).filter(expr)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, KeyError) as e:
         raise InvalidInputError(f"invalid filter {text}: {e}") from None
     return names
