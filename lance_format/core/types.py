@@ -300,8 +300,17 @@ def empty_array(t: pa.DataType) -> pa.Array:
     try:
         return pa.array([], type=t)
     except pa.ArrowNotImplementedError:
-        if not pa.types.is_dictionary(t):
-            raise
+        pass
+    if pa.types.is_dictionary(t):
         return pa.DictionaryArray.from_arrays(
             pa.array([], type=t.index_type), empty_array(t.value_type), ordered=t.ordered
         )
+    if pa.types.is_struct(t):
+        return pa.StructArray.from_arrays([empty_array(f.type) for f in t], fields=list(t))
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        offsets = pa.array([0], pa.int64() if pa.types.is_large_list(t) else pa.int32())
+        cls = pa.LargeListArray if pa.types.is_large_list(t) else pa.ListArray
+        return cls.from_arrays(offsets, empty_array(t.value_type), type=t)
+    if pa.types.is_fixed_size_list(t):
+        return pa.FixedSizeListArray.from_arrays(empty_array(t.value_type), type=t)
+    return pa.nulls(0, t)
