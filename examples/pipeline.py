@@ -5,7 +5,7 @@
 
 1. Ingest: generate raw "click events" as CSV files (``--rows``), read them with Spark.
 2. Transform: parse timestamps, derive columns, build an 8-d feature vector per event.
-3. Write: ``df.write.format("lance")`` in stage mode; the driver commits once (dataset ``events``).
+3. Write: ``df.write.format("lance_flight")`` in stage mode; the driver commits once (dataset ``events``).
 4. Read back with filters: the pushed filters run on the server (see ``explain``).
 5. Take rows by id: sample ``_rowid`` values, fetch those rows on the executors, in order.
 """
@@ -98,7 +98,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"3. write: dataset {args.dataset!r} on {uri}")
 
             df = (
-                spark.read.format("lance").option("uri", uri).option("with_row_id", "true").load(args.dataset)
+                spark.read.format("lance_flight")
+                .option("uri", uri)
+                .option("with_row_id", "true")
+                .load(args.dataset)
             )
             recent = df.filter((F.col("country") == "de") & (F.col("amount") > 90.0))
             n = recent.count()

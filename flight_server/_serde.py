@@ -160,9 +160,9 @@ def _take_to_pb(req: TakeRequest) -> pb.TakeRequest:
     return msg
 
 
-def _take_from_pb(msg: pb.TakeRequest) -> TakeRequest:
+def _take_from_pb(msg: pb.TakeRequest, require_ids: bool = True) -> TakeRequest:
     which = msg.WhichOneof("selector")
-    if which is None:
+    if which is None and require_ids:
         raise InvalidInputError("a take needs row_ids or indices")
     return TakeRequest(
         dataset=msg.dataset,
@@ -186,14 +186,14 @@ def encode_ticket(req: ScanRequest | TakeRequest) -> bytes:
     return pb.Ticket(take=_take_to_pb(req)).SerializeToString()
 
 
-def decode_ticket(data: bytes) -> ScanRequest | TakeRequest:
-    """The request a ticket holds."""
+def decode_ticket(data: bytes, *, require_ids: bool = True) -> ScanRequest | TakeRequest:
+    """The request a ticket holds; ``require_ids=False`` accepts a take without ids (do_exchange)."""
     msg = _parse(pb.Ticket, data, "ticket")
     which = msg.WhichOneof("kind")
     if which == "scan":
         return _scan_from_pb(msg.scan)
     if which == "take":
-        return _take_from_pb(msg.take)
+        return _take_from_pb(msg.take, require_ids)
     raise InvalidInputError("ticket holds neither a scan nor a take")
 
 

@@ -33,6 +33,7 @@ from typing import Any
 
 import pyarrow.flight as flight
 
+from flight_server import callinfo
 from flight_server.config import ConfigError, parse_tokens_file
 from flight_server.settings import ServerSettings, Token
 
@@ -227,7 +228,10 @@ class AuthMiddlewareFactory(flight.ServerMiddlewareFactory):  # type: ignore[mis
 
     def start_call(self, info: flight.CallInfo, headers: Mapping[str, Any]) -> AuthMiddleware:
         try:
-            return self._authenticate(headers)
+            middleware = self._authenticate(headers)
+            callinfo.clear()  # a new call on this thread
+            callinfo.annotate(principal=middleware.principal.name)
+            return middleware
         except flight.FlightUnauthenticatedError as exc:
             if self.on_refused is not None:
                 self.on_refused(str(info.method.name).lower(), str(exc))

@@ -2,7 +2,9 @@
 
 Reads (listing, schemas, scans, takes, version and stats queries) are retried when the server
 answers UNAVAILABLE (a restarting worker, a full stream table); writes never are, since a write
-whose answer was lost may have committed. Every call has a timeout.
+whose answer was lost may have committed. Unary calls and takes have a whole-call timeout; streams
+(writes, scan endpoints, streaming takes) have an idle deadline per message instead, so a large
+write runs as long as the server keeps accepting data. ``docs/client.md`` is the reference.
 """
 
 from __future__ import annotations
@@ -27,6 +29,15 @@ from flight_server._serde import (
     encode_command,
     encode_ticket,
 )
+from flight_server.client_streams import (
+    DEFAULT_IDLE_TIMEOUT_S,
+    MAX_BATCH_BYTES,
+    IdleDeadline,
+    progress_bar,
+    spinner,
+    split_batches,
+    to_reader,
+)
 from flight_server.requests import (
     END_OF_WRITE,
     ActionRequest,
@@ -50,7 +61,7 @@ RETRY_BACKOFF_S = 0.2
 #: Endpoint streams :meth:`LanceFlightClient.scan` reads at once: enough to keep a few server
 #: cores busy (each stream decodes on its own server thread) without flooding one server.
 PARALLEL_ENDPOINTS = 4
-#: Seconds any one call may take; long scans pass their own.
+#: Seconds a unary call or a take may take (streams have an idle deadline instead).
 DEFAULT_TIMEOUT_S = 60.0
 _WRITE_MODES = ("create", "append", "overwrite")
 #: The location a server advertises to mean "the connection this plan came from" (Flight's own).
@@ -81,7 +92,10 @@ class LanceFlightClient:
     tls_root_certs:
         PEM bytes of the CA that signed the server's certificate (TLS with a private CA).
     timeout:
-        Seconds per call.
+        Seconds a unary call (actions, plans, schemas) or a take may take.
+    idle_timeout:
+        Seconds a stream (a write, a scan endpoint, a streaming take) may wait for one message
+        before it fails with ``FlightTimedOutError``; the stream as a whole has no deadline.
     cert_chain, private_key:
         PEM client certificate and key, for servers that require mutual TLS.
 
@@ -99,6 +113,7 @@ class LanceFlightClient:
         tls_root_certs: bytes | None = None,
         *,
         timeout: float = DEFAULT_TIMEOUT_S,
+        idle_timeout: float = DEFAULT_IDLE_TIMEOUT_S,
         cert_chain: bytes | None = None,
         private_key: bytes | None = None,
     ) -> None:
@@ -106,11 +121,17 @@ class LanceFlightClient:
             raise ValueError("mutual TLS needs both cert_chain and private_key")
         self.location = location
         self.timeout = timeout
+        self.idle_timeout = idle_timeout
+        #: Largest batch sent in one message; bigger ones are sliced (the server refuses a message
+        #: over its ``limits.maxMessageBytes``).
+        self.max_batch_bytes = MAX_BATCH_BYTES
         self.parallel_endpoints = PARALLEL_ENDPOINTS
         self._tls_root_certs = tls_root_certs
         self._identity = (cert_chain, private_key)
         headers = [(b"authorization", f"Bearer {token}".encode())] if token else []
         self._options = flight.FlightCallOptions(headers=headers, timeout=timeout)
+        # Streams: no whole-call deadline; IdleDeadline bounds each message instead.
+        self._stream_options = flight.FlightCallOptions(headers=headers)
         self._clients: dict[str, flight.FlightClient] = {}
         self._lock = threading.Lock()
         self._main = self._client(location)
@@ -203,15 +224,30 @@ class LanceFlightClient:
         descriptor = flight.FlightDescriptor.for_command(encode_command(request))
         return self._read(lambda: self._main.get_flight_info(descriptor, self._options))
 
+    def _read_stream(self, client: flight.FlightClient, ticket: flight.Ticket) -> pa.Table:
+        """All batches of one ``do_get`` stream, each within the idle deadline."""
+        with IdleDeadline(self.idle_timeout, "scan stream") as deadline:
+            reader = deadline.run(lambda: client.do_get(ticket, self._stream_options))
+            deadline.on_timeout = reader.cancel
+            batches = []
+            while True:
+                try:
+                    chunk = deadline.run(reader.read_chunk)
+                except StopIteration:
+                    break
+                if chunk.data is not None:
+                    batches.append(chunk.data)
+            return pa.Table.from_batches(batches, reader.schema)
+
     def _endpoint_table(self, endpoint: flight.FlightEndpoint) -> pa.Table:
         def fetch() -> pa.Table:
             for loc in endpoint.locations:
                 uri = loc.uri.decode() if isinstance(loc.uri, bytes) else str(loc.uri)
                 try:
-                    return self._client(uri).do_get(endpoint.ticket, self._options).read_all()
+                    return self._read_stream(self._client(uri), endpoint.ticket)
                 except flight.FlightUnavailableError:
                     continue  # another advertised worker, then the main location
-            return self._main.do_get(endpoint.ticket, self._options).read_all()
+            return self._read_stream(self._main, endpoint.ticket)
 
         return self._read(fetch)
 
@@ -316,15 +352,18 @@ class LanceFlightClient:
             name, version=version, row_ids=np.zeros(0, np.uint64), columns=tuple(columns) if columns else None
         )
         descriptor = flight.FlightDescriptor.for_command(encode_ticket(req))
-        writer, reader = self._main.do_exchange(descriptor, self._options)
         schema = pa.schema([(by, pa.uint64())])
-        with writer:
-            writer.begin(schema)
+        with IdleDeadline(self.idle_timeout, f"streaming take from {name!r}") as deadline:
+            writer, reader = deadline.run(lambda: self._main.do_exchange(descriptor, self._stream_options))
+            deadline.on_timeout = reader.cancel
+            deadline.run(lambda: writer.begin(schema))
             for ids in batches:
-                writer.write_batch(pa.record_batch([pa.array(_u64(ids))], schema=schema))
+                batch = pa.record_batch([pa.array(_u64(ids))], schema=schema)
+                deadline.run(lambda b=batch: writer.write_batch(b))  # type: ignore[misc]
                 # The server answers each request batch with exactly one batch.
-                yield pa.Table.from_batches([reader.read_chunk().data])
-            writer.done_writing()
+                yield pa.Table.from_batches([deadline.run(reader.read_chunk).data])
+            deadline.run(writer.done_writing)
+            deadline.run(writer.close)
 
     def versions(self, name: str) -> list[VersionEntry]:
         """Every version of a dataset, oldest first."""
@@ -352,16 +391,32 @@ class LanceFlightClient:
         return self.action("health", read=True).status
 
     # -- writes ----------------------------------------------------------------------------------
-    def _put(self, request: WriteRequest, data: Any) -> WriteResult:
-        reader = _to_reader(data)
+    def _put(self, request: WriteRequest, data: Any, progress: bool | None = None) -> WriteResult:
+        total = data.nbytes if isinstance(data, (pa.Table, pa.RecordBatch)) else None
+        reader = to_reader(data)
         descriptor = flight.FlightDescriptor.for_command(encode_command(request))
-        writer, meta = self._main.do_put(descriptor, reader.schema, self._options)
-        with writer:
-            for batch in reader:
-                writer.write_batch(batch)
-            writer.write_metadata(pa.py_buffer(END_OF_WRITE))
-            writer.done_writing()
-            buf = meta.read()
+        bar = progress_bar(progress, f"{request.mode} {request.dataset}", total)
+        try:
+            with IdleDeadline(self.idle_timeout, f"write to {request.dataset!r}") as deadline:
+                writer, meta = deadline.run(
+                    lambda: self._main.do_put(descriptor, reader.schema, self._stream_options)
+                )
+                try:
+                    # Batches are produced here (a slow producer is not an idle server), sent there.
+                    for batch in split_batches(reader, self.max_batch_bytes):
+                        deadline.run(lambda b=batch: writer.write_batch(b))  # type: ignore[misc]
+                        bar.update(batch.nbytes)
+                    deadline.run(lambda: writer.write_metadata(pa.py_buffer(END_OF_WRITE)))
+                    deadline.run(writer.done_writing)
+                    buf = deadline.run(meta.read)
+                except BaseException:
+                    if not deadline.expired:
+                        # The server's own error (if it refused the stream) beats a broken pipe.
+                        deadline.run(writer.close)
+                    raise
+                deadline.run(writer.close)  # raises the server's error when the call failed
+        finally:
+            bar.close()
         if buf is None:
             raise RuntimeError("the server did not answer the write")
         return decode_write_result(buf.to_pybytes())
@@ -374,16 +429,25 @@ class LanceFlightClient:
         *,
         max_rows_per_file: int | None = None,
         data_storage_version: str | None = None,
+        progress: bool | None = None,
     ) -> int:
-        """Write ``data`` (Table, RecordBatch, RecordBatchReader or batches); return the new version."""
+        """Write ``data`` and commit it; return the new version.
+
+        ``data``: a Table, RecordBatch, RecordBatchReader, iterable of batches, dict of columns
+        (``{"a": [1, 2]}``), list of row dicts, pandas DataFrame or Arrow C stream. Batches over
+        ``max_batch_bytes`` are sliced. ``progress`` draws a bar on stderr (default: when stderr is
+        a terminal).
+        """
         if mode not in _WRITE_MODES:
             raise ValueError(f"mode must be one of {_WRITE_MODES}, got {mode!r}")
         req = WriteRequest(name, _mode(mode), max_rows_per_file, data_storage_version, end_marker=True)
-        return self._put(req, data).version
+        return self._put(req, data, progress).version
 
-    def stage(self, name: str, data: Any, *, max_rows_per_file: int | None = None) -> WriteResult:
+    def stage(
+        self, name: str, data: Any, *, max_rows_per_file: int | None = None, progress: bool | None = None
+    ) -> WriteResult:
         """Write data files without committing; pass the result's fragments to :meth:`commit`."""
-        return self._put(WriteRequest(name, "stage", max_rows_per_file, end_marker=True), data)
+        return self._put(WriteRequest(name, "stage", max_rows_per_file, end_marker=True), data, progress)
 
     def commit(
         self,
@@ -430,16 +494,25 @@ class LanceFlightClient:
         """Remove columns; the new version."""
         return self.action("drop_columns", ActionRequest(name, columns=tuple(columns))).version
 
-    def compact(self, name: str, target_rows_per_fragment: int = 0) -> dict[str, int]:
-        """Compact small fragments; the compaction counters."""
+    def compact(
+        self, name: str, target_rows_per_fragment: int = 0, *, progress: bool | None = None
+    ) -> dict[str, int]:
+        """Compact small fragments; the compaction counters (``progress``: elapsed time on stderr)."""
         req = ActionRequest(name, target_rows_per_fragment=target_rows_per_fragment)
-        return dict(self.action("compact", req).counters)
+        with spinner(progress, f"compact {name}") as bar:
+            counters = dict(self.action("compact", req).counters)
+            bar.set_postfix_str(_summary(counters))
+        return counters
 
-    def cleanup(self, name: str, older_than_seconds: float | None = None) -> dict[str, int]:
-        """Remove versions older than the cutoff; the cleanup counters."""
-        return dict(
-            self.action("cleanup", ActionRequest(name, older_than_seconds=older_than_seconds)).counters
-        )
+    def cleanup(
+        self, name: str, older_than_seconds: float | None = None, *, progress: bool | None = None
+    ) -> dict[str, int]:
+        """Remove versions older than the cutoff; the cleanup counters (``progress`` as in compact)."""
+        with spinner(progress, f"cleanup {name}") as bar:
+            req = ActionRequest(name, older_than_seconds=older_than_seconds)
+            counters = dict(self.action("cleanup", req).counters)
+            bar.set_postfix_str(_summary(counters))
+        return counters
 
     def drop(self, name: str) -> None:
         """Delete a dataset."""
@@ -597,21 +670,5 @@ def _action_version(version: int | str) -> dict[str, Any]:
     return {"tag": version} if isinstance(version, str) else {"version": int(version)}
 
 
-def _to_reader(data: Any) -> pa.RecordBatchReader:
-    if isinstance(data, pa.RecordBatchReader):
-        return data
-    if isinstance(data, pa.Table):
-        return data.to_reader()
-    if isinstance(data, pa.RecordBatch):
-        return pa.RecordBatchReader.from_batches(data.schema, [data])
-    try:
-        import pandas as pd  # type: ignore[import-untyped]
-
-        if isinstance(data, pd.DataFrame):
-            return pa.Table.from_pandas(data, preserve_index=False).to_reader()
-    except ImportError:
-        pass
-    batches = list(data)
-    if not batches:
-        raise ValueError("no data to write (an empty iterable has no schema)")
-    return pa.RecordBatchReader.from_batches(batches[0].schema, batches)
+def _summary(counters: dict[str, int]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(counters.items()))

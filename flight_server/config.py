@@ -415,22 +415,77 @@ _SETTING_FIELDS = {f.name for f in fields(ServerSettings)}
 assert all(opt.field in _SETTING_FIELDS for opt in OPTIONS)
 
 
+#: What ``serve --help`` shows as each flag's value (choices are spelled out instead).
+_METAVARS = {
+    "root": "URI",
+    "host": "HOST",
+    "port": "PORT",
+    "metrics_port": "PORT",
+    "workers": "N",
+    "advertise": "URI[,URI...]",
+    "latest_version_seconds": "SECONDS",
+    "shutdown_grace_seconds": "SECONDS",
+    "tokens_file": "PATH",
+    "tls_cert": "PATH",
+    "tls_key": "PATH",
+    "tls_client_ca": "PATH",
+    "s3_endpoint": "URL",
+    "s3_region": "REGION",
+    "max_take_rows": "ROWS",
+    "max_concurrent_streams": "N",
+    "ticket_lifetime_seconds": "SECONDS",
+    "max_streams_per_principal": "N",
+    "stream_wait_seconds": "SECONDS",
+    "stream_idle_seconds": "SECONDS",
+    "max_endpoints": "N",
+}
+_CHOICES = {"log_level": LOG_LEVELS, "log_format": LOG_FORMATS}
+
+
+def _metavar(opt: Option) -> str:
+    if opt.field in _CHOICES:
+        return "{" + ",".join(_CHOICES[opt.field]) + "}"
+    if opt.parse in (_bytes, _positive_bytes):
+        return "BYTES"
+    return _METAVARS.get(opt.field, "VALUE")
+
+
+def _shown_default(opt: Option, defaults: ServerSettings) -> str:
+    value = getattr(defaults, opt.field)
+    if value in ("", (), None):
+        return "none"
+    if opt.parse in (_bytes, _positive_bytes) and value:
+        for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2)):
+            if value % scale == 0:
+                return f"{value} = {value // scale} {unit}"
+    return str(value)
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, max_help_position=40, width=110)
+
+
 def build_parser(prog: str = "lance-flight serve") -> argparse.ArgumentParser:
     """The ``serve`` flags; every default is ``None`` so "not given" falls through to env and YAML."""
     parser = argparse.ArgumentParser(
         prog=prog,
         description="Serve Lance datasets over Arrow Flight (docs/configuration.md lists every setting).",
+        epilog="Precedence: flag > environment variable > config file > default.",
         argument_default=None,
+        formatter_class=_HelpFormatter,
     )
     parser.add_argument("--config", metavar="PATH", help=f"YAML config file (env {CONFIG_ENV})")
+    defaults = ServerSettings()
     for opt in OPTIONS:
         if opt.flag is None:
             continue
         env = ", ".join(opt.envs)
+        shown = f"{opt.help} (default: {_shown_default(opt, defaults)}; env {env})"
         if opt.parse is _bool:
-            parser.add_argument(opt.flag, dest=opt.field, action=argparse.BooleanOptionalAction)
+            parser.add_argument(opt.flag, dest=opt.field, action=argparse.BooleanOptionalAction, help=shown)
         else:
-            parser.add_argument(opt.flag, dest=opt.field, metavar="VALUE", help=f"{opt.help} (env {env})")
+            parser.add_argument(opt.flag, dest=opt.field, metavar=_metavar(opt), help=shown)
     return parser
 
 

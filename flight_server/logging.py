@@ -5,7 +5,8 @@ root logger, so library warnings share the format). :class:`RequestLogMiddleware
 under ``"log"``, gives every call a request id (the client's ``x-request-id`` header when it sends a
 sane one), makes it visible to every log record emitted while the call runs on its thread
 (:func:`current_request_id`), returns it to the client in the ``x-request-id`` response header and
-logs the call's method, status and duration when it completes.
+logs the call when it completes: method, status, duration and what :mod:`flight_server.callinfo`
+gathered (dataset, principal, peer, rows, bytes).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any, TextIO
 
 import pyarrow.flight as flight
 
+from flight_server import callinfo
 from flight_server.metrics import method_name, status_of
 
 __all__ = [
@@ -45,6 +47,8 @@ _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"messa
 # Keyed by OS thread id, not threading.local: pyarrow enters Python from gRPC threads with a fresh
 # thread state per callback, so thread-locals set in start_call are gone when the handler runs.
 _by_thread: dict[int, str] = {}
+#: Fields of a call's log line gathered while it ran, in the order they are written.
+_CALL_FIELDS = ("dataset", "principal", "peer", "rows", "bytes")
 
 
 def current_request_id() -> str | None:
@@ -127,6 +131,10 @@ class RequestLogMiddleware(flight.ServerMiddleware):  # type: ignore[misc]
             "status": status,
             "duration_ms": round((time.perf_counter() - self._start) * 1000, 3),
         }
+        noted = callinfo.clear()
+        for key in _CALL_FIELDS:
+            if key in noted:
+                extra[key] = noted[key]
         if exception is not None:
             # The first line only: the client-facing message, never a traceback in the call log.
             extra["error"] = str(exception).split("\n", 1)[0][:500]
@@ -145,6 +153,10 @@ class RequestLogMiddlewareFactory(flight.ServerMiddlewareFactory):  # type: igno
         given = given.decode() if isinstance(given, bytes) else given
         request_id = given if given and _SANE_ID.match(given) else uuid.uuid4().hex[:16]
         _by_thread[threading.get_ident()] = request_id
+        # Fields left on this thread by a call that never completed here are not this call's; keep
+        # only the principal the auth middleware (registered first) just noted.
+        principal = callinfo.clear().get("principal")
+        callinfo.annotate(principal=principal)
         return RequestLogMiddleware(request_id, method_name(info))
 
 

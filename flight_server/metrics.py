@@ -5,13 +5,15 @@
 * ``lance_flight_rpc_duration_seconds{method}``: latency histogram of every call (a stream's
   latency runs to its last batch), and ``lance_flight_rpcs_total{method,status}``;
 * ``lance_flight_calls_in_flight`` and ``lance_flight_streams_in_flight``;
-* ``lance_flight_rows_served_total{kind}`` / ``lance_flight_bytes_served_total{kind}``;
+* ``lance_flight_rows_served_total{kind}`` / ``lance_flight_served_bytes_total{kind}``;
 * ``lance_flight_commit_conflicts_total``;
 * the engine's counters, polled from :func:`lance_format.io.cache_stats` and
   :func:`lance_format.io.io_stats`: ``lance_flight_cache_{hits,misses,evictions}_total{cache}``,
   ``lance_flight_cache_hit_ratio{cache}``, ``lance_flight_cache_bytes{cache}``,
   ``lance_flight_object_store_requests_total``, ``lance_flight_object_store_bytes_total``,
-  ``lance_flight_object_store_retries_total``.
+  ``lance_flight_object_store_retries_total``;
+* ``lance_flight_build_info{version,python,pyarrow}`` (always 1) and, unless the registry is shared,
+  prometheus-client's default ``process_*``, ``python_info`` and ``python_gc_*`` collectors.
 
 With several worker processes the values live in prometheus-client's multiprocess directory
 (``PROMETHEUS_MULTIPROC_DIR``, set by the supervisor) and the supervisor's side port sums them.
@@ -20,14 +22,28 @@ With several worker processes the values live in prometheus-client's multiproces
 from __future__ import annotations
 
 import contextlib
+import platform
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.flight as flight
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import (
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+import lance_format
+from flight_server import callinfo
 from flight_server.errors import status_of
 from lance_format.io import cache_stats, io_stats, retry_count
 
@@ -37,6 +53,7 @@ __all__ = [
     "Metrics",
     "MetricsMiddleware",
     "MetricsMiddlewareFactory",
+    "ProcessTreeCollector",
     "method_name",
     "status_of",
 ]
@@ -76,12 +93,24 @@ class Metrics:
     Parameters
     ----------
     registry:
-        Where to register; a fresh private registry when omitted.
+        Where to register; a fresh private registry when omitted, which also gets the default
+        process, platform and GC collectors (a private registry has none of them).
     """
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = CollectorRegistry(auto_describe=True) if registry is None else registry
         r = self.registry
+        if registry is None:
+            for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
+                r.register(collector)
+        self.build_info = Gauge(
+            "lance_flight_build_info",
+            "Always 1; the labels say which lance-flight, Python and pyarrow serve.",
+            ["version", "python", "pyarrow"],
+            registry=r,
+            multiprocess_mode="max",
+        )
+        self.build_info.labels(lance_format.__version__, platform.python_version(), pa.__version__).set(1)
         self.rpc_seconds = Histogram(
             "lance_flight_rpc_duration_seconds",
             "Latency of Flight calls (streams: until the last message).",
@@ -105,7 +134,7 @@ class Metrics:
             "lance_flight_rows_served", "Rows sent to or received from clients.", ["kind"], registry=r
         )
         self.bytes = Counter(
-            "lance_flight_bytes_served", "Arrow bytes sent or received.", ["kind"], registry=r
+            "lance_flight_served_bytes", "Arrow bytes sent or received.", ["kind"], registry=r
         )
         self.conflicts = Counter("lance_flight_commit_conflicts", "Commits that lost a race.", registry=r)
         self.cache_hits = Counter("lance_flight_cache_hits", "Engine cache hits.", ["cache"], registry=r)
@@ -147,6 +176,7 @@ class Metrics:
         """Count rows and Arrow bytes of one response or request (``kind``: scan, take, put, ...)."""
         self.rows.labels(kind).inc(rows)
         self.bytes.labels(kind).inc(nbytes)
+        callinfo.add_counts(rows, nbytes)
 
     def commit_conflict(self) -> None:
         """Count a commit that lost a race (retried or not)."""
@@ -243,3 +273,47 @@ class MetricsMiddlewareFactory(flight.ServerMiddlewareFactory):  # type: ignore[
 
     def start_call(self, info: flight.CallInfo, headers: Mapping[str, Any]) -> MetricsMiddleware:
         return MetricsMiddleware(self.metrics, method_name(info))
+
+
+class ProcessTreeCollector:
+    """``process_*`` of a server made of several processes (the supervisor and its workers).
+
+    CPU seconds, memory and open descriptors are summed over the processes (what a pod's limits
+    count), the start time is the oldest one's, the descriptor limit the supervisor's.
+
+    Parameters
+    ----------
+    pids:
+        The processes to add up, asked at every scrape (workers restart with new pids).
+    """
+
+    _SUMMED = ("process_virtual_memory_bytes", "process_resident_memory_bytes", "process_open_fds")
+
+    def __init__(self, pids: Callable[[], Iterable[int]]) -> None:
+        self._pids = pids
+
+    def collect(self) -> Iterator[Metric]:
+        totals: dict[str, float] = {}
+        docs: dict[str, str] = {}
+        for pid in self._pids():
+            collector = ProcessCollector(pid=_constant(pid), registry=None)
+            for family in collector.collect():
+                for sample in family.samples:
+                    name = sample.name
+                    docs[family.name] = family.documentation
+                    if name == "process_start_time_seconds":
+                        totals[name] = min(totals.get(name, sample.value), sample.value)
+                    elif name == "process_max_fds":
+                        totals.setdefault(name, sample.value)
+                    else:
+                        totals[name] = totals.get(name, 0.0) + sample.value
+        for name, value in totals.items():
+            if name == "process_cpu_seconds_total":
+                counter = "process_cpu_seconds"
+                yield CounterMetricFamily(counter, docs.get(counter, ""), value=value)
+            else:
+                yield GaugeMetricFamily(name, docs.get(name, ""), value=value)
+
+
+def _constant(value: int) -> Callable[[], int]:
+    return lambda: value

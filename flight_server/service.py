@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import pyarrow as pa
 import pyarrow.flight as flight
 
+from flight_server import callinfo
 from flight_server._serde import (
     decode_action_request,
     decode_command,
@@ -147,6 +148,11 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
         self._hide = (self.catalog.root,) if self.catalog.local else ()
 
     # -- plumbing --------------------------------------------------------------------------------
+    @staticmethod
+    def _note(context: flight.ServerCallContext, dataset: str | None = None) -> None:
+        """The caller's address and the dataset asked for, for the call's log line."""
+        callinfo.annotate(peer=context.peer(), dataset=dataset)
+
     def _guard(self, fn: Callable[[], _T], *, unary: bool = True) -> _T:
         """Run a handler; any failure becomes a client error of :mod:`flight_server.errors`.
 
@@ -201,6 +207,7 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
 
     # -- discovery -------------------------------------------------------------------------------
     def list_flights(self, context: flight.ServerCallContext, criteria: bytes) -> Iterator[flight.FlightInfo]:
+        self._note(context)
         raw = bytes(criteria or b"")
         self._guard(lambda: check_request_bytes(raw, self.settings.max_message_bytes, "criteria"))
         names = self._guard(self.catalog.names)
@@ -250,10 +257,13 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
             self._check_command_bytes(descriptor)
             sql = self.sql.command(descriptor)
             if sql is not None:
+                self._note(context)
                 return self.sql.flight_info(sql, descriptor, lambda: _require_write(context))
+            req = self._scan_request(descriptor)
+            self._note(context, req.dataset)
             return plan_scan(
                 self.catalog,
-                self._scan_request(descriptor),
+                req,
                 descriptor,
                 self.advertise,
                 self.settings.ticket_lifetime_seconds,
@@ -270,8 +280,11 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
             self._check_command_bytes(descriptor)
             sql = self.sql.command(descriptor)
             if sql is not None:
+                self._note(context)
                 return flight.SchemaResult(self.sql.schema(sql))
-            schema, batches = scan_stream(self.catalog, self._scan_request(descriptor))
+            req = self._scan_request(descriptor)
+            self._note(context, req.dataset)
+            schema, batches = scan_stream(self.catalog, req)
             del batches  # a lazy generator: nothing was read
             return flight.SchemaResult(schema)
 
@@ -285,9 +298,11 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
             check_request_bytes(ticket.ticket, self.settings.max_message_bytes, "ticket")
             sql = self.sql.stream(ticket.ticket)
             if sql is not None:
+                self._note(context)
                 return self._sql_stream(context, *sql)
             req = decode_ticket(ticket.ticket)
             validate(req, self._limits)
+            self._note(context, req.dataset)
             lease = self._lease(context)
             try:
                 if isinstance(req, TakeRequest):
@@ -359,6 +374,7 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
         writer: flight.MetadataRecordBatchWriter,
     ) -> None:
         def run() -> None:
+            self._note(context)  # the dataset is noted once the exchange's command is decoded
             if descriptor.descriptor_type == flight.DescriptorType.CMD:
                 check_request_bytes(descriptor.command or b"", self.settings.max_message_bytes, "command")
             lease = self._lease(context)
@@ -390,6 +406,7 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
             self._check_command_bytes(descriptor)
             sql = self.sql.command(descriptor)
             if sql is not None:
+                self._note(context)
                 lease = self._lease(context)
                 try:
                     answer = self.sql.put(
@@ -405,6 +422,7 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
                 decoded = decode_command(descriptor.command or b"")  # size checked above
             req: WriteRequest = write_request(descriptor, decoded)
             validate(req, self._limits)
+            self._note(context, req.dataset)
             self.catalog.uri(req.dataset)  # validate the name before reading any data
             lease = self._lease(context)
             try:
@@ -449,6 +467,7 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
             check_request_bytes(body, self.settings.max_message_bytes, "action body")
             request = decode_json_action(body) if is_json_body(body) else decode_action_request(body)
             validate(request, self._limits)
+            self._note(context, request.dataset)
             try:
                 result = run_action(self.catalog, name, request, _caller(context))
             finally:

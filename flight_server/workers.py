@@ -37,7 +37,7 @@ import pyarrow.flight as flight
 
 from flight_server.auth import Authenticator, AuthMiddlewareFactory, HandshakeAuthHandler, new_session_key
 from flight_server.logging import RequestLogMiddlewareFactory, configure_logging, log_refused
-from flight_server.metrics import Metrics
+from flight_server.metrics import Metrics, ProcessTreeCollector
 from flight_server.settings import ServerSettings
 from flight_server.sideport import RootProbe, SidePort
 from lance_format.core.errors import LanceError
@@ -386,6 +386,9 @@ class Supervisor:
 
         registry = CollectorRegistry()
         MultiProcessCollector(registry, path=self._metrics_dir)  # type: ignore[no-untyped-call]
+        registry.register(
+            ProcessTreeCollector(lambda: [os.getpid(), *(p.pid for p in self.procs.values() if p.pid)])
+        )
         return SidePort(
             self.settings.host, self.settings.metrics_port, registry, lambda: self._is_ready(probe)
         )

@@ -191,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             def read_lance(uri: str) -> None:
                 noop(
-                    spark.read.format("lance")
+                    spark.read.format("lance_flight")
                     .option("uri", uri)
                     .option("min_partitions", parts)
                     .option("batch_size", args.batch_rows)
@@ -204,7 +204,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 reads["lance-nocache"] = lambda: read_lance(cold_uri)
             writes["lance"] = lambda: (
                 spark.read.parquet(str(src))
-                .write.format("lance")
+                .write.format("lance_flight")
                 .option("uri", lance_uri)
                 .option("vector_columns", f"vec:{DIM}")
                 .mode("overwrite")

@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.flight as flight
 
+from flight_server import callinfo
 from flight_server._serde import decode_ticket
 from flight_server.catalog import Catalog
 from flight_server.errors import ClientStreamError
@@ -42,7 +43,8 @@ def exchange_request(descriptor: flight.FlightDescriptor) -> TakeRequest:
     """The take a do_exchange descriptor describes."""
     if descriptor.descriptor_type != flight.DescriptorType.CMD:
         raise InvalidInputError("do_exchange needs a command descriptor holding a take ticket")
-    req = decode_ticket(descriptor.command)
+    # The ids arrive as batches: the take in the descriptor needs none (an empty list is fine too).
+    req = decode_ticket(descriptor.command, require_ids=False)
     if not isinstance(req, TakeRequest):
         raise InvalidInputError("do_exchange's descriptor must hold a take request")
     return req
@@ -78,6 +80,7 @@ def serve_exchange(
     req = exchange_request(descriptor)
     if validate_request is not None:
         validate_request(req)
+    callinfo.annotate(dataset=req.dataset)
     ds = open_version(catalog, req.dataset, req.version, req.tag)
     row_bytes = 0
     sent = 0

@@ -151,8 +151,9 @@ class _Counted:
             size = batch.nbytes
             if size > self.max_bytes:
                 raise InvalidInputError(
-                    f"a batch of {size} bytes exceeds limits.maxMessageBytes ({self.max_bytes}); "
-                    "send smaller batches"
+                    f"a batch of {size} bytes exceeds limits.maxMessageBytes ({self.max_bytes}): "
+                    "split it into smaller batches (pyarrow: writer.write_table(table, max_chunksize="
+                    "rows); LanceFlightClient.write splits batches itself)"
                 )
             self.rows += batch.num_rows
             self.nbytes += size

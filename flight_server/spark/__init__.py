@@ -1,4 +1,4 @@
-"""PySpark (4.1+) data source ``lance``: Spark reads and writes Lance datasets through the Flight server.
+"""PySpark (4.1+) data source ``lance_flight``: Spark reads and writes Lance datasets through Flight.
 
 >>> from flight_server.spark import LanceDataSource  # doctest: +SKIP
 >>> spark.dataSource.register(LanceDataSource)  # doctest: +SKIP

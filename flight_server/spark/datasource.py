@@ -1,4 +1,4 @@
-"""``LanceDataSource``: the PySpark (4.x) Python data source registered as ``lance``.
+"""``LanceDataSource``: the PySpark (4.x) Python data source registered as ``lance_flight``.
 
 Spark creates the data source from the options on the driver, calls :meth:`LanceDataSource.schema`
 once and pickles the instance; the reader and writer are created from that pickled instance in
@@ -41,16 +41,25 @@ def _pushdown(option: object) -> bool:
     return text in ("true", "1", "yes")
 
 
+#: The source's name in ``spark.read.format(...)``; ``lance`` belongs to the official connector.
+SHORT_NAME = "lance_flight"
+#: The name it also answers to when no other ``lance`` source is installed (the name of old releases).
+LEGACY_NAME = "lance"
+
+
 class LanceDataSource(DataSource):
-    """Reads and writes Lance datasets through the Flight server (short name ``lance``).
+    """Reads and writes Lance datasets through the Flight server (short name ``lance_flight``).
+
+    ``lance`` is the official lance-spark connector's name; :func:`~flight_server.spark.configure`
+    registers this source under ``lance`` too only when the JVM has no ``lance`` source.
 
     Examples
     --------
     >>> from flight_server.spark import LanceDataSource, configure  # doctest: +SKIP
     >>> configure(spark)  # registers the source, enables filter pushdown  # doctest: +SKIP
-    >>> df = (spark.read.format("lance").option("uri", "grpc://127.0.0.1:8815")
+    >>> df = (spark.read.format("lance_flight").option("uri", "grpc://127.0.0.1:8815")
     ...       .option("dataset", "events").load())  # doctest: +SKIP
-    >>> df.write.format("lance").option("dataset", "copy").mode("append").save()  # doctest: +SKIP
+    >>> df.write.format("lance_flight").option("dataset", "copy").mode("append").save()  # doctest: +SKIP
 
     See :mod:`flight_server.spark.options` for every option.
     """
@@ -58,7 +67,7 @@ class LanceDataSource(DataSource):
     @classmethod
     def name(cls) -> str:
         """The short name used in ``spark.read.format(...)``."""
-        return "lance"
+        return SHORT_NAME
 
     def schema(self) -> StructType:
         """The Spark schema of the (projected) dataset; pins the version read."""
@@ -103,3 +112,12 @@ class LanceDataSource(DataSource):
         target = info.schema if (info is not None and mode == "append") else None
         read_version = info.version if info is not None else None
         return LanceWriter(opts, WritePlan(mode, target, empty_schema, read_version))
+
+
+class LanceLegacyNameDataSource(LanceDataSource):
+    """:class:`LanceDataSource` under its old short name ``lance`` (registered only when the JVM
+    has no ``lance`` source, so it never shadows the official lance-spark connector)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return LEGACY_NAME

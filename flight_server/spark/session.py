@@ -1,4 +1,4 @@
-"""Spark session set-up for the ``lance`` data source.
+"""Spark session set-up for the ``lance_flight`` data source.
 
 :func:`configure` registers :class:`~flight_server.spark.LanceDataSource` on an existing session and
 turns on the Spark setting that lets Python data sources receive filters
@@ -12,10 +12,11 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
+from typing import Any
 
 from pyspark.sql import SparkSession
 
-__all__ = ["FILTER_PUSHDOWN_CONF", "configure", "local_session"]
+__all__ = ["FILTER_PUSHDOWN_CONF", "configure", "jvm_has_source", "local_session"]
 
 FILTER_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
@@ -39,8 +40,28 @@ LOCAL_CONF: dict[str, str] = {
 }
 
 
+def jvm_has_source(spark: SparkSession, name: str) -> bool | None:
+    """Whether the session's JVM has a data source ``name`` of its own (a jar, not a Python data
+    source registered on the session); ``None`` when it cannot tell (Spark Connect has no JVM)."""
+    try:
+        jvm: Any = spark._jvm
+        conf = spark._jsparkSession.sessionState().conf()
+        lookup = jvm.org.apache.spark.sql.execution.datasources.DataSource.lookupDataSource
+    except Exception:
+        return None
+    try:
+        provider = lookup(name, conf)
+    except Exception:
+        return False
+    # Spark 4 resolves registered Python data sources here too, through a Python provider class.
+    return "python" not in str(provider.getName()).lower()
+
+
 def configure(spark: SparkSession) -> SparkSession:
-    """Register the ``lance`` data source and enable filter pushdown on ``spark``.
+    """Register the ``lance_flight`` data source and enable filter pushdown on ``spark``.
+
+    The source also answers to ``lance`` (its old name) when the JVM has no ``lance`` source of
+    its own; with the official lance-spark connector installed, ``lance`` stays that connector's.
 
     Parameters
     ----------
@@ -52,10 +73,12 @@ def configure(spark: SparkSession) -> SparkSession:
     SparkSession
         The same session, for chaining.
     """
-    from flight_server.spark.datasource import LanceDataSource
+    from flight_server.spark.datasource import LEGACY_NAME, LanceDataSource, LanceLegacyNameDataSource
 
     spark.conf.set(FILTER_PUSHDOWN_CONF, "true")
     spark.dataSource.register(LanceDataSource)
+    if jvm_has_source(spark, LEGACY_NAME) is False:
+        spark.dataSource.register(LanceLegacyNameDataSource)
     return spark
 
 
@@ -64,10 +87,12 @@ def local_session(
     app_name: str = "lance-flight",
     conf: Mapping[str, str] | None = None,
 ) -> SparkSession:
-    """A local :class:`SparkSession` with the ``lance`` source registered (see :data:`LOCAL_CONF`).
+    """A local :class:`SparkSession` with the ``lance_flight`` source registered (see :data:`LOCAL_CONF`).
 
     ``PYSPARK_PYTHON`` is set to the running interpreter, since Spark otherwise starts workers with
     whatever ``python3`` is first on ``PATH`` (which may lack pyarrow or this package).
+    ``SPARK_LOCAL_IP`` is set to loopback for ``local`` masters: the JVM reads it at start-up, before
+    ``spark.driver.host`` applies, and without it warns that the hostname resolves to loopback.
 
     Parameters
     ----------
@@ -80,6 +105,8 @@ def local_session(
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    if master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in {**LOCAL_CONF, **(conf or {})}.items():
         builder = builder.config(key, value)

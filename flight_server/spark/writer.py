@@ -141,7 +141,7 @@ def save(
     """
     if mode not in SAVE_MODES:
         raise InvalidInputError(f"mode must be one of {SAVE_MODES}, got {mode!r}")
-    writer = df.write.format("lance").option("dataset", dataset).option("save_mode", mode)
+    writer = df.write.format("lance_flight").option("dataset", dataset).option("save_mode", mode)
     if uri is not None:
         writer = writer.option("uri", uri)
     for key, value in options.items():

@@ -29,6 +29,7 @@ __all__ = [
     "LanceSchema",
     "LegacyEncoding",
     "arrow_type_to_logical",
+    "empty_array",
     "fields_from_arrow",
     "json_from_storage",
     "json_to_storage",
@@ -419,3 +420,29 @@ def json_to_storage(field: LanceField, arr: pa.Array | pa.ChunkedArray) -> Any:
 def json_from_storage(field: LanceField, arr: pa.Array | pa.ChunkedArray, path: str) -> Any:
     """Decoded rows of ``field`` as users see them: JSONB bytes become ``pa.json_()`` text."""
     return _convert_json(field, arr, False, path)
+
+
+def empty_array(t: pa.DataType) -> pa.Array:
+    """An empty array of type ``t`` (its dictionary empty too, for dictionary types).
+
+    ``pa.array([], type=t)`` has no converter for some dictionary types on pyarrow 18-21
+    (``dictionary<large_string>``), and ``pa.nulls(0, t)`` gives a dictionary holding a null, which
+    later concatenations cannot unify.
+    """
+    try:
+        return pa.array([], type=t)
+    except pa.ArrowNotImplementedError:
+        pass
+    if pa.types.is_dictionary(t):
+        return pa.DictionaryArray.from_arrays(
+            pa.array([], type=t.index_type), empty_array(t.value_type), ordered=t.ordered
+        )
+    if pa.types.is_struct(t):
+        return pa.StructArray.from_arrays([empty_array(f.type) for f in t], fields=list(t))
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        offsets = pa.array([0], pa.int64() if pa.types.is_large_list(t) else pa.int32())
+        cls = pa.LargeListArray if pa.types.is_large_list(t) else pa.ListArray
+        return cls.from_arrays(offsets, empty_array(t.value_type), type=t)
+    if pa.types.is_fixed_size_list(t):
+        return pa.FixedSizeListArray.from_arrays(empty_array(t.value_type), type=t)
+    return pa.nulls(0, t)

@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_format.core.errors import InvalidInputError, NotSupportedError
+from lance_format.core.types import empty_array
 from lance_format.dataset.expr import Node, Predicate, columns_of
 
 __all__ = [
@@ -48,11 +49,10 @@ def _tree(flt: str | pc.Expression, schema: pa.Schema) -> tuple[Node, str]:
 
 
 def _empty(schema: pa.Schema, names: set[str]) -> pa.Table:
-    """An empty table of the columns a filter reads (pa.nulls: ``Schema.empty_table`` refuses
-    extension types nested in structs and lists; reading only those columns keeps wide schemas
-    cheap)."""
+    """An empty table of the columns a filter reads (``Schema.empty_table`` refuses extension types
+    nested in structs and lists; reading only those columns keeps wide schemas cheap)."""
     fields = [f for f in schema if f.name in names]
-    return pa.table([pa.nulls(0, f.type) for f in fields], schema=pa.schema(fields))
+    return pa.table([empty_array(f.type) for f in fields], schema=pa.schema(fields))
 
 
 def bind(tree: Node, schema: pa.Schema, text: str) -> Predicate:

@@ -10,7 +10,7 @@ import pyarrow as pa
 
 from lance_format.core.concurrency import env_positive_int
 from lance_format.core.errors import InvalidInputError, LanceError, SchemaMismatchError
-from lance_format.core.types import LanceField, LanceSchema, fields_from_arrow, json_to_storage
+from lance_format.core.types import LanceField, LanceSchema, empty_array, fields_from_arrow, json_to_storage
 from lance_format.encodings.base import EncodedPage
 from lance_format.encodings.v20._serde import column_encoding_to_bytes
 from lance_format.encodings.v20.model import Values
@@ -250,7 +250,7 @@ class LanceFileWriter:
                     if self.version.structural:
                         # pylance writes 2.1+ files without rows with no pages at all.
                         continue
-                    for page in v20.encode_field(f, pa.array([], type=f.to_arrow().type), self._columns_of):
+                    for page in v20.encode_field(f, empty_array(f.to_arrow().type), self._columns_of):
                         self._add_page(page)
         except LanceError:
             raise

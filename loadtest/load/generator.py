@@ -5,7 +5,7 @@ every ``P``-th slot of the global schedule, so the processes together offer exac
 requests per second. Each request's latency runs from its *intended* send time, not from when a
 thread got round to sending it: when the server stalls, the requests that pile up carry the stall
 in their latency (no coordinated omission). Requests still unsent when the run ends (all threads
-stuck in slow calls) are counted as ``backlog`` and recorded with their lower-bound latency (end of
+stuck in slow calls) are counted as ``unsent`` and recorded with their lower-bound latency (end of
 run minus intended time), so even a server that stops answering shows up in the tail.
 
 **Closed loop** (``mode="closed"``): every thread sends its next request as soon as the previous
@@ -72,7 +72,7 @@ class ProcessResult:
     ok: int = 0
     rows: int = 0
     errors: dict[str, int] = field(default_factory=dict)
-    backlog: int = 0
+    unsent: int = 0
     error_samples: list[str] = field(default_factory=list)
 
 
@@ -98,7 +98,7 @@ class _Recorder:
         self.ok = 0
         self.rows = 0
         self.errors: Counter[str] = Counter()
-        self.backlog = 0
+        self.unsent = 0
         self.samples: list[str] = []
 
     def failed(self, exc: BaseException, record: bool) -> None:
@@ -148,7 +148,7 @@ def _open_loop(
             record = intended >= record_from
             if now >= end:  # due, but every thread was busy until the run ended
                 if record:
-                    rec.backlog += 1
+                    rec.unsent += 1
                     rec.hist.record(now - intended)
                 continue
             rec.call(session, rng, intended, record)
@@ -214,7 +214,7 @@ def run_threads(
         ok=sum(r.ok for r in recorders),
         rows=sum(r.rows for r in recorders),
         errors=errors,
-        backlog=sum(r.backlog for r in recorders),
+        unsent=sum(r.unsent for r in recorders),
         error_samples=samples,
     )
 

@@ -24,7 +24,7 @@ __all__ = [
 
 #: Values are whole microseconds: a warm in-process take is tens of microseconds.
 LOWEST_US = 1
-#: One hour: a stalled request's lower-bound latency (see the generator's backlog) must still fit.
+#: One hour: a stalled request's lower-bound latency (see the generator's unsent requests) must still fit.
 HIGHEST_US = 3_600_000_000
 #: Three significant digits: 0.1% relative error, the usual HDR setting, small encoded size.
 SIGNIFICANT_FIGURES = 3

@@ -20,38 +20,60 @@ matplotlib.use("Agg")  # files only; must precede pyplot's import
 import matplotlib.pyplot as plt
 import numpy as np
 
-__all__ = ["PLOT_FILES", "write_plots"]
+__all__ = ["PLOT_FILES", "latency_series", "write_plots"]
 
 PLOT_FILES = ("latency_vs_load.svg", "percentiles.svg", "throughput_vs_workers.svg")
 #: Percentile ticks of the curve plot (x is 1 / (1 - q), so each tick is a tenfold rarer event).
 _TICKS = (50.0, 90.0, 99.0, 99.9, 99.99)
 
 
-def _by_scenario(runs: Sequence[Mapping[str, Any]], pred: Any) -> dict[str, list[Mapping[str, Any]]]:
-    out: dict[str, list[Mapping[str, Any]]] = {}
+#: A Flight run's point on the latency-vs-load curve: (load, p50, p99, closed-loop maximum?).
+Point = tuple[float, float, float, bool]
+
+
+def latency_series(runs: Sequence[Mapping[str, Any]]) -> dict[str, list[Point]]:
+    """Per scenario, its Flight runs as points by load: open-loop runs at their offered rate and
+    the closed-loop maximum at the rate it reached (the curve's right end), so even a ``--quick``
+    run with one open-loop rate per scenario draws a line."""
+    out: dict[str, list[Point]] = {}
     for r in runs:
-        if pred(r):
-            out.setdefault(r["scenario"], []).append(r)
-    return out
+        if r["arm"] != "flight" or not r.get("count"):
+            continue
+        if r["mode"] == "open" and r["offered_rate"]:
+            point = (float(r["offered_rate"]), r["p50_ms"], r["p99_ms"], False)
+        elif r["mode"] == "closed" and r.get("label") == "max" and r.get("throughput"):
+            point = (float(r["throughput"]), r["p50_ms"], r["p99_ms"], True)
+        else:
+            continue
+        out.setdefault(r["scenario"], []).append(point)
+    return {name: sorted(points) for name, points in out.items()}
+
+
+def _note_if_empty(ax: Any, note: str) -> None:
+    """Say why a panel has nothing to show instead of leaving it blank."""
+    if not ax.get_lines():
+        ax.text(0.5, 0.5, note, ha="center", va="center", transform=ax.transAxes, fontsize=9)
 
 
 def _latency_vs_load(runs: Sequence[Mapping[str, Any]], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(8, 5))
-    groups = _by_scenario(runs, lambda r: r["mode"] == "open" and r["arm"] == "flight" and r["count"])
-    for i, (name, rs) in enumerate(sorted(groups.items())):
-        rs = sorted(rs, key=lambda r: r["offered_rate"])
-        x = [r["offered_rate"] for r in rs]
+    groups = latency_series(runs)
+    for i, (name, points) in enumerate(sorted(groups.items())):
+        x = [p[0] for p in points]
         color = f"C{i % 10}"
-        ax.plot(x, [r["p99_ms"] for r in rs], "o-", color=color, label=f"{name} p99")
-        ax.plot(x, [r["p50_ms"] for r in rs], "s--", color=color, alpha=0.6, label=f"{name} p50")
+        ax.plot(x, [p[2] for p in points], "o-", color=color, label=f"{name} p99")
+        ax.plot(x, [p[1] for p in points], "s--", color=color, alpha=0.6, label=f"{name} p50")
+        closed = [p for p in points if p[3]]
+        ax.plot([p[0] for p in closed], [p[2] for p in closed], "X", color=color, markersize=9)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("offered load (requests/s, open loop)")
     ax.set_ylabel("latency (ms, from intended send time)")
-    ax.set_title("Latency vs offered load")
+    ax.set_title("Latency vs offered load (X: closed-loop maximum, at the rate it reached)")
     ax.grid(True, which="both", alpha=0.3)
     if groups:
         ax.legend(fontsize=7, ncol=2)
+    _note_if_empty(ax, "no Flight runs in this report")
     fig.tight_layout()
     fig.savefig(path)  # format from the suffix (svg)
     plt.close(fig)
@@ -88,6 +110,7 @@ def _percentiles(runs: Sequence[Mapping[str, Any]], path: Path) -> None:
         ax.grid(True, which="both", alpha=0.3)
         if ax.get_lines():
             ax.legend(fontsize=6)
+        _note_if_empty(ax, "not measured in this run")
     left.set_ylabel("latency (ms)")
     fig.tight_layout()
     fig.savefig(path)  # format from the suffix (svg)
@@ -105,9 +128,19 @@ def _throughput_vs_workers(runs: Sequence[Mapping[str, Any]], path: Path) -> Non
             servers[r["server_workers"]] = r["throughput"]
         elif r.get("label") in ("sweep", "max"):
             clients[r["processes"]] = r["throughput"]
-    for ax, points, xlabel in (
-        (left, clients, "client processes (closed loop, server with 1 worker)"),
-        (right, servers, "server --workers (closed loop, all client processes)"),
+    for ax, points, xlabel, missing in (
+        (
+            left,
+            clients,
+            "client processes (closed loop, server with 1 worker)",
+            "no client-process sweep in this run",
+        ),
+        (
+            right,
+            servers,
+            "server --workers (closed loop, all client processes)",
+            "no server --workers sweep in this run\n(--quick skips it; the default suite runs it)",
+        ),
     ):
         if points:
             xs = sorted(points)
@@ -116,6 +149,7 @@ def _throughput_vs_workers(runs: Sequence[Mapping[str, Any]], path: Path) -> Non
             ax.legend(fontsize=8)
         ax.set_xlabel(xlabel)
         ax.grid(True, alpha=0.3)
+        _note_if_empty(ax, missing)
     left.set_ylabel("throughput (requests/s)")
     fig.suptitle("Throughput vs workers")
     fig.tight_layout()

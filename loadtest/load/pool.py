@@ -46,7 +46,7 @@ class RunResult:
     ok: int = 0
     rows: int = 0
     errors: dict[str, int] = field(default_factory=dict)
-    backlog: int = 0
+    unsent: int = 0
     error_samples: list[str] = field(default_factory=list)
 
     @property
@@ -221,7 +221,7 @@ class ClientPool:
             ok=sum(p.ok for p in parts),
             rows=sum(p.rows for p in parts),
             errors=errors,
-            backlog=sum(p.backlog for p in parts),
+            unsent=sum(p.unsent for p in parts),
             error_samples=samples,
         )
 

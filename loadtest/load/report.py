@@ -2,7 +2,7 @@
 
 ``report.json`` has ``meta`` (machine, versions, settings), ``scenarios`` (per scenario: its
 description and every run with offered rate, p50, p90, p99, p99.9, max, mean, throughput, rows/s,
-errors by status, backlog, the server's metrics over the run and the percentile curve) and
+errors by status, unsent, the server's metrics over the run and the percentile curve) and
 ``plots`` (file names). The pages show the summary table and the plots.
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,14 @@ from loadtest.load.hdr import PERCENTILES, percentile_key
 from loadtest.load.pool import RunResult
 from loadtest.load.scenarios import SCENARIOS
 
-__all__ = ["REQUIRED_RUN_FIELDS", "run_record", "summary_rows", "summary_table", "write_report"]
+__all__ = [
+    "REQUIRED_RUN_FIELDS",
+    "markdown_inline",
+    "run_record",
+    "summary_rows",
+    "summary_table",
+    "write_report",
+]
 
 #: Fields every run of ``report.json`` carries (the smoke test checks them).
 REQUIRED_RUN_FIELDS = (
@@ -35,6 +43,8 @@ REQUIRED_RUN_FIELDS = (
     "throughput",
     "errors",
     "error_count",
+    "count",
+    "unsent",
 )
 
 
@@ -64,7 +74,7 @@ def run_record(result: RunResult, server: Mapping[str, Any], label: str = "") ->
         "errors": dict(sorted(result.errors.items())),
         "error_count": result.error_count,
         "error_samples": result.error_samples,
-        "backlog": result.backlog,
+        "unsent": result.unsent,
         "server": dict(server),
         "curve": [[p, ms] for p, ms in result.hist.curve()],
     }
@@ -77,6 +87,7 @@ _COLUMNS = (
     "procs x thr",
     "offered/s",
     "done/s",
+    "n",
     "p50 ms",
     "p90 ms",
     "p99 ms",
@@ -106,8 +117,8 @@ def summary_rows(runs: Sequence[Mapping[str, Any]]) -> list[list[str]]:
     rows = []
     for r in runs:
         errors = ", ".join(f"{k} {v}" for k, v in r["errors"].items()) or "0"
-        if r.get("backlog"):
-            errors += f" (+{r['backlog']} unsent)"
+        if r.get("unsent"):
+            errors += f" (+{r['unsent']} unsent)"
         rows.append(
             [
                 r["scenario"],
@@ -116,6 +127,7 @@ def summary_rows(runs: Sequence[Mapping[str, Any]]) -> list[list[str]]:
                 f"{r['processes']}x{r['threads']}",
                 _fmt(r["offered_rate"], 0) if r["offered_rate"] is not None else "max",
                 _fmt(r["throughput"], 1),
+                str(r.get("count", 0)),
                 *(_fmt(r[percentile_key(q)]) for q in PERCENTILES),
                 _fmt(r["max_ms"]),
                 errors,
@@ -146,10 +158,21 @@ def _meta_lines(meta: Mapping[str, Any]) -> list[str]:
 _EXPLAIN = (
     "Latencies are from each request's *intended* send time in open-loop runs (so queueing in a "
     "stalled server counts), per call in closed-loop (`max`) runs. `procs x thr`: client processes "
-    "x threads each. `offered/s`: the fixed arrival rate; `done/s`: successful requests per second. "
+    "x threads each. `offered/s`: the fixed arrival rate; `done/s`: successful requests per second; "
+    "`n`: latency samples behind the percentiles (a p99.9 of fewer than 1,000 samples is its "
+    "maximum, not a tail estimate); `unsent`: open-loop requests still unsent at the end of the run "
+    "(counted with their lower-bound latency). "
     "`engine` and `pylance` run in the client process on the same files: the difference to `flight` "
     "is the cost of the network hop and the server."
 )
+
+
+def markdown_inline(text: str) -> str:
+    """HTML of one line of inline Markdown (`code`, **bold**, *emphasis*), escaped first."""
+    out = html.escape(text, quote=False)
+    out = re.sub(r"`([^`]+)`", r"<code>\1</code>", out)
+    out = re.sub(r"\*\*([^*]+)\*\*", r"<b>\1</b>", out)
+    return re.sub(r"\*([^*\s][^*]*)\*", r"<em>\1</em>", out)
 
 
 def write_report(
@@ -183,7 +206,7 @@ def write_report(
         "<!doctype html><html><head><meta charset='utf-8'><title>Load test report</title>"
         "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
         "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}</style></head><body>"
-        f"<h1>Load test report</h1><ul>{meta_html}</ul><p>{html.escape(_EXPLAIN)}</p>"
+        f"<h1>Load test report</h1><ul>{meta_html}</ul><p>{markdown_inline(_EXPLAIN)}</p>"
         f"<table><tr>{head}</tr>{body}</table>{imgs}</body></html>\n"
     )
     (out_dir / "report.html").write_text(page)

@@ -28,7 +28,7 @@ NAMESPACE = "analytics"
 KUBE_VERSIONS = ("1.25.0", kubernetes_validate.utils.latest_version())
 
 #: Kinds that are not part of Kubernetes itself (no bundled schema); checked structurally instead.
-CUSTOM_KINDS = {"ServiceMonitor"}
+CUSTOM_KINDS = {"ServiceMonitor", "PrometheusRule"}
 
 Obj = dict[str, Any]
 

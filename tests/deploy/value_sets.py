@@ -54,7 +54,11 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
             "extraIngress": [{"namespaceSelector": {"matchLabels": {"team": "spark"}}}],
             "metricsIngress": [{"namespaceSelector": {"matchLabels": {"name": "monitoring"}}}],
         },
-        "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}}},
+        "metrics": {
+            "serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}},
+            "grafanaDashboard": {"enabled": True, "annotations": {"grafana_folder": "Lance"}},
+            "prometheusRule": {"enabled": True, "labels": {"release": "prometheus"}, "errorRatio": 0.02},
+        },
         "extraEnv": [{"name": "LANCE_FLIGHT_LOG_LEVEL", "value": "WARNING"}],
         "extraArgs": ["--max-concurrent-streams", "128"],
         "topologySpreadConstraints": [

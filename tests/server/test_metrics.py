@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import os
+import platform
+import re
 import threading
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
+from prometheus_client import CollectorRegistry
 
+import lance_format
 from flight_server.client import LanceFlightClient
-from flight_server.metrics import Metrics, status_of
+from flight_server.metrics import Metrics, ProcessTreeCollector, status_of
 from flight_server.settings import ServerSettings, Token
 from flight_server.sideport import RootProbe, SidePort
 from lance_format.io.cache import METADATA_CACHE
@@ -38,7 +43,7 @@ def test_rpc_counts_latency_rows_and_conflicts() -> None:
     assert _value(metrics, "lance_flight_rpc_duration_seconds_count", method="list_flights") == 2
     assert _value(metrics, "lance_flight_rpc_duration_seconds_sum", method="do_get") > 0
     assert _value(metrics, "lance_flight_rows_served_total", kind="scan") == 100
-    assert _value(metrics, "lance_flight_bytes_served_total", kind="scan") > 0
+    assert _value(metrics, "lance_flight_served_bytes_total", kind="scan") > 0
     assert _value(metrics, "lance_flight_commit_conflicts_total") == 1
     assert _value(metrics, "lance_flight_calls_in_flight") == 0
 
@@ -187,3 +192,60 @@ def test_metrics_and_load_generator_count_each_failure_under_one_status(tmp_path
     finally:
         client.close()
         server.shutdown()
+
+
+def test_process_and_build_info_metrics_are_exported() -> None:
+    metrics = Metrics()
+    # A private registry has no default collectors of its own: process_* must be added explicitly.
+    assert _value(metrics, "process_resident_memory_bytes") > 0
+    assert _value(metrics, "process_cpu_seconds_total") > 0
+    assert metrics.registry.get_sample_value("python_info", _python_info_labels()) == 1
+    labels = {
+        "version": lance_format.__version__,
+        "python": platform.python_version(),
+        "pyarrow": pa.__version__,
+    }
+    assert metrics.registry.get_sample_value("lance_flight_build_info", labels) == 1
+    metrics.rows_served("scan", 3, 24)
+    names = {m.name for m in metrics.registry.collect()}
+    assert "lance_flight_served_bytes" in names  # exposed as lance_flight_served_bytes_total
+    assert "lance_flight_bytes_served" not in names
+
+
+def _python_info_labels() -> dict[str, str]:
+    info = platform.python_version_tuple()
+    return {
+        "implementation": platform.python_implementation(),
+        "major": info[0],
+        "minor": info[1],
+        "patchlevel": info[2],
+        "version": platform.python_version(),
+    }
+
+
+def test_process_tree_sums_its_processes() -> None:
+    own = Metrics().registry.get_sample_value("process_resident_memory_bytes") or 0.0
+    registry = CollectorRegistry()
+    registry.register(ProcessTreeCollector(lambda: [os.getpid(), os.getpid()]))
+    assert registry.get_sample_value("process_resident_memory_bytes") == pytest.approx(2 * own, rel=0.2)
+    assert registry.get_sample_value("process_max_fds") > 0
+
+
+def _doc_cache_labels() -> set[str]:
+    text = (Path(__file__).parents[2] / "docs" / "configuration.md").read_text()
+    match = re.search(r"\(`cache` = ([^)]*)\)", text)
+    assert match, "docs/configuration.md lists the cache label values as (`cache` = ...)"
+    return set(re.findall(r"`(\w+)`", match.group(1)))
+
+
+def test_documented_cache_labels_are_the_exported_ones() -> None:
+    metrics = Metrics()
+    metrics.poll_engine()
+    exported = {
+        sample.labels["cache"]
+        for family in metrics.registry.collect()
+        if family.name == "lance_flight_cache_hits"
+        for sample in family.samples
+    }
+    assert exported
+    assert _doc_cache_labels() == exported

@@ -194,6 +194,22 @@ def test_exchange_streams_takes(served: Served) -> None:
     assert answers[0].equals(data.take([607]))
 
 
+def test_exchange_accepts_a_take_without_ids(served: Served) -> None:
+    # The ids come as batches, so the descriptor's take need not carry an (empty) id list.
+    data = seed(served, n=10)
+    descriptor = flight.FlightDescriptor.for_command(encode_ticket(TakeRequest("ds", columns=("id",))))
+    writer, reader = served.raw.do_exchange(descriptor)
+    ids = pa.record_batch({"index": pa.array([3, 1], pa.uint64())})
+    writer.begin(ids.schema)
+    writer.write_batch(ids)
+    assert reader.read_chunk().data.column("id").to_pylist() == data.column("id").take([3, 1]).to_pylist()
+    writer.done_writing()
+    writer.close()
+    # A do_get take still needs its ids.
+    with pytest.raises(pa.ArrowInvalid, match="needs row_ids or indices"):
+        served.raw.do_get(flight.Ticket(encode_ticket(TakeRequest("ds")))).read_all()
+
+
 def test_exchange_rejects_bad_batches(served: Served) -> None:
     seed(served, n=10)
     req = TakeRequest("ds", row_ids=np.zeros(0, np.uint64))

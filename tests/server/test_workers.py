@@ -100,6 +100,11 @@ def test_two_workers_on_two_ports_all_advertised(two_workers: tuple[Supervisor, 
         time.sleep(0.1)
     assert 'lance_flight_rows_served_total{kind="scan"} 200.0' in body
     assert 'lance_flight_rpcs_total{method="do_get",status="OK"} 2.0' in body
+    # process_* of the whole tree (supervisor + 2 workers) and one build_info, not one per worker.
+    rss = [line for line in body.splitlines() if line.startswith("process_resident_memory_bytes ")]
+    assert len(rss) == 1
+    assert float(rss[0].split()[1]) > 3 * 10_000_000  # three Python processes with pyarrow loaded
+    assert body.count("lance_flight_build_info{") == 1
 
 
 def test_a_dead_worker_is_restarted(two_workers: tuple[Supervisor, Running]) -> None:

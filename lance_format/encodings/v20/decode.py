@@ -13,7 +13,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from lance_format.core.errors import CorruptFileError
-from lance_format.core.types import LanceField
+from lance_format.core.types import LanceField, empty_array
 from lance_format.encodings.base import (
     ColumnInfo,
     DecodeContext,
@@ -47,7 +47,7 @@ _BLOB_DESCRIPTION = pa.struct(
 
 def _concat(pieces: list[pa.Array], t: pa.DataType) -> pa.Array:
     if not pieces:
-        return pa.array([], type=t)
+        return empty_array(t)
     if len(pieces) == 1:
         return pieces[0]
     # Dictionary pages carry their own dictionaries; Arrow unifies them.
@@ -78,7 +78,7 @@ def decode_field(
     t = field.to_arrow().type
     n = runs_length(runs)
     if n == 0:
-        return pa.array([], type=t)
+        return empty_array(t)
     col = _column(ctx, field, columns_of)
     if field.logical_type == "struct" and not _is_packed(col):
         children = yield from gather([decode_field(ctx, c, columns_of, runs) for c in field.children])

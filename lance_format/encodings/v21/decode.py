@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_format.core.errors import CorruptFileError, NotSupportedError
-from lance_format.core.types import LanceField
+from lance_format.core.types import LanceField, empty_array
 from lance_format.encodings.base import (
     DecodeContext,
     IOGen,
@@ -254,7 +254,7 @@ def _leaves(field: LanceField, columns_of: dict[int, int]) -> list[tuple[LanceFi
 
 
 def _empty(typ: pa.DataType) -> pa.Array:
-    return pa.array([], type=typ)
+    return empty_array(typ)
 
 
 def decode_field(
