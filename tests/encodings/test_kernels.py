@@ -161,3 +161,43 @@ def test_kernels_work_without_a_writable_cache(tmp_path: Path, how: str) -> None
         assert enabled == "True"
         assert Path(where).parent == tmp_path
         assert any(Path(where).rglob("*.nbi")), "compiled kernels were cached in the default directory"
+
+
+def test_compile_kernels_covers_what_reads_and_writes_use(tmp_path: Path) -> None:
+    """After compile_kernels() a write and a read (FSST strings, bit-packed ints, at 2.1 and 2.2)
+    compile no new kernel specialization: no request pays JIT time."""
+    import pyarrow as pa
+
+    from lance_format.encodings import compile_kernels
+    from lance_format.encodings.v21 import _fsst, _kernels
+    from lance_format.encodings.v21.encode import bitpack
+    from lance_format.encodings.v21.encode import fsst as fsst_encode
+    from lance_format.file import LanceFileWriter
+    from lance_format.file.reader import LanceFileReader
+
+    compile_kernels()
+    kernels = [
+        f
+        for mod in (_fsst, _kernels, bitpack, fsst_encode)
+        for f in vars(mod).values()
+        if hasattr(f, "signatures") and hasattr(f, "py_func")
+    ]
+    assert len(kernels) >= 6
+    before = {k.py_func.__qualname__: len(k.signatures) for k in kernels}
+    rng = np.random.default_rng(0)
+    n = 20_000
+    table = pa.table(
+        {
+            "s": pa.array([f"user-{x}@example.com" for x in rng.integers(0, 1 << 40, n)]),
+            "i8": pa.array(rng.integers(0, 100, n, dtype=np.int8)),
+            "i16": pa.array(rng.integers(0, 1000, n, dtype=np.int16)),
+            "i32": pa.array(rng.integers(0, 1 << 20, n, dtype=np.int32)),
+            "i64": pa.array(rng.integers(0, 1 << 40, n, dtype=np.int64)),
+        }
+    )
+    for version in ("2.1", "2.2"):
+        path = str(tmp_path / f"{version}.lance")
+        with LanceFileWriter(path, table.schema, version=version) as w:
+            w.write_batch(table)
+        assert LanceFileReader(path).read_all().to_table().equals(table)
+    assert {k.py_func.__qualname__: len(k.signatures) for k in kernels} == before
