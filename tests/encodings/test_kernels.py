@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from lance_format.encodings.v21._bytes import gather
 from lance_format.encodings.v21._fsst import fsst_decompress
 from lance_format.encodings.v21._kernels import fastlanes_unpack
 from lance_format.encodings.v21.encode.bitpack import pack_blocks
@@ -21,6 +22,7 @@ from tests.encodings.numpy_reference import bitpack as ref_bitpack
 from tests.encodings.numpy_reference import fastlanes as ref_fastlanes
 from tests.encodings.numpy_reference import fsst_decode as ref_fsst_decode
 from tests.encodings.numpy_reference import fsst_encode as ref_fsst_encode
+from tests.encodings.numpy_reference import gather as ref_gather
 
 # Kernels compile once per process (seconds); keep the example counts modest.
 FEW = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -132,6 +134,37 @@ def test_fastlanes_pack_and_unpack_match_numpy(
     assert np.array_equal(fastlanes_unpack(packed, width, t, nblocks), blocks)
 
 
+@FEW
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    size=st.integers(0, 5000),
+    nranges=st.integers(0, 300),
+    regular=st.booleans(),
+    readonly=st.booleans(),
+)
+def test_gather_matches_numpy(seed: int, size: int, nranges: int, regular: bool, readonly: bool) -> None:
+    """Byte ranges (evenly spaced like a page's chunks, or arbitrary and overlapping, empty, out of
+    bounds): the same bytes or the same error."""
+    rng = np.random.default_rng(seed)
+    blob = rng.integers(0, 256, size, dtype=np.uint8)
+    if readonly:
+        blob.setflags(write=False)
+    if regular and size:
+        width = int(rng.integers(1, 64))
+        starts = np.arange(nranges, dtype=np.int64) * (width + int(rng.integers(0, 9)))
+        lengths = np.full(nranges, width, dtype=np.int64)
+    else:
+        starts = rng.integers(-1 if rng.random() < 0.05 else 0, size + 10, nranges)
+        lengths = rng.integers(-1 if rng.random() < 0.05 else 0, 600, nranges)
+    try:
+        want = ref_gather.gather(blob, starts, lengths)
+    except ValueError as e:
+        with pytest.raises(ValueError, match=str(e)):
+            gather(blob, starts, lengths)
+        return
+    assert gather(blob, starts, lengths).tobytes() == want.tobytes()
+
+
 @pytest.mark.parametrize("how", ["unwritable", "unset"])
 def test_kernels_work_without_a_writable_cache(tmp_path: Path, how: str) -> None:
     """A cache directory that cannot be written (a read-only container; a path under a regular
@@ -169,7 +202,7 @@ def test_compile_kernels_covers_what_reads_and_writes_use(tmp_path: Path) -> Non
     import pyarrow as pa
 
     from lance_format.encodings import compile_kernels
-    from lance_format.encodings.v21 import _fsst, _kernels
+    from lance_format.encodings.v21 import _bytes, _fsst, _kernels
     from lance_format.encodings.v21.encode import bitpack
     from lance_format.encodings.v21.encode import fsst as fsst_encode
     from lance_format.file import LanceFileWriter
@@ -178,7 +211,7 @@ def test_compile_kernels_covers_what_reads_and_writes_use(tmp_path: Path) -> Non
     compile_kernels()
     kernels = [
         f
-        for mod in (_fsst, _kernels, bitpack, fsst_encode)
+        for mod in (_bytes, _fsst, _kernels, bitpack, fsst_encode)
         for f in vars(mod).values()
         if hasattr(f, "signatures") and hasattr(f, "py_func")
     ]
