@@ -227,11 +227,29 @@ def serve(
     if stop is None:
         stop = threading.Event()
         _install_stop_signals(stop)
+    _compile_kernels("server")
     ports = resolve_ports(settings)
     advertise = resolve_advertise(settings, ports)
     if settings.workers == 1:
         return _serve_single(settings, ports[0], advertise, factory, stop, on_ready)
     return Supervisor(settings, ports, advertise, factory).run(stop, on_ready)
+
+
+def _compile_kernels(who: str) -> None:
+    """Compile the engine's kernels (or load them from the kernel cache) before serving, so no
+    request pays the JIT time."""
+    from lance_format.core.jit import kernel_cache_dir, kernel_cache_enabled
+    from lance_format.encodings import compile_kernels
+
+    seconds = compile_kernels()
+    log.info(
+        "kernels ready",
+        extra={
+            "who": who,
+            "seconds": round(seconds, 3),
+            "cache": kernel_cache_dir() if kernel_cache_enabled() else "off",
+        },
+    )
 
 
 def _announce(settings: ServerSettings, advertise: Sequence[str], side: SidePort | None) -> dict[str, Any]:
@@ -303,6 +321,7 @@ def _worker_main(spec: _WorkerSpec, events: Any) -> None:
     stop = threading.Event()
     _install_stop_signals(stop)
     parent = os.getppid()
+    _compile_kernels(f"worker {spec.index}")  # loads what the supervisor compiled into the cache
     metrics = Metrics()
     try:
         server = build_server(s, spec.port, spec.advertise, metrics, spec.session_key, spec.factory)

@@ -40,3 +40,11 @@ def s3_server() -> Iterator[S3Server]:
 @pytest.fixture
 def s3_uri(s3_server: S3Server) -> str:
     return f"s3://{BUCKET}/t-{uuid.uuid4().hex[:12]}"
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Compile the engine's kernels (or load them from the kernel cache) once before any test, so
+    the servers tests start in subprocesses load them from a warm cache within their start timeouts."""
+    from lance_format.encodings import compile_kernels
+
+    compile_kernels()

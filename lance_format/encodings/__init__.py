@@ -15,7 +15,17 @@ if TYPE_CHECKING:
     from lance_format.encodings.base import DecodeContext, IOGen, RowRuns
     from lance_format.file.format import LanceFileVersion
 
-__all__ = ["decode_column_encoding", "decode_field", "decode_page_encoding"]
+__all__ = ["compile_kernels", "decode_column_encoding", "decode_field", "decode_page_encoding"]
+
+
+def compile_kernels() -> float:
+    """Compile (or load from the kernel cache) every encode/decode kernel; seconds taken.
+
+    See :func:`lance_format.encodings.kernels.compile_kernels`.
+    """
+    from lance_format.encodings.kernels import compile_kernels as compile_all
+
+    return compile_all()
 
 
 def decode_page_encoding(version: LanceFileVersion, raw: tuple[str, bytes], path: str) -> Any:

@@ -13,15 +13,15 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from lance_format.encodings.base import expand_ranges
+from lance_format.core.jit import kernel, warm
 
-__all__ = ["Bufs", "gather", "read_uint", "single"]
+__all__ = ["Bufs", "gather", "read_uint", "single", "warm_up"]
 
 U8 = npt.NDArray[np.uint8]
 
 # Mean range length from which :func:`gather` copies slices (one Python step per range, ~0.3 us)
-# instead of indexing every byte (~5-10 ns a byte): break-even is near 50-100 bytes, so 256 keeps
-# short take ranges on the index path and sends full reads' chunk buffers (KiBs) to slices.
+# instead of the compiled byte copy: break-even is near 50-100 bytes, so 256 keeps
+# short take ranges on the kernel and sends full reads' chunk buffers (KiBs) to slices.
 SLICE_GATHER_MIN_BYTES = 256
 
 _UINT_LE: dict[int, np.dtype[Any]] = {2: np.dtype("<u2"), 4: np.dtype("<u4"), 8: np.dtype("<u8")}
@@ -95,13 +95,10 @@ def gather(blob: U8, starts: I64, lengths: I64) -> U8:
         return np.concatenate(
             [blob[s : s + n] for s, n in zip(starts.tolist(), lengths.tolist(), strict=True)]
         )
-    # Gather whole words when every range allows it: fewer index entries to build and follow.
-    for width, dt in ((8, np.uint64), (4, np.uint32), (2, np.uint16)):
-        if not bool(((starts | lengths) & (width - 1)).any()):
-            usable = len(blob) - len(blob) % width
-            words = blob[:usable].view(dt)[expand_ranges(starts // width, lengths // width)]
-            return words.view(np.uint8)
-    return blob[expand_ranges(starts, lengths)]
+    # Short ranges (takes, chunks of small values): one compiled pass, no index per byte.
+    out = np.empty(int(lengths[nonempty].sum()), dtype=np.uint8)
+    _gather(blob, starts, lengths, out)
+    return out
 
 
 def _regular_gather(blob: U8, starts: I64, lengths: I64) -> U8 | None:
@@ -121,6 +118,28 @@ def _regular_gather(blob: U8, starts: I64, lengths: I64) -> U8 | None:
     out[: (k - 1) * width].reshape(k - 1, width)[...] = body
     out[(k - 1) * width :] = blob[last_start : last_start + last_len]
     return out
+
+
+@kernel
+def _gather(blob: U8, starts: I64, lengths: I64, out: U8) -> None:  # pragma: no cover - compiled
+    pos = 0
+    for i in range(starts.shape[0]):
+        n = lengths[i]
+        if n > 0:
+            s = starts[i]
+            out[pos : pos + n] = blob[s : s + n]
+            pos += n
+
+
+def warm_up() -> None:
+    """Compile (or load) the gather kernel for writable and read-only blobs."""
+    warm(
+        gather,
+        np.arange(8, dtype=np.uint8),
+        np.array([0, 4], np.int64),
+        np.array([2, 3], np.int64),
+        readonly=(0,),
+    )
 
 
 def read_uint(blob: U8, positions: I64, width: int) -> npt.NDArray[np.uint64]:

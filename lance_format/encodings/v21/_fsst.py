@@ -1,10 +1,9 @@
-"""FSST decompression with Lance's symbol-table serialization, vectorized with numpy.
+"""FSST decompression with Lance's symbol-table serialization, a compiled sequential kernel.
 
 The symbol table is one u64 header (``"FSST"`` magic in the high 32 bits; bit 24 = the data really
 is compressed; low byte = number of symbols), then 256 little-endian u64 symbols, then 256 symbol
-lengths. Code 255 escapes: the next byte is a literal. A byte is an escape when it is 255 and the
-run of 255s it belongs to has an even number of bytes before it (an escape is always followed by
-its literal, so runs pair up) - which lets every string be expanded at once.
+lengths. Code 255 escapes: the next byte is a literal. The kernel expands the codes in one
+sequential pass (no GIL held), after a first pass that sizes the output and validates every code.
 """
 
 from __future__ import annotations
@@ -12,7 +11,9 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["fsst_decompress"]
+from lance_format.core.jit import kernel, warm
+
+__all__ = ["fsst_decompress", "warm_up"]
 
 _MAGIC = 0x46535354 << 32
 _ESC = 255
@@ -57,46 +58,74 @@ def fsst_decompress(symbol_table: bytes, offsets: I64, data: U8) -> tuple[I64, U
     nsym = info & 0xFF
     if len(symbol_table) < 8 + 9 * nsym:
         raise ValueError("FSST symbol table is truncated")
-    # n symbols of 8 bytes, then their n lengths (the rest of the table is padding). Entries
-    # 0..255 are the symbols (zero-padded u64), 256 + b is the literal byte b.
-    sym = np.zeros(512, dtype=np.uint64)
-    sym[:nsym] = np.frombuffer(symbol_table, dtype="<u8", count=nsym, offset=8)
-    sym[256:] = np.arange(256, dtype=np.uint64)
-    tlen = np.ones(512, dtype=np.uint8)
-    tlen[:256] = 0
+    # n symbols of 8 bytes, then their n lengths (the rest of the table is padding); codes past
+    # the symbols have length 0 (invalid).
+    sym = np.zeros(256 * 8, dtype=np.uint8)
+    sym[: 8 * nsym] = np.frombuffer(symbol_table, dtype=np.uint8, count=8 * nsym, offset=8)
+    tlen = np.zeros(256, dtype=np.uint8)
     tlen[:nsym] = np.frombuffer(symbol_table, dtype=np.uint8, count=nsym, offset=8 + nsym * 8)
     if int(tlen[:nsym].max(initial=0)) > 8:
         raise ValueError("FSST symbol longer than 8 bytes")
-    n = len(codes)
-    is_ff = codes == _ESC
-    if is_ff.any():
-        # Position of every byte within its run of 255s decides escape (even) or literal (odd).
-        idx = np.arange(n, dtype=np.int64)
-        run_start = np.where(is_ff, 0, idx + 1)
-        np.maximum.accumulate(run_start, out=run_start)
-        escape = is_ff & (((idx - run_start) & 1) == 0)
-        if escape[-1]:
-            raise ValueError("FSST data ends with an escape")
-        entry: npt.NDArray[np.integer] = codes.astype(np.int16)
-        entry[1:] += escape[:-1].astype(np.int16) << 8
-        out_len = np.take(tlen, entry)
-        out_len[escape] = 0
-        if bool(((out_len == 0) & ~escape).any()):
-            raise ValueError("FSST code without a symbol")
-    else:
-        entry = codes
-        out_len = np.take(tlen, entry)
-        if not bool(out_len.all()):
-            raise ValueError("FSST code without a symbol")
-    # Output offsets: per input string, the sum of its codes' output lengths.
-    csum = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(out_len, out=csum[1:])
-    total = int(csum[-1])
-    buf = np.zeros(total + 8, dtype=np.uint8)
-    # Every code stores its whole 8-byte symbol at its output position through an unaligned,
-    # overlapping u64 view of the output. The assignment writes in code order, so each code overwrites
-    # the padding its predecessor left (an escape writes nothing useful and its literal, at the
-    # same position, overwrites it). Eight spare bytes take the last code's padding.
-    view = np.ndarray((total + 1,), dtype="<u8", buffer=buf, strides=(1,))
-    view[csum[:-1]] = sym[entry]
-    return csum[offsets - lo], buf[:total]
+    codes = np.ascontiguousarray(codes, dtype=np.uint8)
+    return _decode(codes, offsets - lo, sym, tlen)
+
+
+@kernel
+def _decode(codes: U8, offs: I64, sym: U8, tlen: U8) -> tuple[I64, U8]:  # pragma: no cover - compiled
+    """Expand codes sequentially (255 escapes the next byte); output offsets at each input offset."""
+    n = codes.shape[0]
+    total = 0
+    bad = False
+    i = 0
+    while i < n:
+        c = codes[i]
+        if c == _ESC:
+            if i + 1 >= n:
+                raise ValueError("FSST data ends with an escape")
+            total += 1
+            i += 2
+        else:
+            ln = tlen[c]
+            bad |= ln == 0
+            total += ln
+            i += 1
+    if bad:
+        raise ValueError("FSST code without a symbol")
+    out = np.empty(total, dtype=np.uint8)
+    m = offs.shape[0]
+    new = np.empty(m, dtype=np.int64)
+    k = 0
+    cur = 0
+    i = 0
+    while i < n:
+        while k < m and offs[k] <= i:
+            new[k] = cur
+            k += 1
+        c = codes[i]
+        if c == _ESC:
+            # An offset pointing at the literal maps to where the literal lands.
+            while k < m and offs[k] <= i + 1:
+                new[k] = cur
+                k += 1
+            out[cur] = codes[i + 1]
+            cur += 1
+            i += 2
+        else:
+            ln = tlen[c]
+            base = np.int64(c) * 8
+            for j in range(ln):
+                out[cur + j] = sym[base + j]
+            cur += ln
+            i += 1
+    while k < m:
+        new[k] = cur
+        k += 1
+    return new, out
+
+
+def warm_up() -> None:
+    """Compile (or load) the decode kernel for every argument type the readers pass."""
+    tlen = np.zeros(256, dtype=np.uint8)
+    tlen[0] = 1
+    codes = np.array([0, _ESC, 7], dtype=np.uint8)
+    warm(_decode, codes, np.array([0, 3], dtype=np.int64), np.zeros(256 * 8, np.uint8), tlen, readonly=(0,))

@@ -12,13 +12,15 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["FL_BLOCK", "fastlanes_slot", "fastlanes_unpack", "uint_dtype"]
+from lance_format.core.jit import kernel, warm
+
+__all__ = ["FL_BLOCK", "fastlanes_order", "fastlanes_slot", "fastlanes_unpack", "uint_dtype", "warm_up"]
 
 #: Values per FastLanes block.
 FL_BLOCK = 1024
 _FL_ORDER = np.array([0, 4, 2, 6, 1, 5, 3, 7], dtype=np.int64)
 _UINT: dict[int, type[np.unsignedinteger[Any]]] = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
-_PLAN: dict[tuple[int, int], tuple[npt.NDArray[Any], ...]] = {}
+_ORDER: dict[int, npt.NDArray[np.int64]] = {}
 _SLOT: dict[int, npt.NDArray[np.int64]] = {}
 
 
@@ -27,28 +29,17 @@ def uint_dtype(bits: int) -> np.dtype[np.unsignedinteger[Any]]:
     return np.dtype(_UINT[bits])
 
 
-def _plan(width: int, t: int) -> tuple[npt.NDArray[Any], ...]:
-    """Word index, bit shift and spill of every (row, lane) of a block, plus the output order."""
-    key = (width, t)
-    plan = _PLAN.get(key)
-    if plan is None:
-        lanes = FL_BLOCK // t
+def fastlanes_order(t: int) -> npt.NDArray[np.int64]:
+    """Logical position of each ``row * lanes + lane`` slot of a block: FastLanes' transposed order."""
+    order = _ORDER.get(t)
+    if order is None:
         rows = np.arange(t, dtype=np.int64)
-        start = rows * width
-        word = start // t
-        shift = start % t
-        spill = (shift + width > t) & (width > 0)
-        # Output position of (row, lane): FastLanes' transposed order.
+        lanes = FL_BLOCK // t
         order = (
             _FL_ORDER[rows // 8][:, None] * 16 + (rows % 8)[:, None] * 128 + np.arange(lanes)[None, :]
         ).ravel()
-        dt = _UINT[t]
-        # Everything a call needs beyond the words, in the unpacked dtype, so calls only index.
-        nxt = np.minimum(word + 1, max(width - 1, 0))
-        hi_shift = np.where(spill, t - shift, 0).astype(dt)
-        plan = (word, shift, spill.astype(np.int64), order, shift.astype(dt), nxt, hi_shift, ~spill)
-        _PLAN[key] = plan
-    return plan
+        _ORDER[t] = order
+    return order
 
 
 def fastlanes_slot(t: int) -> npt.NDArray[np.int64]:
@@ -59,7 +50,7 @@ def fastlanes_slot(t: int) -> npt.NDArray[np.int64]:
     """
     slot = _SLOT.get(t)
     if slot is None:
-        order = _plan(t, t)[3]
+        order = fastlanes_order(t)
         slot = np.empty(FL_BLOCK, dtype=np.int64)
         slot[order] = np.arange(FL_BLOCK, dtype=np.int64)
         _SLOT[t] = slot
@@ -96,21 +87,40 @@ def fastlanes_unpack(
         if nblocks is None:
             raise ValueError("zero-width blocks need an explicit block count")
         return np.zeros((nblocks, FL_BLOCK), dtype=dt)
-    words = packed.reshape(-1, width * lanes)
-    nblocks = words.shape[0]
-    if width == t:
-        w3 = words.reshape(nblocks, t, lanes)
-        out = np.empty((nblocks, FL_BLOCK), dtype=dt)
-        out[:, _plan(width, t)[3]] = w3.reshape(nblocks, -1)
-        return out
-    word, _shift, _spill, order, shift, nxt, hi_shift, no_spill = _plan(width, t)
-    w3 = words.reshape(nblocks, width, lanes)
-    lo = w3[:, word, :] >> shift[None, :, None]
-    if not no_spill.all():
-        hi = w3[:, nxt, :] << hi_shift[None, :, None]
-        hi[:, no_spill, :] = 0
-        lo |= hi
-    lo &= dt((1 << width) - 1)
-    out = np.empty((nblocks, FL_BLOCK), dtype=dt)
-    out[:, order] = lo.reshape(nblocks, -1)
+    words = np.ascontiguousarray(packed.reshape(-1, width * lanes))
+    out = np.empty((words.shape[0], FL_BLOCK), dtype=dt)
+    _unpack(words.reshape(-1), width, t, fastlanes_order(t), out)
     return out
+
+
+@kernel
+def _unpack(
+    words: npt.NDArray[Any], width: int, t: int, order: npt.NDArray[np.int64], out: npt.NDArray[Any]
+) -> None:  # pragma: no cover
+    """Row ``r`` of lane ``l`` of each block: bits ``r * width ..`` of that lane's words, to its
+    logical position ``order[r * lanes + l]``."""
+    lanes = FL_BLOCK // t
+    per = width * lanes
+    mask = ~np.uint64(0) >> np.uint64(64 - width)
+    for b in range(out.shape[0]):
+        base = b * per
+        for r in range(t):
+            start = r * width
+            word = start // t
+            shift = np.uint64(start % t)
+            spill = start % t + width > t
+            hi = np.uint64(t) - shift
+            src = base + word * lanes
+            dst = order[r * lanes : (r + 1) * lanes]
+            for lane in range(lanes):
+                v = np.uint64(words[src + lane]) >> shift
+                if spill:
+                    v |= np.uint64(words[src + lanes + lane]) << hi
+                out[b, dst[lane]] = v & mask
+
+
+def warm_up() -> None:
+    """Compile (or load) the unpacking kernel for every unsigned width the readers use."""
+    for t in (8, 16, 32, 64):
+        dt = _UINT[t]
+        warm(fastlanes_unpack, np.zeros(FL_BLOCK * 3 // t, dtype=dt), 3, t, readonly=(0,))

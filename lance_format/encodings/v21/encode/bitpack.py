@@ -1,8 +1,8 @@
 """FastLanes bit-packing (the inverse of :func:`lance_format.encodings.v21._kernels.fastlanes_unpack`).
 
 A block is 1024 values of a ``t``-bit type seen as ``t`` rows of ``1024 / t`` lanes; row ``r`` of a
-lane occupies bits ``r * w .. r * w + w`` of that lane's ``w`` words. Packing loops over the ``t``
-rows (at most 64), each step vectorized over every block and lane, never over values.
+lane occupies bits ``r * w .. r * w + w`` of that lane's ``w`` words. Packing ORs the values in
+place in a compiled kernel.
 """
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from lance_format.encodings.v21._kernels import FL_BLOCK, fastlanes_slot, uint_dtype
+from lance_format.core.jit import kernel, warm
+from lance_format.encodings.v21._kernels import FL_BLOCK, fastlanes_order, uint_dtype
 
-__all__ = ["bit_widths", "pack_blocks"]
+__all__ = ["bit_widths", "pack_blocks", "warm_up"]
 
 UInts = npt.NDArray[np.unsignedinteger[Any]]
 
@@ -47,30 +48,40 @@ def pack_blocks(blocks: UInts, width: int) -> UInts:
     n = blocks.shape[0]
     if width == 0:
         return np.zeros((n, 0), dtype=dt)
-    # grid[b, r, l]: the value stored at row r of lane l.
-    grid = _rows(blocks, t)
-    if width == t:
-        return grid.reshape(n, -1).copy()
-    mask = dt.type((1 << width) - 1)
-    out = np.zeros((n, width, lanes), dtype=dt)
-    for r in range(t):
-        start = r * width
-        word, shift = divmod(start, t)
-        v = grid[:, r, :] & mask
-        out[:, word, :] |= v << dt.type(shift)
-        if shift + width > t:
-            out[:, word + 1, :] |= v >> dt.type(t - shift)
-    return out.reshape(n, -1)
+    out = np.zeros((n, width * lanes), dtype=dt)
+    _pack(np.ascontiguousarray(blocks), width, t, fastlanes_order(t), out)
+    return out
 
 
-def _rows(blocks: UInts, t: int) -> UInts:
-    """``(n, t, lanes)``: the value at each (row, lane) slot of every block."""
-    slot = fastlanes_slot(t)  # slot[logical] = row * lanes + lane
-    grid = np.empty_like(blocks)
-    grid[:, slot] = blocks
-    return grid.reshape(blocks.shape[0], t, FL_BLOCK // t)
+@kernel
+def _pack(
+    blocks: UInts, width: int, t: int, order: npt.NDArray[np.int64], out: UInts
+) -> None:  # pragma: no cover
+    """Row ``r`` of lane ``l`` (the value at ``order[r * lanes + l]``) goes to bits ``r * width ..``
+    of that lane's words, spilling into the next word."""
+    lanes = FL_BLOCK // t
+    mask = ~np.uint64(0) >> np.uint64(64 - width)
+    for b in range(blocks.shape[0]):
+        for r in range(t):
+            start = r * width
+            col = (start // t) * lanes
+            shift = np.uint64(start % t)
+            spill = start % t + width > t
+            hi = np.uint64(t) - shift
+            src = order[r * lanes : (r + 1) * lanes]
+            for lane in range(lanes):
+                v = np.uint64(blocks[b, src[lane]]) & mask
+                out[b, col + lane] |= v << shift
+                if spill:
+                    out[b, col + lanes + lane] |= v >> hi
 
 
 def as_unsigned(values: npt.NDArray[Any], t: int) -> UInts:
     """``values`` reinterpreted as ``t``-bit unsigned integers."""
     return np.ascontiguousarray(values).view(uint_dtype(t))
+
+
+def warm_up() -> None:
+    """Compile (or load) the packing kernel for every unsigned width the writers use."""
+    for t in (8, 16, 32, 64):
+        warm(pack_blocks, np.zeros((1, FL_BLOCK), dtype=uint_dtype(t)), 3, readonly=(0,))

@@ -3,7 +3,7 @@
 Training follows the FSST idea in a vectorized form: parse a sample with the current table, count
 how much each used symbol and each pair of adjacent symbols (glued, at most 8 bytes) would save,
 keep the best 255, repeat a few generations. Compression parses every string greedily (longest
-symbol first) in lock-step: one numpy pass per output code position, across all strings at once.
+symbol first) in a compiled kernel that releases the GIL.
 """
 
 from __future__ import annotations
@@ -11,7 +11,9 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["FSST_MIN_BYTES", "fsst_compress"]
+from lance_format.core.jit import kernel, warm
+
+__all__ = ["FSST_MIN_BYTES", "fsst_compress", "warm_up"]
 
 U8 = npt.NDArray[np.uint8]
 I64 = npt.NDArray[np.int64]
@@ -33,63 +35,125 @@ MAX_FSST_VALUE = 4096
 _MASKS = np.array([0] + [(1 << (8 * k)) - 1 for k in range(1, 8)] + [2**64 - 1], dtype=np.uint64)
 
 
-#: Symbols of 3..8 bytes are found through a 2^16-slot table per length, addressed by a
-#: multiplicative hash of the symbol; up to this many multipliers are tried for one without
-#: collisions (255 symbols in 65536 slots: ~60% of multipliers work), else binary search is used.
-_HASH_BITS = 16
-_HASH_TRIES = 16
-_HASH_SHIFT = np.uint64(64 - _HASH_BITS)
-#: Multipliers: 2^64 / golden ratio plus even multiples of a second constant (so always odd).
-_GOLDEN = 0x9E3779B97F4A7C15
-_STEP = 0x632BE59BD9B4E019
+#: Symbols of 3..8 bytes are found through an open-addressing hash table of this many slots (a
+#: power of two, four times the 255 symbols so probes stay short), keyed by (masked window, length),
+#: and probed only for the lengths present among symbols starting with the window's first two bytes.
+#: Symbols of 1 and 2 bytes are looked up directly.
+_HASH_SLOTS = 1024
+_HASH_SHIFT = np.uint64(64 - 10)
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
 class _Table:
-    """Symbols with their lengths, and per length an exact lookup from a masked window to a code:
-    direct tables for 1 and 2 bytes, collision-free hashes (or sorted keys) for longer symbols."""
+    """Symbols (zero-padded little-endian u64) with their lengths, and the kernel's lookup arrays
+    (see :func:`_build_lookup`)."""
 
     def __init__(self, vals: U64, lens: I64) -> None:
-        self.vals = vals
-        self.lens = lens
-        # length -> ("direct"|"hash"|"sorted", table or keys, multiplier or codes)
-        self.lookup: dict[int, tuple[str, npt.NDArray[np.int16] | U64, U64 | I64 | None]] = {}
-        for k in range(1, 9):
-            sel = np.flatnonzero(lens == k)
-            if not len(sel):
-                continue
-            keys = vals[sel]
-            if k <= 2:
-                direct = np.full(1 << (8 * k), -1, dtype=np.int16)
-                direct[keys.astype(np.intp)] = sel
-                self.lookup[k] = ("direct", direct, None)
-                continue
-            for attempt in range(_HASH_TRIES):
-                mult = np.array([(_GOLDEN + 2 * attempt * _STEP) % (1 << 64)], dtype=np.uint64)  # odd
-                slots = (keys * mult) >> _HASH_SHIFT
-                if len(np.unique(slots)) == len(slots):
-                    hashed = np.full(1 << _HASH_BITS, -1, dtype=np.int16)
-                    hashed[slots.astype(np.intp)] = sel
-                    self.lookup[k] = ("hash", hashed, mult)
-                    break
-            else:
-                order = np.argsort(keys, kind="stable")
-                self.lookup[k] = ("sorted", keys[order], sel[order])
+        self.vals = np.ascontiguousarray(vals, dtype=np.uint64)
+        self.lens = np.ascontiguousarray(lens, dtype=np.int64)
+        self.slots, self.first, self.short = _build_lookup(self.vals, self.lens)
 
-    def codes(self, k: int, w: U64) -> I64:
-        """Code of the length-``k`` symbol equal to each masked window ``w``, or -1."""
-        kind, table, extra = self.lookup[k]
-        if kind == "sorted":
-            codes = extra
-            assert codes is not None
-            at = np.minimum(np.searchsorted(table, w), len(table) - 1)
-            return np.where(table[at] == w, codes[at], -1)
-        if kind == "direct":
-            c = table[w.astype(np.intp)].astype(np.int64)
+    def lookup(self) -> tuple[U64, I64, I16, U16, I16]:
+        return self.vals, self.lens, self.slots, self.first, self.short
+
+
+I16 = npt.NDArray[np.int16]
+U16 = npt.NDArray[np.uint16]
+
+
+@kernel
+def _slot(w: np.uint64, k: int) -> np.int64:  # pragma: no cover - compiled
+    return np.int64(((w ^ np.uint64(k)) * _GOLDEN) >> _HASH_SHIFT)
+
+
+@kernel
+def _build_lookup(vals: U64, lens: I64) -> tuple[I16, U16, I16]:  # pragma: no cover - compiled
+    """(hash slots -> code for symbols of 3+ bytes; per first two bytes, a bit mask of those symbols'
+    lengths; direct codes: ``[b0]`` for 1-byte symbols, ``[256 + b0 + 256 * b1]`` for 2-byte ones)."""
+    slots = np.full(_HASH_SLOTS, -1, dtype=np.int16)
+    first = np.zeros(1 << 16, dtype=np.uint16)
+    short = np.full(256 + (1 << 16), -1, dtype=np.int16)
+    for c in range(vals.shape[0]):
+        k = lens[c]
+        if k == 1:
+            short[int(vals[c] & np.uint64(0xFF))] = c
+        elif k == 2:
+            short[256 + int(vals[c] & np.uint64(0xFFFF))] = c
         else:
-            assert extra is not None
-            c = table[((w * extra) >> _HASH_SHIFT).astype(np.intp)].astype(np.int64)
-        # A hash slot holds one symbol: check it is this window's.
-        return np.where((c >= 0) & (self.vals[np.maximum(c, 0)] == w), c, -1)
+            h = _slot(vals[c], k)
+            while slots[h] >= 0:
+                h = (h + np.int64(1)) & np.int64(_HASH_SLOTS - 1)
+            slots[h] = c
+            first[int(vals[c] & np.uint64(0xFFFF))] |= np.uint16(1 << k)
+    return slots, first, short
+
+
+@kernel
+def _longest(
+    data: U8, pos: int, remaining: int, vals: U64, lens: I64, slots: I16, first: U16, short: I16
+) -> tuple[int, int]:  # pragma: no cover - compiled
+    """Longest symbol at ``pos`` (at most ``remaining`` bytes): (code or -1 for an escape, length)."""
+    top = min(8, remaining)
+    w = np.uint64(0)
+    for j in range(top):
+        w |= np.uint64(data[pos + j]) << np.uint64(8 * j)
+    two = int(w & np.uint64(0xFFFF))
+    if top >= 3:
+        present = first[two]
+        if present:
+            for k in range(top, 2, -1):
+                if not (present >> k) & 1:
+                    continue
+                mw = w if k == 8 else w & ((np.uint64(1) << np.uint64(8 * k)) - np.uint64(1))
+                h = _slot(mw, k)
+                while slots[h] >= 0:
+                    c = slots[h]
+                    if lens[c] == k and vals[c] == mw:
+                        return int(c), k
+                    h = (h + np.int64(1)) & np.int64(_HASH_SLOTS - 1)
+    if top >= 2:
+        c2 = short[256 + two]
+        if c2 >= 0:
+            return int(c2), 2
+    c1 = short[two & 0xFF]
+    if c1 >= 0:
+        return int(c1), 1
+    return -1, 1
+
+
+@kernel
+def _string_bytes(offsets: I64) -> int:  # pragma: no cover - compiled
+    """Bytes in all strings (empty or reversed ranges count 0): at most one code per byte."""
+    cap = 0
+    for i in range(offsets.shape[0] - 1):
+        if offsets[i + 1] > offsets[i]:
+            cap += offsets[i + 1] - offsets[i]
+    return cap
+
+
+@kernel
+def _parse_kernel(
+    data: U8, offsets: I64, vals: U64, lens: I64, slots: I16, first: U16, short: I16
+) -> tuple[I64, I64, I64, I64]:  # pragma: no cover - compiled
+    n = offsets.shape[0] - 1
+    cap = _string_bytes(offsets)
+    s = np.empty(cap, dtype=np.int64)
+    code = np.empty(cap, dtype=np.int64)
+    pos = np.empty(cap, dtype=np.int64)
+    ln = np.empty(cap, dtype=np.int64)
+    m = 0
+    for i in range(n):
+        cur = offsets[i]
+        end = offsets[i + 1]
+        while cur < end:
+            c, k = _longest(data, cur, end - cur, vals, lens, slots, first, short)
+            s[m] = i
+            code[m] = c
+            pos[m] = cur
+            ln[m] = k
+            m += 1
+            cur += k
+    return s[:m], code[:m], pos[:m], ln[:m]
 
 
 class _Windows:
@@ -104,46 +168,41 @@ class _Windows:
         return self.view[pos]
 
 
-def _match(table: _Table, word: U64, remaining: I64) -> tuple[I64, I64]:
-    """Longest symbol at each position: (code or -1 for an escape, bytes consumed)."""
-    code = np.full(len(word), -1, dtype=np.int64)
-    length = np.ones(len(word), dtype=np.int64)
-    # Shortest first: a longer match found later overrides a shorter one.
-    for k in range(1, 9):
-        if k not in table.lookup:
-            continue
-        found = table.codes(k, word & _MASKS[k])
-        hit = (found >= 0) & (remaining >= k)
-        code = np.where(hit, found, code)
-        length = np.where(hit, k, length)
-    return code, length
-
-
 def _parse(table: _Table, data: U8, offsets: I64) -> tuple[I64, I64, I64, I64]:
     """Greedy parse of every string: per code, its string, its code (-1 = escape), its start and
     length, in string order."""
-    starts = offsets[:-1].copy()
-    ends = offsets[1:]
-    active = np.flatnonzero(ends > starts)
-    cur = starts[active]
-    strs, codes, poss, lens = [], [], [], []
-    windows = _Windows(data)
-    while len(active):
-        word = windows.at(cur)
-        code, length = _match(table, word, ends[active] - cur)
-        strs.append(active)
-        codes.append(code)
-        poss.append(cur)
-        lens.append(length)
-        cur = cur + length
-        keep = cur < ends[active]
-        active, cur = active[keep], cur[keep]
-    if not strs:
-        z = np.zeros(0, dtype=np.int64)
-        return z, z, z, z
-    s = np.concatenate(strs)
-    order = np.argsort(s, kind="stable")
-    return s[order], np.concatenate(codes)[order], np.concatenate(poss)[order], np.concatenate(lens)[order]
+    return _parse_kernel(
+        np.ascontiguousarray(data, dtype=np.uint8),
+        np.ascontiguousarray(offsets, dtype=np.int64),
+        *table.lookup(),
+    )
+
+
+@kernel
+def _compress_kernel(
+    data: U8, offsets: I64, vals: U64, lens: I64, slots: I16, first: U16, short: I16
+) -> tuple[I64, U8]:  # pragma: no cover - compiled
+    """Greedy longest-symbol coding of every string: (new offsets, codes with 255 + literal escapes)."""
+    n = offsets.shape[0] - 1
+    cap = _string_bytes(offsets)
+    out = np.empty(2 * cap, dtype=np.uint8)
+    new = np.zeros(n + 1, dtype=np.int64)
+    m = 0
+    for i in range(n):
+        cur = offsets[i]
+        end = offsets[i + 1]
+        while cur < end:
+            c, k = _longest(data, cur, end - cur, vals, lens, slots, first, short)
+            if c < 0:
+                out[m] = _ESC
+                out[m + 1] = data[cur]
+                m += 2
+            else:
+                out[m] = c
+                m += 1
+            cur += k
+        new[i + 1] = m
+    return new, out[:m]
 
 
 def _train(data: U8, offsets: I64) -> _Table:
@@ -171,12 +230,17 @@ def _train(data: U8, offsets: I64) -> _Table:
         pval = windows.at(pos[:-1][same]) & _MASKS[plen]
         cv = np.concatenate((val, pval))
         cl = np.concatenate((ln, plen))
-        key = np.stack((cv, cl.astype(np.uint64)), axis=1)
-        uniq, counts = np.unique(key, axis=0, return_counts=True)
-        gain = counts * uniq[:, 1].astype(np.int64)
+        # Distinct (value, length) pairs in (value, length) order with their counts: a lexsort and
+        # run boundaries (what np.unique(axis=0) computes, without its slow row-wise sort).
+        order = np.lexsort((cl, cv))
+        sv, sl = cv[order], cl[order]
+        starts = np.flatnonzero(np.concatenate(([True], (sv[1:] != sv[:-1]) | (sl[1:] != sl[:-1]))))
+        counts = np.diff(np.append(starts, len(sv)))
+        uv, ul = sv[starts], sl[starts].astype(np.int64)
+        gain = counts * ul
         # Single bytes are worth less than their count suggests only if they are escapes; keep all.
         best = np.argsort(-gain, kind="stable")[:255]
-        table = _Table(uniq[best, 0].astype(np.uint64), uniq[best, 1].astype(np.int64))
+        table = _Table(uv[best], ul[best])
     return table
 
 
@@ -209,16 +273,20 @@ def fsst_compress(data: U8, offsets: I64) -> tuple[bytes, I64, U8] | None:
     if int(lens.max()) > MAX_FSST_VALUE:
         return None
     table = _train(data, offsets)
-    s, code, pos, _ln = _parse(table, data, offsets)
-    esc = code < 0
-    nbytes = np.where(esc, 2, 1)
-    out_pos = np.cumsum(nbytes) - nbytes
-    out = np.empty(int(nbytes.sum()), dtype=np.uint8)
-    out[out_pos] = np.where(esc, _ESC, code).astype(np.uint8)
-    out[out_pos[esc] + 1] = data[pos[esc]]
-    per = np.bincount(s, weights=nbytes, minlength=len(lens)).astype(np.int64)
-    new = np.zeros(len(lens) + 1, dtype=np.int64)
-    np.cumsum(per, out=new[1:])
+    new, out = _compress_kernel(
+        np.ascontiguousarray(data, dtype=np.uint8),
+        np.ascontiguousarray(offsets, dtype=np.int64),
+        *table.lookup(),
+    )
     if len(out) + TABLE_SIZE >= total:
         return None
     return _serialize(table), new, out
+
+
+def warm_up() -> None:
+    """Compile (or load) the training and compression kernels for the argument types used."""
+    data = np.frombuffer(b"abcabcab", dtype=np.uint8).copy()
+    offsets = np.array([0, 3, 8], dtype=np.int64)
+    table = _Table(np.array([0x636261], dtype=np.uint64), np.array([3], dtype=np.int64))
+    _parse(table, data, offsets)
+    warm(_compress_kernel, data, offsets, *table.lookup(), readonly=(0, 1))

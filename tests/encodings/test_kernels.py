@@ -1,0 +1,236 @@
+"""Each compiled kernel gives byte-identical results to the numpy code it replaced, on generated
+inputs; and kernels work whatever the state of their cache directory."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from lance_format.encodings.v21._bytes import gather
+from lance_format.encodings.v21._fsst import fsst_decompress
+from lance_format.encodings.v21._kernels import fastlanes_unpack
+from lance_format.encodings.v21.encode.bitpack import pack_blocks
+from lance_format.encodings.v21.encode.fsst import fsst_compress
+from tests.encodings.numpy_reference import bitpack as ref_bitpack
+from tests.encodings.numpy_reference import fastlanes as ref_fastlanes
+from tests.encodings.numpy_reference import fsst_decode as ref_fsst_decode
+from tests.encodings.numpy_reference import fsst_encode as ref_fsst_encode
+from tests.encodings.numpy_reference import gather as ref_gather
+
+# Kernels compile once per process (seconds); keep the example counts modest.
+FEW = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _strings(seed: int, tokens: list[bytes], n: int, max_tokens: int) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` strings glued from ``tokens`` (a vocabulary FSST can learn) plus random bytes."""
+    rng = np.random.default_rng(seed)
+    parts: list[bytes] = []
+    for _ in range(n):
+        k = int(rng.integers(0, max_tokens + 1))
+        picks = [tokens[int(i)] for i in rng.integers(0, len(tokens), k)]
+        if rng.random() < 0.2:
+            picks.append(rng.integers(0, 256, int(rng.integers(1, 4)), dtype=np.uint8).tobytes())
+        parts.append(b"".join(picks))
+    data = np.frombuffer(b"".join(parts), dtype=np.uint8)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum([len(p) for p in parts], out=offsets[1:])
+    return data, offsets
+
+
+@FEW
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    tokens=st.lists(st.binary(min_size=1, max_size=12), min_size=1, max_size=40),
+    n=st.integers(500, 4000),
+    max_tokens=st.integers(1, 12),
+)
+def test_fsst_compress_matches_numpy(seed: int, tokens: list[bytes], n: int, max_tokens: int) -> None:
+    data, offsets = _strings(seed, tokens, n, max_tokens)
+    got = fsst_compress(data, offsets)
+    want = ref_fsst_encode.fsst_compress(data, offsets)
+    if want is None:
+        assert got is None
+        return
+    assert got is not None
+    assert got[0] == want[0]
+    assert np.array_equal(got[1], want[1])
+    assert got[2].tobytes() == want[2].tobytes()
+
+
+@FEW
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    nsym=st.integers(0, 255),
+    ncodes=st.integers(0, 3000),
+    nstr=st.integers(1, 50),
+    sliced=st.booleans(),
+)
+def test_fsst_decompress_matches_numpy(seed: int, nsym: int, ncodes: int, nstr: int, sliced: bool) -> None:
+    """Random tables and code streams, valid or not (codes past the table, escape at the end):
+    the same output or the same error."""
+    rng = np.random.default_rng(seed)
+    lens = rng.integers(1, 9, nsym).astype(np.uint8)
+    vals = rng.integers(0, 2**63, nsym, dtype=np.uint64)
+    head = (0x46535354 << 32) | (1 << 24) | nsym
+    table = np.array([head], "<u8").tobytes() + vals.astype("<u8").tobytes() + lens.tobytes()
+    table += bytes(8 + 256 * 9 - len(table))
+    # Mostly valid codes (escapes with literals), sometimes anything.
+    hi = nsym if rng.random() < 0.7 else 256
+    codes = rng.integers(0, max(hi, 1), ncodes).astype(np.uint8)
+    esc = rng.random(ncodes) < 0.1
+    codes[esc] = 255
+    lead = 5 if sliced else 0
+    data = np.concatenate((rng.integers(0, 256, lead, dtype=np.uint8), codes))
+    cuts = np.sort(rng.integers(0, ncodes + 1, nstr - 1))
+    offsets = np.concatenate(([0], cuts, [ncodes])).astype(np.int64) + lead
+    try:
+        want = ref_fsst_decode.fsst_decompress(table, offsets, data)
+    except ValueError as e:
+        with pytest.raises(ValueError, match=str(e)):
+            fsst_decompress(table, offsets, data)
+        return
+    got = fsst_decompress(table, offsets, data)
+    assert np.array_equal(got[0], want[0])
+    assert got[1].tobytes() == want[1].tobytes()
+
+
+@FEW
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    t=st.sampled_from([8, 16, 32, 64]),
+    wfrac=st.floats(0, 1),
+    nblocks=st.integers(1, 6),
+    readonly=st.booleans(),
+)
+def test_fastlanes_pack_and_unpack_match_numpy(
+    seed: int, t: int, wfrac: float, nblocks: int, readonly: bool
+) -> None:
+    rng = np.random.default_rng(seed)
+    width = round(wfrac * t)
+    dt = np.dtype(f"u{t // 8}")
+    raw = rng.integers(0, 2**63, (nblocks, 1024), dtype=np.uint64) | rng.integers(
+        0, 2, (nblocks, 1024), dtype=np.uint64
+    ) << np.uint64(63)
+    blocks = raw.astype(dt) & dt.type(2**width - 1 if width < 64 else 2**64 - 1)
+    if readonly:
+        blocks.setflags(write=False)
+    packed = pack_blocks(blocks, width)
+    want = ref_bitpack.pack_blocks(blocks, width)
+    assert packed.dtype == want.dtype
+    assert packed.shape == want.shape
+    assert packed.tobytes() == want.tobytes()
+    # Unpack arbitrary words too (not only packings of in-range values).
+    words = rng.integers(0, 2**63, packed.size, dtype=np.uint64).astype(dt)
+    for source in (packed, words):
+        got = fastlanes_unpack(source, width, t, nblocks)
+        assert got.tobytes() == ref_fastlanes.fastlanes_unpack(source, width, t, nblocks).tobytes()
+    assert np.array_equal(fastlanes_unpack(packed, width, t, nblocks), blocks)
+
+
+@FEW
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    size=st.integers(0, 5000),
+    nranges=st.integers(0, 300),
+    regular=st.booleans(),
+    readonly=st.booleans(),
+)
+def test_gather_matches_numpy(seed: int, size: int, nranges: int, regular: bool, readonly: bool) -> None:
+    """Byte ranges (evenly spaced like a page's chunks, or arbitrary and overlapping, empty, out of
+    bounds): the same bytes or the same error."""
+    rng = np.random.default_rng(seed)
+    blob = rng.integers(0, 256, size, dtype=np.uint8)
+    if readonly:
+        blob.setflags(write=False)
+    if regular and size:
+        width = int(rng.integers(1, 64))
+        starts = np.arange(nranges, dtype=np.int64) * (width + int(rng.integers(0, 9)))
+        lengths = np.full(nranges, width, dtype=np.int64)
+    else:
+        starts = rng.integers(-1 if rng.random() < 0.05 else 0, size + 10, nranges)
+        lengths = rng.integers(-1 if rng.random() < 0.05 else 0, 600, nranges)
+    try:
+        want = ref_gather.gather(blob, starts, lengths)
+    except ValueError as e:
+        with pytest.raises(ValueError, match=str(e)):
+            gather(blob, starts, lengths)
+        return
+    assert gather(blob, starts, lengths).tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("how", ["unwritable", "unset"])
+def test_kernels_work_without_a_writable_cache(tmp_path: Path, how: str) -> None:
+    """A cache directory that cannot be written (a read-only container; a path under a regular
+    file fails even for root) or none configured: kernels still compile and run (in memory, or
+    cached in the default temp directory)."""
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("LANCE_FORMAT_KERNEL_CACHE_DIR", "NUMBA_CACHE_DIR")
+    }
+    if how == "unwritable":
+        (tmp_path / "file").write_bytes(b"")
+        env["LANCE_FORMAT_KERNEL_CACHE_DIR"] = str(tmp_path / "file" / "cache")
+    else:
+        env["TMPDIR"] = str(tmp_path)
+    code = (
+        "import numpy as np\n"
+        "from lance_format.core.jit import kernel_cache_dir, kernel_cache_enabled\n"
+        "from lance_format.encodings import compile_kernels\n"
+        "compile_kernels()\n"
+        "print(kernel_cache_dir(), kernel_cache_enabled())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    where, enabled = out.stdout.split()
+    if how == "unwritable":
+        assert enabled == "False"
+    else:
+        assert enabled == "True"
+        assert Path(where).parent == tmp_path
+        assert any(Path(where).rglob("*.nbi")), "compiled kernels were cached in the default directory"
+
+
+def test_compile_kernels_covers_what_reads_and_writes_use(tmp_path: Path) -> None:
+    """After compile_kernels() a write and a read (FSST strings, bit-packed ints, at 2.1 and 2.2)
+    compile no new kernel specialization: no request pays JIT time."""
+    import pyarrow as pa
+
+    from lance_format.encodings import compile_kernels
+    from lance_format.encodings.v21 import _bytes, _fsst, _kernels
+    from lance_format.encodings.v21.encode import bitpack
+    from lance_format.encodings.v21.encode import fsst as fsst_encode
+    from lance_format.file import LanceFileWriter
+    from lance_format.file.reader import LanceFileReader
+
+    compile_kernels()
+    kernels = [
+        f
+        for mod in (_bytes, _fsst, _kernels, bitpack, fsst_encode)
+        for f in vars(mod).values()
+        if hasattr(f, "signatures") and hasattr(f, "py_func")
+    ]
+    assert len(kernels) >= 6
+    before = {k.py_func.__qualname__: len(k.signatures) for k in kernels}
+    rng = np.random.default_rng(0)
+    n = 20_000
+    table = pa.table(
+        {
+            "s": pa.array([f"user-{x}@example.com" for x in rng.integers(0, 1 << 40, n)]),
+            "i8": pa.array(rng.integers(0, 100, n, dtype=np.int8)),
+            "i16": pa.array(rng.integers(0, 1000, n, dtype=np.int16)),
+            "i32": pa.array(rng.integers(0, 1 << 20, n, dtype=np.int32)),
+            "i64": pa.array(rng.integers(0, 1 << 40, n, dtype=np.int64)),
+        }
+    )
+    for version in ("2.1", "2.2"):
+        path = str(tmp_path / f"{version}.lance")
+        with LanceFileWriter(path, table.schema, version=version) as w:
+            w.write_batch(table)
+        assert LanceFileReader(path).read_all().to_table().equals(table)
+    assert {k.py_func.__qualname__: len(k.signatures) for k in kernels} == before
