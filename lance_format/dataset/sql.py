@@ -18,6 +18,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import sqlglot
@@ -82,6 +83,33 @@ def _nan_ordered(kind: str, a: pc.Expression, b: pc.Expression, a_nan: bool, b_n
     if kind == "ne" and na is not None and nb is not None:
         return plain & ~(na & nb)
     return plain
+
+
+_FLIPPED = {"gt": "lt", "ge": "le", "lt": "gt", "le": "ge", "eq": "eq", "ne": "ne"}
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _int_range(t: pa.DataType) -> tuple[int, int]:
+    info = np.iinfo(t.to_pandas_dtype())
+    return int(info.min), int(info.max)
+
+
+def _int_compare(kind: str, column: pc.Expression, t: pa.DataType, value: int) -> pc.Expression:
+    """``column <kind> value`` for an integer column, exact over the column's whole range.
+
+    The literal takes the column's type, so a uint64 column is never cast to int64 (which fails for
+    values above 2**63) and 2**64 - 1 is a valid literal. A literal outside the type's range makes
+    the comparison constant: true or false on valid rows, null on null rows (as SQL has it).
+    """
+    lo, hi = _int_range(t)
+    if lo <= value <= hi:
+        return _COMPARISONS[kind](column, pc.scalar(pa.scalar(value, t)))
+    below = value < lo
+    holds = kind in ("gt", "ge", "ne") if below else kind in ("lt", "le", "ne")
+    return pc.if_else(column.is_valid(), pc.scalar(holds), pc.scalar(pa.scalar(None, pa.bool_())))
 
 
 class _Converter:
@@ -157,6 +185,12 @@ class _Converter:
             # SQL: NULL IN (...) is NULL (so NOT IN does not select it either).
             target = _expr(self.convert(node.this))
             listed = [v for v in values if v is not None]
+            int_type = self.integer_type(node.this)
+            if int_type is not None and all(_is_int(v) for v in listed):
+                # Typed in the column's type, leaving out values it cannot hold (a uint64 column
+                # is never -1): pyarrow would otherwise cast the column to int64 and fail above 2**63.
+                lo, hi = _int_range(int_type)
+                listed = pa.array([v for v in listed if lo <= v <= hi], int_type)
             if self.may_be_nan(node.this) and any(isinstance(v, int | float) and v == 0 for v in listed):
                 listed += [0.0, -0.0]  # hashing tells -0.0 from 0.0; SQL equality does not
             found = target.isin(listed)
@@ -179,9 +213,33 @@ class _Converter:
         """A comparison, NaN-ordered when either side is floating point (see the module doc)."""
         if left is None or right is None:
             return pc.scalar(False)  # SQL: comparison with NULL is NULL, which filters every row out
+        int_type = self.integer_type(left_node)
+        if int_type is not None and _is_int(right) and isinstance(left, pc.Expression):
+            return _int_compare(kind, left, int_type, right)
+        int_type = self.integer_type(right_node)
+        if int_type is not None and _is_int(left) and isinstance(right, pc.Expression):
+            return _int_compare(_FLIPPED[kind], right, int_type, left)
         return _nan_ordered(
             kind, _expr(left), _expr(right), self.may_be_nan(left_node), self.may_be_nan(right_node)
         )
+
+    def column_type(self, node: exp.Expression) -> pa.DataType | None:
+        """The Arrow type of a column reference (struct children included), else None."""
+        if isinstance(node, exp.Paren):
+            return self.column_type(node.this)
+        if not isinstance(node, exp.Column) or node.parts[0].name not in self.schema.names:
+            return None
+        t: pa.DataType = self.schema.field(node.parts[0].name).type
+        for part in node.parts[1:]:
+            if not pa.types.is_struct(t) or t.get_field_index(part.name) < 0:
+                return None
+            t = t.field(part.name).type
+        return t
+
+    def integer_type(self, node: exp.Expression) -> pa.DataType | None:
+        """The type of an integer column reference, else None."""
+        t = self.column_type(node)
+        return t if t is not None and pa.types.is_integer(t) else None
 
     def may_be_nan(self, node: exp.Expression) -> bool:
         """Whether ``node`` has a floating-point type (literals never hold NaN)."""
@@ -205,6 +263,9 @@ class _Converter:
         if not isinstance(pattern, str):
             raise self.fail("LIKE needs a string pattern")
         target = _expr(self.convert(node.this))
+        t = self.column_type(node.this)
+        if t is not None and pa.types.is_dictionary(t):
+            target = target.cast(t.value_type)  # the string kernels take no dictionaries
         ignore_case = isinstance(node, exp.ILike)
         prefix = pattern[:-1]
         if pattern.endswith("%") and not re.search(r"[%_\\]", prefix):
