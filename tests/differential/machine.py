@@ -21,6 +21,7 @@ import functools
 import os
 import re
 import shutil
+import sys
 import tempfile
 from collections import Counter
 from collections.abc import Callable
@@ -42,6 +43,9 @@ __all__ = ["COLLECT", "STATS", "DifferentialMachine", "Stats", "known_defect"]
 
 #: Record differences and go on (the long run) instead of raising at the first one.
 COLLECT = os.environ.get("LANCE_DIFF_COLLECT", "") not in ("", "0")
+
+#: Sequences between progress lines on stderr in :data:`COLLECT` mode.
+PROGRESS_EVERY = 10
 
 SIDES = st.sampled_from(["ours", "pylance"])
 SEEDS = st.integers(0, 2**32 - 1)
@@ -79,6 +83,16 @@ def known_defect(exc: BaseException, *, stable_row_ids: bool) -> str | None:
     if stable_row_ids and _ROW_ID_COUNT.search(str(exc)):
         return "range_with_bitmap row ids (issue 15 defect 3, h15a)"
     return None
+
+
+def _reraise_control(exc: BaseException) -> None:
+    """Re-raise what is not an engine's answer: interrupts and hypothesis's own control flow.
+
+    pylance's Rust panics arrive as ``pyo3_runtime.PanicException``, a ``BaseException``: those are
+    answers (refusals) to compare, so every other ``BaseException`` is re-raised.
+    """
+    if not isinstance(exc, Exception) and type(exc).__name__ != "PanicException":
+        raise exc
 
 
 class Difference(AssertionError):
@@ -123,6 +137,8 @@ class DifferentialMachine(RuleBasedStateMachine):
         self.tainted = False
         self.new_names = 0
         STATS.sequences += 1
+        if COLLECT and STATS.sequences % PROGRESS_EVERY == 0:
+            print(STATS.summary().splitlines()[0], file=sys.stderr, flush=True)
 
     def teardown(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
@@ -148,7 +164,8 @@ class DifferentialMachine(RuleBasedStateMachine):
         first, second = (ours, theirs) if side == "ours" else (theirs, ours)
         try:
             first()
-        except Exception as e:
+        except BaseException as e:
+            _reraise_control(e)
             if side == "ours":
                 known = known_defect(e, stable_row_ids=self.stable)
                 if known:
@@ -158,7 +175,8 @@ class DifferentialMachine(RuleBasedStateMachine):
                     return
             try:
                 second()
-            except Exception as e2:
+            except BaseException as e2:
+                _reraise_control(e2)
                 self.steps[-1] += f"  [both refused: {type(e).__name__} / {type(e2).__name__}]"
                 return
             other = "pylance" if side == "ours" else "ours"
@@ -170,7 +188,8 @@ class DifferentialMachine(RuleBasedStateMachine):
         err_o = err_t = None
         try:
             a = ours()
-        except Exception as e:
+        except BaseException as e:
+            _reraise_control(e)
             known = known_defect(e, stable_row_ids=self.stable)
             if known:
                 STATS.tolerated[known] += 1
@@ -178,7 +197,8 @@ class DifferentialMachine(RuleBasedStateMachine):
             err_o, a = e, None
         try:
             b = theirs()
-        except Exception as e:
+        except BaseException as e:
+            _reraise_control(e)
             err_t, b = e, None
         if err_o is not None and err_t is not None:
             return None
@@ -188,14 +208,18 @@ class DifferentialMachine(RuleBasedStateMachine):
             self._differ(f"{what}: pylance raised {_short(err_t)}; ours answered")
         return a, b
 
-    def _same_table(self, what: str, ours: Callable[[], pa.Table], theirs: Callable[[], pa.Table]) -> None:
+    def _same_table(
+        self, what: str, ours: Callable[[], pa.Table], theirs: Callable[[], pa.Table]
+    ) -> pa.Table | None:
+        """Compare two reads; pylance's table, or None when both refused."""
         got = self._read(what, ours, theirs)
         if got is None:
-            return
+            return None
         try:
             assert_tables_equal(got[0], got[1], context=what)
         except AssertionError as e:
             self._differ(str(e))
+        return got[1]
 
     def _same_value(self, what: str, ours: Callable[[], Any], theirs: Callable[[], Any]) -> None:
         got = self._read(what, ours, theirs)
@@ -213,8 +237,9 @@ class DifferentialMachine(RuleBasedStateMachine):
         self.stable = bool(theirs.has_stable_row_ids)
         self._same_value("version", lambda: ours.version, lambda: theirs.version)
         self._same_value("schema", lambda: ours.schema, lambda: theirs.schema)
-        self._same_table("full scan", ours.to_table, theirs.to_table)
-        table = theirs.to_table()
+        table = self._same_table("full scan", ours.to_table, theirs.to_table)
+        if table is None:
+            return  # both refused to read it (a later step may still make it readable)
         n = table.num_rows
         self._same_value("count_rows()", ours.count_rows, theirs.count_rows)
         self._same_table(

@@ -74,3 +74,23 @@ def test_like_on_dictionary_strings(tmp_path: Path, sql: str) -> None:
     table = pa.table({"ds": ds, "n": pa.array([1, 2, 3, 4, 5, 6])})
     ours, theirs = _both(tmp_path, table)
     assert_tables_equal(ours.to_table(filter=sql), theirs.to_table(filter=sql), context=sql)
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_struct_children_under_null_rows_read_null_by_pylance(tmp_path: Path, version: str) -> None:
+    # Found: we stored a child under a null struct row in an "all valid" layer, so pylance read the
+    # stored value there ("st.x = 42" matched a null struct row; "st.x IS NULL" missed it), while
+    # its own files make the child null. Both files must now answer alike.
+    x = pa.array([1, 42, 3, 4], pa.int32())  # no null of its own: only the struct row is null
+    st = pa.StructArray.from_arrays([x], names=["x"], mask=pa.array([False, True, False, False]))
+    table = pa.table({"st": st, "id": [0, 1, 2, 3]})
+    ours_uri, theirs_uri = str(tmp_path / "ours"), str(tmp_path / "theirs")
+    lance_format.write_dataset(table, ours_uri, data_storage_version=version)
+    lance.write_dataset(table, theirs_uri, data_storage_version=version)
+    from_ours, from_theirs = lance.dataset(ours_uri), lance.dataset(theirs_uri)
+    for sql in ["st.x = 42", "st.x IS NULL", "st.x IS NOT NULL"]:
+        got = from_ours.to_table(filter=sql)["id"].to_pylist()
+        assert got == from_theirs.to_table(filter=sql)["id"].to_pylist(), sql
+        assert got == lance_format.dataset(ours_uri).to_table(filter=sql)["id"].to_pylist(), sql
+    child = from_ours.to_table()["st"].combine_chunks().field(0)  # no parent-null merge
+    assert child.is_valid().to_pylist() == [True, False, True, True]
