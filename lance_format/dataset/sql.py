@@ -68,8 +68,12 @@ def _expr(v: Any) -> pc.Expression:
 def _nan_ordered(kind: str, a: pc.Expression, b: pc.Expression, a_nan: bool, b_nan: bool) -> pc.Expression:
     """``a <kind> b`` with NaN above every number and equal to itself (``*_nan``: may be NaN)."""
     plain = _COMPARISONS[kind](a, b)
-    na = pc.is_nan(a) if a_nan else None
-    nb = pc.is_nan(b) if b_nan else None
+    if a_nan or b_nan:
+        # The NaN terms below must stay null where either side is null (``NULL <= NaN`` is null,
+        # not true): mask them with both sides' validity.
+        both = a.is_valid() & b.is_valid()
+    na = pc.is_nan(a) & both if a_nan else None
+    nb = pc.is_nan(b) & both if b_nan else None
     if kind == "gt" and na is not None:
         return plain | (na if nb is None else na & ~nb)
     if kind == "ge" and na is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 
 
@@ -18,6 +19,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=12, help="steps per sequence after the create")
     parser.add_argument("--seed", type=int, default=None, help="fixed seed (random when omitted)")
     args = parser.parse_args(argv)
+    # A plain `kill` still prints the figures of the run so far.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     os.environ["LANCE_DIFF_COLLECT"] = "1"  # before the machine module reads it
 
     from hypothesis import HealthCheck, settings

@@ -95,6 +95,19 @@ def _reraise_control(exc: BaseException) -> None:
         raise exc
 
 
+def has_bitmap_row_ids(ds: lance_format.LanceDataset) -> bool:
+    """Whether a fragment's inline row-id sequence holds a ``range_with_bitmap`` segment."""
+    from lance_format._proto import rowids_pb2
+
+    for frag in ds.manifest.fragments:
+        if isinstance(frag.row_ids, bytes):
+            seq = rowids_pb2.RowIdSequence()
+            seq.ParseFromString(frag.row_ids)
+            if any(seg.WhichOneof("segment") == "range_with_bitmap" for seg in seq.segments):
+                return True
+    return False
+
+
 class Difference(AssertionError):
     """The two engines disagree."""
 
@@ -149,6 +162,7 @@ class DifferentialMachine(RuleBasedStateMachine):
         if COLLECT:
             STATS.differences.append(text)
             self.tainted = True
+            print(f"--- difference {len(STATS.differences)} ---\n{text}", file=sys.stderr, flush=True)
         raise Difference(text)
 
     def _ours(self) -> lance_format.LanceDataset:
@@ -235,6 +249,14 @@ class DifferentialMachine(RuleBasedStateMachine):
         rng = np.random.default_rng(seed)
         ours, theirs = self._ours(), self._theirs()
         self.stable = bool(theirs.has_stable_row_ids)
+        if self.stable and has_bitmap_row_ids(ours):
+            # Issue 15 defect 3 (h15a): we mis-decode range_with_bitmap row-id segments (wrong
+            # _rowid values, or too few ids), and our later writes may carry them on, so the
+            # sequence ends here. Remove once h15a is merged.
+            STATS.tolerated["range_with_bitmap row ids: sequence ended (issue 15 defect 3, h15a)"] += 1
+            self.steps.append("(sequence ended: range_with_bitmap row ids, a known defect)")
+            self.tainted = True
+            return
         self._same_value("version", lambda: ours.version, lambda: theirs.version)
         self._same_value("schema", lambda: ours.schema, lambda: theirs.schema)
         table = self._same_table("full scan", ours.to_table, theirs.to_table)
@@ -381,7 +403,8 @@ class DifferentialMachine(RuleBasedStateMachine):
         schema = self._theirs().schema
         self.new_names += 1
         name = f"c{self.new_names}"
-        exprs = ["id * 2", "CAST(id AS DOUBLE) / 3", "id % 3 = 0", "id + 0.5"]
+        # Not "id + 0.5": pylance refuses a float literal against an int64 column; ours answers.
+        exprs = ["id * 2", "CAST(id AS DOUBLE) / 3", "id % 3 = 0", "CAST(id AS DOUBLE) + 0.5"]
         # No narrow-integer arithmetic: pylance wraps on overflow (int8 100 * 2 = -56), ours refuses
         # with an overflow error. Reported to the lead; not generated.
         exprs += [f"{f.name} * 2" for f in schema if pa.types.is_floating(f.type)]
