@@ -17,9 +17,9 @@ from tests.differential.machine import STATS, DifferentialMachine
 pytestmark = pytest.mark.interop
 
 #: Sequences in the CI run: enough to reach every rule, small enough for ~60-90 s.
-CI_SEQUENCES = 10
+CI_SEQUENCES = 25
 #: Steps per sequence (after the create).
-CI_STEPS = 8
+CI_STEPS = 10
 
 
 def test_engines_agree_on_random_operation_sequences() -> None:
