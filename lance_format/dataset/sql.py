@@ -13,6 +13,7 @@ they are equal), and a negated NaN (``-x``) sorts below every number (here it is
 
 from __future__ import annotations
 
+import decimal
 import operator
 import re
 from collections.abc import Callable
@@ -102,15 +103,23 @@ def _int_range(t: pa.DataType) -> tuple[int, int]:
 
 
 def _int_compare(kind: str, column: pc.Expression, t: pa.DataType, value: int) -> pc.Expression:
-    """``column <kind> value`` for an integer column, exact over the column's whole range.
+    """``column <kind> value`` for an integer or decimal column, exact over the column's range.
 
-    The literal takes the column's type, so a uint64 column is never cast to int64 (which fails for
-    values above 2**63) and 2**64 - 1 is a valid literal. A literal outside the type's range makes
-    the comparison constant: true or false on valid rows, null on null rows (as SQL has it).
+    An integer column's literal takes the column's type, so a uint64 column is never cast to int64
+    (which fails for values above 2**63) and 2**64 - 1 is a valid literal. A decimal column's
+    literal is a decimal of scale 0 and just its digits (pyarrow's common type of a decimal column
+    and a 38-digit literal overflows 38 digits). A literal outside the type's range makes the
+    comparison constant: true or false on valid rows, null on null rows (as SQL has it).
     """
-    lo, hi = _int_range(t)
+    if pa.types.is_decimal(t):
+        bound = 10 ** (t.precision - t.scale)
+        lo, hi = -bound + 1, bound - 1
+        literal = pa.scalar(decimal.Decimal(value), pa.decimal128(max(len(str(abs(value))), 1), 0))
+    else:
+        lo, hi = _int_range(t)
+        literal = pa.scalar(value, t) if lo <= value <= hi else None
     if lo <= value <= hi:
-        return _COMPARISONS[kind](column, pc.scalar(pa.scalar(value, t)))
+        return _COMPARISONS[kind](column, pc.scalar(literal))
     below = value < lo
     holds = kind in ("gt", "ge", "ne") if below else kind in ("lt", "le", "ne")
     return pc.if_else(column.is_valid(), pc.scalar(holds), pc.scalar(pa.scalar(None, pa.bool_())))
@@ -190,7 +199,7 @@ class _Converter:
             target = _expr(self.convert(node.this))
             listed = [v for v in values if v is not None]
             int_type = self.integer_type(node.this)
-            if int_type is not None and all(_is_int(v) for v in listed):
+            if int_type is not None and pa.types.is_integer(int_type) and all(_is_int(v) for v in listed):
                 # Typed in the column's type, leaving out values it cannot hold (a uint64 column
                 # is never -1): pyarrow would otherwise cast the column to int64 and fail above 2**63.
                 lo, hi = _int_range(int_type)
@@ -241,9 +250,9 @@ class _Converter:
         return t
 
     def integer_type(self, node: exp.Expression) -> pa.DataType | None:
-        """The type of an integer column reference, else None."""
+        """The type of an integer or decimal column reference, else None."""
         t = self.column_type(node)
-        return t if t is not None and pa.types.is_integer(t) else None
+        return t if t is not None and (pa.types.is_integer(t) or pa.types.is_decimal(t)) else None
 
     def may_be_nan(self, node: exp.Expression) -> bool:
         """Whether ``node`` has a floating-point type (literals never hold NaN)."""

@@ -164,6 +164,13 @@ def _leaf_predicate(name: str, t: pa.DataType, col: pa.ChunkedArray | None, rng:
             prefix = lit_s[: int(rng.integers(0, 3))].replace("%", "").replace("_", "")
             return f"{name} LIKE {_sql_str(prefix + '%')}"
         return f"{name} {kind} {_sql_str(lit_s)}"
+    op = str(rng.choice(["=", "<>", "<", "<=", ">", ">="]))
+    if pa.types.is_decimal(t) and seen is not None:
+        return f"{name} {op} {int(seen)}"  # decimal vs integer literal (pylance refuses floats)
+    if pa.types.is_date32(t) and seen is not None:
+        return f"{name} {op} CAST('{seen.isoformat()}' AS DATE)"
+    if pa.types.is_timestamp(t) and t.tz is None and seen is not None:
+        return f"{name} {op} CAST('{seen.isoformat(sep=' ')}' AS TIMESTAMP)"
     return f"{name} IS {'NOT ' if rng.random() < 0.5 else ''}NULL"
 
 

@@ -114,3 +114,14 @@ def test_nan_comparisons_leave_null_rows_out(tmp_path: Path, sql: str) -> None:
     ours, theirs = _both(tmp_path, pa.table({"f": f, "g": g}))
     assert_tables_equal(ours.to_table(filter=sql), theirs.to_table(filter=sql), context=sql)
     assert ours.count_rows(sql) == theirs.count_rows(sql)
+
+
+@pytest.mark.parametrize(
+    "sql", ["dec > 1", "dec = 1", "dec <> 1", "NOT (dec >= 1)", "dec BETWEEN -3 AND 1", "-3 < dec"]
+)
+def test_decimal_column_against_integer_literal(tmp_path: Path, sql: str) -> None:
+    # Found: "Precision is not great enough for the result of the cast" (the int literal was
+    # widened to a 38-digit decimal and the common type overflowed 38 digits).
+    dec = pa.array(["1.250", "-3.000", None, "999999999.999", "1"]).cast(pa.decimal128(12, 3))
+    ours, theirs = _both(tmp_path, pa.table({"dec": dec}))
+    assert_tables_equal(ours.to_table(filter=sql), theirs.to_table(filter=sql), context=sql)
