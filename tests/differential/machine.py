@@ -275,6 +275,22 @@ class DifferentialMachine(RuleBasedStateMachine):
             with_ids = theirs.to_table(columns=["id"], with_row_id=True)
             ids = with_ids["_rowid"].to_numpy()[rng.integers(0, n, int(rng.integers(1, 12)))].tolist()
             self._same_table(f"take_rows({ids})", lambda: ours.take_rows(ids), lambda: theirs._take_rows(ids))
+        names = table.schema.names
+        cols = sorted(rng.choice(names, size=int(rng.integers(1, len(names) + 1)), replace=False).tolist())
+        pred = predicate(table, rng)
+        limit, offset = int(rng.integers(0, n + 3)), int(rng.integers(0, 6))
+        self._same_table(
+            f"to_table(columns={cols}, filter={pred!r}, limit={limit}, offset={offset})",
+            lambda: ours.to_table(columns=cols, filter=pred, limit=limit, offset=offset),
+            lambda: theirs.to_table(columns=cols, filter=pred, limit=limit, offset=offset),
+        )
+        if n:
+            idx = rng.integers(0, n, int(rng.integers(1, 12))).tolist()
+            self._same_table(
+                f"take({idx}, columns={cols})",
+                lambda: ours.take(idx, columns=cols),
+                lambda: theirs.take(idx, columns=cols),
+            )
         for _ in range(3):
             pred = predicate(table, rng)
             self._same_table(
