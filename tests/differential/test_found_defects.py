@@ -163,3 +163,20 @@ def test_compaction_appends_rewritten_fragments_like_pylance(
     idx = [ours.count_rows() - 1, 3, ours.count_rows() // 2, 0]
     assert_tables_equal(ours.take(idx), theirs.take(idx))
     assert_tables_equal(lance_format.dataset(uris["ours"]).take(idx), theirs.take(idx))
+
+
+def test_take_across_fragments_with_dictionaries_holding_nulls(tmp_path: Path) -> None:
+    # Found: "ArrowInvalid: Cannot yet unify dictionaries with nulls" from a take over 2.0
+    # fragments whose dictionaries differ and hold a null item.
+    uri = str(tmp_path / "ds")
+    first = pa.table(
+        {"id": pa.array([0, 1, 2, 3]), "ds": pa.array(["a", None, "b", "a"]).dictionary_encode()}
+    )
+    lance_format.write_dataset(first, uri, data_storage_version="2.0", max_rows_per_file=2)
+    more = pa.table({"id": pa.array([4, 5]), "ds": pa.array(["c", None]).dictionary_encode()})
+    lance.write_dataset(more, uri, mode="append")
+    ours, theirs = lance_format.dataset(uri), lance.dataset(uri)
+    idx = [5, 0, 3, 1, 4, 2, 0]
+    assert_tables_equal(ours.take(idx), theirs.take(idx))
+    ids = theirs.to_table(with_row_id=True)["_rowid"].to_pylist()[::-1]
+    assert_tables_equal(ours.take_rows(ids), theirs._take_rows(ids))
