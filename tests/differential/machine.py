@@ -465,6 +465,21 @@ class DifferentialMachine(RuleBasedStateMachine):
         )
         self._compare(seed)
 
+    @rule(side=SIDES, seed=SEEDS, nullable=st.booleans())
+    @_guarded
+    def set_nullable(self, side: str, seed: int, nullable: bool) -> None:
+        names = [n for n in self._theirs().schema.names if n != "id"]
+        if not names:
+            return
+        alt = {"path": str(np.random.default_rng(seed).choice(names)), "nullable": nullable}
+        self._apply(
+            side,
+            f"alter_columns({alt!r})",
+            lambda: self._ours().alter_columns(alt),
+            lambda: self._theirs().alter_columns(alt),
+        )
+        self._compare(seed)
+
     @rule(seed=SEEDS)
     @_guarded
     def widen_column(self, seed: int) -> None:

@@ -180,3 +180,20 @@ def test_take_across_fragments_with_dictionaries_holding_nulls(tmp_path: Path) -
     assert_tables_equal(ours.take(idx), theirs.take(idx))
     ids = theirs.to_table(with_row_id=True)["_rowid"].to_pylist()[::-1]
     assert_tables_equal(ours.take_rows(ids), theirs._take_rows(ids))
+
+
+def test_alter_columns_nullability_like_pylance(tmp_path: Path) -> None:
+    # pylance's alter_columns also changes nullability (metadata only); ours only renamed.
+    schema = pa.schema([pa.field("a", pa.int64(), nullable=False), pa.field("b", pa.int64())])
+    table = pa.table({"a": [1, 2], "b": [1, None]}, schema=schema)
+    uris = {side: str(tmp_path / side) for side in ("ours", "theirs")}
+    for side, open_ in (("ours", lance_format.dataset), ("theirs", lance.dataset)):
+        lance.write_dataset(table, uris[side])
+        open_(uris[side]).alter_columns({"path": "a", "nullable": True})
+        with pytest.raises(Exception, match="null"):
+            open_(uris[side]).alter_columns({"path": "b", "nullable": False})
+        open_(uris[side]).alter_columns({"path": "a", "name": "x", "nullable": False})
+    ours, theirs = lance.dataset(uris["ours"]), lance.dataset(uris["theirs"])
+    assert ours.schema == theirs.schema
+    assert ours.version == theirs.version
+    assert_tables_equal(lance_format.dataset(uris["theirs"]).to_table(), ours.to_table())
