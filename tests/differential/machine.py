@@ -215,7 +215,10 @@ class DifferentialMachine(RuleBasedStateMachine):
             _reraise_control(e)
             err_t, b = e, None
         if err_o is not None and err_t is not None:
-            return None
+            if "filter" in what:
+                return None  # a predicate both refuse: agreement
+            # Both failing to scan or take: a dataset neither engine can read.
+            self._differ(f"{what}: both raised: ours {_short(err_o)}; pylance {_short(err_t)}")
         if err_o is not None:
             self._differ(f"{what}: ours raised {_short(err_o)}; pylance answered")
         if err_t is not None:
