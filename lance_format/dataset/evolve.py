@@ -84,7 +84,10 @@ def _renumber(f: LanceField, next_id: list[int], parent: int) -> LanceField:
 
 def _new_fields(ds: LanceDataset, schema: pa.Schema) -> LanceSchema:
     """Lance fields for new columns, numbered after the dataset's largest field id."""
-    counter = [ds.lance_schema.max_field_id + 1]
+    # After every id any data file still holds (a dropped column's data can stay in a file that
+    # keeps other columns): a reused id would read that old column's data, as pylance numbers too.
+    in_files = (fid for frag in ds.manifest.fragments for df in frag.files for fid in df.fields)
+    counter = [max(ds.lance_schema.max_field_id, *in_files, -1) + 1]
     return LanceSchema(tuple(_renumber(f, counter, -1) for f in fields_from_arrow(schema).fields))
 
 

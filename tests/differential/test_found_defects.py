@@ -197,3 +197,35 @@ def test_alter_columns_nullability_like_pylance(tmp_path: Path) -> None:
     assert ours.schema == theirs.schema
     assert ours.version == theirs.version
     assert_tables_equal(lance_format.dataset(uris["theirs"]).to_table(), ours.to_table())
+
+
+def test_added_columns_do_not_reuse_field_ids_still_in_data_files(tmp_path: Path) -> None:
+    # Found: after pylance dropped "d" (its data stays in the file holding "id") and we dropped
+    # "st", our add_columns numbered the new column after the schema's largest id, reused d's id
+    # and read d's dates as the new column ("Unsupported cast from date32[day] to bool").
+    uri = str(tmp_path / "ds")
+    table = pa.table(
+        {
+            "id": pa.array(range(6), pa.int64()),
+            "d": pa.array(range(6), pa.int32()).cast(pa.date32()),
+            "st": pa.array([{"x": i} for i in range(6)]),
+        }
+    )
+    lance_format.write_dataset(table, uri, data_storage_version="2.1", max_rows_per_file=4)
+    lance.dataset(uri).drop_columns(["d"])
+    lance_format.dataset(uri).drop_columns(["st"])
+    lance_format.dataset(uri).add_columns({"c1": "id % 3 = 0"})
+    assert_tables_equal(lance_format.dataset(uri).to_table(), lance.dataset(uri).to_table())
+    assert lance.dataset(uri).to_table()["c1"].to_pylist() == [True, False, False, True, False, False]
+
+
+def test_update_over_fragments_with_dictionaries_holding_nulls(tmp_path: Path) -> None:
+    # Found: "cannot encode data: Cannot yet unify dictionaries with nulls" when an update wrote
+    # rows of 2.0 fragments whose dictionaries differ and hold a null item.
+    uri = str(tmp_path / "ds")
+    ds = pa.array(["a", None, "b", "c", None, "a", "d", "e"]).dictionary_encode()
+    table = pa.table({"id": pa.array(range(8), pa.int64()), "ds": ds, "n": pa.array(range(8))})
+    lance.write_dataset(table, uri, data_storage_version="2.0", max_rows_per_file=3)
+    lance_format.dataset(uri).update({"n": "0"})
+    assert_tables_equal(lance_format.dataset(uri).to_table(), lance.dataset(uri).to_table())
+    assert sorted(lance.dataset(uri).to_table()["ds"].to_pylist(), key=str) == sorted(ds.to_pylist(), key=str)
