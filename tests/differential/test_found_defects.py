@@ -60,9 +60,9 @@ def test_integer_literals_outside_the_column_type(sql: str, expected: list[int])
     table = pa.table({"i": pa.array([1, -128, None], pa.int8()), "u": pa.array([0, 7, None], pa.uint64())})
     from lance_format.dataset.filters import parse_filter
 
-    expr, _ = parse_filter(sql, table.schema)
+    predicate = parse_filter(sql, table.schema)
     col = "u" if sql.startswith("u") else "i"
-    assert table.filter(expr)[col].to_pylist() == expected
+    assert table.filter(predicate.expression)[col].to_pylist() == expected
 
 
 @pytest.mark.parametrize(
