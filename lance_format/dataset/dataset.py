@@ -549,8 +549,12 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
 
         self.manifest = with_retries(self, lambda ds: drop_columns(ds, columns))
 
-    def alter_columns(self, *alterations: dict[str, str]) -> None:
-        """Rename columns: each alteration is ``{"path": old_name, "name": new_name}``."""
+    def alter_columns(self, *alterations: dict[str, Any]) -> None:
+        """Rename columns or change their nullability (metadata only).
+
+        Each alteration is ``{"path": column, "name": new_name, "nullable": bool}`` (``name`` and
+        ``nullable`` optional). Making a column non-nullable is refused while it holds a null.
+        """
         from lance_format.dataset.evolve import alter_columns
         from lance_format.dataset.mutate import with_retries
 

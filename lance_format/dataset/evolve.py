@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import replace
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import pyarrow as pa
 
@@ -43,21 +43,38 @@ def drop_columns(ds: LanceDataset, columns: list[str]) -> Manifest:
     return _commit(ds, Project(LanceSchema(kept, dict(ds.lance_schema.metadata))))
 
 
-def alter_columns(ds: LanceDataset, alterations: list[dict[str, str]]) -> Manifest:
-    """Commit renames: each alteration is ``{"path": old_name, "name": new_name}``."""
+def alter_columns(ds: LanceDataset, alterations: list[dict[str, Any]]) -> Manifest:
+    """Commit renames and nullability changes (metadata only, as in pylance).
+
+    Each alteration is ``{"path": name, "name": new_name, "nullable": bool}`` with ``name`` and
+    ``nullable`` optional. Making a column non-nullable is refused while it holds a null.
+    """
     fields = list(ds.lance_schema.fields)
     names = [f.name for f in fields]
     for alt in alterations:
         old, new = alt.get("path"), alt.get("name")
         if old not in names:
             raise InvalidInputError(f"cannot alter {old!r}: no such column; columns are {names}")
-        if set(alt) - {"path", "name"}:
-            raise InvalidInputError(f"only renames are supported, got {sorted(alt)}")
-        if new is None or not new or (new in names and new != old):
-            raise InvalidInputError(f"cannot rename {old!r} to {new!r}")
+        if set(alt) - {"path", "name", "nullable"}:
+            raise InvalidInputError(f"only renames and nullability changes are supported, got {sorted(alt)}")
         i = names.index(old)
-        fields[i] = replace(fields[i], name=new)
-        names[i] = new
+        if "name" in alt:
+            if not isinstance(new, str) or not new or (new in names and new != old):
+                raise InvalidInputError(f"cannot rename {old!r} to {new!r}")
+            fields[i] = replace(fields[i], name=new)
+            names[i] = new
+        if "nullable" in alt:
+            nullable = alt["nullable"]
+            if not isinstance(nullable, bool):
+                raise InvalidInputError(f"nullable must be a bool, got {nullable!r}")
+            if not nullable and fields[i].nullable:
+                stored = ds.lance_schema.fields[i].name
+                nulls = ds.to_table(columns=[stored]).column(0).null_count
+                if nulls:
+                    raise InvalidInputError(
+                        f"column {old!r} holds {nulls} nulls and cannot be made non-nullable"
+                    )
+            fields[i] = replace(fields[i], nullable=nullable)
     return _commit(ds, Project(LanceSchema(tuple(fields), dict(ds.lance_schema.metadata))))
 
 
@@ -70,7 +87,10 @@ def _renumber(f: LanceField, next_id: list[int], parent: int) -> LanceField:
 
 def _new_fields(ds: LanceDataset, schema: pa.Schema) -> LanceSchema:
     """Lance fields for new columns, numbered after the dataset's largest field id."""
-    counter = [ds.lance_schema.max_field_id + 1]
+    # After every id any data file still holds (a dropped column's data can stay in a file that
+    # keeps other columns): a reused id would read that old column's data, as pylance numbers too.
+    in_files = (fid for frag in ds.manifest.fragments for df in frag.files for fid in df.fields)
+    counter = [max(ds.lance_schema.max_field_id, *in_files, -1) + 1]
     return LanceSchema(tuple(_renumber(f, counter, -1) for f in fields_from_arrow(schema).fields))
 
 

@@ -12,6 +12,7 @@ contract for every node: a comparison with NULL is NULL, ``IS TRUE`` / ``IS UNKN
 
 from __future__ import annotations
 
+import decimal
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, TypeAlias, TypeVar
@@ -43,6 +44,8 @@ __all__ = [
     "Visitor",
     "children",
     "columns_of",
+    "exact_integer_literal",
+    "holds_out_of_range",
     "may_be_nan",
     "walk",
 ]
@@ -279,6 +282,42 @@ def may_be_nan(node: Node) -> bool:
         v = node.value.as_py() if pa.types.is_floating(node.type) else None
         return v is not None and v != v
     return False
+
+
+def exact_integer_literal(literal: pa.Scalar, t: pa.DataType) -> tuple[pa.Scalar | None, int]:
+    """An integer literal in the type ``t`` of the value it is compared with, as DataFusion does.
+
+    Returns ``(scalar of type t, 0)`` when ``t`` (an integer or decimal type) holds the literal,
+    else ``(None, -1)`` or ``(None, 1)`` for a literal below or above every value of ``t``: the
+    comparison is then constant on valid rows. A literal that is not a valid integer, or a ``t``
+    that is neither integer nor decimal, gives ``(None, 0)`` (compare as usual). Comparing in the
+    common type instead overflows: a uint64 column cast to int64 fails above 2**63, and a decimal
+    column meets a 38-digit decimal for an int64 literal ("Precision is not great enough").
+    """
+    if not (pa.types.is_integer(literal.type) and literal.is_valid):
+        return None, 0
+    value = int(literal.as_py())
+    if pa.types.is_integer(t):
+        w = t.bit_width
+        lo, hi = (-(2 ** (w - 1)), 2 ** (w - 1) - 1) if pa.types.is_signed_integer(t) else (0, 2**w - 1)
+    elif pa.types.is_decimal(t) and t.scale >= 0:  # a negative scale cannot hold every integer
+        bound = 10 ** (t.precision - t.scale)
+        lo, hi = -bound + 1, bound - 1
+    else:
+        return None, 0
+    if value < lo:
+        return None, -1
+    if value > hi:
+        return None, 1
+    if pa.types.is_decimal(t):
+        return pa.scalar(decimal.Decimal(value), t), 0
+    return pa.scalar(value, t), 0
+
+
+def holds_out_of_range(op: str, side: int) -> bool:
+    """Whether ``value <op> literal`` holds for every valid value of a type the literal is below
+    (``side`` -1) or above (``side`` 1), see :func:`exact_integer_literal`."""
+    return op in ("gt", "ge", "ne") if side < 0 else op in ("lt", "le", "ne")
 
 
 T = TypeVar("T")

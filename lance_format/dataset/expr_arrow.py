@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 from lance_format.core.errors import InvalidInputError, NotSupportedError
 from lance_format.dataset import udfs
 from lance_format.dataset.expr import (
+    FLIPPED,
     And,
     Arith,
     Between,
@@ -48,6 +49,8 @@ from lance_format.dataset.expr import (
     Or,
     Visitor,
     children,
+    exact_integer_literal,
+    holds_out_of_range,
     may_be_nan,
 )
 
@@ -298,9 +301,33 @@ class ToArrow(Visitor[pc.Expression]):
                 raise NotSupportedError(f"ordering comparison {node.op!r} of lists")
             equal = udfs.call(udfs.list_equal(lt, self.type_of(node.right)), [left, right])
             return equal if node.op == "eq" else ~equal
+        exact = self.integer_literal_compare(node.op, node.left, node.right, left, right)
+        if exact is not None:
+            return exact
         ra, rb = self.nan_rank(node.left, left), self.nan_rank(node.right, right)
         left, right = self.numeric(node.left, node.right, left, right)
         return _nan_ordered(node.op, left, right, ra, rb)
+
+    def integer_literal_compare(
+        self, op: str, a: Node, b: Node, ea: pc.Expression, eb: pc.Expression
+    ) -> pc.Expression | None:
+        """``a <op> b`` with an integer literal in the type of the integer or decimal it meets.
+
+        See :func:`.expr.exact_integer_literal`; a literal out of that type's range makes the
+        comparison constant (true or false on valid rows, NULL on NULL rows). ``None``: not
+        such a comparison.
+        """
+        if isinstance(a, Literal):
+            a, b, ea, eb, op = b, a, eb, ea, FLIPPED[op]
+        if not isinstance(b, Literal) or isinstance(a, Literal):
+            return None
+        scalar, side = exact_integer_literal(b.value, self.type_of(a))
+        if scalar is not None:
+            return _OPS[op](ea, pc.scalar(scalar))
+        if side == 0:
+            return None
+        holds = holds_out_of_range(op, side)
+        return pc.if_else(ea.is_valid(), pc.scalar(holds), _NULL_BOOL)
 
     def nan_rank(self, node: Node, value: pc.Expression) -> pc.Expression | None:
         """``value``'s NaN rank for :func:`_nan_ordered` (``None`` when it is never NaN)."""
@@ -349,6 +376,14 @@ class ToArrow(Visitor[pc.Expression]):
         values = [o.value for o in node.options]
         t = self.type_of(node.value)
         common = t.value_type if pa.types.is_dictionary(t) else t
+        if (pa.types.is_integer(t) or pa.types.is_decimal(t)) and all(
+            pa.types.is_integer(v.type) for v in values
+        ):
+            # In the value's own type, leaving out what it cannot hold (a uint64 column is never
+            # -1): a common type would cast a uint64 column to int64 and fail above 2**63.
+            typed = (exact_integer_literal(v, t)[0] for v in values)
+            kept = pa.array([s.as_py() for s in typed if s is not None], t)
+            return pc.if_else(target.is_valid(), pc.is_in(target, value_set=kept), _NULL_BOOL)
         if _is_number(t) and any(_is_number(v.type) and v.type != t for v in values):
             # One type for the value and the list, as DataFusion coerces (pyarrow would cast the
             # list to the column's type, truncating 0.5 to 0 for an integer column).
@@ -392,6 +427,9 @@ class ToArrow(Visitor[pc.Expression]):
 
     def visit_like(self, node: Like) -> pc.Expression:
         target = self.visit(node.arg)
+        t = self.type_of(node.arg)
+        if pa.types.is_dictionary(t):
+            target = target.cast(t.value_type)  # the string kernels take no dictionaries
         prefix = node.pattern[:-1]
         if node.pattern.endswith("%") and not re.search(r"[%_\\]", prefix):
             return pc.starts_with(target, pattern=prefix, ignore_case=node.ignore_case)

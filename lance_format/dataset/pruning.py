@@ -43,6 +43,8 @@ from lance_format.dataset.expr import (
     Not,
     Or,
     Visitor,
+    exact_integer_literal,
+    holds_out_of_range,
     walk,
 )
 from lance_format.dataset.zonemap import ZoneMap
@@ -133,7 +135,13 @@ class _Pruner(Visitor[Flags]):
             left, right, op = right, left, FLIPPED[op]
         lit = _fold(right)
         if isinstance(left, Column) and lit is not None:
-            return self.leaf(left, lambda zm: _compare(zm, _OPS[op], lit))
+            # An integer literal in the column's type, as the scan compares (see expr_arrow).
+            typed, side = exact_integer_literal(lit, left.type)
+            if side:
+                holds = holds_out_of_range(op, side)
+                return self.leaf(left, lambda zm: _constant_on_valid(zm, holds))
+            v = lit if typed is None else typed
+            return self.leaf(left, lambda zm: _compare(zm, _OPS[op], v))
         return self.unknown()
 
     def visit_between(self, node: Between) -> Flags:
@@ -142,6 +150,13 @@ class _Pruner(Visitor[Flags]):
     def visit_inlist(self, node: InList) -> Flags:
         if not isinstance(node.value, Column):
             return self.unknown()
+        t = node.value.type
+        if (pa.types.is_integer(t) or pa.types.is_decimal(t)) and all(
+            pa.types.is_integer(o.type) for o in node.options
+        ):
+            typed = (exact_integer_literal(o.value, t)[0] for o in node.options)
+            kept = pa.array([v.as_py() for v in typed if v is not None], t)
+            return self.leaf(node.value, lambda zm: _is_in(zm, kept, False))
         try:
             values = pa.array(
                 [o.value.as_py() for o in node.options], node.options[0].type if node.options else None
@@ -274,6 +289,13 @@ def _compare(zm: ZoneMap, op: str, v: pa.Scalar) -> tuple[Bools, Bools] | None:
         # may satisfy any ordering comparison (and ``<>``), whatever its finite range.
         t = t | b.nan
     return t | b.unknown, fl | b.unknown
+
+
+def _constant_on_valid(zm: ZoneMap, holds: bool) -> tuple[Bools, Bools]:
+    """A test that is ``holds`` on every valid row (and NULL on NULL rows)."""
+    some_valid = zm.null_count < zm.zone_length
+    none = np.zeros(len(some_valid), bool)
+    return (some_valid, none) if holds else (none, some_valid)
 
 
 def _is_in(zm: ZoneMap, values: pa.Array, match_nulls: bool) -> tuple[Bools, Bools] | None:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lance_format.core.errors import InvalidInputError
 from lance_format.dataset.scanner import ROWADDR, ROWID, dataset_pool, row_id_columns
@@ -176,7 +177,21 @@ def take_addresses(
     # Position of each kept unique address in `gathered`, then the caller's order.
     new_pos = np.cumsum(live) - 1
     want = live[inverse]
-    return gathered.take(pa.array(new_pos[inverse][want]))
+    return _take_rows(gathered, pa.array(new_pos[inverse][want]))
+
+
+def _take_rows(table: pa.Table, positions: pa.Array) -> pa.Table:
+    """``table.take(positions)``, also when chunks of a dictionary column hold different dictionaries
+    with a null item (file version 2.0 writes one): Arrow cannot unify those ("Cannot yet unify
+    dictionaries with nulls"), so such columns are taken as values and encoded again."""
+    columns = []
+    for field, column in zip(table.schema, table.columns, strict=True):
+        if pa.types.is_dictionary(field.type) and column.num_chunks > 1:
+            values = column.cast(field.type.value_type).take(positions)
+            columns.append(pc.dictionary_encode(values).cast(field.type))
+        else:
+            columns.append(column.take(positions))
+    return pa.Table.from_arrays(columns, schema=table.schema)
 
 
 def _out_schema(

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lance_format.core.concurrency import env_positive_int
 from lance_format.core.errors import InvalidInputError, LanceError, SchemaMismatchError
@@ -172,7 +173,7 @@ class LanceFileWriter:
         chunks = self._pending[i]
         if not chunks:
             return
-        arr = pa.concat_arrays(chunks) if len(chunks) > 1 else chunks[0]
+        arr = _concat(chunks) if len(chunks) > 1 else chunks[0]
         self._pending[i] = []
         self._pending_bytes[i] = 0
         # Cut oversized pages by rows so no page exceeds the limit (roughly: bytes are assumed even).
@@ -290,3 +291,16 @@ class LanceFileWriter:
     def __exit__(self, exc_type: Any, *exc: Any) -> None:
         if exc_type is None:
             self.close()
+
+
+def _concat(chunks: list[pa.Array]) -> pa.Array:
+    """One array of ``chunks``; dictionary chunks Arrow cannot unify (different dictionaries with a
+    null item, as file version 2.0 reads them) are joined as values and encoded again."""
+    try:
+        return pa.concat_arrays(chunks)
+    except pa.ArrowInvalid:
+        t = chunks[0].type
+        if not pa.types.is_dictionary(t):
+            raise
+        values = pa.concat_arrays([c.cast(t.value_type) for c in chunks])
+        return pc.dictionary_encode(values).cast(t)

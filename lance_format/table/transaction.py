@@ -57,21 +57,18 @@ def _assign_ids(
 
 
 def _rewrite(fragments: tuple[DataFragment, ...], op: Rewrite, first_id: int) -> tuple[DataFragment, ...]:
-    """Each group's new fragments take the place of its first old fragment (row order is kept)."""
-    group_of = {f.id: i for i, g in enumerate(op.groups) for f in g.old_fragments}
-    out: list[DataFragment] = []
-    placed: set[int] = set()
+    """The fragments no group rewrites, in order, then every group's new fragments, group by group.
+
+    This is pylance's order (its compaction moves rewritten rows to the end of the table), and
+    pylance's ``take`` by offset relies on it: with new fragments in the middle it drops or panics.
+    """
+    rewritten = {f.id for g in op.groups for f in g.old_fragments}
+    out = [f for f in fragments if f.id not in rewritten]
     nid = first_id
-    for f in fragments:
-        g = group_of.get(f.id)
-        if g is None:
-            out.append(f)
-            continue
-        if g not in placed:
-            placed.add(g)
-            for new in op.groups[g].new_fragments:
-                out.append(replace(new, id=nid))
-                nid += 1
+    for group in op.groups:
+        for new in group.new_fragments:
+            out.append(replace(new, id=nid))
+            nid += 1
     return tuple(out)
 
 

@@ -50,18 +50,25 @@ def _short(value: object) -> str:
     return text if len(text) <= _MAX_REPR else text[:_MAX_REPR] + f"... ({len(text)} chars)"
 
 
-def _undict_type(t: pa.DataType) -> pa.DataType:
-    """``t`` with every dictionary type replaced by its value type."""
+def _undict_type(t: pa.DataType, nullable: bool = False) -> pa.DataType:
+    """``t`` with every dictionary type replaced by its value type (and every nested field made
+    nullable when ``nullable``: a non-nullable child holds nulls under a null struct row, which a
+    cast to a non-nullable field refuses)."""
+
+    def field(f: pa.Field) -> pa.Field:
+        g = f.with_type(_undict_type(f.type, nullable))
+        return g.with_nullable(True) if nullable else g
+
     if pa.types.is_dictionary(t):
-        return _undict_type(t.value_type)
+        return _undict_type(t.value_type, nullable)
     if pa.types.is_struct(t):
-        return pa.struct([f.with_type(_undict_type(f.type)) for f in t])
+        return pa.struct([field(f) for f in t])
     if pa.types.is_large_list(t):
-        return pa.large_list(t.value_field.with_type(_undict_type(t.value_type)))
+        return pa.large_list(field(t.value_field))
     if pa.types.is_fixed_size_list(t):
-        return pa.list_(t.value_field.with_type(_undict_type(t.value_type)), t.list_size)
+        return pa.list_(field(t.value_field), t.list_size)
     if pa.types.is_list(t):
-        return pa.list_(t.value_field.with_type(_undict_type(t.value_type)))
+        return pa.list_(field(t.value_field))
     return t
 
 
@@ -74,6 +81,7 @@ def _to_array(column: pa.Array | pa.ChunkedArray) -> pa.Array:
     chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
     target = _undict_type(column.type)
     if target != column.type:
+        target = _undict_type(column.type, nullable=True)
         chunks = [c.cast(target) for c in chunks]
     if not chunks:
         return pa.array([], type=target)

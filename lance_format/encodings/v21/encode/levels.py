@@ -159,7 +159,11 @@ def _walk(
     null_here = np.zeros(len(slots), dtype=bool)
     null_here[live] = ~valid[idx]
     null_here &= null_at < 0
-    layer.has_null = bool(null_here.any())
+    # pylance pushes a null struct entry down into its children, so a layer below a null struct
+    # entry is nullable too: pylance derives a child's validity from its own layer only, and reads
+    # the stored value (not null) under a null struct when that layer says "all valid".
+    below_null = live & (null_at >= 0)
+    layer.has_null = bool(null_here.any() or below_null.any())
     depth = len(layers)
     null_at = np.where(null_here, depth, null_at)
     layers = [*layers, layer]

@@ -1,0 +1,567 @@
+"""A hypothesis state machine that drives lance_format and pylance alternately over one dataset.
+
+Every rule applies one operation through the side it draws (``ours`` = ``lance_format``, ``pylance`` =
+``import lance``) on the same local directory, then both sides read the dataset and every read is
+compared cell by cell (:func:`tests.interop.compare.assert_tables_equal`): full scans, scans with
+``_rowid``, random takes by offset and by row id, counts and filtered scans with random predicates,
+an older version, the versions list and the tags. An operation that one side refuses is then tried
+on the other: both refusing is agreement; one refusing what the other accepts is a difference.
+
+Two modes. By default a difference raises ``AssertionError`` (hypothesis then shrinks the sequence and
+prints it). With :data:`COLLECT` set (the long-run command), a difference is recorded in :data:`STATS`
+with the sequence's steps, the rest of that sequence is skipped, and the run goes on.
+
+Known defects fixed on other branches are avoided or tolerated by :func:`known_defect` and the notes
+in ``data.py``; each exclusion is named so it can be removed once the fix is merged.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shutil
+import sys
+import tempfile
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, TypeVar
+
+import lance
+import numpy as np
+import pyarrow as pa
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
+
+import lance_format
+from tests.differential.data import make_rows, pick_columns, predicate, update_values
+from tests.interop.compare import assert_tables_equal
+
+__all__ = ["COLLECT", "STATS", "DifferentialMachine", "Stats", "known_defect"]
+
+#: Record differences and go on (the long run) instead of raising at the first one.
+COLLECT = os.environ.get("LANCE_DIFF_COLLECT", "") not in ("", "0")
+
+#: Sequences between progress lines on stderr in :data:`COLLECT` mode.
+PROGRESS_EVERY = 10
+
+SIDES = st.sampled_from(["ours", "pylance"])
+SEEDS = st.integers(0, 2**32 - 1)
+
+
+@dataclass
+class Stats:
+    """What a run did: sequences, steps, reads compared, differences and tolerated known defects."""
+
+    sequences: int = 0
+    steps: int = 0
+    checks: int = 0
+    differences: list[str] = field(default_factory=list)
+    tolerated: Counter[str] = field(default_factory=Counter)
+
+    def summary(self) -> str:
+        lines = [
+            f"differential: sequences={self.sequences} steps={self.steps} checks={self.checks} "
+            f"differences={len(self.differences)}"
+        ]
+        lines += [f"  tolerated known defect x{n}: {name}" for name, n in sorted(self.tolerated.items())]
+        lines += [f"--- difference {i + 1} ---\n{d}" for i, d in enumerate(self.differences)]
+        return "\n".join(lines)
+
+
+STATS = Stats()
+
+_ROW_ID_COUNT = re.compile(r"fragment \d+ has \d+ row ids for \d+ rows")
+
+
+def known_defect(exc: BaseException, *, stable_row_ids: bool) -> str | None:
+    """The name of a known defect (fixed on another branch) that ``exc`` of our engine is, or None."""
+    # Issue 15 defect 3 (h15a): pylance's range_with_bitmap row-id segments (stable row ids after
+    # deletes and compaction) decode to too few ids here. Remove once h15a is merged.
+    if stable_row_ids and _ROW_ID_COUNT.search(str(exc)):
+        return "range_with_bitmap row ids (issue 15 defect 3, h15a)"
+    return None
+
+
+def _reraise_control(exc: BaseException) -> None:
+    """Re-raise what is not an engine's answer: interrupts and hypothesis's own control flow.
+
+    pylance's Rust panics arrive as ``pyo3_runtime.PanicException``, a ``BaseException``: those are
+    answers (refusals) to compare, so every other ``BaseException`` is re-raised.
+    """
+    if not isinstance(exc, Exception) and type(exc).__name__ != "PanicException":
+        raise exc
+
+
+def has_bitmap_row_ids(ds: lance_format.LanceDataset) -> bool:
+    """Whether a fragment's inline row-id sequence holds a ``range_with_bitmap`` segment."""
+    from lance_format._proto import rowids_pb2
+
+    for frag in ds.manifest.fragments:
+        if isinstance(frag.row_ids, bytes):
+            seq = rowids_pb2.RowIdSequence()
+            seq.ParseFromString(frag.row_ids)
+            if any(seg.WhichOneof("segment") == "range_with_bitmap" for seg in seq.segments):
+                return True
+    return False
+
+
+class Difference(AssertionError):
+    """The two engines disagree."""
+
+
+def _short(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}"
+    return text if len(text) < 400 else text[:400] + "..."
+
+
+F = TypeVar("F", bound=Callable[..., None])
+
+
+def _guarded(step: F) -> F:
+    """Skip the step once its sequence differed; in :data:`COLLECT` mode swallow the difference."""
+
+    @functools.wraps(step)
+    def run(self: DifferentialMachine, *args: Any, **kwargs: Any) -> None:
+        if self.tainted:
+            return
+        try:
+            step(self, *args, **kwargs)
+        except Difference:
+            if not COLLECT:
+                raise
+
+    return run  # type: ignore[return-value]
+
+
+class DifferentialMachine(RuleBasedStateMachine):
+    """Random operation sequences applied alternately through both engines on one dataset."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.root = tempfile.mkdtemp(prefix="lance-diff-")
+        self.uri = os.path.join(self.root, "ds")
+        self.steps: list[str] = []
+        self.next_id = 0
+        self.version = "2.2"
+        self.stable = False
+        self.tainted = False
+        self.new_names = 0
+        STATS.sequences += 1
+        if COLLECT and STATS.sequences % PROGRESS_EVERY == 0:
+            print(STATS.summary().splitlines()[0], file=sys.stderr, flush=True)
+
+    def teardown(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    # -- plumbing --------------------------------------------------------------------------------
+    def _differ(self, what: str) -> None:
+        text = "steps:\n  " + "\n  ".join(self.steps) + f"\ndifference: {what}"
+        if COLLECT:
+            STATS.differences.append(text)
+            self.tainted = True
+            print(f"--- difference {len(STATS.differences)} ---\n{text}", file=sys.stderr, flush=True)
+        raise Difference(text)
+
+    def _ours(self) -> lance_format.LanceDataset:
+        return lance_format.dataset(self.uri)
+
+    def _theirs(self) -> lance.LanceDataset:
+        return lance.dataset(self.uri)
+
+    def _apply(self, side: str, what: str, ours: Callable[[], Any], theirs: Callable[[], Any]) -> None:
+        """Run one operation on ``side``; if it fails there, the other side must refuse it too."""
+        STATS.steps += 1
+        self.steps.append(f"{side}: {what}")
+        first, second = (ours, theirs) if side == "ours" else (theirs, ours)
+        try:
+            first()
+        except BaseException as e:
+            _reraise_control(e)
+            if side == "ours":
+                known = known_defect(e, stable_row_ids=self.stable)
+                if known:
+                    STATS.tolerated[known] += 1
+                    self.steps[-1] += f"  [ours refused: known defect {known}; applied by pylance]"
+                    theirs()
+                    return
+            try:
+                second()
+            except BaseException as e2:
+                _reraise_control(e2)
+                self.steps[-1] += f"  [both refused: {type(e).__name__} / {type(e2).__name__}]"
+                return
+            other = "pylance" if side == "ours" else "ours"
+            self._differ(f"{side} refused {what} ({_short(e)}) but {other} accepted it")
+
+    def _read(self, what: str, ours: Callable[[], Any], theirs: Callable[[], Any]) -> tuple[Any, Any] | None:
+        """Both results of a read, or None when both refused it (or ours hit a tolerated defect)."""
+        STATS.checks += 1
+        err_o = err_t = None
+        try:
+            a = ours()
+        except BaseException as e:
+            _reraise_control(e)
+            known = known_defect(e, stable_row_ids=self.stable)
+            if known:
+                STATS.tolerated[known] += 1
+                return None
+            err_o, a = e, None
+        try:
+            b = theirs()
+        except BaseException as e:
+            _reraise_control(e)
+            err_t, b = e, None
+        if err_o is not None and err_t is not None:
+            if "filter" in what:
+                return None  # a predicate both refuse: agreement
+            # Both failing to scan or take: a dataset neither engine can read.
+            self._differ(f"{what}: both raised: ours {_short(err_o)}; pylance {_short(err_t)}")
+        if err_o is not None:
+            self._differ(f"{what}: ours raised {_short(err_o)}; pylance answered")
+        if err_t is not None:
+            self._differ(f"{what}: pylance raised {_short(err_t)}; ours answered")
+        return a, b
+
+    def _same_table(
+        self, what: str, ours: Callable[[], pa.Table], theirs: Callable[[], pa.Table]
+    ) -> pa.Table | None:
+        """Compare two reads; pylance's table, or None when both refused."""
+        got = self._read(what, ours, theirs)
+        if got is None:
+            return None
+        try:
+            assert_tables_equal(got[0], got[1], context=what)
+        except AssertionError as e:
+            self._differ(str(e))
+        return got[1]
+
+    def _same_value(self, what: str, ours: Callable[[], Any], theirs: Callable[[], Any]) -> None:
+        got = self._read(what, ours, theirs)
+        if got is not None and got[0] != got[1]:
+            self._differ(f"{what}: ours {got[0]!r} != pylance {got[1]!r}")
+
+    def _current(self) -> pa.Table:
+        """The latest version as pylance reads it (the source of predicates and new rows' schema)."""
+        return self._theirs().to_table()
+
+    # -- the comparison after every step ----------------------------------------------------------
+    def _compare(self, seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        ours, theirs = self._ours(), self._theirs()
+        self.stable = bool(theirs.has_stable_row_ids)
+        if self.stable and has_bitmap_row_ids(ours):
+            # Issue 15 defect 3 (h15a): we mis-decode range_with_bitmap row-id segments (wrong
+            # _rowid values, or too few ids), and our later writes may carry them on, so the
+            # sequence ends here. Remove once h15a is merged.
+            STATS.tolerated["range_with_bitmap row ids: sequence ended (issue 15 defect 3, h15a)"] += 1
+            self.steps.append("(sequence ended: range_with_bitmap row ids, a known defect)")
+            self.tainted = True
+            return
+        self._same_value("version", lambda: ours.version, lambda: theirs.version)
+        self._same_value("schema", lambda: ours.schema, lambda: theirs.schema)
+        table = self._same_table("full scan", ours.to_table, theirs.to_table)
+        if table is None:
+            return  # both refused to read it (a later step may still make it readable)
+        n = table.num_rows
+        self._same_value("count_rows()", ours.count_rows, theirs.count_rows)
+        self._same_table(
+            "scan with_row_id",
+            lambda: ours.to_table(with_row_id=True),
+            lambda: theirs.to_table(with_row_id=True),
+        )
+        if n:
+            idx = rng.integers(0, n, int(rng.integers(1, 12))).tolist()
+            self._same_table(f"take({idx})", lambda: ours.take(idx), lambda: theirs.take(idx))
+            with_ids = theirs.to_table(columns=["id"], with_row_id=True)
+            ids = with_ids["_rowid"].to_numpy()[rng.integers(0, n, int(rng.integers(1, 12)))].tolist()
+            self._same_table(f"take_rows({ids})", lambda: ours.take_rows(ids), lambda: theirs._take_rows(ids))
+        names = table.schema.names
+        cols = sorted(rng.choice(names, size=int(rng.integers(1, len(names) + 1)), replace=False).tolist())
+        pred = predicate(table, rng)
+        limit, offset = int(rng.integers(0, n + 3)), int(rng.integers(0, 6))
+        self._same_table(
+            f"to_table(columns={cols}, filter={pred!r}, limit={limit}, offset={offset})",
+            lambda: ours.to_table(columns=cols, filter=pred, limit=limit, offset=offset),
+            lambda: theirs.to_table(columns=cols, filter=pred, limit=limit, offset=offset),
+        )
+        if n:
+            idx = rng.integers(0, n, int(rng.integers(1, 12))).tolist()
+            self._same_table(
+                f"take({idx}, columns={cols})",
+                lambda: ours.take(idx, columns=cols),
+                lambda: theirs.take(idx, columns=cols),
+            )
+        for _ in range(3):
+            pred = predicate(table, rng)
+            self._same_table(
+                f"to_table(filter={pred!r})",
+                lambda p=pred: ours.to_table(filter=p),  # type: ignore[misc]
+                lambda p=pred: theirs.to_table(filter=p),  # type: ignore[misc]
+            )
+            self._same_value(
+                f"count_rows({pred!r})",
+                lambda p=pred: ours.count_rows(p),  # type: ignore[misc]
+                lambda p=pred: theirs.count_rows(p),  # type: ignore[misc]
+            )
+        self._same_value(
+            "versions()",
+            lambda: [(v["version"], v["timestamp"], v["metadata"]) for v in ours.versions()],
+            lambda: [(v["version"], v["timestamp"], v["metadata"]) for v in theirs.versions()],
+        )
+        self._same_value(
+            "tags",
+            lambda: {k: v["version"] for k, v in ours.tags.list().items()},
+            lambda: {k: v["version"] for k, v in theirs.tags.list().items()},
+        )
+        versions = [v["version"] for v in theirs.versions()]
+        old = int(rng.choice(versions))
+        self._same_table(
+            f"checkout_version({old}).to_table(with_row_id=True)",
+            lambda: ours.checkout_version(old).to_table(with_row_id=True),
+            lambda: theirs.checkout_version(old).to_table(with_row_id=True),
+        )
+
+    # -- operations ---------------------------------------------------------------------------------
+    def _rows(self, n: int, seed: int, schema: pa.Schema | None = None) -> pa.Table:
+        schema = schema if schema is not None else self._theirs().schema
+        rows = make_rows(schema, n, self.next_id, seed, struct_nulls=self.version != "2.0")
+        self.next_id += n
+        return rows
+
+    @initialize(
+        side=SIDES,
+        version=st.sampled_from(["2.0", "2.1", "2.2"]),
+        stable=st.booleans(),
+        n=st.integers(0, 120),
+        per_file=st.integers(5, 60),
+        seed=SEEDS,
+    )
+    @_guarded
+    def create(self, side: str, version: str, stable: bool, n: int, per_file: int, seed: int) -> None:
+        self.version, self.stable = version, stable
+        schema = pick_columns(np.random.default_rng(seed))
+        rows = self._rows(n, seed, schema)
+        kw: dict[str, Any] = {
+            "max_rows_per_file": per_file,
+            "data_storage_version": version,
+            "enable_stable_row_ids": stable,
+        }
+        what = f"create {n} rows of <{', '.join(f'{f.name}: {f.type}' for f in schema)}> {kw} seed={seed}"
+        self._apply(
+            side,
+            what,
+            lambda: lance_format.write_dataset(rows, self.uri, **kw),
+            lambda: lance.write_dataset(rows, self.uri, **kw),
+        )
+        self._compare(seed)
+
+    @rule(side=SIDES, n=st.integers(0, 80), per_file=st.integers(5, 60), seed=SEEDS)
+    @_guarded
+    def append(self, side: str, n: int, per_file: int, seed: int) -> None:
+        rows = self._rows(n, seed)
+        self._apply(
+            side,
+            f"append {n} rows (max_rows_per_file={per_file}, seed={seed})",
+            lambda: lance_format.write_dataset(rows, self.uri, mode="append", max_rows_per_file=per_file),
+            lambda: lance.write_dataset(rows, self.uri, mode="append", max_rows_per_file=per_file),
+        )
+        self._compare(seed)
+
+    @rule(side=SIDES, n=st.integers(0, 80), per_file=st.integers(5, 60), new_schema=st.booleans(), seed=SEEDS)
+    @_guarded
+    def overwrite(self, side: str, n: int, per_file: int, new_schema: bool, seed: int) -> None:
+        schema = pick_columns(np.random.default_rng(seed)) if new_schema else None
+        rows = self._rows(n, seed, schema)
+        kw: dict[str, Any] = {
+            "mode": "overwrite",
+            "max_rows_per_file": per_file,
+            "data_storage_version": self.version,
+            "enable_stable_row_ids": self.stable,
+        }
+        self._apply(
+            side,
+            f"overwrite with {n} rows of <{', '.join(rows.schema.names)}> {kw} seed={seed}",
+            lambda: lance_format.write_dataset(rows, self.uri, **kw),
+            lambda: lance.write_dataset(rows, self.uri, **kw),
+        )
+        self._compare(seed)
+
+    @rule(side=SIDES, seed=SEEDS)
+    @_guarded
+    def delete(self, side: str, seed: int) -> None:
+        pred = predicate(self._current(), np.random.default_rng(seed))
+        self._apply(
+            side, f"delete({pred!r})", lambda: self._ours().delete(pred), lambda: self._theirs().delete(pred)
+        )
+        self._compare(seed)
+
+    @rule(side=SIDES, seed=SEEDS, everything=st.booleans())
+    @_guarded
+    def update(self, side: str, seed: int, everything: bool) -> None:
+        rng = np.random.default_rng(seed)
+        table = self._current()
+        values = update_values(table.schema, rng)
+        if not values:
+            return
+        where = None if everything else predicate(table, rng)
+        self._apply(
+            side,
+            f"update({values!r}, where={where!r})",
+            lambda: self._ours().update(values, where),
+            lambda: self._theirs().update(values, where),
+        )
+        self._compare(seed)
+
+    @rule(side=SIDES, seed=SEEDS)
+    @_guarded
+    def add_column(self, side: str, seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        schema = self._theirs().schema
+        self.new_names += 1
+        name = f"c{self.new_names}"
+        # Not "id + 0.5": pylance refuses a float literal against an int64 column; ours answers.
+        exprs = ["id * 2", "CAST(id AS DOUBLE) / 3", "id % 3 = 0", "CAST(id AS DOUBLE) + 0.5"]
+        # No narrow-integer arithmetic: pylance wraps on overflow (int8 100 * 2 = -56), ours refuses
+        # with an overflow error. Reported to the lead; not generated.
+        exprs += [f"{f.name} * 2" for f in schema if pa.types.is_floating(f.type)]
+        sql = str(rng.choice(exprs))
+        self._apply(
+            side,
+            f"add_columns({{{name!r}: {sql!r}}})",
+            lambda: self._ours().add_columns({name: sql}),
+            lambda: self._theirs().add_columns({name: sql}),
+        )
+        self._compare(seed)
+
+    @rule(side=SIDES, seed=SEEDS)
+    @_guarded
+    def drop_column(self, side: str, seed: int) -> None:
+        names = [n for n in self._theirs().schema.names if n != "id"]
+        if not names:
+            return
+        col = str(np.random.default_rng(seed).choice(names))
+        self._apply(
+            side,
+            f"drop_columns([{col!r}])",
+            lambda: self._ours().drop_columns([col]),
+            lambda: self._theirs().drop_columns([col]),
+        )
+        self._compare(seed)
+
+    @rule(side=SIDES, seed=SEEDS)
+    @_guarded
+    def rename_column(self, side: str, seed: int) -> None:
+        names = [n for n in self._theirs().schema.names if n != "id"]
+        if not names:
+            return
+        col = str(np.random.default_rng(seed).choice(names))
+        self.new_names += 1
+        alt = {"path": col, "name": f"r{self.new_names}"}
+        self._apply(
+            side,
+            f"alter_columns({alt!r})",
+            lambda: self._ours().alter_columns(alt),
+            lambda: self._theirs().alter_columns(alt),
+        )
+        self._compare(seed)
+
+    @rule(side=SIDES, seed=SEEDS, nullable=st.booleans())
+    @_guarded
+    def set_nullable(self, side: str, seed: int, nullable: bool) -> None:
+        names = [n for n in self._theirs().schema.names if n != "id"]
+        if not names:
+            return
+        alt = {"path": str(np.random.default_rng(seed).choice(names)), "nullable": nullable}
+        self._apply(
+            side,
+            f"alter_columns({alt!r})",
+            lambda: self._ours().alter_columns(alt),
+            lambda: self._theirs().alter_columns(alt),
+        )
+        self._compare(seed)
+
+    @rule(seed=SEEDS)
+    @_guarded
+    def widen_column(self, seed: int) -> None:
+        """pylance only: ``alter_columns`` with a ``data_type`` (ours renames only) rewrites a column."""
+        widen = {pa.int8(): pa.int32(), pa.int32(): pa.int64(), pa.float32(): pa.float64()}
+        schema = self._theirs().schema
+        names = [f.name for f in schema if f.type in widen]
+        if not names:
+            return
+        col = str(np.random.default_rng(seed).choice(names))
+        to = widen[schema.field(col).type]
+        self._apply(
+            "pylance",
+            f"alter_columns({{'path': {col!r}, 'data_type': {to}}}) (pylance only)",
+            lambda: None,
+            lambda: self._theirs().alter_columns({"path": col, "data_type": to}),
+        )
+        self._compare(seed)
+
+    @rule(side=SIDES, rows=st.integers(5, 200), seed=SEEDS)
+    @_guarded
+    def compact(self, side: str, rows: int, seed: int) -> None:
+        self._apply(
+            side,
+            f"optimize.compact_files(target_rows_per_fragment={rows})",
+            lambda: self._ours().optimize.compact_files(target_rows_per_fragment=rows),
+            lambda: self._theirs().optimize.compact_files(target_rows_per_fragment=rows),
+        )
+        self._compare(seed)
+
+    @rule(side=SIDES, seed=SEEDS)
+    @_guarded
+    def cleanup(self, side: str, seed: int) -> None:
+        # error_if_tagged_old_versions=False: ours keeps tagged versions silently (issue 15 defect 11,
+        # h15a); pylance's default refuses. Drop the argument once h15a is merged.
+        self._apply(
+            side,
+            "cleanup_old_versions(older_than=0)",
+            lambda: self._ours().cleanup_old_versions(0),
+            lambda: self._theirs().cleanup_old_versions(
+                older_than=timedelta(0), error_if_tagged_old_versions=False
+            ),
+        )
+        self._compare(seed)
+
+    @rule(side=SIDES, seed=SEEDS)
+    @_guarded
+    def restore(self, side: str, seed: int) -> None:
+        versions = [v["version"] for v in self._theirs().versions()]
+        v = int(np.random.default_rng(seed).choice(versions))
+        self._apply(
+            side,
+            f"checkout_version({v}).restore()",
+            lambda: self._ours().checkout_version(v).restore(),
+            lambda: self._theirs().checkout_version(v).restore(),
+        )
+        self._compare(seed)
+
+    @rule(side=SIDES, seed=SEEDS, remove=st.booleans())
+    @_guarded
+    def tag(self, side: str, seed: int, remove: bool) -> None:
+        rng = np.random.default_rng(seed)
+        theirs = self._theirs()
+        tags = sorted(theirs.tags.list())
+        if remove and tags:
+            name = str(rng.choice(tags))
+            self._apply(
+                side,
+                f"tags.delete({name!r})",
+                lambda: self._ours().tags.delete(name),
+                lambda: self._theirs().tags.delete(name),
+            )
+        else:
+            v = int(rng.choice([x["version"] for x in theirs.versions()]))
+            name = f"t{int(rng.integers(0, 4))}"
+            self._apply(
+                side,
+                f"tags.create({name!r}, {v})",
+                lambda: self._ours().tags.create(name, v),
+                lambda: self._theirs().tags.create(name, v),
+            )
+        self._compare(seed)

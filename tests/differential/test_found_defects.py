@@ -1,0 +1,231 @@
+"""One regression test per engine defect the differential machine found, each checked against pylance."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import lance
+import pyarrow as pa
+import pytest
+
+import lance_format
+from tests.interop.compare import assert_tables_equal
+
+pytestmark = pytest.mark.interop
+
+
+def _both(tmp_path: Path, table: pa.Table) -> tuple[lance_format.LanceDataset, lance.LanceDataset]:
+    uri = str(tmp_path / "ds")
+    lance.write_dataset(table, uri)
+    return lance_format.dataset(uri), lance.dataset(uri)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "u >= 0",
+        "u > 5",
+        "u <= 9223372036854775808",
+        "u = 18446744073709551615",
+        "u <> 18446744073709551615",
+        "u BETWEEN 1 AND 10",
+        "u IN (0, 18446744073709551615)",
+        "NOT (u IN (5, 9223372036854775808))",
+        "18446744073709551615 > u",
+    ],
+)
+def test_uint64_comparisons_above_int64(tmp_path: Path, sql: str) -> None:
+    # Found: ours cast the uint64 column to int64 ("Integer value 9223372036854775808 not in
+    # range") or failed to make the literal ("Python int too large to convert to C long").
+    table = pa.table({"u": pa.array([0, 2**63, 2**64 - 1, 5, None], pa.uint64())})
+    ours, theirs = _both(tmp_path, table)
+    assert_tables_equal(ours.to_table(filter=sql), theirs.to_table(filter=sql), context=sql)
+    assert ours.count_rows(sql) == theirs.count_rows(sql)
+
+
+@pytest.mark.parametrize(
+    ("sql", "expected"),
+    [
+        ("i < 300", [1, -128]),  # pylance refuses literals outside the column's type
+        ("NOT (i >= 300)", [1, -128]),
+        ("i > -1000", [1, -128]),
+        ("i <> 1000", [1, -128]),
+        ("i = 1000", []),
+        ("i IN (1, 1000)", [1]),
+        ("u > -1", [0, 7]),
+    ],
+)
+def test_integer_literals_outside_the_column_type(sql: str, expected: list[int]) -> None:
+    # Exact answers (constant on valid rows, null on null rows) instead of a cast failure.
+    table = pa.table({"i": pa.array([1, -128, None], pa.int8()), "u": pa.array([0, 7, None], pa.uint64())})
+    from lance_format.dataset.filters import parse_filter
+
+    predicate = parse_filter(sql, table.schema)
+    col = "u" if sql.startswith("u") else "i"
+    assert table.filter(predicate.expression)[col].to_pylist() == expected
+
+
+@pytest.mark.parametrize(
+    "sql", ["ds LIKE 'a%'", "ds LIKE '%b'", "ds ILIKE 'A%'", "(ds LIKE 'c%') OR (n = 2)"]
+)
+def test_like_on_dictionary_strings(tmp_path: Path, sql: str) -> None:
+    # Found: "Function 'starts_with' has no kernel matching input types (dictionary<...>)".
+    ds = pa.array(["ab", "c", None, "é", "a", "Ab"]).dictionary_encode()
+    table = pa.table({"ds": ds, "n": pa.array([1, 2, 3, 4, 5, 6])})
+    ours, theirs = _both(tmp_path, table)
+    assert_tables_equal(ours.to_table(filter=sql), theirs.to_table(filter=sql), context=sql)
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_struct_children_under_null_rows_read_null_by_pylance(tmp_path: Path, version: str) -> None:
+    # Found: we stored a child under a null struct row in an "all valid" layer, so pylance read the
+    # stored value there ("st.x = 42" matched a null struct row; "st.x IS NULL" missed it), while
+    # its own files make the child null. Both files must now answer alike.
+    x = pa.array([1, 42, 3, 4], pa.int32())  # no null of its own: only the struct row is null
+    st = pa.StructArray.from_arrays([x], names=["x"], mask=pa.array([False, True, False, False]))
+    table = pa.table({"st": st, "id": [0, 1, 2, 3]})
+    ours_uri, theirs_uri = str(tmp_path / "ours"), str(tmp_path / "theirs")
+    lance_format.write_dataset(table, ours_uri, data_storage_version=version)
+    lance.write_dataset(table, theirs_uri, data_storage_version=version)
+    from_ours, from_theirs = lance.dataset(ours_uri), lance.dataset(theirs_uri)
+    for sql in ["st.x = 42", "st.x IS NULL", "st.x IS NOT NULL"]:
+        got = from_ours.to_table(filter=sql)["id"].to_pylist()
+        assert got == from_theirs.to_table(filter=sql)["id"].to_pylist(), sql
+        assert got == lance_format.dataset(ours_uri).to_table(filter=sql)["id"].to_pylist(), sql
+    child = from_ours.to_table()["st"].combine_chunks().field(0)  # no parent-null merge
+    assert child.is_valid().to_pylist() == [True, False, True, True]
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "f <= CAST('NaN' AS DOUBLE)",
+        "f >= CAST('NaN' AS DOUBLE)",
+        "CAST('NaN' AS DOUBLE) >= f",
+        "NOT (f <= CAST('NaN' AS DOUBLE))",
+        "f <= g",
+        "NOT (f < g)",
+    ],
+)
+def test_nan_comparisons_leave_null_rows_out(tmp_path: Path, sql: str) -> None:
+    # Found: "f <= NaN" selected the rows where f is null (the NaN term was OR-ed in unmasked).
+    f = pa.array([1.0, None, float("nan"), None, -0.0])
+    g = pa.array([None, 2.0, float("nan"), float("nan"), 1.0])
+    ours, theirs = _both(tmp_path, pa.table({"f": f, "g": g}))
+    assert_tables_equal(ours.to_table(filter=sql), theirs.to_table(filter=sql), context=sql)
+    assert ours.count_rows(sql) == theirs.count_rows(sql)
+
+
+@pytest.mark.parametrize(
+    "sql", ["dec > 1", "dec = 1", "dec <> 1", "NOT (dec >= 1)", "dec BETWEEN -3 AND 1", "-3 < dec"]
+)
+def test_decimal_column_against_integer_literal(tmp_path: Path, sql: str) -> None:
+    # Found: "Precision is not great enough for the result of the cast" (the int literal was
+    # widened to a 38-digit decimal and the common type overflowed 38 digits).
+    dec = pa.array(["1.250", "-3.000", None, "999999999.999", "1"]).cast(pa.decimal128(12, 3))
+    ours, theirs = _both(tmp_path, pa.table({"dec": dec}))
+    assert_tables_equal(ours.to_table(filter=sql), theirs.to_table(filter=sql), context=sql)
+
+
+@pytest.mark.parametrize("stable", [False, True])
+@pytest.mark.parametrize(
+    ("sizes", "deleted", "target"),
+    [
+        ([20, 20, 20], "(id < 10) OR (id >= 40 AND id < 50)", 20),
+        ([5, 5, 20, 5, 5], None, 10),
+        # Not ([40, 15], 5 rows of the first deleted, 12): pylance rewrites the 35 rows into
+        # fragments of 18 and 17 rows, ours into 12, 12 and 11 (reported, not fixed here).
+    ],
+)
+def test_compaction_appends_rewritten_fragments_like_pylance(
+    tmp_path: Path, sizes: list[int], deleted: str | None, target: int, stable: bool
+) -> None:
+    # Found: our compaction put each group's new fragments where the old ones were; pylance appends
+    # them after the untouched fragments. Rows came out in another order than pylance's compaction
+    # gives, and pylance's take by offset on our compacted dataset dropped rows or panicked.
+    uris = {}
+    for side, write, open_ in (
+        ("ours", lance_format.write_dataset, lance_format.dataset),
+        ("theirs", lance.write_dataset, lance.dataset),
+    ):
+        uri = uris[side] = str(tmp_path / side)
+        start = 0
+        for i, n in enumerate(sizes):
+            rows = pa.table({"id": pa.array(range(start, start + n), pa.int64())})
+            write(rows, uri, mode="append" if i else "create", enable_stable_row_ids=stable)
+            start += n
+        if deleted:
+            open_(uri).delete(deleted)
+        open_(uri).optimize.compact_files(target_rows_per_fragment=target)
+    ours, theirs = lance.dataset(uris["ours"]), lance.dataset(uris["theirs"])
+    assert [f.count_rows() for f in ours.get_fragments()] == [f.count_rows() for f in theirs.get_fragments()]
+    assert_tables_equal(ours.to_table(), theirs.to_table())
+    idx = [ours.count_rows() - 1, 3, ours.count_rows() // 2, 0]
+    assert_tables_equal(ours.take(idx), theirs.take(idx))
+    assert_tables_equal(lance_format.dataset(uris["ours"]).take(idx), theirs.take(idx))
+
+
+def test_take_across_fragments_with_dictionaries_holding_nulls(tmp_path: Path) -> None:
+    # Found: "ArrowInvalid: Cannot yet unify dictionaries with nulls" from a take over 2.0
+    # fragments whose dictionaries differ and hold a null item.
+    uri = str(tmp_path / "ds")
+    first = pa.table(
+        {"id": pa.array([0, 1, 2, 3]), "ds": pa.array(["a", None, "b", "a"]).dictionary_encode()}
+    )
+    lance_format.write_dataset(first, uri, data_storage_version="2.0", max_rows_per_file=2)
+    more = pa.table({"id": pa.array([4, 5]), "ds": pa.array(["c", None]).dictionary_encode()})
+    lance.write_dataset(more, uri, mode="append")
+    ours, theirs = lance_format.dataset(uri), lance.dataset(uri)
+    idx = [5, 0, 3, 1, 4, 2, 0]
+    assert_tables_equal(ours.take(idx), theirs.take(idx))
+    ids = theirs.to_table(with_row_id=True)["_rowid"].to_pylist()[::-1]
+    assert_tables_equal(ours.take_rows(ids), theirs._take_rows(ids))
+
+
+def test_alter_columns_nullability_like_pylance(tmp_path: Path) -> None:
+    # pylance's alter_columns also changes nullability (metadata only); ours only renamed.
+    schema = pa.schema([pa.field("a", pa.int64(), nullable=False), pa.field("b", pa.int64())])
+    table = pa.table({"a": [1, 2], "b": [1, None]}, schema=schema)
+    uris = {side: str(tmp_path / side) for side in ("ours", "theirs")}
+    for side, open_ in (("ours", lance_format.dataset), ("theirs", lance.dataset)):
+        lance.write_dataset(table, uris[side])
+        open_(uris[side]).alter_columns({"path": "a", "nullable": True})
+        with pytest.raises(Exception, match="null"):
+            open_(uris[side]).alter_columns({"path": "b", "nullable": False})
+        open_(uris[side]).alter_columns({"path": "a", "name": "x", "nullable": False})
+    ours, theirs = lance.dataset(uris["ours"]), lance.dataset(uris["theirs"])
+    assert ours.schema == theirs.schema
+    assert ours.version == theirs.version
+    assert_tables_equal(lance_format.dataset(uris["theirs"]).to_table(), ours.to_table())
+
+
+def test_added_columns_do_not_reuse_field_ids_still_in_data_files(tmp_path: Path) -> None:
+    # Found: after pylance dropped "d" (its data stays in the file holding "id") and we dropped
+    # "st", our add_columns numbered the new column after the schema's largest id, reused d's id
+    # and read d's dates as the new column ("Unsupported cast from date32[day] to bool").
+    uri = str(tmp_path / "ds")
+    table = pa.table(
+        {
+            "id": pa.array(range(6), pa.int64()),
+            "d": pa.array(range(6), pa.int32()).cast(pa.date32()),
+            "st": pa.array([{"x": i} for i in range(6)]),
+        }
+    )
+    lance_format.write_dataset(table, uri, data_storage_version="2.1", max_rows_per_file=4)
+    lance.dataset(uri).drop_columns(["d"])
+    lance_format.dataset(uri).drop_columns(["st"])
+    lance_format.dataset(uri).add_columns({"c1": "id % 3 = 0"})
+    assert_tables_equal(lance_format.dataset(uri).to_table(), lance.dataset(uri).to_table())
+    assert lance.dataset(uri).to_table()["c1"].to_pylist() == [True, False, False, True, False, False]
+
+
+def test_update_over_fragments_with_dictionaries_holding_nulls(tmp_path: Path) -> None:
+    # Found: "cannot encode data: Cannot yet unify dictionaries with nulls" when an update wrote
+    # rows of 2.0 fragments whose dictionaries differ and hold a null item.
+    uri = str(tmp_path / "ds")
+    ds = pa.array(["a", None, "b", "c", None, "a", "d", "e"]).dictionary_encode()
+    table = pa.table({"id": pa.array(range(8), pa.int64()), "ds": ds, "n": pa.array(range(8))})
+    lance.write_dataset(table, uri, data_storage_version="2.0", max_rows_per_file=3)
+    lance_format.dataset(uri).update({"n": "0"})
+    assert_tables_equal(lance_format.dataset(uri).to_table(), lance.dataset(uri).to_table())
+    assert sorted(lance.dataset(uri).to_table()["ds"].to_pylist(), key=str) == sorted(ds.to_pylist(), key=str)
