@@ -20,8 +20,6 @@ __all__ = ["POOL", "make_rows", "pick_columns", "predicate", "update_values"]
 _ITEM = pa.field("item", pa.float32())
 
 #: Candidate columns besides ``id`` (int64, not null, unique: it names a row in failure reports).
-#: Excluded on purpose: integer-valued dictionaries (issue 15 defect 2, h15a) and ``struct<>``
-#: (defect 4, h15a).
 POOL: dict[str, pa.DataType] = {
     "i8": pa.int8(),
     "i32": pa.int32(),
@@ -41,6 +39,7 @@ POOL: dict[str, pa.DataType] = {
     "l": pa.list_(pa.field("item", pa.int32())),
     "v": pa.list_(_ITEM, 4),
     "ds": pa.dictionary(pa.int32(), pa.string()),
+    "di": pa.dictionary(pa.int32(), pa.int32()),
 }
 
 # Edge values spliced into generated columns (the generator's own draws rarely hit them exactly).
@@ -158,11 +157,10 @@ def _leaf_predicate(name: str, t: pa.DataType, col: pa.ChunkedArray | None, rng:
             if seen is not None and rng.random() < 0.6
             else str(rng.choice(["", "a", "é", "🦀", "m"]))
         )
-        kind = str(rng.choice(["=", "<>", "<", ">=", "like"]))
-        if kind == "like":
-            # NOT LIKE / NOT ILIKE are left out: issue 15 defect 1, fixed by h15b.
+        kind = str(rng.choice(["=", "<>", "<", ">=", "like", "not like", "ilike", "not ilike"]))
+        if "like" in kind:
             prefix = lit_s[: int(rng.integers(0, 3))].replace("%", "").replace("_", "")
-            return f"{name} LIKE {_sql_str(prefix + '%')}"
+            return f"{name} {kind.upper()} {_sql_str(prefix + '%')}"
         return f"{name} {kind} {_sql_str(lit_s)}"
     op = str(rng.choice(["=", "<>", "<", "<=", ">", ">="]))
     if pa.types.is_decimal(t) and seen is not None:
@@ -186,6 +184,8 @@ def predicate(table: pa.Table, rng: np.random.Generator, depth: int = 0) -> str:
     name = names[int(rng.integers(0, len(names)))]
     t = table.schema.field(name).type
     col = table.column(name)
+    if pa.types.is_dictionary(t) and pa.types.is_integer(t.value_type):
+        t, col = t.value_type, col.cast(t.value_type)  # compared as its values, like pylance does
     if pa.types.is_struct(t) and t.num_fields:
         child = t.field(int(rng.integers(0, t.num_fields)))
         values = pc.struct_field(col, child.name) if table.num_rows else None
