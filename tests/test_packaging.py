@@ -82,7 +82,7 @@ def test_min_constraints_pin_every_runtime_dependency() -> None:
     pins = lower_bounds(["server"])
     declared = PROJECT["dependencies"] + PROJECT["optional-dependencies"]["server"]
     assert len(pins) == len(declared)
-    assert pins["pyarrow"] == "18.0"
+    assert pins["pyarrow"] == "19.0"
     assert pins["fsspec"] == "2024.12.0"
 
 
