@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from tests.fuzz.generate import Call, PutData
-from tests.fuzz.runner import Outcome, check, execute, run_fuzz, status_of
+from tests.fuzz.runner import Outcome, check, execute, refused_by_transport, run_fuzz, status_of
 from tests.fuzz.server import FuzzServer, ServerLimits
 from tests.fuzz.wire import WIRE_LEN, WIRE_VARINT, Entry, Msg, Raw, encode, simpler, varint
 
@@ -89,3 +89,12 @@ def test_checker_flags_internal_status_and_leaks(tmp_path: object) -> None:
     finally:
         server.stop()
     assert check(server, Outcome("OK")) == ("crash", f"server exited with status {server.proc.returncode}")
+
+
+def test_only_transport_refusals_of_invalid_utf8_paths_are_not_status_failures() -> None:
+    empty = Outcome("INTERNAL", "Flight returned internal error, with message: ")
+    assert refused_by_transport(Call("get_flight_info", path=(b"ok\x80",)), empty)
+    # A valid path, or a server that said something, is ours to answer properly.
+    assert not refused_by_transport(Call("get_flight_info", path=(b"ok",)), empty)
+    said = Outcome("INTERNAL", "internal error (ValueError); see the server log", "INTERNAL")
+    assert not refused_by_transport(Call("get_flight_info", path=(b"ok\x80",)), said)
