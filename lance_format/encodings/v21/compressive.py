@@ -485,7 +485,11 @@ def _fsl_rows(ce: m.FixedSizeList, mat: U8, n: int, path: str) -> Values:
     while isinstance(node, m.FixedSizeList):
         layers.append(node)
         node = node.values
-    if not isinstance(node, m.Flat) or (node.bits_per_value % 8 and node.bits_per_value != 1):
+    # Constant items: Lance writes this when every item is null; each row then holds only its
+    # validity bitmaps and no item bytes.
+    if not isinstance(node, (m.Flat, m.Constant)) or (
+        isinstance(node, m.Flat) and node.bits_per_value % 8 and node.bits_per_value != 1
+    ):
         raise _unsupported(path, "full-zip fixed-size-list item", node)
     pos = 0
     dims = 1
@@ -501,7 +505,11 @@ def _fsl_rows(ce: m.FixedSizeList, mat: U8, n: int, path: str) -> Values:
             validities.append(None)
     items = np.ascontiguousarray(mat[:, pos:]).reshape(-1)
     out: Values
-    if node.bits_per_value == 1:
+    if isinstance(node, m.Constant):
+        if n and pos != mat.shape[1]:
+            raise ValueError("constant full-zip items take no bytes after the validity")
+        out = _constant(node.value, n * dims)
+    elif node.bits_per_value == 1:
         out = Fixed(np.unpackbits(items, bitorder="little")[: n * dims].astype(bool), 1, n * dims)
     else:
         out = Fixed(items, node.bits_per_value, n * dims)
