@@ -294,8 +294,10 @@ def check(server: FuzzServer, outcome: Outcome, call: Call | None = None) -> tup
     for pattern in LEAK_PATTERNS:
         if pattern.search(outcome.message):
             return "leak", f"message matches {pattern.pattern!r}"
+    sent = b"" if call is None else call.payload() + b"".join(call.path or ())
     for secret in (str(server.base), str(server.root)):
-        if secret in outcome.message:
+        # Echoing what the client itself sent (a path it guessed) reveals nothing.
+        if secret in outcome.message and secret.encode() not in sent:
             return "leak", "message names a server path"
     if not server.canary.exists():
         return "data-loss", "the canary file next to the root was deleted"

@@ -98,3 +98,15 @@ def test_only_transport_refusals_of_invalid_utf8_paths_are_not_status_failures()
     assert not refused_by_transport(Call("get_flight_info", path=(b"ok",)), empty)
     said = Outcome("INTERNAL", "internal error (ValueError); see the server log", "INTERNAL")
     assert not refused_by_transport(Call("get_flight_info", path=(b"ok\x80",)), said)
+
+
+def test_echoing_a_path_the_client_sent_is_not_a_leak() -> None:
+    server = FuzzServer(ServerLimits())
+    try:
+        guessed = str(server.canary).encode()
+        call = Call("do_action", raw=b"fragments " + guessed, action="commit")
+        said = Outcome("INVALID_ARGUMENT", f"not a data file name: '{server.canary}'")
+        assert check(server, said, call) is None
+        assert check(server, said) == ("leak", "message names a server path")
+    finally:
+        server.stop()
