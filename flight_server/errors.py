@@ -54,7 +54,6 @@ __all__ = [
     "Outcome",
     "ResourceExhausted",
     "StreamFailed",
-    "TooManyStreams",
     "Unimplemented",
     "client_chunks",
     "error_code",
@@ -131,16 +130,6 @@ class StreamFailed(_NoClientTraceback, RuntimeError):
     pyarrow maps no Flight error class there (they would arrive as UNKNOWN with a traceback), so the
     outcome's code travels in the message as ``[CODE]``.
     """
-
-
-class TooManyStreams(flight.FlightUnavailableError):  # type: ignore[misc]
-    """The concurrent-stream limit is reached; retry later."""
-
-    def __init__(self, limit: int) -> None:
-        super().__init__(
-            f"too many concurrent streams (limit {limit}, limits.maxConcurrentStreams); retry later",
-            b"RESOURCE_EXHAUSTED",
-        )
 
 
 class ClientStreamError(InvalidInputError):

@@ -233,6 +233,7 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
                 log.warning("list_flights: cannot plan dataset", extra={"dataset": name}, exc_info=True)
 
     def _scan_request(self, descriptor: flight.FlightDescriptor) -> ScanRequest:
+        """The scan a descriptor asks for, validated (callers ran :meth:`_check_command_bytes`)."""
         if descriptor.descriptor_type == flight.DescriptorType.PATH:
             path = descriptor.path or []
             if len(path) != 1:
@@ -241,9 +242,7 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
             check_request_bytes(raw, self.settings.max_message_bytes, "descriptor path")
             req = ScanRequest(raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw))
         else:
-            command = descriptor.command or b""
-            check_request_bytes(command, self.settings.max_message_bytes, "descriptor command")
-            decoded = decode_command(command)
+            decoded = decode_command(descriptor.command or b"")  # size checked by the caller
             if not isinstance(decoded, ScanRequest):
                 raise InvalidInputError("this call needs a path descriptor or a ScanRequest command")
             req = decoded

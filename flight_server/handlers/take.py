@@ -15,7 +15,7 @@ from flight_server.streams import estimate_row_bytes
 from lance_format import LanceDataset
 from lance_format.core.errors import InvalidInputError
 
-__all__ = ["TAKE_CHUNK_BYTES", "check_take_size", "take_batches", "take_rows", "take_table"]
+__all__ = ["TAKE_CHUNK_BYTES", "check_take_size", "take_batches", "take_rows"]
 
 #: Bytes of rows a streamed take materializes at once (estimated from the column types): a take
 #: is sent in chunks of about this size, so an unread take holds one chunk, not all its rows.
@@ -49,13 +49,6 @@ def take_rows(
     if indices is None:
         raise InvalidInputError("a take needs row_ids or indices")
     return ds.take(indices, columns, with_row_id=req.with_row_id, with_row_address=req.with_row_address)
-
-
-def take_table(catalog: Catalog, req: TakeRequest, max_rows: int) -> pa.Table:
-    """The rows a take ticket asks for."""
-    check_take_size(req.count, max_rows)
-    ds = open_version(catalog, req.dataset, req.version, req.tag)
-    return take_rows(ds, req, req.row_ids, req.indices)
 
 
 def _one_batch(table: pa.Table) -> pa.RecordBatch:
