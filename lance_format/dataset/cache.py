@@ -3,9 +3,10 @@
 The cache itself (byte-bounded, cachetools, with counters) is :mod:`lance_format.io.cache`; this
 module decides what goes in and under which key:
 
-* manifests: ``(dataset uri, "manifest", version, object key, size)``. A version's manifest is
-  written once with put-if-not-exists; the size (from the same listing that finds the version)
-  tells a dataset dropped and re-created under the same URI apart.
+* manifests: ``(dataset uri, "manifest", version, object key, size, tag)``. A version's manifest
+  is written once with put-if-not-exists; the store's tag of the object (ETag, or inode and mtime,
+  from the same listing that finds the version) tells a dataset dropped and re-created under the
+  same URI apart, even when the new manifest has the old one's size.
 * open data files (footer and column metadata), deletion vectors and row-id sequences: keyed by
   their immutable object names in :mod:`lance_format.dataset.fragment`.
 * row-id indexes: ``(dataset uri, "row_id_index", version, manifest timestamp)``.
@@ -14,6 +15,8 @@ Opening a newer version therefore reads its manifest and the files it added, not
 """
 
 from __future__ import annotations
+
+from collections.abc import Hashable
 
 from lance_format.io.cache import METADATA_CACHE, ByteCache
 from lance_format.io.store import ObjectStore
@@ -32,9 +35,13 @@ ByteLRU = ByteCache
 MANIFEST_CHARGE_FACTOR = 4
 
 
-def cached_manifest(store: ObjectStore, version: int, key: str, size: int) -> Manifest:
-    """The parsed manifest of ``version`` stored at ``key`` with ``size`` bytes (cached)."""
-    ckey = (store.uri, "manifest", version, key, size)
+def cached_manifest(store: ObjectStore, version: int, key: str, size: int, tag: Hashable = None) -> Manifest:
+    """The parsed manifest of ``version`` stored at ``key`` with ``size`` bytes (cached).
+
+    ``tag`` is the store's tag of the object from the listing that found it (``None``: the store
+    cannot tell objects written under one name apart).
+    """
+    ckey = (store.uri, "manifest", version, key, size, tag)
     manifest: Manifest | None = METADATA_CACHE.get(ckey)
     if manifest is None:
         manifest = read_manifest(store, key, size)

@@ -258,7 +258,7 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         out = []
         for v in sorted(info.entries):
             key, size = info.entries[v]
-            m = cached_manifest(self._store, v, key, size)
+            m = cached_manifest(self._store, v, key, size, info.tags.get(v))
             out.append(_version_entry(m))
         return out
 

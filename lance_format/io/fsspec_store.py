@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import fsspec
@@ -280,19 +280,19 @@ class FsspecStore(LevelListingStore):
     # exists: the base class's size() probe. Not fs.exists, which answers False for any error and
     # would hide an outage as "absent".
 
-    def _list_level(self, prefix: str) -> tuple[str, list[tuple[str, int]], list[str]]:
+    def _list_level(self, prefix: str) -> tuple[str, list[tuple[str, int, Hashable]], list[str]]:
         """``(base, objects, folders)`` one level under the folder ``prefix``, from one listing."""
         base = prefix.strip("/")
         folder = self._path(base)
         folder_name = str(self.fs._strip_protocol(folder)).rstrip("/")
 
-        def listing() -> tuple[list[tuple[str, int]], list[str]]:
+        def listing() -> tuple[list[tuple[str, int, Hashable]], list[str]]:
             self.fs.invalidate_cache(folder)  # new versions must show up: no cached listings
             try:
                 entries = self.fs.ls(folder, detail=True)
             except FileNotFoundError:
                 return [], []  # a missing folder lists nothing, as on an object store
-            objects: list[tuple[str, int]] = []
+            objects: list[tuple[str, int, Hashable]] = []
             folders: list[str] = []
             for entry in entries:
                 full = str(entry.get("name", "")).rstrip("/")
@@ -301,7 +301,7 @@ class FsspecStore(LevelListingStore):
                     folders.append(name)
                 elif entry.get("type") == "file" and full != folder_name:
                     # (the object itself is skipped when `prefix` names a file)
-                    objects.append((name, int(entry.get("size") or 0)))
+                    objects.append((name, int(entry.get("size") or 0), _entry_tag(entry)))
             return objects, folders
 
         objects, folders = self._retry(base, listing)
@@ -360,3 +360,24 @@ class FsspecStore(LevelListingStore):
                 self.fs.rm_file(path)
 
         self._retry(key, rm)
+
+
+#: Listing fields that change when an object is written again under its name, by backend.
+_TAG_FIELDS = (
+    "ETag",
+    "etag",
+    "md5Hash",
+    "generation",
+    "version_id",
+    "mtime",
+    "LastModified",
+    "last_modified",
+    "updated",
+    "created",
+)
+
+
+def _entry_tag(entry: Mapping[str, Any]) -> Hashable:
+    """What tells this listed object apart from an earlier one under the same name, if anything."""
+    values = tuple(str(entry[name]) for name in _TAG_FIELDS if entry.get(name) is not None)
+    return values or None

@@ -18,7 +18,7 @@ import contextlib
 import os
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -340,14 +340,14 @@ class S3Store(LevelListingStore):
             return 0, b""  # an empty object has no suffix to return
         return result
 
-    def _list_level(self, prefix: str) -> tuple[str, list[tuple[str, int]], list[str]]:
+    def _list_level(self, prefix: str) -> tuple[str, list[tuple[str, int, Hashable]], list[str]]:
         """``(base, objects, folders)`` one level under the folder ``prefix`` (all pages)."""
         base = prefix.strip("/")
         full = self._key(base) if base else self.prefix
         list_prefix = f"{full}/" if full else ""
 
-        async def listing() -> tuple[list[tuple[str, int]], list[str]]:
-            objects: list[tuple[str, int]] = []
+        async def listing() -> tuple[list[tuple[str, int, Hashable]], list[str]]:
+            objects: list[tuple[str, int, Hashable]] = []
             folders: list[str] = []
             token: str | None = None
             while True:
@@ -358,7 +358,7 @@ class S3Store(LevelListingStore):
                 for obj in resp.get("Contents", []):
                     name = obj["Key"][len(list_prefix) :]
                     if name and "/" not in name:
-                        objects.append((name, int(obj["Size"])))
+                        objects.append((name, int(obj["Size"]), obj.get("ETag")))
                 for common in resp.get("CommonPrefixes", []):
                     name = str(common["Prefix"])[len(list_prefix) :].rstrip("/")
                     if name:

@@ -16,7 +16,7 @@ import threading
 import time
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from typing import ClassVar
 from urllib.parse import urlparse
 
@@ -98,6 +98,17 @@ class ObjectStore(ABC):
     def list(self, prefix: str = "") -> Iterator[tuple[str, int]]:
         """``(key, size)`` of objects directly under the folder ``prefix`` (no recursion)."""
 
+    def list_tagged(self, prefix: str = "") -> Iterator[tuple[str, int, Hashable]]:
+        """``(key, size, tag)`` of objects directly under the folder ``prefix``.
+
+        ``tag`` tells two objects written under one key apart (an ETag, or inode and mtime):
+        caches of objects whose names are reused, such as a version's manifest after a dataset was
+        dropped and written again at the same URI, key on it. ``None`` when the store cannot tell;
+        the default comes from :meth:`list` at no extra cost.
+        """
+        for key, size in self.list(prefix):
+            yield key, size, None
+
     @abstractmethod
     def list_dirs(self, prefix: str = "") -> Iterator[str]:
         """Names (not keys) of the folders directly under the folder ``prefix``: on object stores,
@@ -116,14 +127,18 @@ class LevelListingStore(ObjectStore):
     stores: a delimited listing returns objects and common prefixes together)."""
 
     @abstractmethod
-    def _list_level(self, prefix: str) -> tuple[str, list[tuple[str, int]], list[str]]:
+    def _list_level(self, prefix: str) -> tuple[str, list[tuple[str, int, Hashable]], list[str]]:
         """``(base, objects, folders)`` one level under the folder ``prefix``: the normalized
-        prefix, ``(name, size)`` of its objects and the names of its sub-folders."""
+        prefix, ``(name, size, tag)`` of its objects and the names of its sub-folders."""
 
     def list(self, prefix: str = "") -> Iterator[tuple[str, int]]:
+        for key, size, _ in self.list_tagged(prefix):
+            yield key, size
+
+    def list_tagged(self, prefix: str = "") -> Iterator[tuple[str, int, Hashable]]:
         base, objects, _ = self._list_level(prefix)
-        for name, size in objects:
-            yield (f"{base}/{name}" if base else name), size
+        for name, size, tag in objects:
+            yield (f"{base}/{name}" if base else name), size, tag
 
     def list_dirs(self, prefix: str = "") -> Iterator[str]:
         yield from self._list_level(prefix)[2]
@@ -147,7 +162,7 @@ class LocalStore(ObjectStore):
 
     def __init__(self, root: str) -> None:
         self._root = os.path.abspath(root)
-        self._fds: dict[str, int] = {}
+        self._fds: dict[str, _Descriptor] = {}
         self._lock = threading.Lock()
 
     @property
@@ -157,11 +172,21 @@ class LocalStore(ObjectStore):
     def _path(self, key: str) -> str:
         return _join(self._root, key)
 
-    def _fd(self, key: str) -> int:
+    def _open(self, key: str) -> _Descriptor:
+        """The cached descriptor of ``key``, pinned for the caller (who must :meth:`_release` it)."""
         with self._lock:
-            fd = self._fds.get(key)
-            if fd is not None:
-                return fd
+            held = self._fds.get(key)
+            if held is not None:
+                # A descriptor of a file since deleted or replaced under its name (by a drop and
+                # re-create, or another process) would keep reading the old bytes.
+                try:
+                    stale = os.fstat(held.fd).st_nlink == 0
+                except OSError:
+                    stale = True
+                if not stale:
+                    held.users += 1
+                    return held
+                self._drop_locked(key)
             try:
                 fd = os.open(self._path(key), os.O_RDONLY)
             except FileNotFoundError as e:
@@ -171,50 +196,69 @@ class LocalStore(ObjectStore):
             except OSError as e:
                 raise StorageError(f"{self._path(key)}: {e.strerror}") from e
             if len(self._fds) >= self.MAX_OPEN_FILES:
-                old_key = next(iter(self._fds))
-                os.close(self._fds.pop(old_key))
-            self._fds[key] = fd
-            return fd
+                self._drop_locked(next(iter(self._fds)))
+            held = _Descriptor(fd)
+            self._fds[key] = held
+            return held
+
+    def _drop_locked(self, key: str) -> None:
+        # Closed now when nobody reads through it, else by its last reader: closing a descriptor
+        # another thread is reading would fail that read, or make it read whatever file the
+        # kernel gives the number to next.
+        held = self._fds.pop(key, None)
+        if held is not None:
+            held.evicted = True
+            if held.users == 0:
+                os.close(held.fd)
+
+    def _release(self, held: _Descriptor) -> None:
+        with self._lock:
+            held.users -= 1
+            if held.evicted and held.users == 0:
+                os.close(held.fd)
 
     def _forget(self, key: str) -> None:
         with self._lock:
-            fd = self._fds.pop(key, None)
-        if fd is not None:
-            os.close(fd)
+            self._drop_locked(key)
+
+    def open_descriptors(self) -> int:
+        """Descriptors this store holds open (cached or still being read through)."""
+        with self._lock:
+            return len(self._fds)
 
     def size(self, key: str) -> int:
-        fd = self._fd(key)
+        held = self._open(key)
         try:
-            return os.fstat(fd).st_size
+            return os.fstat(held.fd).st_size
         except OSError as e:
             raise StorageError(f"{self._path(key)}: {e}") from e
+        finally:
+            self._release(held)
 
     def read_range(self, key: str, start: int, end: int) -> bytes:
         if end <= start:
             return b""
-        fd = self._fd(key)
+        held = self._open(key)
         try:
-            data = os.pread(fd, end - start, start)
-            # pread may return short on some file systems; loop until EOF or done.
-            while len(data) < end - start:
-                more = os.pread(fd, end - start - len(data), start + len(data))
-                if not more:
-                    break
-                data += more
-            return data
+            return _pread_full(held.fd, start, end)
         except OSError as e:
             raise StorageError(f"{self._path(key)}: read failed: {e.strerror}") from e
+        finally:
+            self._release(held)
 
     def read_ranges(self, key: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
         # One descriptor lookup for the batch: takes issue hundreds of small preads per call.
-        fd = self._fd(key)
+        held = self._open(key)
         try:
+            fd = held.fd
             out = [os.pread(fd, end - start, start) if end > start else b"" for start, end in ranges]
+            for i, (start, end) in enumerate(ranges):
+                if len(out[i]) < end - start:  # rare short read: loop until EOF or done
+                    out[i] = _pread_full(fd, start, end)
         except OSError as e:
             raise StorageError(f"{self._path(key)}: read failed: {e.strerror}") from e
-        for i, (start, end) in enumerate(ranges):
-            if len(out[i]) < end - start:  # rare short read: let the looping path finish it
-                out[i] = self.read_range(key, start, end)
+        finally:
+            self._release(held)
         return out
 
     def read_all(self, key: str) -> bytes:
@@ -253,6 +297,10 @@ class LocalStore(ObjectStore):
             return None
 
     def list(self, prefix: str = "") -> Iterator[tuple[str, int]]:
+        for key, size, _ in self.list_tagged(prefix):
+            yield key, size
+
+    def list_tagged(self, prefix: str = "") -> Iterator[tuple[str, int, Hashable]]:
         folder = self._path(prefix.rstrip("/"))
         try:
             entries = list(os.scandir(folder))
@@ -262,7 +310,9 @@ class LocalStore(ObjectStore):
         for entry in entries:
             if entry.is_file():
                 key = f"{base}/{entry.name}" if base else entry.name
-                yield key, entry.stat().st_size
+                st = entry.stat()
+                # The inode tells a file replaced under its name apart even within one mtime tick.
+                yield key, st.st_size, (st.st_ino, st.st_mtime_ns)
 
     def list_dirs(self, prefix: str = "") -> Iterator[str]:
         try:
@@ -280,9 +330,30 @@ class LocalStore(ObjectStore):
 
     def close(self) -> None:
         with self._lock:
-            fds, self._fds = self._fds, {}
-        for fd in fds.values():
-            os.close(fd)
+            for key in list(self._fds):
+                self._drop_locked(key)
+
+
+class _Descriptor:
+    """An open file descriptor of a :class:`LocalStore` and how many reads are using it."""
+
+    __slots__ = ("evicted", "fd", "users")
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.users = 1
+        self.evicted = False
+
+
+def _pread_full(fd: int, start: int, end: int) -> bytes:
+    """``end - start`` bytes at ``start``, fewer only at end of file (pread may return short)."""
+    data = os.pread(fd, end - start, start)
+    while len(data) < end - start:
+        more = os.pread(fd, end - start - len(data), start + len(data))
+        if not more:
+            break
+        data += more
+    return data
 
 
 class MemoryStore(ObjectStore):
@@ -336,11 +407,15 @@ class MemoryStore(ObjectStore):
         return self._written.get(key) if key in self._objects else None
 
     def list(self, prefix: str = "") -> Iterator[tuple[str, int]]:
+        for key, size, _ in self.list_tagged(prefix):
+            yield key, size
+
+    def list_tagged(self, prefix: str = "") -> Iterator[tuple[str, int, Hashable]]:
         base = prefix.rstrip("/")
         base = f"{base}/" if base else ""
         for key, data in list(self._objects.items()):
             if key.startswith(base) and "/" not in key[len(base) :]:
-                yield key, len(data)
+                yield key, len(data), self._written.get(key)
 
     def list_dirs(self, prefix: str = "") -> Iterator[str]:
         base = prefix.rstrip("/")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Hashable
 from enum import Enum
 
 from lance_format.core.errors import CorruptFileError, InvalidInputError
@@ -17,6 +18,7 @@ __all__ = [
     "ManifestNaming",
     "data_file_name",
     "list_versions",
+    "list_versions_tagged",
     "manifest_key",
     "migrate_to_v2",
     "parse_manifest_name",
@@ -74,21 +76,32 @@ def list_versions(store: ObjectStore) -> tuple[dict[int, tuple[str, int]], Manif
 
     Raises :class:`CorruptFileError` when both naming schemes are present.
     """
+    found, naming, _ = list_versions_tagged(store)
+    return found, naming
+
+
+def list_versions_tagged(
+    store: ObjectStore,
+) -> tuple[dict[int, tuple[str, int]], ManifestNaming | None, dict[int, Hashable]]:
+    """:func:`list_versions` plus each manifest's store tag (see :meth:`ObjectStore.list_tagged`):
+    a dataset dropped and written again at one URI reuses manifest names, not tags."""
     found: dict[int, tuple[str, int]] = {}
+    tags: dict[int, Hashable] = {}
     schemes: set[ManifestNaming] = set()
-    for key, size in _listing(store):
+    for key, size, tag in _listing(store):
         parsed = parse_manifest_name(key.rsplit("/", 1)[-1])
         if parsed is None:
             continue
         version, scheme = parsed
         schemes.add(scheme)
         found[version] = (key, size)
+        tags[version] = tag
     if len(schemes) > 1:
         raise CorruptFileError(
             f"{store.uri}/{VERSIONS_DIR}",
             "found multiple manifest naming schemes in the same directory",
         )
-    return found, (schemes.pop() if schemes else None)
+    return found, (schemes.pop() if schemes else None), tags
 
 
 def migrate_to_v2(store: ObjectStore) -> int:
@@ -107,12 +120,12 @@ def migrate_to_v2(store: ObjectStore) -> int:
     return len(found)
 
 
-def _listing(store: ObjectStore) -> list[tuple[str, int]]:
+def _listing(store: ObjectStore) -> list[tuple[str, int, Hashable]]:
     # A temporary file of a concurrent writer can vanish between the directory read and its stat
     # (LocalStore.list raises FileNotFoundError then); listing again sees a consistent directory.
     for attempt in range(_LIST_ATTEMPTS):
         try:
-            return list(store.list(VERSIONS_DIR))
+            return list(store.list_tagged(VERSIONS_DIR))
         except FileNotFoundError:
             if attempt == _LIST_ATTEMPTS - 1:
                 raise

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 
 from lance_format.core.errors import CorruptFileError, NotFoundError
 from lance_format.io.store import ObjectStore
@@ -12,7 +12,7 @@ from lance_format.table.manifest_file import read_manifest, read_section
 from lance_format.table.model import Manifest, Transaction
 from lance_format.table.naming import (
     ManifestNaming,
-    list_versions,
+    list_versions_tagged,
     manifest_key,
     transaction_key,
 )
@@ -23,11 +23,11 @@ __all__ = ["VersionInfo", "load_manifest", "read_index_section", "read_transacti
 class VersionInfo:
     """The versions of a dataset as one listing saw them."""
 
-    __slots__ = ("entries", "naming", "uri")
+    __slots__ = ("entries", "naming", "tags", "uri")
 
     def __init__(self, store: ObjectStore) -> None:
         self.uri = store.uri
-        self.entries, self.naming = list_versions(store)
+        self.entries, self.naming, self.tags = list_versions_tagged(store)
 
     @property
     def latest(self) -> int | None:
@@ -39,11 +39,11 @@ def load_manifest(
     store: ObjectStore,
     version: int | None = None,
     *,
-    read: Callable[[ObjectStore, int, str, int], Manifest] | None = None,
+    read: Callable[[ObjectStore, int, str, int, Hashable], Manifest] | None = None,
 ) -> tuple[Manifest, ManifestNaming]:
     """The manifest of ``version`` (the latest when ``None``) and the dataset's naming scheme.
 
-    ``read(store, version, key, size)`` replaces the plain manifest read (the dataset layer passes
+    ``read(store, version, key, size, tag)`` replaces the plain manifest read (the dataset layer passes
     its metadata cache here).
 
     Raises :class:`NotFoundError` when there is no dataset or no such version. Datasets under a
@@ -64,7 +64,8 @@ def load_manifest(
             f"{store.uri}: version {version} not found; versions are {min(info.entries)}..{max(info.entries)}"
         )
     key, size = entry
-    manifest = read_manifest(store, key, size) if read is None else read(store, version, key, size)
+    tag = info.tags.get(version)
+    manifest = read_manifest(store, key, size) if read is None else read(store, version, key, size, tag)
     if manifest.version != version:
         raise CorruptFileError(f"{store.uri}/{key}", f"manifest says version {manifest.version}")
     return manifest, info.naming

@@ -140,3 +140,70 @@ def test_store_for_uri(tmp_path: Path) -> None:
     assert isinstance(store_for_uri("memory://bucket"), MemoryStore)
     with pytest.raises(NotSupportedError):
         store_for_uri("gopher://x/y")
+
+
+def test_list_tagged_tells_an_object_rewritten_under_its_name_apart(store: ObjectStore) -> None:
+    store.write("t/a.bin", b"same-size-1")
+    (key, size, first), *_ = list(store.list_tagged("t"))
+    assert (key, size) == ("t/a.bin", 11)
+    assert list(store.list("t")) == [("t/a.bin", 11)]
+    time.sleep(0.01)  # stores whose tag is a timestamp need the clock to move
+    store.delete("t/a.bin")
+    store.write("t/a.bin", b"same-size-2")
+    (_, _, second), *_ = list(store.list_tagged("t"))
+    assert first is not None
+    assert second is not None
+    assert first != second
+
+
+def test_local_store_reads_a_file_replaced_behind_its_back(tmp_path: Path) -> None:
+    store = LocalStore(str(tmp_path))
+    store.write("d/f.bin", b"old bytes")
+    assert store.read_all("d/f.bin") == b"old bytes"  # descriptor now cached
+    # Another process deletes the file and writes a new one under the same name.
+    (tmp_path / "d" / "f.bin").unlink()
+    (tmp_path / "d" / "f.bin").write_bytes(b"NEW BYTES")
+    assert store.read_all("d/f.bin") == b"NEW BYTES"
+    assert store.read_ranges("d/f.bin", [(0, 3)]) == [b"NEW"]
+    (tmp_path / "d" / "f.bin").unlink()
+    with pytest.raises(NotFoundError):
+        store.read_all("d/f.bin")
+    store.close()
+
+
+def test_local_store_eviction_never_closes_a_descriptor_in_use(tmp_path: Path) -> None:
+    """Many threads read many files through a store that can keep only 2 descriptors open: each
+    read must return its own file's bytes (closing a descriptor another thread reads makes that
+    read fail, or read whichever file the kernel hands the number to next)."""
+
+    class TinyStore(LocalStore):
+        MAX_OPEN_FILES = 2
+
+    store = TinyStore(str(tmp_path))
+    files = {f"f/{i}.bin": bytes([i]) * 4096 for i in range(12)}
+    for key, data in files.items():
+        store.write(key, data)
+    errors: list[str] = []
+
+    def reader(seed: int) -> None:
+        keys = list(files)
+        for n in range(400):
+            key = keys[(seed * 7 + n) % len(keys)]
+            try:
+                got = store.read_ranges(key, [(0, 2048), (2048, 4096)])
+            except Exception as e:  # any failure is the finding
+                errors.append(f"{key}: {e!r}")
+                return
+            if b"".join(got) != files[key]:
+                errors.append(f"{key}: read another file's bytes")
+                return
+
+    threads = [threading.Thread(target=reader, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert store.open_descriptors() <= 2
+    store.close()
+    assert store.open_descriptors() == 0
