@@ -15,6 +15,7 @@ Capacities: argument to :func:`configure_caches` > environment variable > defaul
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Hashable
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from cachetools import LRUCache
 
 from lance_format.core.concurrency import env_positive_int
 from lance_format.core.errors import InvalidInputError
+from lance_format.io.descriptors import DESCRIPTORS
 
 __all__ = [
     "DECODED_CACHE",
@@ -288,8 +290,11 @@ def forget_dataset(uri: str) -> None:
     """Drop every cached entry of the dataset (or root) at ``uri`` from the caches.
 
     Call it when a dataset is deleted: a dataset re-created under the same name starts again at
-    version 1, and its manifests could otherwise match the old cache keys.
+    version 1, and its manifests could otherwise match the old cache keys. Open descriptors of its
+    local files close too, so a dropped dataset's disk space comes back at once.
     """
+    if "://" not in uri or uri.startswith("file://"):
+        DESCRIPTORS.forget_under(os.path.abspath(uri.removeprefix("file://")))
     METADATA_CACHE.invalidate(uri)
     PAGE_CACHE.invalidate(uri)
     DECODED_CACHE.invalidate(uri)

@@ -21,6 +21,7 @@ from typing import ClassVar
 from urllib.parse import urlparse
 
 from lance_format.core.errors import NotFoundError, NotSupportedError, StorageError
+from lance_format.io.descriptors import DESCRIPTORS, DescriptorCache
 from lance_format.io.planner import LOCAL_PLAN, PlanLimits
 
 __all__ = ["LevelListingStore", "LocalStore", "MemoryStore", "ObjectStore", "split_uri", "store_for_uri"]
@@ -151,19 +152,19 @@ def _join(root: str, key: str) -> str:
 class LocalStore(ObjectStore):
     """A directory on the local file system.
 
-    Reads use ``os.pread`` on descriptors cached per key, so a random read costs one syscall and no
-    open. Writes go to a temporary file and are renamed into place; :meth:`put_if_not_exists` uses
-    ``link``, which fails atomically when the target exists.
+    Reads use ``os.pread`` on descriptors cached process-wide
+    (:mod:`lance_format.io.descriptors`), so a random read costs one syscall and no open. Writes go
+    to a temporary file and are renamed into place; :meth:`put_if_not_exists` uses ``link``, which
+    fails atomically when the target exists.
     """
 
     plan_limits = LOCAL_PLAN
-    #: Descriptors kept open; beyond this the oldest is closed (keeps us under ulimit -n).
-    MAX_OPEN_FILES: ClassVar[int] = 256
+    #: Where read descriptors are cached: one bound for the whole process (tests give a store
+    #: class a small cache of its own).
+    descriptors: ClassVar[DescriptorCache] = DESCRIPTORS
 
     def __init__(self, root: str) -> None:
         self._root = os.path.abspath(root)
-        self._fds: dict[str, _Descriptor] = {}
-        self._lock = threading.Lock()
 
     @property
     def uri(self) -> str:
@@ -172,83 +173,36 @@ class LocalStore(ObjectStore):
     def _path(self, key: str) -> str:
         return _join(self._root, key)
 
-    def _open(self, key: str) -> _Descriptor:
-        """The cached descriptor of ``key``, pinned for the caller (who must :meth:`_release` it)."""
-        with self._lock:
-            held = self._fds.get(key)
-            if held is not None:
-                # A descriptor of a file since deleted or replaced under its name (by a drop and
-                # re-create, or another process) would keep reading the old bytes.
-                try:
-                    stale = os.fstat(held.fd).st_nlink == 0
-                except OSError:
-                    stale = True
-                if not stale:
-                    held.users += 1
-                    return held
-                self._drop_locked(key)
-            try:
-                fd = os.open(self._path(key), os.O_RDONLY)
-            except FileNotFoundError as e:
-                raise NotFoundError(f"{self._path(key)}: no such file") from e
-            except IsADirectoryError as e:
-                raise NotFoundError(f"{self._path(key)}: is a directory") from e
-            except OSError as e:
-                raise StorageError(f"{self._path(key)}: {e.strerror}") from e
-            if len(self._fds) >= self.MAX_OPEN_FILES:
-                self._drop_locked(next(iter(self._fds)))
-            held = _Descriptor(fd)
-            self._fds[key] = held
-            return held
-
-    def _drop_locked(self, key: str) -> None:
-        # Closed now when nobody reads through it, else by its last reader: closing a descriptor
-        # another thread is reading would fail that read, or make it read whatever file the
-        # kernel gives the number to next.
-        held = self._fds.pop(key, None)
-        if held is not None:
-            held.evicted = True
-            if held.users == 0:
-                os.close(held.fd)
-
-    def _release(self, held: _Descriptor) -> None:
-        with self._lock:
-            held.users -= 1
-            if held.evicted and held.users == 0:
-                os.close(held.fd)
-
     def _forget(self, key: str) -> None:
-        with self._lock:
-            self._drop_locked(key)
+        self.descriptors.forget(self._path(key))
 
     def open_descriptors(self) -> int:
-        """Descriptors this store holds open (cached or still being read through)."""
-        with self._lock:
-            return len(self._fds)
+        """Descriptors cached for files under this store's root."""
+        return self.descriptors.count_under(self._root)
 
     def size(self, key: str) -> int:
-        held = self._open(key)
+        held = self.descriptors.acquire(self._path(key))
         try:
             return os.fstat(held.fd).st_size
         except OSError as e:
             raise StorageError(f"{self._path(key)}: {e}") from e
         finally:
-            self._release(held)
+            self.descriptors.release(held)
 
     def read_range(self, key: str, start: int, end: int) -> bytes:
         if end <= start:
             return b""
-        held = self._open(key)
+        held = self.descriptors.acquire(self._path(key))
         try:
             return _pread_full(held.fd, start, end)
         except OSError as e:
             raise StorageError(f"{self._path(key)}: read failed: {e.strerror}") from e
         finally:
-            self._release(held)
+            self.descriptors.release(held)
 
     def read_ranges(self, key: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
         # One descriptor lookup for the batch: takes issue hundreds of small preads per call.
-        held = self._open(key)
+        held = self.descriptors.acquire(self._path(key))
         try:
             fd = held.fd
             out = [os.pread(fd, end - start, start) if end > start else b"" for start, end in ranges]
@@ -258,7 +212,7 @@ class LocalStore(ObjectStore):
         except OSError as e:
             raise StorageError(f"{self._path(key)}: read failed: {e.strerror}") from e
         finally:
-            self._release(held)
+            self.descriptors.release(held)
         return out
 
     def read_all(self, key: str) -> bytes:
@@ -329,20 +283,7 @@ class LocalStore(ObjectStore):
             os.unlink(self._path(key))
 
     def close(self) -> None:
-        with self._lock:
-            for key in list(self._fds):
-                self._drop_locked(key)
-
-
-class _Descriptor:
-    """An open file descriptor of a :class:`LocalStore` and how many reads are using it."""
-
-    __slots__ = ("evicted", "fd", "users")
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-        self.users = 1
-        self.evicted = False
+        self.descriptors.forget_under(self._root)
 
 
 def _pread_full(fd: int, start: int, end: int) -> bytes:

@@ -59,3 +59,19 @@ def test_s3_dataset_dropped_and_recreated(s3_server, s3_uri: str) -> None:  # ty
     lance_format.write_dataset(pa.table({"a": [7, 8, 9]}), s3_uri, storage_options=opts)
     again = lance_format.dataset(s3_uri, storage_options=opts)
     assert again.to_table().column("a").to_pylist() == [7, 8, 9]
+
+
+def test_served_dataset_recreated_outside_the_server_and_dropped(tmp_path: Path) -> None:
+    from flight_server.catalog import Catalog
+    from lance_format.io.descriptors import DESCRIPTORS
+
+    cat = Catalog(str(tmp_path / "root"))
+    uri = cat.uri("ds")
+    lance_format.write_dataset(pa.table({"a": [1, 2, 3]}), uri)
+    assert cat.open("ds").to_table().column("a").to_pylist() == [1, 2, 3]
+    _rewrite_locally(Path(uri), pa.table({"a": [4, 5, 6]}), "ours")  # another process
+    assert cat.open("ds").to_table().column("a").to_pylist() == [4, 5, 6]
+    assert DESCRIPTORS.count_under(uri) > 0
+    cat.drop("ds")
+    # The dropped dataset's files hold no descriptor, so their disk space comes back at once.
+    assert DESCRIPTORS.count_under(uri) == 0

@@ -12,6 +12,7 @@ import fsspec
 import pytest
 
 from lance_format.core.errors import CorruptFileError, NotFoundError, NotSupportedError
+from lance_format.io.descriptors import DescriptorCache
 from lance_format.io.fsspec_store import FsspecStore
 from lance_format.io.reader import RangeReader
 from lance_format.io.store import LocalStore, MemoryStore, ObjectStore, store_for_uri
@@ -177,7 +178,7 @@ def test_local_store_eviction_never_closes_a_descriptor_in_use(tmp_path: Path) -
     read fail, or read whichever file the kernel hands the number to next)."""
 
     class TinyStore(LocalStore):
-        MAX_OPEN_FILES = 2
+        descriptors = DescriptorCache(2)
 
     store = TinyStore(str(tmp_path))
     files = {f"f/{i}.bin": bytes([i]) * 4096 for i in range(12)}
@@ -207,3 +208,19 @@ def test_local_store_eviction_never_closes_a_descriptor_in_use(tmp_path: Path) -
     assert store.open_descriptors() <= 2
     store.close()
     assert store.open_descriptors() == 0
+
+
+def test_descriptors_stay_bounded_across_many_local_stores(tmp_path: Path) -> None:
+    """Descriptors are bounded for the whole process, not per store: a server that opens (and
+    drops) many datasets, each with stores of its own, must not run out of descriptors."""
+
+    class SharedStore(LocalStore):
+        descriptors = DescriptorCache(8)
+
+    for i in range(40):
+        store = SharedStore(str(tmp_path / f"ds{i}"))
+        store.write("data/f.bin", b"x" * 10)
+        store.write("data/g.bin", b"y" * 10)
+        assert store.read_all("data/f.bin") == b"x" * 10
+        assert store.read_all("data/g.bin") == b"y" * 10
+    assert len(SharedStore.descriptors) == 8
