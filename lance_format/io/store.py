@@ -3,7 +3,7 @@
 An :class:`ObjectStore` addresses objects by ``/``-separated keys relative to its root. Backends:
 :class:`LocalStore` (a directory, positional reads on cached descriptors) and :class:`MemoryStore`
 (``memory://``, process-wide, for tests), :class:`~lance_format.io.s3.S3Store` (``s3://`` through
-s3fs, in :mod:`lance_format.io.s3`) and :class:`~lance_format.io.fsspec_store.FsspecStore` (any other
+obstore, in :mod:`lance_format.io.s3`) and :class:`~lance_format.io.fsspec_store.FsspecStore` (any other
 scheme fsspec knows, e.g. ``gs://``, ``az://``, ``hf://``, through its installed implementation, in
 :mod:`lance_format.io.fsspec_store`).
 """

@@ -16,7 +16,7 @@ from lance_format.io.cache import METADATA_CACHE
 from lance_format.io.retry import retry_count
 from lance_format.io.s3 import S3Store, s3_options
 from lance_format.io.store import store_for_uri
-from tests.s3_server import BUCKET, S3Server
+from tests.s3_server import ACCESS_KEY, BUCKET, SECRET_KEY, S3Server
 
 pytestmark = pytest.mark.s3
 
@@ -157,7 +157,9 @@ def test_reads_survive_a_server_restart_mid_scan(s3_server: S3Server, s3_uri: st
     assert retry_count() > before
 
 
-def test_anonymous_and_s3fs_fallback_paths_read_the_same(s3_server: S3Server, s3_uri: str) -> None:
+def test_anonymous_and_credential_chain_paths_read_the_same(
+    s3_server: S3Server, s3_uri: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     signed = store_for_uri(s3_uri, s3_server.storage_options)
     signed.write("obj", bytes(range(256)) * 10)
     # SeaweedFS without identities also serves unsigned requests.
@@ -165,13 +167,17 @@ def test_anonymous_and_s3fs_fallback_paths_read_the_same(s3_server: S3Server, s3
     assert anon.options.anonymous
     assert anon.read_range("obj", 5, 10) == bytes(range(5, 10))
     assert anon.read_tail("obj", 3) == (2560, bytes([253, 254, 255]))
-    fallback = S3Store(s3_uri, s3_server.storage_options)
-    fallback._http = None  # what happens when credentials cannot be resolved up front
-    assert fallback.read_range("obj", 250, 260) == (bytes(range(256)) * 2)[250:260]
-    assert fallback.read_tail("obj", 2) == (2560, bytes([254, 255]))
-    assert fallback.read_all("obj") == bytes(range(256)) * 10
+    # No keys in the options: botocore's provider chain finds them (here: the environment).
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", ACCESS_KEY)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
+    chain = S3Store(s3_uri, {"aws_endpoint": s3_server.endpoint_url, "aws_region": "us-east-1"})
+    assert chain.options.key == ACCESS_KEY  # resolved from the environment
+    chain = S3Store(s3_uri, {"aws_endpoint": s3_server.endpoint_url}, key=None, secret=None)
+    assert chain.read_range("obj", 250, 260) == (bytes(range(256)) * 2)[250:260]
+    assert chain.read_tail("obj", 2) == (2560, bytes([254, 255]))
+    assert chain.read_all("obj") == bytes(range(256)) * 10
     with pytest.raises(NotFoundError):
-        fallback.read_range("missing", 0, 1)
+        chain.read_range("missing", 0, 1)
 
 
 def test_metadata_requests_wait_for_the_process_wide_gate(
@@ -206,3 +212,30 @@ def test_metadata_requests_wait_for_the_process_wide_gate(
     with gate.hold():
         assert store.read_range("obj", 0, 5) == b"xxxxx"
     assert gate.max_in_flight == 1
+
+
+_STATUS = "Generic S3 error: GET x - Server returned non-2xx status code: "
+
+
+@pytest.mark.parametrize(
+    ("message", "kind", "transient"),
+    [
+        (_STATUS + "503 Service Unavailable", OSError, True),
+        (_STATUS + "429 Too Many Requests", OSError, True),
+        (_STATUS + "500 Internal", OSError, True),
+        (_STATUS + "400 Bad Request", OSError, False),
+        (_STATUS + "403 Forbidden", PermissionError, False),
+        ("Generic S3 error: GET x - HTTP error: error sending request", ConnectionError, True),
+        ("Generic S3 error: something else entirely", OSError, False),
+    ],
+)
+def test_obstore_errors_are_classified_for_retries(message: str, kind: type, transient: bool) -> None:
+    import obstore.exceptions
+
+    from lance_format.io.retry import is_transient
+    from lance_format.io.s3 import _translate
+
+    translated = _translate(obstore.exceptions.GenericError(message + "\n\nDebug source:\nGeneric { ... }"))
+    assert isinstance(translated, kind)
+    assert is_transient(translated) is transient
+    assert "Debug source" not in str(translated)
