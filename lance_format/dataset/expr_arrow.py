@@ -143,7 +143,16 @@ def _regexp(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
 
 
 def _regexp_match(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
+    # As a condition it is rewritten (sql.as_condition) to IS NOT NULL, which visit_isnull answers.
     raise NotSupportedError("regexp_match as a value (test it with IS [NOT] NULL, or use regexp_like)")
+
+
+def _array_length(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
+    lt = b.type_of(args[0])
+    if not (pa.types.is_list(lt) or pa.types.is_large_list(lt) or pa.types.is_fixed_size_list(lt)):
+        raise InvalidInputError(f"array_length needs a list, got {lt}")
+    # DataFusion's array_length is UInt64 (NULL for a NULL list).
+    return pc.list_value_length(b.visit(args[0])).cast(pa.uint64())
 
 
 def _array_has(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
@@ -207,6 +216,7 @@ FUNCTIONS: dict[str, tuple[tuple[int, int], Callable[[ToArrow, tuple[Node, ...]]
     "concat": ((1, 64), _concat),
     "concat_op": ((2, 2), lambda b, a: pc.binary_join_element_wise(b.visit(a[0]), b.visit(a[1]), "")),
     "array_has": ((2, 2), _array_has),
+    "array_length": ((1, 1), _array_length),
     "list_get": ((2, 2), _list_get),
     "coalesce": ((1, 64), lambda b, a: pc.coalesce(*(b.visit(x) for x in a))),
 }

@@ -43,9 +43,9 @@ def _tree(flt: str | pc.Expression, schema: pa.Schema) -> tuple[Node, str]:
         )
     if not flt.strip():
         raise InvalidInputError("filter is empty")
-    from lance_format.dataset.sql import parse_sql
+    from lance_format.dataset.sql import as_condition, parse_sql
 
-    return parse_sql(flt, schema), flt
+    return as_condition(parse_sql(flt, schema)), flt
 
 
 def _empty(schema: pa.Schema, names: set[str]) -> pa.Table:

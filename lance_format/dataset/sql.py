@@ -150,6 +150,7 @@ _FUNCTION_NODES: dict[type[exp.Expression], tuple[str, tuple[str, ...]]] = {
     exp.Substring: ("substr", ("this", "start", "length")),
     exp.RegexpLike: ("regexp_like", ("this", "expression", "flag")),
     exp.ArrayContains: ("array_has", ("this", "expression")),
+    exp.ArraySize: ("array_length", ("this",)),
     exp.DPipe: ("concat_op", ("this", "expression")),
     exp.Reverse: ("reverse", ("this",)),
 }
@@ -308,7 +309,7 @@ class _Binder:
                     raise self.fail(f"number {value} is out of range") from None
             return Negate(inner)
         if isinstance(node, exp.Not):
-            return Not(self.convert(node.this))
+            return Not(as_condition(self.convert(node.this)))
         if isinstance(node, exp.And | exp.Or):
             # A chain of one connective is flattened without recursion (long generated filters).
             kind = type(node)
@@ -322,7 +323,7 @@ class _Binder:
                     stack.extend((current.expression, current.this))
                 else:
                     operands.append(current)
-            return (And if kind is exp.And else Or)(tuple(self.convert(o) for o in operands))
+            return (And if kind is exp.And else Or)(tuple(as_condition(self.convert(o)) for o in operands))
         op = _COMPARE.get(type(node))
         if op is not None:
             return self.compare(op, self.convert(node.this), self.convert(node.expression))
@@ -468,6 +469,8 @@ class _Binder:
             "character_length": "length",
             "array_contains": "array_has",
             "list_has": "array_has",
+            "list_length": "array_length",
+            "cardinality": "array_length",
             "instr": "strpos",
             "substring": "substr",
         }
@@ -475,6 +478,14 @@ class _Binder:
         if name not in FUNCTIONS or name in ("list_get", "concat_op"):
             raise NotSupportedError(f"filter {self.text!r}: function {name}() is not supported")
         return Call(name, tuple(self.convert(e) for e in node.expressions))
+
+
+def as_condition(node: Node) -> Node:
+    """``node`` where a filter wants a boolean: ``regexp_match(...)`` (a list of captures, NULL when
+    nothing matches) counts as matched, ``regexp_match(...) IS NOT NULL``, as pylance coerces it."""
+    if isinstance(node, Call) and node.name == "regexp_match":
+        return Not(IsNull(node))
+    return node
 
 
 def parse_sql(text: str, schema: pa.Schema) -> Node:

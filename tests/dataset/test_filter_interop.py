@@ -135,12 +135,16 @@ CONSTRUCTS = [
     "l = [1, 2]", "l <> [1, 2]", "ls = ['a']",
     "array_has(l, 2)", "array_has(ls, 'a')", "array_has_any(l, [1, 9])", "array_has_all(l, [2])",
     "array_has_all(l, [7, 8])", "NOT array_has(l, 1)",
+    "array_length(l) = 2", "array_length(l) IS NULL", "cardinality(l) > 1", "list_length(ls) = 1",
+    "array_length(l) > 1.5",
     # casts
     "CAST(i AS BIGINT) > 2", "TRY_CAST(s AS INT) IS NULL", "TRY_CAST(f AS INT) = 2",
     "arrow_cast(i, 'Int64') > 1", "arrow_cast(f, 'Float32') > 0.5",
     "f = CAST('NaN' AS DOUBLE)", "f > CAST('NaN' AS DOUBLE)",
     # regular expressions and string functions
     "regexp_match(s, 'b.') IS NOT NULL", "regexp_match(s, '^a') IS NULL", "regexp_like(s, 'a.')",
+    "regexp_match(s, 'b.')", "NOT regexp_match(s, '^a')", "regexp_match(s, 'B', 'i') AND i > 0",
+    "regexp_match(s, '^a') OR i IS NULL",
     "lower(s) = 'aba'", "upper(s) = 'ABX'", "length(s) = 3", "char_length(s) = 0",
     "character_length(s) > 2", "octet_length(s) = 6", "starts_with(s, 'a')", "ends_with(s, 'A')",
     "contains(s, 'b')", "strpos(s, 'b') = 2", "strpos(s, 'ï') = 3", "btrim(s, 'a') = 'bc'",
