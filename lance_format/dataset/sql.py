@@ -17,6 +17,7 @@ coerces it). Imported on first use (sqlglot is not needed to read data).
 from __future__ import annotations
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import sqlglot
 from sqlglot import expressions as exp
 from sqlglot import tokens
@@ -157,6 +158,17 @@ _FUNCTION_NODES: dict[type[exp.Expression], tuple[str, tuple[str, ...]]] = {
 _TRIMS = {None: "trim", "BOTH": "trim", "LEADING": "ltrim", "TRAILING": "rtrim"}
 
 
+def _with_offset_as_utc(value: pa.Scalar, to: pa.DataType) -> pa.Scalar | None:
+    """A string with a UTC offset (``'2020-01-02 00:00:00+02:00'``) as a timestamp without time zone:
+    the UTC instant, as DataFusion reads it; ``None`` when that does not apply or parse."""
+    if not (pa.types.is_string(value.type) and pa.types.is_timestamp(to) and to.tz is None):
+        return None
+    try:
+        return value.cast(pa.timestamp(to.unit, tz="UTC")).cast(to)
+    except (pa.ArrowException, ValueError, OverflowError):
+        return None
+
+
 def _is_temporal(t: pa.DataType) -> bool:
     return bool(pa.types.is_temporal(t))
 
@@ -241,8 +253,21 @@ class _Binder:
         return Literal(pa.scalar(arr.to_pylist(), pa.list_(arr.type)))
 
     def coerce(self, target: Node, lit: Node) -> Node:
-        """A string literal compared with a temporal value, parsed as that type (as DataFusion)."""
-        if not isinstance(lit, Literal) or not pa.types.is_string(lit.type) or isinstance(target, Literal):
+        """A literal compared with a temporal value, as DataFusion types it: a string is parsed as
+        the value's type; a timestamp without time zone compared with one with a zone is the wall
+        time in that zone."""
+        if not isinstance(lit, Literal) or isinstance(target, Literal):
+            return lit
+        if pa.types.is_timestamp(lit.type) and lit.type.tz is None:
+            t = self.type_of(target)
+            if pa.types.is_timestamp(t) and t.tz is not None and lit.value.is_valid:
+                try:
+                    local = pc.assume_timezone(pa.array([lit.value]), timezone=t.tz, ambiguous="earliest")
+                except (pa.ArrowException, ValueError) as e:
+                    raise self.fail(f"{lit.value} in time zone {t.tz}: {str(e).splitlines()[0]}") from None
+                return Literal(local[0].cast(t))
+            return lit
+        if not pa.types.is_string(lit.type):
             return lit
         t = self.type_of(target)
         if _is_temporal(t):
@@ -256,6 +281,9 @@ class _Binder:
         try:
             return Literal(node.arg.value.cast(node.to, safe=node.safe))
         except (pa.ArrowException, ValueError, OverflowError) as e:
+            offset = _with_offset_as_utc(node.arg.value, node.to)
+            if offset is not None:
+                return Literal(offset)
             if not node.safe:
                 return Literal(pa.scalar(None, node.to))
             raise self.fail(f"cannot cast {node.arg} to {node.to}: {str(e).splitlines()[0]}") from None

@@ -206,3 +206,36 @@ def test_front_ends_agree(uri: str, expr: pc.Expression, sql: str) -> None:
     want = cells(lance.dataset(uri).to_table(filter=sql))
     for predicate in (from_sql, from_arrow, from_substrait):
         assert cells(ours.to_table(filter=predicate)) == want, predicate
+
+
+@pytest.fixture(scope="module")
+def zoned_uris(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """One dataset per time zone of a ``timestamp[us, tz]`` column (UTC, a named zone with DST
+    rules, a fixed offset), hourly values around midnight UTC."""
+    start = dt.datetime(2020, 1, 1, 20, tzinfo=dt.timezone.utc)
+    out = {}
+    for i, tz in enumerate(["UTC", "America/New_York", "+05:30"]):
+        values = [start + dt.timedelta(hours=h) for h in range(10)] + [None]
+        table = pa.table({"ts": pa.array(values, pa.timestamp("us", tz=tz))})
+        path = str(tmp_path_factory.mktemp(f"zoned{i}") / "d")
+        lance.write_dataset(table, path)
+        out[tz] = path
+    return out
+
+
+@pytest.mark.parametrize("tz", ["UTC", "America/New_York", "+05:30"])
+@pytest.mark.parametrize(
+    "flt",
+    [
+        "ts > TIMESTAMP '2020-01-02 00:00:00'",
+        "ts = TIMESTAMP '2020-01-01 23:00:00'",
+        "ts > TIMESTAMP '2020-01-02 00:00:00+02:00'",
+        "ts BETWEEN TIMESTAMP '2020-01-01 00:00:00' AND TIMESTAMP '2020-01-02 01:30:00'",
+        "ts IN (TIMESTAMP '2020-01-01 23:00:00', TIMESTAMP '2020-01-02 02:00:00')",
+        "ts < CAST('2020-01-02 03:00:00' AS TIMESTAMP)",
+    ],
+)
+def test_timestamps_with_a_time_zone_match_pylance(zoned_uris: dict[str, str], tz: str, flt: str) -> None:
+    """A literal without a zone compared with a zoned column is that zone's wall time (DataFusion's
+    cast); a literal with an offset is first its UTC instant."""
+    _same(zoned_uris[tz], flt)
