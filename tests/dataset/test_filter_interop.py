@@ -212,7 +212,7 @@ def test_front_ends_agree(uri: str, expr: pc.Expression, sql: str) -> None:
 def zoned_uris(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """One dataset per time zone of a ``timestamp[us, tz]`` column (UTC, a named zone with DST
     rules, a fixed offset), hourly values around midnight UTC."""
-    start = dt.datetime(2020, 1, 1, 20, tzinfo=dt.timezone.utc)
+    start = dt.datetime(2020, 1, 1, 20, tzinfo=dt.UTC)
     out = {}
     for i, tz in enumerate(["UTC", "America/New_York", "+05:30"]):
         values = [start + dt.timedelta(hours=h) for h in range(10)] + [None]
