@@ -20,6 +20,7 @@ import math
 import operator
 import re
 from collections.abc import Callable
+from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
@@ -229,6 +230,10 @@ _ARITH: dict[str, Callable[[Any, Any], pc.Expression]] = {
     "div": pc.divide,
 }
 _SIGNED = {8: pa.int8(), 16: pa.int16(), 32: pa.int32(), 64: pa.int64()}
+#: Decimal digits that hold every integer of a bit width (DataFusion's integer-to-decimal types).
+_INT_DIGITS = {8: 3, 16: 5, 32: 10, 64: 20}
+#: Digits DataFusion adds to the dividend's scale for a decimal quotient.
+_DECIMAL_DIV_SCALE = 4
 _UNSIGNED = {8: pa.uint8(), 16: pa.uint16(), 32: pa.uint32(), 64: pa.uint64()}
 
 
@@ -357,12 +362,42 @@ class ToArrow(Visitor[pc.Expression]):
         integers to floats with a range check that refuses integers above 2**53.
         """
         ta, tb = self.type_of(left_node), self.type_of(right_node)
+        if pa.types.is_decimal(ta) != pa.types.is_decimal(tb):
+            return self.decimal_operands(left_node, right_node, left, right, ta, tb)
         if ta == tb or not (_is_number(ta) and _is_number(tb)):
             return left, right
         if pa.types.is_integer(ta) and pa.types.is_integer(tb):
             wide = _wider_int(ta, tb)
             return left.cast(wide), right.cast(wide)
         return left.cast(pa.float64(), safe=False), right.cast(pa.float64(), safe=False)
+
+    def decimal_operands(
+        self,
+        left_node: Node,
+        right_node: Node,
+        left: pc.Expression,
+        right: pc.Expression,
+        ta: pa.DataType,
+        tb: pa.DataType,
+    ) -> tuple[pc.Expression, pc.Expression]:
+        """A decimal with a number of another kind, typed as DataFusion does: an integer literal
+        takes the decimal's type, an integer column the decimal that holds all its values
+        (Int32 -> Decimal(10, 0)), and with a float both are float64."""
+        decimal_left = pa.types.is_decimal(ta)
+        decimal = ta if decimal_left else tb
+        node, expr, t = (right_node, right, tb) if decimal_left else (left_node, left, ta)
+        if pa.types.is_floating(t):
+            return left.cast(pa.float64()), right.cast(pa.float64())
+        if not pa.types.is_integer(t):
+            return left, right
+        if isinstance(node, Literal):
+            try:  # through Python: pyarrow casts integer types only to decimals of 19+ digits
+                converted = pc.scalar(pa.scalar(Decimal(node.value.as_py()), decimal))
+            except (pa.ArrowException, ValueError, OverflowError, TypeError):
+                raise InvalidInputError(f"{node.value} does not fit {decimal}") from None
+        else:
+            converted = expr.cast(pa.decimal128(_INT_DIGITS[t.bit_width], 0))
+        return (left, converted) if decimal_left else (converted, right)
 
     def visit_and(self, node: And) -> pc.Expression:
         out = self.visit(node.args[0])
@@ -448,6 +483,9 @@ class ToArrow(Visitor[pc.Expression]):
     def visit_cast(self, node: Cast) -> pc.Expression:
         value = self.visit(node.arg)
         source = self.type_of(node.arg)
+        if pa.types.is_decimal(source) and pa.types.is_decimal(node.to) and node.to.scale < source.scale:
+            # SQL rounds a decimal to fewer digits (half away from zero); pyarrow refuses the loss.
+            value = pc.round(value, ndigits=node.to.scale, round_mode="half_towards_infinity")
         if node.safe and not (pa.types.is_floating(source) and pa.types.is_integer(node.to)):
             return value.cast(node.to)
         # Floats truncate to integers, and TRY_CAST gives NULL where a value does not convert:
@@ -458,7 +496,35 @@ class ToArrow(Visitor[pc.Expression]):
         a, b = self.numeric(node.left, node.right, self.visit(node.left), self.visit(node.right))
         if node.op == "mod":
             return a - pc.multiply(pc.divide(a, b), b)
+        if node.op == "div":
+            ta, tb = self.type_of(node.left), self.type_of(node.right)
+            if pa.types.is_decimal(ta) or pa.types.is_decimal(tb):
+                return self.decimal_quotient(node, a, b)
         return _ARITH[node.op](a, b)
+
+    def decimal_quotient(self, node: Arith, a: pc.Expression, b: pc.Expression) -> pc.Expression:
+        """``a / b`` of decimals in DataFusion's type, (p1 - s1 + s2 + s, s) with s = s1 + 4,
+        truncated (pyarrow's own quotient keeps more digits)."""
+        ta, tb = self.type_of(node.left), self.type_of(node.right)
+        left_shape = self.decimal_shape(node.left, ta, tb)
+        right_shape = self.decimal_shape(node.right, tb, ta)
+        if left_shape is None or right_shape is None:  # a float operand: float64 division
+            return pc.divide(a, b)
+        (p1, s1), (_, s2) = left_shape, right_shape
+        scale = s1 + _DECIMAL_DIV_SCALE
+        precision = min(38, p1 - s1 + s2 + scale)
+        quotient = pc.round(pc.divide(a, b), ndigits=scale, round_mode="towards_zero")
+        return quotient.cast(pa.decimal128(precision, min(scale, precision)))
+
+    def decimal_shape(self, node: Node, t: pa.DataType, other: pa.DataType) -> tuple[int, int] | None:
+        """(precision, scale) an operand has in decimal arithmetic (see :meth:`decimal_operands`)."""
+        if pa.types.is_decimal(t):
+            return t.precision, t.scale
+        if pa.types.is_integer(t):
+            if isinstance(node, Literal) and pa.types.is_decimal(other):
+                return other.precision, other.scale
+            return _INT_DIGITS[t.bit_width], 0
+        return None
 
     def visit_negate(self, node: Negate) -> pc.Expression:
         return pc.negate(self.visit(node.arg))

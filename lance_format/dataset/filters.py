@@ -101,15 +101,22 @@ def parse_substrait(data: bytes, schema: pa.Schema) -> Predicate:
     return bind(tree, schema, text)
 
 
-def parse_value(sql: str, schema: pa.Schema) -> tuple[pc.Expression, set[str]]:
-    """``(expression, top-level columns it reads)`` of a SQL value expression (a computed column)."""
+def parse_value(sql: str, schema: pa.Schema, to: pa.DataType | None = None) -> tuple[pc.Expression, set[str]]:
+    """``(expression, top-level columns it reads)`` of a SQL value expression (a computed column).
+
+    ``to``: the type the value is stored as (an update's column), cast the way SQL casts (a
+    decimal with more digits is rounded, half away from zero).
+    """
     from lance_format.dataset.expr_arrow import to_arrow
 
     if not isinstance(sql, str) or not sql.strip():
         raise InvalidInputError(f"a computed column must be a SQL expression, not {sql!r}")
+    from lance_format.dataset.expr import Cast
     from lance_format.dataset.sql import parse_sql
 
     tree = parse_sql(sql, schema)
+    if to is not None:
+        tree = Cast(tree, to)
     try:
         return to_arrow(tree, schema), columns_of(tree)
     except _EVAL_ERRORS as e:

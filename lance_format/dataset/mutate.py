@@ -121,7 +121,7 @@ def _plan_update(ds: LanceDataset, values: dict[str, str], where: Filter | None)
     for name, sql in values.items():
         if name not in schema.names:
             raise InvalidInputError(f"cannot update {name!r}: no such column; columns are {schema.names}")
-        exprs[name] = parse_value(sql, schema)[0].cast(schema.field(name).type)
+        exprs[name] = parse_value(sql, schema, schema.field(name).type)[0]
     if where is not None:
         where = parse_filter(where, LanceScanner.filter_schema(schema))  # once, before touching storage
     stable = ds.has_stable_row_ids

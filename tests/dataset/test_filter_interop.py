@@ -8,6 +8,8 @@ must also agree with each other.
 from __future__ import annotations
 
 import datetime as dt
+from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -239,3 +241,54 @@ def test_timestamps_with_a_time_zone_match_pylance(zoned_uris: dict[str, str], t
     """A literal without a zone compared with a zoned column is that zone's wall time (DataFusion's
     cast); a literal with an offset is first its UTC instant."""
     _same(zoned_uris[tz], flt)
+
+
+DECIMALS = pa.table(
+    {
+        "id": pa.array([1, 2, 3, None], pa.int32()),
+        "big": pa.array([10**12, -5, 7, 0]),
+        "u": pa.array([1, 2, 3, 4], pa.uint8()),
+        "dec": pa.array(
+            [Decimal("0.10"), Decimal("-0.25"), None, Decimal("99999999.99")], pa.decimal128(10, 2)
+        ),
+        "d2": pa.array([Decimal("3.125"), Decimal("1.000"), Decimal("2.500"), None], pa.decimal128(8, 3)),
+    }
+)
+
+
+@pytest.fixture(scope="module")
+def decimal_uri(tmp_path_factory: pytest.TempPathFactory) -> str:
+    path = str(tmp_path_factory.mktemp("decimals") / "d")
+    lance.write_dataset(DECIMALS, path)
+    return path
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "dec * 2", "2 * dec", "dec + 1", "1 - dec", "dec / 3", "dec / d2", "dec * id", "dec + big",
+        "dec * u", "dec * d2", "dec + d2", "dec / id", "dec - d2",
+    ],
+)  # fmt: skip
+def test_decimal_arithmetic_matches_pylance(decimal_uri: str, value: str) -> None:
+    """Types and values as DataFusion computes them: an integer literal takes the decimal's type,
+    an integer column the decimal of its width, quotients keep the dividend's scale plus 4."""
+    got = lance_format.dataset(decimal_uri).to_table(columns={"x": value})
+    want = lance.dataset(decimal_uri).to_table(columns={"x": value})
+    assert got.schema == want.schema, value
+    assert cells(got) == cells(want), value
+
+
+@pytest.mark.parametrize("flt", ["dec * 2 > 0.3", "dec / 3 = 0.033333", "dec + 1 > 1.1", "dec * id < 0"])
+def test_decimal_arithmetic_in_filters_matches_pylance(decimal_uri: str, flt: str) -> None:
+    _same(decimal_uri, flt)
+
+
+def test_decimal_update_matches_pylance(tmp_path: Path) -> None:
+    for engine, path in ((lance, tmp_path / "p"), (lance_format, tmp_path / "o")):
+        engine.write_dataset(DECIMALS, str(path))
+        engine.dataset(str(path)).update({"dec": "dec * 2", "d2": "d2 / 3"}, where="id < 3")
+    got = lance_format.dataset(str(tmp_path / "o")).to_table()
+    want = lance.dataset(str(tmp_path / "p")).to_table()
+    assert cells(got) == cells(want)
+    assert cells(lance.dataset(str(tmp_path / "o")).to_table()) == cells(want)
