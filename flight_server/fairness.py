@@ -108,10 +108,19 @@ class FairScheduler:
             self._queues.setdefault(principal, deque()).append(waiter)
             self._dispatch()
             while not waiter.granted:
-                if cancelled is not None and cancelled():
+                if self._cond.wait(_WAIT_POLL_S if cancelled is not None else None) or waiter.granted:
+                    continue
+                # Timed out: look at the call's flag without the lock (the look may wait on
+                # gRPC's locks; releases must not wait for it).
+                assert cancelled is not None
+                self._cond.release()
+                try:
+                    gone = cancelled()
+                finally:
+                    self._cond.acquire()
+                if gone and not waiter.granted:
                     self._withdraw(waiter)
                     raise CallCancelled()
-                self._cond.wait(_WAIT_POLL_S if cancelled is not None else None)
 
     def release(self, principal: str) -> None:
         """Give back a turn of ``principal``; the next one goes to whoever is owed it."""

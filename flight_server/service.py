@@ -42,6 +42,7 @@ from flight_server.requests import ScanRequest, TakeRequest, WriteRequest
 from flight_server.settings import ServerSettings
 from flight_server.streams import (
     CallCancelled,
+    CancelCheck,
     Lease,
     StreamGovernor,
     admission_bytes,
@@ -175,26 +176,33 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
                 raise to_stream_error(exc, self._hide) from None
             raise_flight_error(exc, self._hide)
 
-    def _lease(self, context: flight.ServerCallContext) -> Lease:
-        """A stream slot for the caller (waits, bounded, for one; else RESOURCE_EXHAUSTED)."""
-        return self._slots.acquire(principal_of(context), context.is_cancelled)
+    @staticmethod
+    def _cancelled(context: flight.ServerCallContext) -> CancelCheck:
+        """The call's cancellation flag, cheap to ask often (one per call, passed down)."""
+        return CancelCheck(context.is_cancelled)
 
-    def _turn(self, context: flight.ServerCallContext) -> contextlib.AbstractContextManager[None]:
+    def _lease(self, context: flight.ServerCallContext, cancelled: Callable[[], bool]) -> Lease:
+        """A stream slot for the caller (waits, bounded, for one; else RESOURCE_EXHAUSTED)."""
+        return self._slots.acquire(principal_of(context), cancelled)
+
+    def _turn(
+        self, context: flight.ServerCallContext, cancelled: Callable[[], bool]
+    ) -> contextlib.AbstractContextManager[None]:
         """One turn of the fair work scheduler for the caller (see :mod:`flight_server.fairness`)."""
-        return self._work.turn(principal_of(context), context.is_cancelled)
+        return self._work.turn(principal_of(context), cancelled)
 
     def _stream(
         self,
         kind: str,
         batches: Iterator[pa.RecordBatch],
         lease: Lease,
-        context: flight.ServerCallContext,
+        cancelled: Callable[[], bool],
     ) -> Iterator[pa.RecordBatch]:
         """Yield ``batches`` split under the message limit, each produced in a turn of the caller
         and charged to ``lease`` until sent; count them; free the slot and memory at the end."""
         rows = nbytes = 0
         limit = self.settings.max_message_bytes
-        fair = scheduled(self._work, lease.principal, batches, context.is_cancelled)
+        fair = scheduled(self._work, lease.principal, batches, cancelled)
         try:
             if self.metrics is not None:
                 self.metrics.stream_started()
@@ -231,14 +239,15 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
         self._guard(lambda: check_request_bytes(raw, self.settings.max_message_bytes, "criteria"))
         names = self._guard(self.catalog.names)
         prefix = raw.decode("utf-8", "replace")
+        cancelled = self._cancelled(context)
         for name in names:
             if prefix and not name.startswith(prefix):
                 continue
-            if context.is_cancelled():
+            if cancelled():
                 return  # nobody reads the rest
             try:
-                with self._turn(context):
-                    info = self._plan(context, ScanRequest(name), flight.FlightDescriptor.for_path(name))
+                with self._turn(context, cancelled):
+                    info = self._plan(ScanRequest(name), flight.FlightDescriptor.for_path(name), cancelled)
                 yield info
             except CallCancelled:
                 return
@@ -263,7 +272,7 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
         return req
 
     def _plan(
-        self, context: flight.ServerCallContext, req: ScanRequest, descriptor: flight.FlightDescriptor
+        self, req: ScanRequest, descriptor: flight.FlightDescriptor, cancelled: Callable[[], bool]
     ) -> flight.FlightInfo:
         """The FlightInfo of a scan, reused from :attr:`plan_cache` while its version is unchanged."""
         ds = open_version(self.catalog, req.dataset, req.version, req.tag)
@@ -277,7 +286,7 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
                 self.advertise,
                 self.settings.ticket_lifetime_seconds,
                 self.settings.max_endpoints,
-                context.is_cancelled,
+                cancelled,
                 ds,
             )
             if key is not None:
@@ -297,14 +306,15 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
     ) -> flight.FlightInfo:
         def run() -> flight.FlightInfo:
             self._check_command_bytes(descriptor)
-            with self._turn(context):
+            cancelled = self._cancelled(context)
+            with self._turn(context, cancelled):
                 sql = self.sql.command(descriptor)
                 if sql is not None:
                     self._note(context)
                     return self.sql.flight_info(sql, descriptor, lambda: _require_write(context))
                 req = self._scan_request(descriptor)
                 self._note(context, req.dataset)
-                return self._plan(context, req, descriptor)
+                return self._plan(req, descriptor, cancelled)
 
         return self._guard(run)
 
@@ -313,7 +323,7 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
     ) -> flight.SchemaResult:
         def run() -> flight.SchemaResult:
             self._check_command_bytes(descriptor)
-            with self._turn(context):
+            with self._turn(context, self._cancelled(context)):
                 sql = self.sql.command(descriptor)
                 if sql is not None:
                     self._note(context)
@@ -338,7 +348,8 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
                 check_take_rows(count, self._limits)  # before the ids are copied and decoded
             # Decoding and planning run in turns of the caller; waiting for a slot or memory does
             # not (it would hold a turn other principals need while it waits).
-            with self._turn(context):
+            cancelled = self._cancelled(context)
+            with self._turn(context, cancelled):
                 sql = self.sql.stream(raw)
                 req = decode_ticket(raw) if sql is None else None
                 if req is not None:
@@ -346,12 +357,12 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
             del raw
             if sql is not None:
                 self._note(context)
-                return self._sql_stream(context, *sql)
+                return self._sql_stream(context, cancelled, *sql)
             assert req is not None
             self._note(context, req.dataset)
-            lease = self._lease(context)
+            lease = self._lease(context, cancelled)
             try:
-                with self._turn(context):
+                with self._turn(context, cancelled):
                     opened = self._open_read(req)
                 if isinstance(opened, pa.Table):
                     lease.release()  # cached batches are memory the batch cache already accounts for
@@ -363,7 +374,7 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
             except BaseException:
                 lease.release()
                 raise
-            stream = self._stream(kind, batches, lease, context)
+            stream = self._stream(kind, batches, lease, cancelled)
             # A stream cancelled before its first batch never runs the generator's finally.
             weakref.finalize(stream, lease.release)
             # Through a reader, not GeneratorStream: the IPC writer behind RecordBatchStream sends
@@ -401,11 +412,15 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
         return "scan", schema, first, batches
 
     def _sql_stream(
-        self, context: flight.ServerCallContext, schema: pa.Schema, batches: Iterator[pa.RecordBatch]
+        self,
+        context: flight.ServerCallContext,
+        cancelled: Callable[[], bool],
+        schema: pa.Schema,
+        batches: Iterator[pa.RecordBatch],
     ) -> flight.FlightDataStream:
         """A Flight SQL result, holding a stream slot and charged to the memory budget like a scan."""
-        lease = self._lease(context)
-        stream = self._stream("sql", batches, lease, context)
+        lease = self._lease(context, cancelled)
+        stream = self._stream("sql", batches, lease, cancelled)
         weakref.finalize(stream, lease.release)
         return flight.RecordBatchStream(pa.RecordBatchReader.from_batches(schema, stream))
 
@@ -430,7 +445,7 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
             self._note(context)  # the dataset is noted once the exchange's command is decoded
             if descriptor.descriptor_type == flight.DescriptorType.CMD:
                 check_request_bytes(descriptor.command or b"", self.settings.max_message_bytes, "command")
-            lease = self._lease(context)
+            lease = self._lease(context, self._cancelled(context))
             try:
                 serve_exchange(
                     self.catalog,
@@ -460,7 +475,7 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
             sql = self.sql.command(descriptor)
             if sql is not None:
                 self._note(context)
-                lease = self._lease(context)
+                lease = self._lease(context, self._cancelled(context))
                 try:
                     answer = self.sql.put(
                         sql, reader, lambda: _require_write(context), self.metrics, context.is_cancelled
@@ -477,7 +492,7 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
             validate(req, self._limits)
             self._note(context, req.dataset)
             self.catalog.uri(req.dataset)  # validate the name before reading any data
-            lease = self._lease(context)
+            lease = self._lease(context, self._cancelled(context))
             try:
                 result = write_stream(
                     self.catalog,

@@ -16,6 +16,7 @@ from flight_server._serde import encode_ticket, peek_take_count
 from flight_server.handlers.take import TAKE_CHUNK_ROWS
 from flight_server.plan_cache import PlanCache
 from flight_server.requests import ScanRequest, TakeRequest
+from flight_server.streams import CancelCheck
 from tests.server.service_fixtures import Served, start, stop
 
 
@@ -148,3 +149,27 @@ def test_a_big_take_is_produced_in_bounded_chunks(tmp_path: Path) -> None:
         assert table.column("id").to_numpy().tolist() == order.astype(np.int64).tolist()
     finally:
         stop(served)
+
+
+def test_a_calls_cancellation_flag_is_asked_at_most_once_per_interval() -> None:
+    clock = _Clock()
+    asked: list[bool] = []
+    answer = [False]
+
+    def probe() -> bool:
+        asked.append(answer[0])
+        return answer[0]
+
+    check = CancelCheck(probe, interval=0.05, clock=clock)
+    assert not check()
+    assert asked == []  # a short call never pays for a look (a gRPC queue poll holding the GIL)
+    clock.now = 0.06
+    assert not check()
+    assert not check()
+    assert len(asked) == 1
+    answer[0] = True
+    clock.now = 0.12
+    assert check()
+    clock.now = 0.13
+    assert check()  # once cancelled, always cancelled, without asking again
+    assert len(asked) == 2
