@@ -393,12 +393,12 @@ OPTIONS: tuple[Option, ...] = (
         "CPU work running at once, shared fairly between principals (0 = one per core)",
     ),
     Option(
-        "plan_cache_entries",
-        "cache.planEntries",
-        "--plan-cache-entries",
-        ("LANCE_FLIGHT_PLAN_CACHE_ENTRIES",),
-        _int_in(0, 1_000_000),
-        "recent FlightInfos reused while their dataset version is unchanged (0 = off)",
+        "plan_cache_bytes",
+        "cache.planBytes",
+        "--plan-cache-bytes",
+        ("LANCE_FLIGHT_PLAN_CACHE_BYTES",),
+        _bytes,
+        "bytes of recent FlightInfos reused while their dataset version is unchanged (0 = off)",
     ),
     Option(
         "shutdown_grace_seconds",
@@ -455,7 +455,6 @@ _METAVARS = {
     "stream_idle_seconds": "SECONDS",
     "max_endpoints": "N",
     "work_slots": "N",
-    "plan_cache_entries": "N",
 }
 _CHOICES = {"log_level": LOG_LEVELS, "log_format": LOG_FORMATS}
 

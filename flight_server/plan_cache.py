@@ -18,7 +18,7 @@ from collections.abc import Callable, Hashable
 
 import pyarrow.flight as flight
 
-__all__ = ["MAX_KEY_BYTES", "PLAN_MAX_AGE_SECONDS", "PlanCache"]
+__all__ = ["MAX_KEY_BYTES", "PLAN_MAX_AGE_SECONDS", "PlanCache", "info_bytes"]
 
 #: Seconds an answer is reused: short beside the ticket lifetime (an hour by default), long beside
 #: the interval at which clients that plan in a loop ask again.
@@ -28,37 +28,47 @@ PLAN_MAX_AGE_SECONDS = 60.0
 MAX_KEY_BYTES = 64 * 1024
 
 
+def info_bytes(info: flight.FlightInfo) -> int:
+    """Bytes a FlightInfo takes (its serialized size: schema, tickets, locations)."""
+    return len(info.serialize())
+
+
 class PlanCache:
-    """A bounded LRU of FlightInfos by (descriptor, resolved dataset version).
+    """A byte-bounded LRU of FlightInfos by (descriptor, resolved dataset version).
 
     Parameters
     ----------
-    entries : int
-        Answers kept (``cache.planEntries``); 0 keeps none.
+    max_bytes : int
+        Bytes of answers kept (``cache.planBytes``, counted as their serialized size); 0 keeps none.
     max_age : float
         Seconds an answer is reused.
     clock : Callable[[], float]
         Monotonic seconds (tests pass a fake one).
+    sizer : Callable[[flight.FlightInfo], int]
+        Bytes an answer counts for (:func:`info_bytes`; tests pass a fixed size).
     """
 
     def __init__(
         self,
-        entries: int,
+        max_bytes: int,
         max_age: float = PLAN_MAX_AGE_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        sizer: Callable[[flight.FlightInfo], int] = info_bytes,
     ) -> None:
-        self.entries = max(0, entries)
+        self.max_bytes = max(0, max_bytes)
+        self.nbytes = 0
+        self._sizer = sizer
         self.max_age = max_age
         self.clock = clock
         self.hits = 0
         self.misses = 0
-        self._items: OrderedDict[Hashable, tuple[float, flight.FlightInfo]] = OrderedDict()
+        self._items: OrderedDict[Hashable, tuple[float, flight.FlightInfo, int]] = OrderedDict()
         self._lock = threading.Lock()
 
     @property
     def enabled(self) -> bool:
         """Whether answers are kept at all."""
-        return self.entries > 0
+        return self.max_bytes > 0
 
     def get(self, key: Hashable) -> flight.FlightInfo | None:
         """The answer kept for ``key`` if it is young enough, else ``None``."""
@@ -67,6 +77,7 @@ class PlanCache:
             if item is None or self.clock() - item[0] > self.max_age:
                 if item is not None:
                     del self._items[key]
+                    self.nbytes -= item[2]
                 self.misses += 1
                 return None
             self._items.move_to_end(key)
@@ -74,14 +85,21 @@ class PlanCache:
             return item[1]
 
     def put(self, key: Hashable, info: flight.FlightInfo) -> None:
-        """Keep ``info`` for ``key`` (the least recently used answer goes when full)."""
+        """Keep ``info`` for ``key`` (the least recently used answers go when full)."""
         if not self.enabled:
             return
+        size = self._sizer(info)
+        if size > self.max_bytes:
+            return  # larger than the whole cache: planned again each time
         with self._lock:
-            self._items[key] = (self.clock(), info)
-            self._items.move_to_end(key)
-            while len(self._items) > self.entries:
-                self._items.popitem(last=False)
+            old = self._items.pop(key, None)
+            if old is not None:
+                self.nbytes -= old[2]
+            self._items[key] = (self.clock(), info, size)
+            self.nbytes += size
+            while self.nbytes > self.max_bytes:
+                _, (_, _, dropped) = self._items.popitem(last=False)
+                self.nbytes -= dropped
 
     def __len__(self) -> int:
         with self._lock:

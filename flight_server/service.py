@@ -140,7 +140,7 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
         self._limits = RequestLimits.of(settings)
         # CPU work of this process (decoding, planning, each batch), shared fairly between principals.
         self._work = FairScheduler(settings.work_slots)
-        self.plan_cache = PlanCache(settings.plan_cache_entries)
+        self.plan_cache = PlanCache(settings.plan_cache_bytes)
         # Per service (one per worker process): decoded batches of finished scan endpoints.
         self.batch_cache = BatchCache(settings.batch_cache_bytes)
         # Flight SQL (and plain SQL text commands) on the same port.

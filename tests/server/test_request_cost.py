@@ -1,5 +1,5 @@
 """Work the server does per request that a heavy client could multiply: plans reused per dataset
-version (cache.planEntries), take tickets refused by size before their ids are decoded, takes
+version (cache.planBytes), take tickets refused by size before their ids are decoded, takes
 produced in bounded chunks."""
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def _info(name: str) -> flight.FlightInfo:
 
 def test_plan_cache_reuses_young_answers_and_forgets_old_ones() -> None:
     clock = _Clock()
-    cache = PlanCache(2, max_age=60.0, clock=clock)
+    cache = PlanCache(2, max_age=60.0, clock=clock, sizer=lambda _: 1)
     info = _info("a")
     cache.put("k", info)
     assert cache.get("k") is info
@@ -50,7 +50,7 @@ def test_plan_cache_reuses_young_answers_and_forgets_old_ones() -> None:
 
 
 def test_plan_cache_is_bounded_lru() -> None:
-    cache = PlanCache(2)
+    cache = PlanCache(2, sizer=lambda _: 1)  # two answers of one byte each
     cache.put("a", _info("a"))
     cache.put("b", _info("b"))
     assert cache.get("a") is not None  # "b" is now the least recently used
@@ -173,3 +173,18 @@ def test_a_calls_cancellation_flag_is_asked_at_most_once_per_interval() -> None:
     clock.now = 0.13
     assert check()  # once cancelled, always cancelled, without asking again
     assert len(asked) == 2
+
+
+def test_plan_cache_counts_bytes_and_skips_answers_larger_than_itself() -> None:
+    info = _info("a")
+    size = len(info.serialize())
+    cache = PlanCache(size * 2)
+    cache.put("a", info)
+    cache.put("b", _info("a"))
+    assert cache.nbytes == 2 * size
+    cache.put("c", _info("a"))  # a third answer pushes out the least recently used
+    assert cache.get("a") is None
+    assert cache.nbytes == 2 * size
+    small = PlanCache(size - 1)
+    small.put("a", info)
+    assert len(small) == 0
