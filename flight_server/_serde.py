@@ -39,6 +39,7 @@ __all__ = [
     "encode_command",
     "encode_ticket",
     "encode_write_result",
+    "peek_take_count",
     "schema_from_bytes",
     "schema_to_bytes",
 ]
@@ -174,6 +175,77 @@ def _take_from_pb(msg: pb.TakeRequest, require_ids: bool = True) -> TakeRequest:
         with_row_id=msg.with_row_id,
         with_row_address=msg.with_row_address,
     )
+
+
+# -- reading a take's size without decoding it ----------------------------------------------------
+
+_TICKET_TAKE = pb.Ticket.DESCRIPTOR.fields_by_name["take"].number
+_TAKE_IDS = frozenset(pb.TakeRequest.DESCRIPTOR.fields_by_name[n].number for n in ("row_ids", "indices"))
+#: Fields of a take looked at before giving up (a take has eight; a ticket of millions of tiny
+#: fields is left to the real decoder, which refuses or accepts it as protobuf says).
+_PEEK_FIELDS = 64
+_VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
+
+
+def _varint(data: memoryview, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if pos >= len(data) or shift > 63:
+            raise IndexError("truncated varint")
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, pos
+        shift += 7
+
+
+def _skip(data: memoryview, pos: int, wire: int) -> int:
+    if wire == _VARINT:
+        return _varint(data, pos)[1]
+    if wire == _I64:
+        return pos + 8
+    if wire == _I32:
+        return pos + 4
+    if wire == _LEN:
+        size, pos = _varint(data, pos)
+        return pos + size
+    raise IndexError("group or unknown wire type")
+
+
+def peek_take_count(data: bytes) -> int | None:
+    """The rows a take ticket asks for, read from its wire format without decoding the ids.
+
+    Lets the server refuse a take above ``limits.maxTakeRows`` before copying and decoding its
+    ids (a 4-million-id ticket is 32 MB). ``None`` when ``data`` is not a plain take ticket (one
+    ``take`` field, at most a few dozen fields in it); the real decoder then decides.
+    """
+    view = memoryview(data)
+    try:
+        key, pos = _varint(view, 0)
+        if key != (_TICKET_TAKE << 3 | _LEN):
+            return None
+        size, pos = _varint(view, pos)
+        end = pos + size
+        if end != len(view):  # another field follows (or the message is cut): not the plain case
+            return None
+        count = None
+        for _ in range(_PEEK_FIELDS):
+            if pos == end:
+                return count
+            key, pos = _varint(view, pos)
+            number, wire = key >> 3, key & 7
+            if number in _TAKE_IDS and wire == _LEN:
+                size, pos = _varint(view, pos)
+                count = size // 8  # the last of the oneof wins, as in protobuf
+                pos += size
+            else:
+                pos = _skip(view, pos, wire)
+            if pos > end:
+                return None
+    except IndexError:
+        return None
+    return None
 
 
 # -- tickets and commands --------------------------------------------------------------------------

@@ -385,6 +385,22 @@ OPTIONS: tuple[Option, ...] = (
         "endpoints get_flight_info may plan by splitting fragments",
     ),
     Option(
+        "work_slots",
+        "limits.workSlots",
+        "--work-slots",
+        ("LANCE_FLIGHT_WORK_SLOTS",),
+        _int_in(0, 4096),
+        "CPU work running at once, shared fairly between principals (0 = one per core)",
+    ),
+    Option(
+        "plan_cache_bytes",
+        "cache.planBytes",
+        "--plan-cache-bytes",
+        ("LANCE_FLIGHT_PLAN_CACHE_BYTES",),
+        _bytes,
+        "bytes of recent FlightInfos reused while their dataset version is unchanged (0 = off)",
+    ),
+    Option(
         "shutdown_grace_seconds",
         "shutdownGraceSeconds",
         "--shutdown-grace",
@@ -438,6 +454,7 @@ _METAVARS = {
     "stream_wait_seconds": "SECONDS",
     "stream_idle_seconds": "SECONDS",
     "max_endpoints": "N",
+    "work_slots": "N",
 }
 _CHOICES = {"log_level": LOG_LEVELS, "log_format": LOG_FORMATS}
 

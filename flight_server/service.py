@@ -7,6 +7,7 @@ and turns every failure into a Flight error without a traceback (:mod:`flight_se
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import weakref
@@ -23,10 +24,12 @@ from flight_server._serde import (
     decode_ticket,
     encode_action_result,
     encode_write_result,
+    peek_take_count,
 )
 from flight_server.batch_cache import BatchCache, scan_key
 from flight_server.catalog import Catalog
 from flight_server.errors import raise_flight_error, to_stream_error
+from flight_server.fairness import FairScheduler, scheduled
 from flight_server.flightsql import SQL_ACTIONS, FlightSql
 from flight_server.handlers.actions import ACTIONS, run_action
 from flight_server.handlers.exchange import serve_exchange
@@ -34,10 +37,12 @@ from flight_server.handlers.put import write_request, write_stream
 from flight_server.handlers.scan import open_version, plan_scan, scan_stream
 from flight_server.handlers.take import take_batches
 from flight_server.json_bodies import decode_json_action, encode_json_result, is_json_body
+from flight_server.plan_cache import MAX_KEY_BYTES, PlanCache
 from flight_server.requests import ScanRequest, TakeRequest, WriteRequest
 from flight_server.settings import ServerSettings
 from flight_server.streams import (
     CallCancelled,
+    CancelCheck,
     Lease,
     StreamGovernor,
     admission_bytes,
@@ -45,7 +50,8 @@ from flight_server.streams import (
     governed,
     principal_of,
 )
-from flight_server.validation import RequestLimits, check_request_bytes, validate
+from flight_server.validation import RequestLimits, check_request_bytes, check_take_rows, validate
+from lance_format import LanceDataset
 from lance_format.core.errors import CommitConflictError, InvalidInputError
 from lance_format.dataset.scanner import DEFAULT_BATCH_SIZE as SCAN_BATCH_ROWS
 
@@ -132,6 +138,9 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
             settings.stream_idle_seconds,
         )
         self._limits = RequestLimits.of(settings)
+        # CPU work of this process (decoding, planning, each batch), shared fairly between principals.
+        self._work = FairScheduler(settings.work_slots)
+        self.plan_cache = PlanCache(settings.plan_cache_bytes)
         # Per service (one per worker process): decoded batches of finished scan endpoints.
         self.batch_cache = BatchCache(settings.batch_cache_bytes)
         # Flight SQL (and plain SQL text commands) on the same port.
@@ -167,19 +176,37 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
                 raise to_stream_error(exc, self._hide) from None
             raise_flight_error(exc, self._hide)
 
-    def _lease(self, context: flight.ServerCallContext) -> Lease:
-        """A stream slot for the caller (waits, bounded, for one; else RESOURCE_EXHAUSTED)."""
-        return self._slots.acquire(principal_of(context), context.is_cancelled)
+    @staticmethod
+    def _cancelled(context: flight.ServerCallContext) -> CancelCheck:
+        """The call's cancellation flag, cheap to ask often (one per call, passed down)."""
+        return CancelCheck(context.is_cancelled)
 
-    def _stream(self, kind: str, batches: Iterator[pa.RecordBatch], lease: Lease) -> Iterator[pa.RecordBatch]:
-        """Yield ``batches`` split under the message limit, charged to ``lease`` until sent; count
-        them; free the slot and memory at the end."""
+    def _lease(self, context: flight.ServerCallContext, cancelled: Callable[[], bool]) -> Lease:
+        """A stream slot for the caller (waits, bounded, for one; else RESOURCE_EXHAUSTED)."""
+        return self._slots.acquire(principal_of(context), cancelled)
+
+    def _turn(
+        self, context: flight.ServerCallContext, cancelled: Callable[[], bool]
+    ) -> contextlib.AbstractContextManager[None]:
+        """One turn of the fair work scheduler for the caller (see :mod:`flight_server.fairness`)."""
+        return self._work.turn(principal_of(context), cancelled)
+
+    def _stream(
+        self,
+        kind: str,
+        batches: Iterator[pa.RecordBatch],
+        lease: Lease,
+        cancelled: Callable[[], bool],
+    ) -> Iterator[pa.RecordBatch]:
+        """Yield ``batches`` split under the message limit, each produced in a turn of the caller
+        and charged to ``lease`` until sent; count them; free the slot and memory at the end."""
         rows = nbytes = 0
         limit = self.settings.max_message_bytes
+        fair = scheduled(self._work, lease.principal, batches, cancelled)
         try:
             if self.metrics is not None:
                 self.metrics.stream_started()
-            for batch in governed(lease, batches):
+            for batch in governed(lease, fair):
                 if batch.nbytes > limit and batch.num_rows > 1:
                     step = max(1, batch.num_rows * limit // max(1, batch.nbytes))
                     parts = [batch.slice(i, step) for i in range(0, batch.num_rows, step)]
@@ -212,21 +239,16 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
         self._guard(lambda: check_request_bytes(raw, self.settings.max_message_bytes, "criteria"))
         names = self._guard(self.catalog.names)
         prefix = raw.decode("utf-8", "replace")
+        cancelled = self._cancelled(context)
         for name in names:
             if prefix and not name.startswith(prefix):
                 continue
-            if context.is_cancelled():
+            if cancelled():
                 return  # nobody reads the rest
             try:
-                yield plan_scan(
-                    self.catalog,
-                    ScanRequest(name),
-                    flight.FlightDescriptor.for_path(name),
-                    self.advertise,
-                    self.settings.ticket_lifetime_seconds,
-                    self.settings.max_endpoints,
-                    context.is_cancelled,
-                )
+                with self._turn(context, cancelled):
+                    info = self._plan(ScanRequest(name), flight.FlightDescriptor.for_path(name), cancelled)
+                yield info
             except CallCancelled:
                 return
             except Exception:
@@ -249,26 +271,50 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
         validate(req, self._limits)
         return req
 
-    def get_flight_info(
-        self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor
+    def _plan(
+        self, req: ScanRequest, descriptor: flight.FlightDescriptor, cancelled: Callable[[], bool]
     ) -> flight.FlightInfo:
-        def run() -> flight.FlightInfo:
-            self._check_command_bytes(descriptor)
-            sql = self.sql.command(descriptor)
-            if sql is not None:
-                self._note(context)
-                return self.sql.flight_info(sql, descriptor, lambda: _require_write(context))
-            req = self._scan_request(descriptor)
-            self._note(context, req.dataset)
-            return plan_scan(
+        """The FlightInfo of a scan, reused from :attr:`plan_cache` while its version is unchanged."""
+        ds = open_version(self.catalog, req.dataset, req.version, req.tag)
+        key = self._plan_key(descriptor, ds)
+        info = self.plan_cache.get(key) if key is not None else None
+        if info is None:
+            info = plan_scan(
                 self.catalog,
                 req,
                 descriptor,
                 self.advertise,
                 self.settings.ticket_lifetime_seconds,
                 self.settings.max_endpoints,
-                context.is_cancelled,
+                cancelled,
+                ds,
             )
+            if key is not None:
+                self.plan_cache.put(key, info)
+        return info
+
+    def _plan_key(self, descriptor: flight.FlightDescriptor, ds: LanceDataset) -> tuple[object, ...] | None:
+        if not self.plan_cache.enabled:
+            return None
+        raw = descriptor.serialize()  # type, path and command: the whole request
+        if len(raw) > MAX_KEY_BYTES:
+            return None
+        return (raw, ds.uri, ds.version, ds.manifest.timestamp_ns)
+
+    def get_flight_info(
+        self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor
+    ) -> flight.FlightInfo:
+        def run() -> flight.FlightInfo:
+            self._check_command_bytes(descriptor)
+            cancelled = self._cancelled(context)
+            with self._turn(context, cancelled):
+                sql = self.sql.command(descriptor)
+                if sql is not None:
+                    self._note(context)
+                    return self.sql.flight_info(sql, descriptor, lambda: _require_write(context))
+                req = self._scan_request(descriptor)
+                self._note(context, req.dataset)
+                return self._plan(req, descriptor, cancelled)
 
         return self._guard(run)
 
@@ -277,15 +323,16 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
     ) -> flight.SchemaResult:
         def run() -> flight.SchemaResult:
             self._check_command_bytes(descriptor)
-            sql = self.sql.command(descriptor)
-            if sql is not None:
-                self._note(context)
-                return flight.SchemaResult(self.sql.schema(sql))
-            req = self._scan_request(descriptor)
-            self._note(context, req.dataset)
-            schema, batches = scan_stream(self.catalog, req)
-            del batches  # a lazy generator: nothing was read
-            return flight.SchemaResult(schema)
+            with self._turn(context, self._cancelled(context)):
+                sql = self.sql.command(descriptor)
+                if sql is not None:
+                    self._note(context)
+                    return flight.SchemaResult(self.sql.schema(sql))
+                req = self._scan_request(descriptor)
+                self._note(context, req.dataset)
+                schema, batches = scan_stream(self.catalog, req)
+                del batches  # a lazy generator: nothing was read
+                return flight.SchemaResult(schema)
 
         # pyarrow's get_schema maps no Flight error class: a FlightInternalError would reach the
         # client as UNKNOWN with the Python traceback appended.
@@ -294,50 +341,40 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
     # -- reads -----------------------------------------------------------------------------------
     def do_get(self, context: flight.ServerCallContext, ticket: flight.Ticket) -> flight.FlightDataStream:
         def run() -> flight.FlightDataStream:
-            check_request_bytes(ticket.ticket, self.settings.max_message_bytes, "ticket")
-            sql = self.sql.stream(ticket.ticket)
+            raw = ticket.ticket  # a new copy of the bytes at every read: read once
+            check_request_bytes(raw, self.settings.max_message_bytes, "ticket")
+            count = peek_take_count(raw)
+            if count is not None:
+                check_take_rows(count, self._limits)  # before the ids are copied and decoded
+            # Decoding and planning run in turns of the caller; waiting for a slot or memory does
+            # not (it would hold a turn other principals need while it waits).
+            cancelled = self._cancelled(context)
+            with self._turn(context, cancelled):
+                sql = self.sql.stream(raw)
+                req = decode_ticket(raw) if sql is None else None
+                if req is not None:
+                    validate(req, self._limits)
+            del raw
             if sql is not None:
                 self._note(context)
-                return self._sql_stream(context, *sql)
-            req = decode_ticket(ticket.ticket)
-            validate(req, self._limits)
+                return self._sql_stream(context, cancelled, *sql)
+            assert req is not None
             self._note(context, req.dataset)
-            lease = self._lease(context)
+            lease = self._lease(context, cancelled)
             try:
-                if isinstance(req, TakeRequest):
-                    kind = "take"
-                    schema, first, batches = take_batches(self.catalog, req, self.settings.max_take_rows)
-                else:
-                    kind = "scan"
-                    ds = open_version(self.catalog, req.dataset, req.version, req.tag)
-                    key = (
-                        scan_key(ds.uri, ds.version, ds.manifest.timestamp_ns, req)
-                        if self.batch_cache.enabled
-                        else None
-                    )
-                    cached = self.batch_cache.get(key) if key is not None else None
-                    if cached is not None:
-                        # Cached batches are shared memory the cache already accounts for.
-                        lease.release()
-                        return self._table_stream("scan", cached)
-                    schema, batches = scan_stream(self.catalog, req, ds)
-                    row_bytes = estimate_row_bytes(schema)
-                    rows = req.batch_size or SCAN_BATCH_ROWS
-                    if req.batch_size is None and rows * row_bytes > self.settings.max_message_bytes:
-                        # Wide rows: batches of one message each, not 8,192 rows of many messages.
-                        rows = max(1, self.settings.max_message_bytes // row_bytes)
-                        narrow = dataclasses.replace(req, batch_size=rows)
-                        schema, batches = scan_stream(self.catalog, narrow, ds)
-                    first = min(rows, req.limit if req.limit is not None else rows) * row_bytes
-                    if key is not None:
-                        batches = self.batch_cache.recording(key, schema, batches)
+                with self._turn(context, cancelled):
+                    opened = self._open_read(req)
+                if isinstance(opened, pa.Table):
+                    lease.release()  # cached batches are memory the batch cache already accounts for
+                    return self._table_stream("scan", opened)
+                kind, schema, first, batches = opened
                 # Admission: the first batch's bytes are reserved now, so a stream that finds no
                 # room is refused (RESOURCE_EXHAUSTED) before it starts, never halfway.
                 lease.reserve(admission_bytes(first))
             except BaseException:
                 lease.release()
                 raise
-            stream = self._stream(kind, batches, lease)
+            stream = self._stream(kind, batches, lease, cancelled)
             # A stream cancelled before its first batch never runs the generator's finally.
             weakref.finalize(stream, lease.release)
             # Through a reader, not GeneratorStream: the IPC writer behind RecordBatchStream sends
@@ -346,12 +383,44 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
 
         return self._guard(run)
 
+    def _open_read(
+        self, req: ScanRequest | TakeRequest
+    ) -> pa.Table | tuple[str, pa.Schema, int, Iterator[pa.RecordBatch]]:
+        """A read's batches (lazy), schema and estimated first-batch bytes; or the cached table of
+        an identical finished scan."""
+        if isinstance(req, TakeRequest):
+            schema, first, batches = take_batches(self.catalog, req, self.settings.max_take_rows)
+            return "take", schema, first, batches
+        ds = open_version(self.catalog, req.dataset, req.version, req.tag)
+        key = None
+        if self.batch_cache.enabled:
+            key = scan_key(ds.uri, ds.version, ds.manifest.timestamp_ns, req)
+        cached = self.batch_cache.get(key) if key is not None else None
+        if cached is not None:
+            return cached
+        schema, batches = scan_stream(self.catalog, req, ds)
+        row_bytes = estimate_row_bytes(schema)
+        rows = req.batch_size or SCAN_BATCH_ROWS
+        if req.batch_size is None and rows * row_bytes > self.settings.max_message_bytes:
+            # Wide rows: batches of one message each, not 8,192 rows of many messages.
+            rows = max(1, self.settings.max_message_bytes // row_bytes)
+            narrow = dataclasses.replace(req, batch_size=rows)
+            schema, batches = scan_stream(self.catalog, narrow, ds)
+        first = min(rows, req.limit if req.limit is not None else rows) * row_bytes
+        if key is not None:
+            batches = self.batch_cache.recording(key, schema, batches)
+        return "scan", schema, first, batches
+
     def _sql_stream(
-        self, context: flight.ServerCallContext, schema: pa.Schema, batches: Iterator[pa.RecordBatch]
+        self,
+        context: flight.ServerCallContext,
+        cancelled: Callable[[], bool],
+        schema: pa.Schema,
+        batches: Iterator[pa.RecordBatch],
     ) -> flight.FlightDataStream:
         """A Flight SQL result, holding a stream slot and charged to the memory budget like a scan."""
-        lease = self._lease(context)
-        stream = self._stream("sql", batches, lease)
+        lease = self._lease(context, cancelled)
+        stream = self._stream("sql", batches, lease, cancelled)
         weakref.finalize(stream, lease.release)
         return flight.RecordBatchStream(pa.RecordBatchReader.from_batches(schema, stream))
 
@@ -376,7 +445,7 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
             self._note(context)  # the dataset is noted once the exchange's command is decoded
             if descriptor.descriptor_type == flight.DescriptorType.CMD:
                 check_request_bytes(descriptor.command or b"", self.settings.max_message_bytes, "command")
-            lease = self._lease(context)
+            lease = self._lease(context, self._cancelled(context))
             try:
                 serve_exchange(
                     self.catalog,
@@ -406,7 +475,7 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
             sql = self.sql.command(descriptor)
             if sql is not None:
                 self._note(context)
-                lease = self._lease(context)
+                lease = self._lease(context, self._cancelled(context))
                 try:
                     answer = self.sql.put(
                         sql, reader, lambda: _require_write(context), self.metrics, context.is_cancelled
@@ -423,7 +492,7 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
             validate(req, self._limits)
             self._note(context, req.dataset)
             self.catalog.uri(req.dataset)  # validate the name before reading any data
-            lease = self._lease(context)
+            lease = self._lease(context, self._cancelled(context))
             try:
                 result = write_stream(
                     self.catalog,

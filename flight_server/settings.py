@@ -62,6 +62,15 @@ DEFAULT_STREAM_IDLE_SECONDS = 60.0
 #: Endpoints get_flight_info may plan by splitting fragments (max_rows_per_endpoint): a FlightInfo
 #: of 10,000 endpoints is ~1 MB, more partitions than any Spark job wants per dataset.
 DEFAULT_MAX_ENDPOINTS = 10_000
+#: CPU work (decoding tickets, planning, producing a stream's next batch) running at once in a process,
+#: shared fairly between principals (flight_server.fairness): 0 means one per core the process may
+#: use. More only makes the GIL switch between more threads; fewer leaves a core idle during I/O.
+DEFAULT_WORK_SLOTS = 0
+#: Bytes of recent FlightInfos reused while their dataset version is unchanged: a 10,000-column
+#: schema costs tens of milliseconds to plan and serialize, and clients (Spark drivers, dashboards)
+#: plan the same scans over and over. 64 MiB holds thousands of ordinary plans, or dozens of
+#: 10,000-column ones (~1 MB each). 0: off.
+DEFAULT_PLAN_CACHE_BYTES = 64 * 1024 * 1024
 #: Seconds SIGTERM waits for in-flight calls before the process exits anyway: below Kubernetes'
 #: default terminationGracePeriodSeconds (30) so the kubelet never has to SIGKILL a draining pod.
 DEFAULT_SHUTDOWN_GRACE_SECONDS = 25.0
@@ -116,6 +125,8 @@ class ServerSettings:
     stream_wait_seconds: float = DEFAULT_STREAM_WAIT_SECONDS
     stream_idle_seconds: float = DEFAULT_STREAM_IDLE_SECONDS
     max_endpoints: int = DEFAULT_MAX_ENDPOINTS
+    work_slots: int = DEFAULT_WORK_SLOTS
+    plan_cache_bytes: int = DEFAULT_PLAN_CACHE_BYTES
     log_level: str = "INFO"
     storage_options: dict[str, str] = field(default_factory=dict)
     # Added by server-ops (config keys in docs/configuration.md):

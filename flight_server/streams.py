@@ -33,7 +33,9 @@ import pyarrow.flight as flight
 from flight_server.errors import ResourceExhausted, StreamFailed
 
 __all__ = [
+    "CANCEL_CHECK_INTERVAL_S",
     "CallCancelled",
+    "CancelCheck",
     "Lease",
     "StreamExpired",
     "StreamGovernor",
@@ -82,6 +84,43 @@ class CallCancelled(flight.FlightCancelledError):  # type: ignore[misc]
 
     def __init__(self) -> None:
         super().__init__("the call was cancelled (deadline passed or client gone)")
+
+
+#: Seconds between two real looks at a call's cancellation flag. A look (pyarrow's
+#: ``ServerCallContext.is_cancelled``) polls gRPC's completion queue holding the GIL and can wait
+#: there on gRPC's own locks: looked at per batch and per wake-up it took a quarter of the GIL under
+#: load. Noticing a client that left 50 ms later costs nothing.
+CANCEL_CHECK_INTERVAL_S = 0.05
+
+
+class CancelCheck:
+    """A call's ``is_cancelled``, really asked at most once per ``interval`` seconds.
+
+    The first look happens ``interval`` after the check is made, so a short call never pays for
+    one; once the call is seen cancelled the answer stays true.
+    """
+
+    def __init__(
+        self,
+        probe: Callable[[], bool],
+        interval: float = CANCEL_CHECK_INTERVAL_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._probe = probe
+        self._interval = interval
+        self._clock = clock
+        self._next = clock() + interval
+        self._cancelled = False
+
+    def __call__(self) -> bool:
+        if self._cancelled:
+            return True
+        now = self._clock()
+        if now < self._next:
+            return False
+        self._next = now + self._interval
+        self._cancelled = bool(self._probe())
+        return self._cancelled
 
 
 class StreamExpired(StreamFailed):

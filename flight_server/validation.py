@@ -29,6 +29,7 @@ __all__ = [
     "MAX_NAME_BYTES",
     "RequestLimits",
     "check_request_bytes",
+    "check_take_rows",
     "validate",
 ]
 
@@ -125,16 +126,21 @@ def _scan(req: ScanRequest) -> None:
     _int(req.max_rows_per_endpoint, "max_rows_per_endpoint")
 
 
+def check_take_rows(count: int, limits: RequestLimits) -> None:
+    """Refuse a take of more than ``limits.maxTakeRows`` rows (also before its ticket is decoded)."""
+    if count > limits.max_take_rows:
+        raise InvalidInputError(
+            f"take of {count} rows exceeds the server limit of {limits.max_take_rows} "
+            "(limits.maxTakeRows); use a scan or split the take"
+        )
+
+
 def _take(req: TakeRequest, limits: RequestLimits) -> None:
     _name(req.dataset, "dataset")
     _name(req.tag, "tag")
     _int(req.version, "version")
     _names(req.columns, "columns")
-    if req.count > limits.max_take_rows:
-        raise InvalidInputError(
-            f"take of {req.count} rows exceeds the server limit of {limits.max_take_rows} "
-            "(limits.maxTakeRows); use a scan or split the take"
-        )
+    check_take_rows(req.count, limits)
 
 
 def _write(req: WriteRequest) -> None:

@@ -16,9 +16,15 @@ sees). Each phase measures the victim for ``--seconds``:
 The attacker is another process (its own GIL, its own connections), started before the phase's
 measurement window and stopped after it. The table gives the victim's p50/p99, the ratio of its p99
 to the baseline's, its errors, and the attacker's calls and refusals. Target (issue 14): victim p99
-within 3x of the baseline and no victim errors, in every phase.
+within 3x of the baseline and no victim errors, in every phase. The configuration (server workers,
+``limits.workSlots``, cores, load average before and after) is printed with the table: on a shared
+machine the load says how much the figures can be trusted.
 
-Run: ``python -m loadtest attack [--seconds 8] [--rows 200000] [--json PATH]``.
+``--workers N`` starts that many server processes; the victim and the attacker both use worker 0
+(the worst case: a load balancer may put two clients on one process). ``--work-slots`` sets the
+server's ``limits.workSlots`` (default: the server's own default, one per core).
+
+Run: ``python -m loadtest attack [--seconds 8] [--rows 200000] [--workers 1] [--json PATH]``.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import argparse
 import contextlib
 import json
 import multiprocessing
+import os
 import tempfile
 import threading
 import time
@@ -40,6 +47,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from flight_server.client import LanceFlightClient
+from flight_server.fairness import default_work_slots
 from flight_server.requests import ScanRequest
 from loadtest.load.server import ServerProcess
 
@@ -73,6 +81,24 @@ class AttackConfig:
     huge_ids: int = 4_000_000
     attack_threads: int = 2
     timeout_s: float = 30.0
+    workers: int = 1
+    work_slots: int | None = None  # None: the server's default (limits.workSlots = one per core)
+
+    def describe(self) -> str:
+        """The server configuration of the run, and the machine it runs on."""
+        slots = self.work_slots if self.work_slots else default_work_slots()
+        return (
+            f"server: {self.workers} worker(s), limits.workSlots={slots}"
+            f"{'' if self.work_slots else ' (default: one per core)'}; "
+            f"machine: {default_work_slots()} cores, load average {_load()}"
+        )
+
+
+def _load() -> str:
+    try:
+        return " ".join(f"{x:.1f}" for x in os.getloadavg())
+    except OSError:
+        return "unknown"
 
 
 @dataclass
@@ -227,9 +253,12 @@ def run_attacks(
     """Start a server, run the baseline and each attack; the victim's figures per phase."""
     ctx = multiprocessing.get_context("spawn")
     with tempfile.TemporaryDirectory(prefix="lance-attack-") as tmp:
+        extra = ["--work-slots", str(cfg.work_slots)] if cfg.work_slots is not None else []
         server = ServerProcess(
             str(Path(tmp) / "root"),
+            workers=cfg.workers,
             log_path=Path(tmp) / "server.log",
+            extra_args=extra,
             address_space=SERVER_ADDRESS_SPACE,
         )
         try:
@@ -295,11 +324,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--huge-ids", type=int, default=defaults.huge_ids, help="row offsets per huge ticket")
     parser.add_argument("--take", type=int, default=defaults.take, help="rows per victim take")
     parser.add_argument("--attacks", default=",".join(ATTACKS), help="comma-separated subset")
+    parser.add_argument("--workers", type=int, default=defaults.workers, help="server processes")
+    parser.add_argument("--work-slots", type=int, default=None, help="server limits.workSlots")
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = parser.parse_args(list(argv or []))
     attacks = [a for a in args.attacks.split(",") if a]
     unknown = sorted(set(attacks) - set(ATTACKS))
-    if unknown or args.seconds <= 0 or args.rows < args.take or args.rows <= 0:
+    if unknown or args.seconds <= 0 or args.rows < args.take or args.rows <= 0 or args.workers < 1:
         parser.error(f"bad settings (unknown attacks: {unknown})" if unknown else "bad sizes or duration")
     cfg = AttackConfig(
         rows=args.rows,
@@ -309,12 +340,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         streams=args.streams,
         big_take=args.big_take,
         huge_ids=args.huge_ids,
+        workers=args.workers,
+        work_slots=args.work_slots,
     )
     print(f"attack benchmark: victim takes {cfg.take} of {cfg.rows} rows for {cfg.seconds:.0f}s per phase")
+    before = cfg.describe()
     results = run_attacks(cfg, attacks)
+    print(before)
+    print(f"after the run: load average {_load()}")
     print(format_table(results))
     met = all(r.meets_target for r in results[1:])
     print(f"target {'met' if met else 'MISSED'} in {'every' if met else 'some'} phase")
     if args.json is not None:
-        args.json.write_text(json.dumps([asdict(r) for r in results], indent=2))
+        report = {"config": asdict(cfg), "machine": before, "phases": [asdict(r) for r in results]}
+        args.json.write_text(json.dumps(report, indent=2))
     return 0

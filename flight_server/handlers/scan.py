@@ -108,6 +108,7 @@ def plan_scan(
     ticket_lifetime: int = TICKET_LIFETIME_SECONDS,
     max_endpoints: int = DEFAULT_MAX_ENDPOINTS,
     cancelled: Callable[[], bool] = _never,
+    ds: LanceDataset | None = None,
 ) -> flight.FlightInfo:
     """The FlightInfo of a scan: its schema, totals and one ticket per fragment (or row range).
 
@@ -116,9 +117,11 @@ def plan_scan(
     work is linear in fragments and columns; ``cancelled`` (the call's ``is_cancelled``) is looked
     at while planning, so a client that gave up stops the work. Splitting fragments by
     ``max_rows_per_endpoint`` is refused when it would plan more than ``max_endpoints`` endpoints
-    (and more than one per fragment).
+    (and more than one per fragment). ``ds`` is the dataset the request already resolved to (saves
+    opening it twice).
     """
-    ds = open_version(catalog, req.dataset, req.version, req.tag)
+    if ds is None:
+        ds = open_version(catalog, req.dataset, req.version, req.tag)
     scanner = _scanner(ds, req)  # validates columns and filter before any data is read
     pinned = replace(req, version=ds.version, tag=None, max_rows_per_endpoint=0)
     if req.filter_substrait is not None and scanner.predicate is not None:

@@ -15,7 +15,7 @@ from flight_server.streams import estimate_row_bytes
 from lance_format import LanceDataset
 from lance_format.core.errors import InvalidInputError
 
-__all__ = ["TAKE_CHUNK_BYTES", "check_take_size", "take_batches", "take_rows"]
+__all__ = ["TAKE_CHUNK_BYTES", "TAKE_CHUNK_ROWS", "check_take_size", "take_batches", "take_rows"]
 
 #: Bytes of rows a streamed take materializes at once (estimated from the column types): a take
 #: is sent in chunks of about this size, so an unread take holds one chunk, not all its rows.
@@ -23,6 +23,11 @@ __all__ = ["TAKE_CHUNK_BYTES", "check_take_size", "take_batches", "take_rows"]
 TAKE_CHUNK_BYTES = 8 * 1024 * 1024
 #: Fewest rows per chunk, however wide the rows: a take's fixed cost is paid per chunk.
 MIN_TAKE_CHUNK_ROWS = 256
+#: Most rows per chunk, however narrow the rows: each chunk is one turn of the server's fair work
+#: scheduler (flight_server.fairness), so a chunk bounds how long another client's small take
+#: waits behind a big take. 16,384 rows of a few columns take a few milliseconds; the fixed cost
+#: per chunk stays a small part of it.
+TAKE_CHUNK_ROWS = 16_384
 
 
 def check_take_size(count: int, max_rows: int) -> None:
@@ -58,9 +63,14 @@ def _one_batch(table: pa.Table) -> pa.RecordBatch:
 
 
 def take_batches(
-    catalog: Catalog, req: TakeRequest, max_rows: int, chunk_bytes: int = TAKE_CHUNK_BYTES
+    catalog: Catalog,
+    req: TakeRequest,
+    max_rows: int,
+    chunk_bytes: int = TAKE_CHUNK_BYTES,
+    chunk_rows: int = TAKE_CHUNK_ROWS,
 ) -> tuple[pa.Schema, int, Iterator[pa.RecordBatch]]:
-    """A take as a lazy stream of batches of about ``chunk_bytes`` each, in the order asked.
+    """A take as a lazy stream of batches of about ``chunk_bytes`` (at most ``chunk_rows`` rows)
+    each, in the order asked.
 
     Returns the schema, the estimated bytes of the first batch and the batches; the rows of a
     chunk are read only when the stream asks for it (after the previous one was sent).
@@ -74,7 +84,7 @@ def take_batches(
     empty = np.zeros(0, np.uint64)
     schema = take_rows(ds, req, empty if by_row_id else None, None if by_row_id else empty).schema
     row_bytes = estimate_row_bytes(schema)
-    step = max(MIN_TAKE_CHUNK_ROWS, chunk_bytes // row_bytes)
+    step = max(MIN_TAKE_CHUNK_ROWS, min(chunk_rows, chunk_bytes // row_bytes))
     ids = chosen
 
     def batches() -> Iterator[pa.RecordBatch]:

@@ -46,3 +46,13 @@ def test_cli_is_wired_and_rejects_bad_settings(tmp_path: Path) -> None:
         main(["--seconds", "0"])
     with pytest.raises(SystemExit):
         main(["--attacks", "nope"])
+    with pytest.raises(SystemExit):
+        main(["--workers", "0"])
+
+
+def test_the_configuration_of_the_run_is_reported() -> None:
+    text = AttackConfig(workers=2, work_slots=1).describe()
+    assert "2 worker(s)" in text
+    assert "limits.workSlots=1" in text
+    assert "load average" in text
+    assert "default: one per core" in AttackConfig().describe()

@@ -1,0 +1,200 @@
+"""Turns at the server's CPU work, shared fairly between principals.
+
+The stream governor (:mod:`flight_server.streams`) bounds how many streams a principal holds and how
+much memory they pin; it does not bound how much *CPU* they take. In one Python process the work
+of a call (decoding a ticket, planning, reading and decoding a take's rows, building a FlightInfo)
+mostly holds the GIL, so a heavy client's four threads of 100,000-row takes make a light client's
+10-row take wait behind them, turn after turn of the GIL, for as long as they run.
+
+:class:`FairScheduler` hands out ``limits.workSlots`` *turns*: a call runs a bounded piece of work
+(one batch of a stream, one plan) inside a turn, and gives it back between pieces, while the client
+reads. When turns are scarce, the next one goes to the waiting principal that holds the fewest turns,
+then to the one served least recently: a light principal's request goes ahead of a heavy principal's
+queued batches, and waits for at most one piece of the heavy principal's work.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TypeVar, cast
+
+from flight_server.streams import CallCancelled
+
+__all__ = ["DEFAULT_WORK_SLOTS", "FairScheduler", "default_work_slots", "scheduled"]
+
+#: ``limits.workSlots`` = 0: one turn per core the process may run on. More turns than cores only
+#: make the GIL switch between more threads (each waits longer); fewer leave a core idle while a
+#: turn waits on I/O.
+DEFAULT_WORK_SLOTS = 0
+#: Seconds between two looks at the call's cancellation flag while waiting for a turn.
+_WAIT_POLL_S = 0.05
+
+_T = TypeVar("_T")
+_END = object()
+
+
+def default_work_slots() -> int:
+    """The cores this process may run on (at least 1)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not every platform has affinity
+        return max(1, os.cpu_count() or 1)
+
+
+class _Waiter:
+    __slots__ = ("granted", "principal")
+
+    def __init__(self, principal: str) -> None:
+        self.principal = principal
+        self.granted = False
+
+
+class FairScheduler:
+    """``slots`` concurrent turns, granted fairly between principals.
+
+    Parameters
+    ----------
+    slots : int
+        Turns that may run at once (``limits.workSlots``; 0 means one per core).
+
+    Notes
+    -----
+    Within one principal, turns are granted in arrival order. Between principals, a freed turn goes
+    to the waiting principal holding the fewest turns, ties broken by who was granted one least
+    recently (round robin). Nothing is ever refused: a caller waits until its turn, or until its
+    call is cancelled.
+    """
+
+    def __init__(self, slots: int = DEFAULT_WORK_SLOTS) -> None:
+        self.slots = slots if slots > 0 else default_work_slots()
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._running = 0
+        self._held: dict[str, int] = {}  # turns each principal holds now
+        self._queues: dict[str, deque[_Waiter]] = {}  # waiters per principal, arrival order
+        self._last: dict[str, int] = {}  # sequence number of each principal's last grant
+        self._seq = itertools.count(1)
+
+    # -- state (for tests and cache_stats) ---------------------------------------------------------
+    def waiting(self) -> int:
+        """Callers waiting for a turn now."""
+        with self._lock:
+            return sum(len(q) for q in self._queues.values())
+
+    def running(self) -> int:
+        """Turns held now."""
+        with self._lock:
+            return self._running
+
+    # -- turns -------------------------------------------------------------------------------------
+    def acquire(self, principal: str, cancelled: Callable[[], bool] | None = None) -> None:
+        """Wait for a turn for ``principal``; give it back with :meth:`release`.
+
+        Raises
+        ------
+        CallCancelled
+            The call was cancelled while it waited (it never got the turn).
+        """
+        with self._cond:
+            if self._running < self.slots and not self._queues:
+                self._grant(principal)
+                return
+            waiter = _Waiter(principal)
+            self._queues.setdefault(principal, deque()).append(waiter)
+            self._dispatch()
+            while not waiter.granted:
+                if self._cond.wait(_WAIT_POLL_S if cancelled is not None else None) or waiter.granted:
+                    continue
+                # Timed out: look at the call's flag without the lock (the look may wait on
+                # gRPC's locks; releases must not wait for it).
+                assert cancelled is not None
+                self._cond.release()
+                try:
+                    gone = cancelled()
+                finally:
+                    self._cond.acquire()
+                if gone and not waiter.granted:
+                    self._withdraw(waiter)
+                    raise CallCancelled()
+
+    def release(self, principal: str) -> None:
+        """Give back a turn of ``principal``; the next one goes to whoever is owed it."""
+        with self._cond:
+            self._running -= 1
+            left = self._held.get(principal, 0) - 1
+            if left > 0:
+                self._held[principal] = left
+            else:
+                self._held.pop(principal, None)
+                self._forget(principal)
+            self._dispatch()
+
+    @contextmanager
+    def turn(self, principal: str, cancelled: Callable[[], bool] | None = None) -> Iterator[None]:
+        """Run the body inside one turn of ``principal``."""
+        self.acquire(principal, cancelled)
+        try:
+            yield
+        finally:
+            self.release(principal)
+
+    # -- internals (lock held) ---------------------------------------------------------------------
+    def _grant(self, principal: str) -> None:
+        self._running += 1
+        self._held[principal] = self._held.get(principal, 0) + 1
+        self._last[principal] = next(self._seq)
+
+    def _next_principal(self) -> str | None:
+        if not self._queues:
+            return None
+        return min(self._queues, key=lambda p: (self._held.get(p, 0), self._last.get(p, 0)))
+
+    def _dispatch(self) -> None:
+        granted = False
+        while self._running < self.slots:
+            principal = self._next_principal()
+            if principal is None:
+                break
+            queue = self._queues[principal]
+            waiter = queue.popleft()
+            if not queue:
+                del self._queues[principal]
+            waiter.granted = True
+            self._grant(principal)
+            granted = True
+        if granted:
+            self._cond.notify_all()
+
+    def _withdraw(self, waiter: _Waiter) -> None:
+        queue = self._queues.get(waiter.principal)
+        if queue is not None and waiter in queue:
+            queue.remove(waiter)
+            if not queue:
+                del self._queues[waiter.principal]
+                self._forget(waiter.principal)
+
+    def _forget(self, principal: str) -> None:
+        # A principal with no turn and no waiter is forgotten: the tables stay as small as the set
+        # of principals with work, and one that comes back starts as a newcomer.
+        if principal not in self._held and principal not in self._queues:
+            self._last.pop(principal, None)
+
+
+def scheduled(
+    scheduler: FairScheduler,
+    principal: str,
+    items: Iterator[_T],
+    cancelled: Callable[[], bool] | None = None,
+) -> Iterator[_T]:
+    """``items``, each produced inside its own turn of ``principal`` (none held between items)."""
+    while True:
+        with scheduler.turn(principal, cancelled):
+            item = next(items, _END)
+        if item is _END:
+            return
+        yield cast(_T, item)

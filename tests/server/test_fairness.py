@@ -1,0 +1,128 @@
+"""Fair CPU turns between principals (flight_server.fairness): the order turns are granted in.
+
+Deterministic: one turn at a time, waiters queued one by one (each test waits until the scheduler
+counts the new waiter before starting the next), each granted waiter records itself and gives the
+turn back at once. No timing is asserted.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from flight_server.fairness import FairScheduler, default_work_slots, scheduled
+from flight_server.streams import CallCancelled
+
+#: Seconds a test waits for a thread to reach the scheduler's queue before it fails (a sync, not a
+#: timing assertion: on an idle machine this takes microseconds).
+SYNC_TIMEOUT_S = 30.0
+
+
+def _until(condition: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + SYNC_TIMEOUT_S
+    while not condition():
+        assert time.monotonic() < deadline, "a waiter never reached the scheduler"
+        time.sleep(0.001)
+
+
+def _grant_order(sched: FairScheduler, arrivals: list[tuple[str, str]], release: list[str]) -> list[str]:
+    """Queue ``arrivals`` (tag, principal) in order while every turn is held by ``release``'s
+    principals; then give those turns back and return the tags in the order they were granted."""
+    order: list[str] = []
+    lock = threading.Lock()
+
+    def worker(tag: str, principal: str) -> None:
+        sched.acquire(principal)
+        with lock:
+            order.append(tag)
+        sched.release(principal)
+
+    threads = []
+    for tag, principal in arrivals:
+        t = threading.Thread(target=worker, args=(tag, principal), daemon=True)
+        t.start()
+        threads.append(t)
+        queued = len(threads)
+        _until(lambda queued=queued: sched.waiting() == queued)  # type: ignore[misc]
+    for principal in release:
+        sched.release(principal)
+    for t in threads:
+        t.join(SYNC_TIMEOUT_S)
+    return order
+
+
+def test_a_light_principal_goes_ahead_of_a_heavy_principals_queue() -> None:
+    sched = FairScheduler(1)
+    sched.acquire("heavy")  # a heavy client's batch is being produced
+    order = _grant_order(
+        sched,
+        [("h1", "heavy"), ("h2", "heavy"), ("h3", "heavy"), ("light", "light")],
+        release=["heavy"],
+    )
+    # Arrival order would give "light" the fourth turn; it gets the first.
+    assert order == ["light", "h1", "h2", "h3"]
+    assert sched.running() == 0
+    assert sched.waiting() == 0
+
+
+def test_principals_with_queued_work_take_turns() -> None:
+    sched = FairScheduler(1)
+    sched.acquire("a")
+    order = _grant_order(sched, [("a1", "a"), ("a2", "a"), ("b1", "b"), ("b2", "b")], release=["a"])
+    assert order == ["b1", "a1", "b2", "a2"]
+
+
+def test_a_freed_turn_goes_to_the_principal_holding_fewest() -> None:
+    sched = FairScheduler(2)
+    sched.acquire("heavy")
+    sched.acquire("heavy")  # the heavy client holds every turn
+    # One turn comes back: the light client (holding none) gets it although the heavy one's
+    # waiter came first; the heavy waiter runs when the light one is done.
+    order = _grant_order(sched, [("h", "heavy"), ("light", "light")], release=["heavy"])
+    assert order == ["light", "h"]
+    sched.release("heavy")
+    assert sched.running() == 0
+
+
+def test_turns_are_granted_at_once_while_free() -> None:
+    sched = FairScheduler(2)
+    sched.acquire("a")
+    sched.acquire("a")  # both slots, no wait, same principal
+    assert sched.running() == 2
+    sched.release("a")
+    sched.release("a")
+    assert sched.running() == 0
+
+
+def test_a_cancelled_waiter_leaves_the_queue() -> None:
+    sched = FairScheduler(1)
+    sched.acquire("a")
+    with pytest.raises(CallCancelled):
+        sched.acquire("b", cancelled=lambda: True)
+    assert sched.waiting() == 0
+    sched.release("a")
+    assert sched.running() == 0
+
+
+def test_each_item_is_produced_in_a_turn_and_none_is_held_between_items() -> None:
+    sched = FairScheduler(1)
+    seen: list[int] = []
+
+    def items() -> Iterator[int]:
+        for i in range(3):
+            seen.append(sched.running())
+            yield i
+
+    out = []
+    for item in scheduled(sched, "a", items()):
+        out.append((item, sched.running()))
+    assert out == [(0, 0), (1, 0), (2, 0)]
+    assert seen == [1, 1, 1]
+    assert sched.running() == 0
+
+
+def test_zero_slots_means_one_per_core() -> None:
+    assert FairScheduler(0).slots == default_work_slots() >= 1
