@@ -37,7 +37,7 @@ from flight_server.handlers.put import write_request, write_stream
 from flight_server.handlers.scan import open_version, plan_scan, scan_stream
 from flight_server.handlers.take import take_batches
 from flight_server.json_bodies import decode_json_action, encode_json_result, is_json_body
-from flight_server.plan_cache import MAX_KEY_BYTES, PlanCache
+from flight_server.plan_cache import MAX_KEY_BYTES, PLAN_MAX_AGE_SECONDS, PlanCache
 from flight_server.requests import ScanRequest, TakeRequest, WriteRequest
 from flight_server.settings import ServerSettings
 from flight_server.streams import (
@@ -140,7 +140,10 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
         self._limits = RequestLimits.of(settings)
         # CPU work of this process (decoding, planning, each batch), shared fairly between principals.
         self._work = FairScheduler(settings.work_slots)
-        self.plan_cache = PlanCache(settings.plan_cache_bytes)
+        lifetime = settings.ticket_lifetime_seconds
+        # A reused answer's tickets must stay well inside their promised lifetime.
+        max_age = PLAN_MAX_AGE_SECONDS if lifetime <= 0 else min(PLAN_MAX_AGE_SECONDS, lifetime / 4)
+        self.plan_cache = PlanCache(settings.plan_cache_bytes, max_age=max_age)
         # Per service (one per worker process): decoded batches of finished scan endpoints.
         self.batch_cache = BatchCache(settings.batch_cache_bytes)
         # Flight SQL (and plain SQL text commands) on the same port.

@@ -188,3 +188,21 @@ def test_plan_cache_counts_bytes_and_skips_answers_larger_than_itself() -> None:
     small = PlanCache(size - 1)
     small.put("a", info)
     assert len(small) == 0
+
+
+def test_plans_are_reused_for_a_quarter_of_a_short_ticket_lifetime(tmp_path: Path) -> None:
+    """With tickets promised for 20 s, an answer is reused for 5 s at most, never up to the 60 s
+    default, which would hand out tickets already expired."""
+    from flight_server.plan_cache import PLAN_MAX_AGE_SECONDS
+    from tests.server.service_fixtures import start, stop
+
+    served = start(tmp_path / "root", ticket_lifetime_seconds=20)
+    try:
+        assert served.server.plan_cache.max_age == 5.0
+    finally:
+        stop(served)
+    served = start(tmp_path / "root2")
+    try:
+        assert served.server.plan_cache.max_age == PLAN_MAX_AGE_SECONDS
+    finally:
+        stop(served)
