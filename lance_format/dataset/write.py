@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 __all__ = [
     "commit",
     "commit_properties",
+    "file_columns",
     "resolve_storage_version",
     "stage_fragments",
     "write_dataset",
@@ -171,7 +172,7 @@ def _cast(batch: pa.RecordBatch | pa.Table, schema: pa.Schema) -> pa.RecordBatch
         raise SchemaMismatchError(f"data does not match the schema: {e}") from None
 
 
-def _file_columns(schema: LanceSchema, version: LanceFileVersion) -> tuple[tuple[int, ...], tuple[int, ...]]:
+def file_columns(schema: LanceSchema, version: LanceFileVersion) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """``DataFile.fields`` / ``column_indices`` for a file holding every field of ``schema``.
 
     The file's own schema has ids 0.. in walk order; dataset ids are matched by walk position.
@@ -204,7 +205,7 @@ def write_fragments(
     after each file.
     """
     file_version = LanceFileVersion(version)
-    fields, indices = _file_columns(schema, file_version)
+    fields, indices = file_columns(schema, file_version)
     arrow = schema.to_arrow()
     major, minor = file_version.manifest
     frags: list[DataFragment] = []
@@ -398,17 +399,23 @@ def stage_fragments(
     data_storage_version: str | None = None,
     storage_options: dict[str, str] | None = None,
     store: ObjectStore | None = None,
+    overwrite: bool = False,
+    max_bytes_per_file: int | None = None,
+    progress: Any = None,
 ) -> list[DataFragment]:
     """Write data files without committing; commit the fragments later with :func:`commit`.
 
     Against an existing dataset the data must match its schema (field ids are the dataset's); for a
-    new dataset the fragments belong with ``Overwrite(fragments, fields_from_arrow(schema))``.
+    new dataset, or with ``overwrite``, the fragments belong with
+    ``Overwrite(fragments, fields_from_arrow(schema))``.
     ``store`` (the store of ``uri``) lets a caller see each file written, e.g. to remove them when
     the stream fails half-way (the Flight server's stage mode does).
     """
     store = store or store_for_uri(os.fspath(uri), storage_options)
     reader = to_reader(data, schema)
     try:
+        if overwrite:
+            raise NotFoundError("overwrite: the data's own schema")
         base, _ = load_manifest(store)
     except NotFoundError:
         lance_schema, version = (
@@ -418,7 +425,15 @@ def stage_fragments(
     else:
         reader = to_reader(reader, _check_schema(reader.schema, base))
         lance_schema, version = base.schema, base.data_format.version
-    return write_fragments(store, reader, lance_schema, version, max_rows_per_file)
+    return write_fragments(
+        store,
+        reader,
+        lance_schema,
+        version,
+        max_rows_per_file,
+        max_bytes_per_file=max_bytes_per_file,
+        progress=progress,
+    )
 
 
 def commit(
