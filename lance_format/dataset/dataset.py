@@ -22,6 +22,7 @@ from lance_format.dataset.filters import Filter
 from lance_format.dataset.fragment import FragmentReader, ReaderCache
 from lance_format.dataset.operations import FragmentMetadata, commit_batch, create_fragment
 from lance_format.dataset.operations import commit as commit_operation
+from lance_format.dataset.scan_options import scan_options
 from lance_format.dataset.scanner import LanceScanner
 from lance_format.dataset.tags import Tags
 from lance_format.dataset.take import (
@@ -409,9 +410,15 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
     ) -> LanceScanner:
         """A scan of this version; see :meth:`to_table` for the parameters.
 
-        pyarrow's scan tuning options (``use_threads``, ``batch_readahead`` ...) are accepted and
-        ignored: our scanner has its own read-ahead.
+        Also takes pylance's options (see :mod:`lance_format.dataset.scan_options`): ``order_by``
+        (``ColumnOrdering`` or names), ``strict_batch_size``, ``include_deleted_rows`` (with
+        ``with_row_id``; deleted rows get null ``_rowid`` / ``_rowaddr``), and the tuning options
+        ``scan_in_order``, ``prefilter``, ``late_materialization``, ``batch_readahead``,
+        ``fragment_readahead``, ``io_buffer_size``, which do not change results. ``columns`` may
+        name ``_rowid`` and ``_rowaddr``. pyarrow's scan tuning options (``use_threads`` ...) are
+        accepted and ignored: our scanner has its own read-ahead.
         """
+        options = scan_options(arrow_options, self.schema)  # pylance's options beyond pyarrow's
         check_arrow_options(arrow_options)
         frags = None if fragments is None else [f.fragment for f in fragments]
         return LanceScanner(
@@ -421,10 +428,11 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
             limit,
             offset,
             batch_size,
-            with_row_id,
-            with_row_address,
+            bool(with_row_id),
+            bool(with_row_address),
             frags,
-            use_scalar_index=use_scalar_index,
+            use_scalar_index=use_scalar_index is not False,
+            options=options,
         )
 
     def to_table(
@@ -460,7 +468,7 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
             Let ZONEMAP statistics skip row ranges that cannot match ``filter`` (results are the
             same either way; only the bytes read differ).
         arrow_options:
-            pyarrow's scan tuning options, accepted and ignored.
+            pylance's further scan options and pyarrow's tuning options (see :meth:`scanner`).
         """
         return self.scanner(
             columns,
