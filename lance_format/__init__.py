@@ -2,6 +2,7 @@
 
 from lance_format.dataset import LanceDataset, dataset, write_dataset
 from lance_format.dataset.dataset import LanceFragment
+from lance_format.dataset.multibase import DatasetBasePath
 from lance_format.dataset.operations import FragmentMetadata, LanceOperation, Transaction
 from lance_format.dataset.udf_columns import BatchUDF, batch_udf
 
@@ -9,6 +10,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BatchUDF",
+    "DatasetBasePath",
     "FragmentMetadata",
     "LanceDataset",
     "LanceFragment",

@@ -41,6 +41,7 @@ from lance_format.table.versions import VersionInfo, read_transaction
 if TYPE_CHECKING:
     from lance_format.dataset.evolve import ColumnsToAdd
     from lance_format.dataset.merge_insert import MergeInsertBuilder
+    from lance_format.dataset.multibase import DatasetBasePath
     from lance_format.dataset.stats import LanceStats
     from lance_format.file import LanceFileReader
 
@@ -894,6 +895,22 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         from lance_format.dataset.merge_insert import MergeInsertBuilder
 
         return MergeInsertBuilder(self, on)
+
+    def add_bases(
+        self, new_bases: list[Any], transaction_properties: dict[str, str] | None = None
+    ) -> LanceDataset:
+        """Register more base paths (``DatasetBasePath``) for later writes (a new version);
+        returns this dataset, moved to that version."""
+        from lance_format.dataset.multibase import add_bases
+
+        self.adopt(add_bases(self, new_bases, transaction_properties))
+        return self
+
+    def base_paths(self) -> dict[int, DatasetBasePath]:
+        """This version's base paths by id."""
+        from lance_format.dataset.multibase import base_paths
+
+        return base_paths(self.manifest)
 
     commit = staticmethod(commit_operation)
     commit_batch = staticmethod(commit_batch)

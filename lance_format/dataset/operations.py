@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from lance_format.core.errors import InvalidInputError, NotFoundError, NotSupportedError
 from lance_format.core.types import LanceField, LanceSchema, fields_from_arrow
+from lance_format.dataset.multibase import new_bases, resolve_targets
 from lance_format.dataset.write import (
     DEFAULT_MAX_BYTES_PER_FILE,
     DEFAULT_MAX_ROWS_PER_FILE,
@@ -223,9 +224,10 @@ class LanceOperation:
         needs_no_read_version: ClassVar[bool] = True
 
         def to_model(self, base: Manifest | None) -> model.Operation:
-            if self.initial_bases:
-                raise NotSupportedError("LanceOperation.Overwrite(initial_bases=...) (multi-base datasets)")
-            return model.Overwrite(_frags(self.fragments), schema_against(self.new_schema, None))
+            schema = schema_against(self.new_schema, None)
+            return model.Overwrite(
+                _frags(self.fragments), schema, initial_bases=new_bases(self.initial_bases)
+            )
 
     @dataclass
     class Append(_Operation):
@@ -657,6 +659,9 @@ def write_fragments(
     use_legacy_format: bool | None = None,
     storage_options: dict[str, str] | None = None,
     enable_stable_row_ids: bool = False,
+    target_bases: list[str] | None = None,
+    target_all_bases: bool | None = None,
+    initial_bases: list[Any] | None = None,
     **unsupported: Any,
 ) -> list[FragmentMetadata] | Transaction:
     """Write data files without committing them (pylance's ``lance.fragment.write_fragments``).
@@ -677,6 +682,10 @@ def write_fragments(
     uri, store = _target(dataset_uri, storage_options)
     base = _current(store)
     overwrite = mode == "overwrite" or base is None
+    if initial_bases and not overwrite:
+        raise InvalidInputError("initial_bases is only for a new dataset or mode='overwrite'")
+    bases = new_bases(initial_bases) if initial_bases else (base.base_paths if base else ())
+    targets = resolve_targets(bases, target_bases, target_all_bases, storage_options)
     if base is not None and not overwrite and data_storage_version is None:
         data_storage_version = base.data_format.version
     reader = to_reader(data, schema)
@@ -690,6 +699,7 @@ def write_fragments(
         overwrite=overwrite,
         max_bytes_per_file=max_bytes_per_file,
         progress=progress,
+        targets=targets,
     )
     frags = [FragmentMetadata.of(f) for f in staged]
     if not return_transaction:
@@ -697,7 +707,7 @@ def write_fragments(
     version = base.version if base is not None else 0
     if not overwrite:
         return Transaction(version, LanceOperation.Append(frags))
-    return Transaction(version, LanceOperation.Overwrite(reader.schema, frags))
+    return Transaction(version, LanceOperation.Overwrite(reader.schema, frags, list(initial_bases or [])))
 
 
 def create_fragment(

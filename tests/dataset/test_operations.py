@@ -300,8 +300,11 @@ def test_data_replacement(tmp_path: Path) -> None:
 def test_unsupported_commit_options_are_refused(tmp_path: Path) -> None:
     uri = str(_base(tmp_path))
     frags = lance_format.fragment.write_fragments(_table(1), uri)
+    append = lance_format.LanceOperation.Append(frags)
     with pytest.raises(NotSupportedError, match="detached"):
-        lance_format.LanceDataset.commit(uri, lance_format.LanceOperation.Append(frags), 1, detached=True)
-    op = lance_format.LanceOperation.Overwrite(_table().schema, frags, initial_bases=[object()])
-    with pytest.raises(NotSupportedError, match="initial_bases"):
-        lance_format.LanceDataset.commit(uri, op)
+        lance_format.LanceDataset.commit(uri, append, 1, detached=True)
+    with pytest.raises(NotSupportedError, match="commit_lock"):
+        lance_format.LanceDataset.commit(uri, append, 1, commit_lock=object())
+    meta = lance_format.FragmentMetadata(0, [], 1, overlays=[object()])
+    with pytest.raises(NotSupportedError, match="overlays"):
+        lance_format.LanceDataset.commit(uri, lance_format.LanceOperation.Append([meta]), 1)
