@@ -136,6 +136,7 @@ def build_manifest(
             kept = tuple(updated.get(f.id, f) for f in base.fragments if f.id not in gone)
             frags, next_row_id = _assign_ids(op.new_fragments, first_id, next_row_id, version)
             new = replace(new, fragments=kept + frags)
+            index_bytes = _uncover_rewritten(base, new, index_bytes)
         elif isinstance(op, Restore):
             if load_version is None:
                 raise InvalidInputError("restore needs a way to load the old version")
@@ -154,6 +155,7 @@ def build_manifest(
             new = replace(new, schema=op.schema, fragments=_drop_unused_files(base.fragments, op.schema))
         elif isinstance(op, Merge):
             new = replace(new, schema=op.schema, fragments=op.fragments)
+            index_bytes = _uncover_rewritten(base, new, index_bytes)
         elif isinstance(op, Rewrite):
             new = replace(new, fragments=_rewrite(base.fragments, op, first_id))
             index_bytes = None  # indices would need remapping to the new fragments
@@ -185,6 +187,34 @@ def build_manifest(
     )
     reader, writer = compute_flags(new)
     return replace(new, reader_feature_flags=reader, writer_feature_flags=writer)
+
+
+def _uncover_rewritten(base: Manifest, new: Manifest, index_bytes: bytes | None) -> bytes | None:
+    """The index section with fragments whose indexed columns now come from other data files
+    (rewritten in place: ``update_columns``, data replacement, a merge) taken out of each index's
+    coverage: the index describes their old values, so scans must read those fragments."""
+    if not index_bytes:
+        return index_bytes
+    old = {f.id: f for f in base.fragments}
+    indices = _serde.index_section_from_bytes(index_bytes, "<index section>")
+    changed = False
+    out = []
+    for index in indices:
+        fields = set(index.fields)
+        stale = set()
+        for frag in new.fragments:
+            before = old.get(frag.id)
+            if before is None or frag.id not in index.fragment_ids or before.files == frag.files:
+                continue
+            files_then = [df for df in before.files if fields & set(df.fields)]
+            files_now = [df for df in frag.files if fields & set(df.fields)]
+            if files_then != files_now:
+                stale.add(frag.id)
+        if stale:
+            index = replace(index, fragment_ids=index.fragment_ids - stale)
+            changed = True
+        out.append(index)
+    return _serde.index_section_to_bytes(out) if changed else index_bytes
 
 
 def assign_base_ids(current: tuple[BasePath, ...], added: tuple[BasePath, ...]) -> tuple[BasePath, ...]:

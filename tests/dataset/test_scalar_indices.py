@@ -143,3 +143,22 @@ def test_stable_row_ids_and_unknown_index_type(tmp_path: Path) -> None:
     assert lance.dataset(uri).to_table(filter="a = 250").column("a").to_pylist() == [250]
     with pytest.raises(lance_format.core.errors.NotSupportedError, match="INVERTED"):
         ds.create_scalar_index("s", "INVERTED")
+
+
+@pytest.mark.parametrize("kind", ["BTREE", "BITMAP"])
+def test_values_rewritten_in_place_leave_the_index(tmp_path: Path, kind: str) -> None:
+    uri = str(tmp_path / "ds")
+    lance_format.write_dataset(
+        pa.table({"a": pa.array(range(20), pa.int64()), "b": range(20)}), uri, max_rows_per_file=10
+    )
+    ds = lance_format.dataset(uri)
+    ds.create_scalar_index("a", kind)
+    frag = ds.get_fragments()[1]
+    meta, modified = frag.update_columns(pa.table({"b": [12], "a": [1000]}), left_on="b")
+    op = lance_format.LanceOperation.Update(updated_fragments=[meta], fields_modified=modified)
+    ds = lance_format.LanceDataset.commit(uri, op, read_version=ds.version)
+    for mod in (lance_format, lance):
+        assert mod.dataset(uri).to_table(filter="a = 1000").column("b").to_pylist() == [12]
+        assert mod.dataset(uri).to_table(filter="a = 12").num_rows == 0
+    (index,) = lance_format.dataset(uri).list_indices()
+    assert index["fragment_ids"] == {0}
