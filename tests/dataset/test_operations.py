@@ -308,3 +308,14 @@ def test_unsupported_commit_options_are_refused(tmp_path: Path) -> None:
     meta = lance_format.FragmentMetadata(0, [], 1, overlays=[object()])
     with pytest.raises(NotSupportedError, match="overlays"):
         lance_format.LanceDataset.commit(uri, lance_format.LanceOperation.Append([meta]), 1)
+
+
+def test_pylance_api_doc_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import re
+
+    page = (Path(__file__).parents[2] / "docs" / "pylance-api.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", page, re.S)
+    assert len(blocks) == 3
+    monkeypatch.chdir(tmp_path)
+    for block in blocks:
+        exec(compile(block, "docs/pylance-api.md", "exec"), {})
