@@ -162,3 +162,13 @@ def test_values_rewritten_in_place_leave_the_index(tmp_path: Path, kind: str) ->
         assert mod.dataset(uri).to_table(filter="a = 12").num_rows == 0
     (index,) = lance_format.dataset(uri).list_indices()
     assert index["fragment_ids"] == {0}
+
+
+def test_float_columns_with_nan_are_scanned(tmp_path: Path) -> None:
+    uri = str(tmp_path / "ds")
+    t = pa.table({"f": [1.0, float("nan"), 3.0, None, -2.0], "i": range(5)})
+    lance.write_dataset(t, uri)
+    lance.dataset(uri).create_scalar_index("f", "BTREE")
+    for flt in ["f > 0", "f < 2", "f = 3", "f is null", "f between 0 and 5"]:
+        ours = lance_format.dataset(uri).to_table(filter=flt)
+        assert repr(_rows(ours)) == repr(_rows(lance.dataset(uri).to_table(filter=flt))), flt  # NaN
