@@ -90,7 +90,9 @@ def create_scalar_index(
         scan = partial(LanceScanner, ds)
         index = build_index(ds, column, kind, name, scan)
         txn = Transaction(ds.version, str(uuid.uuid4()), CreateIndex((index,), tuple(existing)))
-        return replace(commit_transaction(ds.store, txn, ds.manifest, ds._naming), index_section_bytes=None)
+        return replace(
+            commit_transaction(ds.store, txn, ds.manifest, ds.manifest_naming), index_section_bytes=None
+        )
     rpz = default_rows_per_zone() if rows_per_zone is None else rows_per_zone
     if isinstance(rpz, bool) or not isinstance(rpz, int) or rpz <= 0:
         raise InvalidInputError(f"rows_per_zone must be a positive integer, got {rows_per_zone!r}")
