@@ -172,3 +172,23 @@ def test_float_columns_with_nan_are_scanned(tmp_path: Path) -> None:
     for flt in ["f > 0", "f < 2", "f = 3", "f is null", "f between 0 and 5"]:
         ours = lance_format.dataset(uri).to_table(filter=flt)
         assert repr(_rows(ours)) == repr(_rows(lance.dataset(uri).to_table(filter=flt))), flt  # NaN
+
+
+def test_scattered_matches_are_read_as_few_ranges(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lance_format.dataset.pruning import candidate_ranges
+
+    uri = str(tmp_path / "ds")
+    lance_format.write_dataset(pa.table({"k": [i % 10 for i in range(5000)]}), uri)
+    ds = lance_format.dataset(uri)
+    ds.create_scalar_index("k", "BITMAP")
+    tree = ds.scanner(filter="k = 7").predicate.tree  # type: ignore[union-attr]
+    assert candidate_ranges(ds, tree, ds.manifest.fragments) == {0: [(7, 4998)]}
+    monkeypatch.setenv("LANCE_FORMAT_INDEX_MERGE_GAP_ROWS", "0")  # every match its own range
+    ranges = candidate_ranges(ds, tree, ds.manifest.fragments)
+    assert ranges is not None
+    assert ranges[0][:2] == [(7, 8), (17, 18)]
+    assert len(ranges[0]) == 500
+    assert ds.to_table(filter="k = 7").num_rows == 500
+    monkeypatch.setenv("LANCE_FORMAT_INDEX_MERGE_GAP_ROWS", "-1")
+    with pytest.raises(lance_format.core.errors.InvalidInputError, match="negative"):
+        ds.to_table(filter="k = 7")

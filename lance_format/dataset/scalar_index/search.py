@@ -11,6 +11,7 @@ by the scan's deletion mask.
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -50,8 +51,26 @@ U64 = npt.NDArray[np.uint64]
 #: Index kinds (``IndexMetadata.kind``) answered here.
 INDEX_KINDS = ("BTree", "Bitmap")
 #: Matching rows this close (in physical rows) are read as one range (about one decoded block of
-#: a small column; a point lookup still reads only its own neighbourhood).
+#: a small column; a point lookup still reads only its own neighbourhood). Overridable by
+#: ``LANCE_FORMAT_INDEX_MERGE_GAP_ROWS``.
 MERGE_GAP_ROWS = 1024
+MERGE_GAP_ENV = "LANCE_FORMAT_INDEX_MERGE_GAP_ROWS"
+
+
+def merge_gap_rows() -> int:
+    """:data:`MERGE_GAP_ROWS`, or the environment's non-negative override."""
+    raw = os.environ.get(MERGE_GAP_ENV)
+    if raw is None:
+        return MERGE_GAP_ROWS
+    try:
+        value = int(raw)
+    except ValueError:
+        raise InvalidInputError(f"{MERGE_GAP_ENV}={raw!r} is not an integer") from None
+    if value < 0:
+        raise InvalidInputError(f"{MERGE_GAP_ENV} must not be negative")
+    return value
+
+
 #: Bytes charged per cached open index beyond its arrays.
 _INDEX_OVERHEAD_BYTES = 1024
 
@@ -174,7 +193,7 @@ def _ranges(addresses: U64) -> RowRanges:
     offs = (addresses & np.uint64(0xFFFFFFFF)).astype(np.int64)
     # Rows closer than MERGE_GAP_ROWS share one range: a scan step per scattered row costs far
     # more than decoding the rows between them.
-    cut = np.flatnonzero((np.diff(frags) != 0) | (np.diff(offs) > MERGE_GAP_ROWS)) + 1
+    cut = np.flatnonzero((np.diff(frags) != 0) | (np.diff(offs) > merge_gap_rows() + 1)) + 1
     starts = np.concatenate([[0], cut])
     ends = np.append(cut, len(offs))
     for s, e in zip(starts.tolist(), ends.tolist(), strict=True):
