@@ -19,6 +19,7 @@ __all__ = [
     "RetryableCommitConflictError",
     "SchemaMismatchError",
     "StorageError",
+    "VersionNotFoundError",
 ]
 
 
@@ -36,6 +37,14 @@ class SchemaMismatchError(InvalidInputError):
 
 class NotFoundError(LanceError, FileNotFoundError):
     """A file, dataset, version or tag does not exist."""
+
+
+class VersionNotFoundError(NotFoundError, ValueError):
+    """A version or tag of an existing dataset does not exist.
+
+    Also a :class:`ValueError`, which is what pylance raises for it: code written for pylance
+    (``except ValueError``) keeps working.
+    """
 
 
 class DatasetAlreadyExistsError(LanceError, FileExistsError):

@@ -3,6 +3,7 @@
 from lance_format.dataset.cleanup import CleanupStats
 from lance_format.dataset.dataset import LanceDataset, LanceFragment, dataset
 from lance_format.dataset.merge_insert import MergeInsertBuilder, MergeInsertConflictError, MergeInsertError
+from lance_format.dataset.scan_options import ColumnOrdering
 from lance_format.dataset.scanner import LanceScanner
 from lance_format.dataset.stats import DatasetStats, DataStatistics, FieldStatistics, LanceStats
 from lance_format.dataset.write import DEFAULT_DATA_STORAGE_VERSION, commit, stage_fragments, write_dataset
@@ -10,6 +11,7 @@ from lance_format.dataset.write import DEFAULT_DATA_STORAGE_VERSION, commit, sta
 __all__ = [
     "DEFAULT_DATA_STORAGE_VERSION",
     "CleanupStats",
+    "ColumnOrdering",
     "DataStatistics",
     "DatasetStats",
     "FieldStatistics",

@@ -20,6 +20,9 @@ from lance_format.dataset.cache import METADATA_CACHE, cached_manifest, load_man
 from lance_format.dataset.cleanup import CleanupStats
 from lance_format.dataset.filters import Filter
 from lance_format.dataset.fragment import FragmentReader, ReaderCache
+from lance_format.dataset.operations import FragmentMetadata, commit_batch, create_fragment
+from lance_format.dataset.operations import commit as commit_operation
+from lance_format.dataset.scan_options import scan_options
 from lance_format.dataset.scanner import LanceScanner
 from lance_format.dataset.tags import Tags
 from lance_format.dataset.take import (
@@ -31,13 +34,14 @@ from lance_format.dataset.take import (
 )
 from lance_format.io.store import ObjectStore, store_for_uri
 from lance_format.table.flags import STABLE_ROW_IDS, check_reader_flags
-from lance_format.table.model import BasePath, DataFile, DataFragment, DeletionFile, Manifest, Transaction
+from lance_format.table.model import BasePath, DataFile, DataFragment, Manifest, Transaction
 from lance_format.table.naming import ManifestNaming
 from lance_format.table.versions import VersionInfo, read_transaction
 
 if TYPE_CHECKING:
     from lance_format.dataset.evolve import ColumnsToAdd
     from lance_format.dataset.merge_insert import MergeInsertBuilder
+    from lance_format.dataset.multibase import DatasetBasePath
     from lance_format.dataset.stats import LanceStats
     from lance_format.file import LanceFileReader
 
@@ -53,7 +57,18 @@ class LanceFragment(ArrowFragmentMixin, pds.Fragment):  # type: ignore[misc]
 
     def __init__(self, ds: LanceDataset, frag: DataFragment) -> None:
         self._ds = ds
-        self.metadata = frag
+        #: The table model's fragment (what scans and takes use).
+        self.fragment = frag
+
+    @property
+    def metadata(self) -> FragmentMetadata:
+        """The fragment's metadata, as pylance's ``FragmentMetadata`` (``to_json`` ...)."""
+        return FragmentMetadata.of(self.fragment)
+
+    @property
+    def schema(self) -> pa.Schema:
+        """The dataset version's schema."""
+        return self._ds.schema
 
     @property
     def _arrow_schema(self) -> pa.Schema:
@@ -62,32 +77,70 @@ class LanceFragment(ArrowFragmentMixin, pds.Fragment):  # type: ignore[misc]
     @property
     def fragment_id(self) -> int:
         """The fragment's id (the high 32 bits of its row addresses)."""
-        return self.metadata.id
+        return self.fragment.id
 
     @property
     def physical_rows(self) -> int:
         """Rows stored in the fragment's files, deleted ones included."""
-        return self.metadata.physical_rows
+        return self.fragment.physical_rows
 
     @property
     def num_deletions(self) -> int:
         """Rows of this fragment marked deleted."""
-        return self.metadata.num_deleted_rows
+        return self.fragment.num_deleted_rows
 
     def count_rows(self, filter: Filter | None = None, **arrow_options: Any) -> int:
         """Live rows of this fragment (matching ``filter`` when given)."""
         check_arrow_options(arrow_options)
         if filter is None:
-            return self.metadata.num_rows
+            return self.fragment.num_rows
         return self.scanner(columns=[], filter=filter).count_rows()
 
     def data_files(self) -> list[DataFile]:
         """The fragment's data files (:class:`~lance_format.table.model.DataFile`)."""
-        return list(self.metadata.files)
+        return list(self.fragment.files)
 
-    def deletion_file(self) -> DeletionFile | None:
-        """The fragment's deletion file entry, or ``None``."""
-        return self.metadata.deletion_file
+    def deletion_file(self) -> str | None:
+        """The path of the fragment's deletion file (relative to the dataset root), or ``None``."""
+        d = self.fragment.deletion_file
+        return None if d is None else d.key(self.fragment.id)
+
+    def delete(self, predicate: Filter) -> FragmentMetadata | None:
+        """Write a deletion file for the rows matching ``predicate``; the new metadata (``None``
+        when no row is left) to commit with ``LanceOperation.Delete``."""
+        from lance_format.dataset.fragment_api import delete_in_fragment
+
+        return delete_in_fragment(self._ds, self.fragment, predicate)
+
+    def merge_columns(
+        self,
+        value_func: Any,
+        columns: list[str] | None = None,
+        batch_size: int | None = None,
+        reader_schema: pa.Schema | None = None,
+    ) -> tuple[FragmentMetadata, LanceSchema]:
+        """Write new columns for this fragment (see :meth:`LanceDataset.add_columns`); returns
+        ``(metadata, schema)`` to commit with ``LanceOperation.Merge``."""
+        from lance_format.dataset.fragment_api import merge_columns
+
+        return merge_columns(self._ds, self.fragment, value_func, columns, batch_size, reader_schema)
+
+    def update_columns(
+        self,
+        data_obj: Any,
+        left_on: str = "_rowid",
+        right_on: str | None = None,
+        schema: pa.Schema | None = None,
+        *,
+        with_offsets: bool = False,
+    ) -> tuple[FragmentMetadata, list[int]] | tuple[FragmentMetadata, list[int], bytes]:
+        """Rewrite existing columns from ``data_obj`` joined on ``left_on`` = ``right_on``; commit
+        the result with ``LanceOperation.Update(updated_fragments=[...])``."""
+        from lance_format.dataset.fragment_api import update_columns
+
+        return update_columns(
+            self._ds, self.fragment, data_obj, left_on, right_on, schema, with_offsets=with_offsets
+        )
 
     def scanner(self, schema: pa.Schema | None = None, **kwargs: Any) -> LanceScanner:
         """A scan of this fragment only; takes the parameters of :meth:`LanceDataset.scanner`.
@@ -119,13 +172,15 @@ class LanceFragment(ArrowFragmentMixin, pds.Fragment):  # type: ignore[misc]
         """Rows at live-row offsets within this fragment, in the order given."""
         check_arrow_options(arrow_options)
         wanted = as_u64(indices, "indices")
-        keep = self._ds._fragment_reader(self.metadata).keep_mask()
+        keep = self._ds._fragment_reader(self.fragment).keep_mask()
         live = np.arange(self.physical_rows, dtype=np.uint64) if keep is None else np.flatnonzero(keep)
         if wanted.size and int(wanted.max()) >= len(live):
             bad = int(wanted.max())
             raise InvalidInputError(f"index {bad} out of range: the fragment has {len(live)} rows")
         addresses = (np.uint64(self.fragment_id) << np.uint64(32)) | live[wanted].astype(np.uint64)
         return take_addresses(self._ds, addresses, columns)
+
+    create = staticmethod(create_fragment)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_fragment_of, (self._ds, self.fragment_id))
@@ -356,11 +411,17 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
     ) -> LanceScanner:
         """A scan of this version; see :meth:`to_table` for the parameters.
 
-        pyarrow's scan tuning options (``use_threads``, ``batch_readahead`` ...) are accepted and
-        ignored: our scanner has its own read-ahead.
+        Also takes pylance's options (see :mod:`lance_format.dataset.scan_options`): ``order_by``
+        (``ColumnOrdering`` or names), ``strict_batch_size``, ``include_deleted_rows`` (with
+        ``with_row_id``; deleted rows get null ``_rowid`` / ``_rowaddr``), and the tuning options
+        ``scan_in_order``, ``prefilter``, ``late_materialization``, ``batch_readahead``,
+        ``fragment_readahead``, ``io_buffer_size``, which do not change results. ``columns`` may
+        name ``_rowid`` and ``_rowaddr``. pyarrow's scan tuning options (``use_threads`` ...) are
+        accepted and ignored: our scanner has its own read-ahead.
         """
+        options = scan_options(arrow_options, self.schema)  # pylance's options beyond pyarrow's
         check_arrow_options(arrow_options)
-        frags = None if fragments is None else [f.metadata for f in fragments]
+        frags = None if fragments is None else [f.fragment for f in fragments]
         return LanceScanner(
             self,
             columns,
@@ -368,10 +429,11 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
             limit,
             offset,
             batch_size,
-            with_row_id,
-            with_row_address,
+            bool(with_row_id),
+            bool(with_row_address),
             frags,
-            use_scalar_index=use_scalar_index,
+            use_scalar_index=use_scalar_index is not False,
+            options=options,
         )
 
     def to_table(
@@ -407,7 +469,7 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
             Let ZONEMAP statistics skip row ranges that cannot match ``filter`` (results are the
             same either way; only the bytes read differ).
         arrow_options:
-            pyarrow's scan tuning options, accepted and ignored.
+            pylance's further scan options and pyarrow's tuning options (see :meth:`scanner`).
         """
         return self.scanner(
             columns,
@@ -532,14 +594,36 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         self.manifest = restore_version(self)
         self._row_index = None
 
-    def add_columns(self, transforms: ColumnsToAdd) -> None:
-        """Add columns: computed by SQL expressions over existing columns (``{name: sql}``), or
-        all-null columns (a ``pa.Field``, a list of them or a ``pa.Schema``; metadata only, no data
-        files, as in pylance)."""
+    def add_columns(
+        self,
+        transforms: ColumnsToAdd | Any,
+        read_columns: list[str] | None = None,
+        reader_schema: pa.Schema | None = None,
+        batch_size: int | None = None,
+    ) -> None:
+        """Add columns (a new version), as pylance's ``add_columns`` takes them.
+
+        ``transforms`` is ``{name: SQL expression}`` over existing columns; all-null columns (a
+        ``pa.Field``, a list of them or a ``pa.Schema``: metadata only, no data files); a UDF
+        (``lance_format.batch_udf``-decorated, or any callable from a RecordBatch of
+        ``read_columns``, which may name ``_rowid`` / ``_rowaddr``, to a RecordBatch or pandas
+        DataFrame of the new columns; called on live rows in batches of ``batch_size``); or a
+        reader (RecordBatchReader, Table, ... cast to ``reader_schema``) holding the new columns'
+        values for every live row in order.
+        """
         from lance_format.dataset.evolve import add_columns
         from lance_format.dataset.mutate import with_retries
 
-        self.manifest = with_retries(self, lambda ds: add_columns(ds, transforms))
+        if isinstance(transforms, dict | pa.Field | pa.Schema) or (
+            isinstance(transforms, list) and all(isinstance(f, pa.Field) for f in transforms)
+        ):
+            if read_columns is not None or reader_schema is not None:
+                raise InvalidInputError("read_columns and reader_schema are for UDFs and readers")
+            self.manifest = with_retries(self, lambda ds: add_columns(ds, transforms))
+            return
+        from lance_format.dataset.fragment_api import add_computed_columns
+
+        self.adopt(add_computed_columns(self, transforms, read_columns, reader_schema, batch_size))
 
     def drop_columns(self, columns: list[str]) -> None:
         """Remove columns from the schema; data files holding only dropped columns leave the
@@ -701,6 +785,10 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         """How this dataset names its manifests (V1 or V2)."""
         return self._naming
 
+    def fragment_reader(self, fragment: DataFragment) -> FragmentReader:
+        """The reader of one of this version's fragments (physical rows, row ids, deletions)."""
+        return self._fragment_reader(fragment)
+
     def deleted_offsets(self, fragment: DataFragment) -> npt.NDArray[np.uint64]:
         """Sorted physical offsets of ``fragment``'s deleted rows."""
         return self._fragment_reader(fragment).deleted().astype(np.uint64)
@@ -807,6 +895,25 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         from lance_format.dataset.merge_insert import MergeInsertBuilder
 
         return MergeInsertBuilder(self, on)
+
+    def add_bases(
+        self, new_bases: list[Any], transaction_properties: dict[str, str] | None = None
+    ) -> LanceDataset:
+        """Register more base paths (``DatasetBasePath``) for later writes (a new version);
+        returns this dataset, moved to that version."""
+        from lance_format.dataset.multibase import add_bases
+
+        self.adopt(add_bases(self, new_bases, transaction_properties))
+        return self
+
+    def base_paths(self) -> dict[int, DatasetBasePath]:
+        """This version's base paths by id."""
+        from lance_format.dataset.multibase import base_paths
+
+        return base_paths(self.manifest)
+
+    commit = staticmethod(commit_operation)
+    commit_batch = staticmethod(commit_batch)
 
     def __len__(self) -> int:
         return self.count_rows()

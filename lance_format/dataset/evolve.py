@@ -12,7 +12,7 @@ import pyarrow as pa
 from lance_format.core.errors import InvalidInputError
 from lance_format.core.types import LanceField, LanceSchema, fields_from_arrow
 from lance_format.dataset.filters import evaluate, parse_value
-from lance_format.dataset.write import _file_columns
+from lance_format.dataset.write import file_columns
 from lance_format.file import LanceFileVersion, LanceFileWriter
 from lance_format.table.commit import commit_transaction
 from lance_format.table.model import DataFile, DataFragment, Manifest, Merge, Project, Transaction
@@ -156,7 +156,7 @@ def add_columns(ds: LanceDataset, transforms: ColumnsToAdd) -> Manifest:
         writer = LanceFileWriter(f"data/{name}", new_arrow, version=version, store=ds.store)
         writer.write_batch(values.cast(new_arrow))
         writer.close()
-        fields, indices = _file_columns(new_lance, LanceFileVersion(version))
+        fields, indices = file_columns(new_lance, LanceFileVersion(version))
         major, minor = LanceFileVersion(version).manifest
         data_file = DataFile(name, fields, indices, major, minor, writer.size)
         frags.append(replace(frag, files=(*frag.files, data_file)))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from lance_format.core.errors import InvalidInputError, NotSupportedError
@@ -68,13 +69,30 @@ def create_scalar_index(
     replace_existing: bool,
     rows_per_zone: int | None,
 ) -> Manifest:
-    """Build a ZONEMAP index over ``column`` and commit it; returns the new manifest."""
+    """Build a ZONEMAP, BTREE or BITMAP index over ``column`` and commit it; the new manifest."""
     from lance_format.dataset.zonemap import build_zonemap, default_rows_per_zone, write_zonemap
 
-    if str(index_type).upper() != "ZONEMAP":
-        raise NotSupportedError(f"index type {index_type!r} is not supported; only ZONEMAP is")
+    kind = str(index_type).upper()
+    if kind not in ("ZONEMAP", "BTREE", "BITMAP"):
+        raise NotSupportedError(f"index type {index_type!r} is not supported; ZONEMAP, BTREE and BITMAP are")
     if not isinstance(column, str) or column not in ds.schema.names:
         raise InvalidInputError(f"no column {column!r} to index; columns are {ds.schema.names}")
+    if kind != "ZONEMAP":
+        if rows_per_zone is not None:
+            raise InvalidInputError("rows_per_zone is for ZONEMAP indices")
+        from lance_format.dataset.scalar_index.search import build_index
+        from lance_format.dataset.scanner import LanceScanner
+
+        name = name or f"{column}_idx"
+        existing = [i for i in dataset_indices(ds) if i.name == name]
+        if existing and not replace_existing:
+            raise InvalidInputError(f"index {name!r} already exists (pass replace=True to rebuild it)")
+        scan = partial(LanceScanner, ds)
+        index = build_index(ds, column, kind, name, scan)
+        txn = Transaction(ds.version, str(uuid.uuid4()), CreateIndex((index,), tuple(existing)))
+        return replace(
+            commit_transaction(ds.store, txn, ds.manifest, ds.manifest_naming), index_section_bytes=None
+        )
     rpz = default_rows_per_zone() if rows_per_zone is None else rows_per_zone
     if isinstance(rpz, bool) or not isinstance(rpz, int) or rpz <= 0:
         raise InvalidInputError(f"rows_per_zone must be a positive integer, got {rows_per_zone!r}")

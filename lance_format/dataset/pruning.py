@@ -448,12 +448,15 @@ def _field_paths(fields: Sequence[LanceField], prefix: tuple[str, ...] = ()) -> 
 def candidate_ranges(ds: LanceDataset, tree: Node, fragments: Sequence[DataFragment]) -> RowRanges | None:
     """:func:`prune` with the dataset's ZONEMAP indices (``None``: read everything)."""
     from lance_format.dataset.indices import dataset_indices
+    from lance_format.dataset.scalar_index.search import index_ranges, intersect_ranges
     from lance_format.dataset.zonemap import load_zonemap
 
+    paths = _field_paths(ds.lance_schema.fields)
+    # BTREE / BITMAP indices select rows; zone maps narrow what is left.
+    exact = index_ranges(ds, tree, fragments, paths)
     indices = [i for i in dataset_indices(ds) if i.kind == "ZoneMap" and len(i.fields) == 1]
     if not indices:
-        return None
-    paths = _field_paths(ds.lance_schema.fields)
+        return exact
     mentioned = _column_paths(tree)
     zonemaps: dict[tuple[str, ...], list[ZoneMap]] = {}
     for index in indices:
@@ -461,4 +464,4 @@ def candidate_ranges(ds: LanceDataset, tree: Node, fragments: Sequence[DataFragm
         if path is None or path not in mentioned:  # dropped column, or not in the filter
             continue
         zonemaps.setdefault(path, []).append(load_zonemap(ds, index))
-    return prune(tree, fragments, zonemaps)
+    return intersect_ranges(exact, prune(tree, fragments, zonemaps))

@@ -17,6 +17,7 @@ from lance_format.core.errors import InvalidInputError
 from lance_format.dataset.expr import Predicate
 from lance_format.dataset.filters import Filter, evaluate, parse_filter, parse_value
 from lance_format.dataset.fragment import FragmentReader
+from lance_format.dataset.scan_options import ScanOptions, sort_table, strict_batches
 from lance_format.io.scheduler import ReadAhead
 
 if TYPE_CHECKING:
@@ -107,8 +108,12 @@ class LanceScanner:
         with_row_address: bool = False,
         fragments: Sequence[DataFragment] | None = None,
         use_scalar_index: bool = True,
+        options: ScanOptions | None = None,
     ) -> None:
         self._ds = dataset
+        self._options = options = options or ScanOptions()
+        # Statistics describe live rows only: a scan returning deleted rows reads every row.
+        use_scalar_index = use_scalar_index and not options.include_deleted_rows
         # Zone statistics narrow a filtered scan to the row ranges that can match (pylance's name).
         self._use_scalar_index = use_scalar_index
         arrow = dataset.schema
@@ -125,6 +130,15 @@ class LanceScanner:
             columns = list(arrow.names)
         elif isinstance(columns, str) or not all(isinstance(c, str) for c in columns):
             raise InvalidInputError("columns must be a list of column names or a dict of SQL expressions")
+        # ``_rowid`` / ``_rowaddr`` named among the columns come out where they are named, unless
+        # also asked for by with_row_id / with_row_address: then last, as pylance orders them.
+        order: list[str] | None = None
+        if self._exprs is None and (ROWID in columns or ROWADDR in columns) and ROWID not in arrow.names:
+            flagged = {n for n, on in ((ROWID, with_row_id), (ROWADDR, with_row_address)) if on}
+            order = [c for c in dict.fromkeys(columns) if c not in flagged]
+            with_row_id = with_row_id or ROWID in order
+            with_row_address = with_row_address or ROWADDR in order
+            columns = [c for c in columns if c not in (ROWID, ROWADDR)]
         # One set of names: ``Schema.names`` builds a new list per access (quadratic in a loop).
         known = set(arrow.names)
         for c in columns:
@@ -139,13 +153,19 @@ class LanceScanner:
             self._predicate = parse_filter(filter, self.filter_schema(arrow))
             self._filter, used = self._predicate.expression, self._predicate.columns
             extra = [c for c in arrow.names if c in used and c not in self._columns]
-        self._read = self._columns + extra
+        # Sort keys not in the projection are read too, and dropped after sorting.
+        self._sort_extra = [
+            o.column_name for o in options.order_by if o.column_name not in (*self._columns, *extra)
+        ]
+        self._read = self._columns + extra + self._sort_extra
         self._limit = _check_count(limit, "limit")
         self._offset = _check_count(offset, "offset") or 0
         bs = _check_count(batch_size, "batch_size")
         if bs == 0:
             raise InvalidInputError("batch_size must be positive")
         self._batch_size = bs or DEFAULT_BATCH_SIZE
+        if options.include_deleted_rows and not with_row_id:
+            raise InvalidInputError("include_deleted_rows is set but with_row_id is false")
         self._with_row_id = with_row_id
         self._with_row_address = with_row_address
         self._compute_row_id = with_row_id or ROWID in used
@@ -164,7 +184,12 @@ class LanceScanner:
             projected = projected.append(pa.field(ROWID, pa.uint64(), nullable=True))
         if with_row_address:
             projected = projected.append(pa.field(ROWADDR, pa.uint64(), nullable=True))
+        if order is not None:
+            order += [c for c in projected.names if c not in order]
+            projected = pa.schema([projected.field(c) for c in order])
         self.projected_schema = projected
+        sort_cols = [o.column_name for o in options.order_by if o.column_name not in projected.names]
+        self._load_names = [*projected.names, *dict.fromkeys(sort_cols)]
 
     @property
     def predicate(self) -> Predicate | None:
@@ -199,14 +224,18 @@ class LanceScanner:
         # No filter: offset and limit are row counts, so only the physical rows they cover are
         # read (a page of 1000 rows deep in a dataset decodes those rows, not whole chunks).
         skip, need = self._offset, self._limit
+        deleted_too = self._options.include_deleted_rows
+        if self._options.order_by:  # offset and limit apply after sorting
+            skip, need = 0, None
         for frag in self._fragments:
             if need == 0:
                 return
-            if skip >= frag.num_rows:
-                skip -= frag.num_rows
+            rows = frag.physical_rows if deleted_too else frag.num_rows
+            if skip >= rows:
+                skip -= rows
                 continue
             reader = self._ds._fragment_reader(frag)
-            keep = reader.keep_mask() if skip or need is not None else None
+            keep = reader.keep_mask() if (skip or need is not None) and not deleted_too else None
             for start in range(0, frag.physical_rows, SCAN_CHUNK_ROWS):
                 stop = min(start + SCAN_CHUNK_ROWS, frag.physical_rows)
                 live = None if keep is None else np.flatnonzero(keep[start:stop])
@@ -244,23 +273,29 @@ class LanceScanner:
         # With nothing to decode, a placeholder column carries the row count.
         table = reader.read_range(self._read, start, stop) if self._read else pa.table({"__n": offsets})
         keep = reader.keep_mask()
-        if keep is not None:
+        dead: npt.NDArray[np.bool_] | None = None
+        if keep is not None and self._options.include_deleted_rows:
+            dead = ~keep[start:stop]
+        elif keep is not None:
             live = keep[start:stop]
             table = table.filter(pa.array(live))
             offsets = offsets[live]
         if skip:
             table, offsets = table.slice(skip), offsets[skip:]
+            dead = None if dead is None else dead[skip:]
         stable = self._ds.has_stable_row_ids
         for name, col in row_id_columns(
             reader, offsets, self._compute_row_id, self._compute_row_address, stable
         ):
+            if dead is not None and dead.any():  # a deleted row has no id nor address (pylance)
+                col = pc.if_else(pa.array(dead), pa.scalar(None, pa.uint64()), col)
             table = table.append_column(name, col)
         if self._filter is not None:
             table = self._apply_filter(table)
         if self._exprs is None:
-            return _with_rows(table.select(self.projected_schema.names), table.num_rows)
+            return _with_rows(table.select(self._load_names), table.num_rows)
         projected = self._project(table)
-        for name in self.projected_schema.names[projected.num_columns :]:
+        for name in self._load_names[projected.num_columns :]:
             projected = projected.append_column(name, table.column(name))
         return _with_rows(projected, table.num_rows)
 
@@ -270,7 +305,7 @@ class LanceScanner:
         At most :data:`READAHEAD_CHUNKS` chunks and the I/O scheduler's byte budget ahead of the
         consumer; chunk ``i`` reads at I/O priority ``i``, so earlier rows are fetched first.
         """
-        skip = self._offset if self._filter is not None else 0
+        skip = self._offset if self._filter is not None and not self._options.order_by else 0
         tasks = (partial(self._load, *task) for task in self._plan())
         ahead = ReadAhead(tasks, _table_bytes, _pool().submit, max_tasks=READAHEAD_CHUNKS)
         for table in ahead:
@@ -289,9 +324,22 @@ class LanceScanner:
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
             raise InvalidInputError(f"cannot evaluate filter {self._filter}: {e}") from None
 
+    def _sorted_tables(self) -> Iterator[pa.Table]:
+        """Every matching row, sorted by ``order_by``, then offset and limit (sort keys read only
+        for sorting are dropped)."""
+        tables = list(self._fragment_tables())
+        if not tables:
+            return
+        table = sort_table(pa.concat_tables(tables), self._options.order_by)
+        table = table.slice(self._offset, self._limit)  # (offset, length)
+        yield _with_rows(table.select(self.projected_schema.names), table.num_rows)
+
     def _tables(self) -> Iterator[pa.Table]:
         remaining = self._limit
         if remaining == 0:
+            return
+        if self._options.order_by:
+            yield from self._sorted_tables()
             return
         for table in self._fragment_tables():
             if remaining is not None:
@@ -304,6 +352,12 @@ class LanceScanner:
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         """Batches of at most ``batch_size`` rows, in fragment order."""
+        batches = self._batches()
+        if self._options.strict_batch_size:
+            batches = strict_batches(batches, self._batch_size)
+        return batches
+
+    def _batches(self) -> Iterator[pa.RecordBatch]:
         empty = not self.projected_schema
         for table in self._tables():
             for batch in table.combine_chunks().to_batches(self._batch_size):
@@ -344,7 +398,8 @@ class LanceScanner:
     def count_rows(self) -> int:
         """Rows the scan would return (deletions read, data not, unless a filter needs it)."""
         if self._filter is None:
-            total = sum(f.num_rows for f in self._fragments)
+            deleted_too = self._options.include_deleted_rows
+            total = sum(f.physical_rows if deleted_too else f.num_rows for f in self._fragments)
             total = max(0, total - self._offset)
             return total if self._limit is None else min(total, self._limit)
         return sum(t.num_rows for t in self._tables())

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -18,6 +18,7 @@ from lance_format.core.errors import (
     SchemaMismatchError,
 )
 from lance_format.core.types import LanceSchema, fields_from_arrow
+from lance_format.dataset.multibase import WriteTarget, new_bases, resolve_targets
 from lance_format.file import LanceFileVersion, LanceFileWriter
 from lance_format.file.reader import assign_columns
 from lance_format.io.store import ObjectStore, store_for_uri
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
 __all__ = [
     "commit",
     "commit_properties",
+    "file_columns",
     "resolve_storage_version",
     "stage_fragments",
     "write_dataset",
@@ -171,7 +173,7 @@ def _cast(batch: pa.RecordBatch | pa.Table, schema: pa.Schema) -> pa.RecordBatch
         raise SchemaMismatchError(f"data does not match the schema: {e}") from None
 
 
-def _file_columns(schema: LanceSchema, version: LanceFileVersion) -> tuple[tuple[int, ...], tuple[int, ...]]:
+def file_columns(schema: LanceSchema, version: LanceFileVersion) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """``DataFile.fields`` / ``column_indices`` for a file holding every field of ``schema``.
 
     The file's own schema has ids 0.. in walk order; dataset ids are matched by walk position.
@@ -195,8 +197,12 @@ def write_fragments(
     *,
     max_bytes_per_file: int | None = None,
     progress: Any = None,
+    targets: Sequence[WriteTarget] | None = None,
 ) -> list[DataFragment]:
     """Write the stream into data files of at most ``max_rows_per_file`` rows; one fragment each.
+
+    ``targets`` (a multi-base dataset's target bases) take the files in turn; without them every
+    file goes to the dataset's own ``data/``.
 
     A file also ends once ``max_bytes_per_file`` bytes are written to it (checked between batches,
     so a file can exceed it by about one batch, as in pylance). ``progress`` (pylance's
@@ -204,12 +210,14 @@ def write_fragments(
     after each file.
     """
     file_version = LanceFileVersion(version)
-    fields, indices = _file_columns(schema, file_version)
+    fields, indices = file_columns(schema, file_version)
     arrow = schema.to_arrow()
     major, minor = file_version.manifest
     frags: list[DataFragment] = []
     writer: LanceFileWriter | None = None
     name = ""
+    places = list(targets) if targets else [WriteTarget(store, "data/", None)]
+    place = places[0]
 
     def finish() -> None:
         nonlocal writer
@@ -217,7 +225,7 @@ def write_fragments(
         rows = writer.close()
         frag = DataFragment(
             id=0,
-            files=(DataFile(name, fields, indices, major, minor, writer.size),),
+            files=(DataFile(name, fields, indices, major, minor, writer.size, place.base_id),),
             physical_rows=rows,
         )
         frags.append(frag)
@@ -231,7 +239,8 @@ def write_fragments(
         while offset < batch.num_rows:
             if writer is None:
                 name = data_file_name()
-                writer = LanceFileWriter(f"data/{name}", arrow, version=version, store=store)
+                place = places[len(frags) % len(places)]
+                writer = LanceFileWriter(f"{place.prefix}{name}", arrow, version=version, store=place.store)
                 rows_in_file = arrow_bytes = 0
                 if progress is not None:
                     progress.begin(DataFragment(0, (DataFile(name, fields, indices, major, minor),), 0))
@@ -281,6 +290,9 @@ def write_dataset(
     storage_options: dict[str, str] | None = None,
     commit_message: str | None = None,
     transaction_properties: dict[str, str] | None = None,
+    initial_bases: list[Any] | None = None,
+    target_bases: list[str] | None = None,
+    target_all_bases: bool | None = None,
 ) -> LanceDataset:
     """Write Arrow data as a Lance dataset (create, append to or overwrite one).
 
@@ -322,6 +334,12 @@ def write_dataset(
         Stored in the transaction properties under ``__lance_commit_message``, as pylance does.
     transaction_properties:
         Key/value pairs stored with the transaction (``commit_message`` wins for its key).
+    initial_bases:
+        Base paths (``DatasetBasePath``) of a new dataset: other roots its data files may live
+        under (create and overwrite only).
+    target_bases, target_all_bases:
+        Write the new data files to these bases (names or paths; in turn), or to all of them;
+        the dataset's own ``data/`` otherwise.
 
     Returns
     -------
@@ -352,6 +370,11 @@ def write_dataset(
         base, naming = None, None
     if base is not None and mode == "create":
         raise DatasetAlreadyExistsError(f"{uri}: dataset already exists (use mode='append' or 'overwrite')")
+    creating = base is None or mode != "append"
+    if initial_bases and not creating:
+        raise InvalidInputError("initial_bases is only for mode='create' or 'overwrite'")
+    bases = new_bases(initial_bases) if initial_bases else (base.base_paths if base else ())
+    targets = resolve_targets(bases, target_bases, target_all_bases, storage_options)
     reader = to_reader(data_obj, schema)
     if base is not None and mode == "append":
         target = _check_schema(reader.schema, base)
@@ -374,9 +397,13 @@ def write_dataset(
             max_rows_per_file,
             max_bytes_per_file=max_bytes_per_file,
             progress=progress,
+            targets=targets,
         )
     )
-    op = Append(frags) if base is not None and mode == "append" else Overwrite(frags, lance_schema)
+    if not creating:
+        op: Operation = Append(frags)
+    else:
+        op = Overwrite(frags, lance_schema, initial_bases=new_bases(initial_bases) if initial_bases else ())
     props = _transaction_properties(transaction_properties) | commit_properties(commit_message)
     txn = Transaction(base.version if base else 0, str(uuid.uuid4()), op, properties=props)
     options = CommitOptions(
@@ -398,17 +425,24 @@ def stage_fragments(
     data_storage_version: str | None = None,
     storage_options: dict[str, str] | None = None,
     store: ObjectStore | None = None,
+    overwrite: bool = False,
+    max_bytes_per_file: int | None = None,
+    progress: Any = None,
+    targets: Sequence[WriteTarget] | None = None,
 ) -> list[DataFragment]:
     """Write data files without committing; commit the fragments later with :func:`commit`.
 
     Against an existing dataset the data must match its schema (field ids are the dataset's); for a
-    new dataset the fragments belong with ``Overwrite(fragments, fields_from_arrow(schema))``.
+    new dataset, or with ``overwrite``, the fragments belong with
+    ``Overwrite(fragments, fields_from_arrow(schema))``.
     ``store`` (the store of ``uri``) lets a caller see each file written, e.g. to remove them when
     the stream fails half-way (the Flight server's stage mode does).
     """
     store = store or store_for_uri(os.fspath(uri), storage_options)
     reader = to_reader(data, schema)
     try:
+        if overwrite:
+            raise NotFoundError("overwrite: the data's own schema")
         base, _ = load_manifest(store)
     except NotFoundError:
         lance_schema, version = (
@@ -418,7 +452,16 @@ def stage_fragments(
     else:
         reader = to_reader(reader, _check_schema(reader.schema, base))
         lance_schema, version = base.schema, base.data_format.version
-    return write_fragments(store, reader, lance_schema, version, max_rows_per_file)
+    return write_fragments(
+        store,
+        reader,
+        lance_schema,
+        version,
+        max_rows_per_file,
+        max_bytes_per_file=max_bytes_per_file,
+        progress=progress,
+        targets=targets,
+    )
 
 
 def commit(

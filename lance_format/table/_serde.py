@@ -38,6 +38,7 @@ from lance_format.table.model import (
     Transaction,
     UnknownOperation,
     Update,
+    UpdateBases,
     UpdateConfig,
     UpdateMap,
     WriterVersion,
@@ -202,9 +203,7 @@ def manifest_to_bytes(m: Manifest) -> bytes:
     pb.config.update(m.config)
     pb.table_metadata.update(m.table_metadata)
     for b in m.base_paths:
-        bp = pb.base_paths.add(id=b.id, is_dataset_root=b.is_dataset_root, path=b.path)
-        if b.name is not None:
-            bp.name = b.name
+        _base_path_to_pb(b, pb.base_paths.add())
     if m.branch is not None:
         pb.branch = m.branch
     if m.transaction_section is not None:
@@ -247,15 +246,22 @@ def manifest_from_bytes(data: bytes, path: str) -> Manifest:
         next_row_id=pb.next_row_id,
         config=dict(pb.config),
         table_metadata=dict(pb.table_metadata),
-        base_paths=tuple(
-            BasePath(b.id, b.name if b.HasField("name") else None, b.is_dataset_root, b.path)
-            for b in pb.base_paths
-        ),
+        base_paths=tuple(_base_path_from_pb(b) for b in pb.base_paths),
         branch=pb.branch if pb.HasField("branch") else None,
         version_aux_data=pb.version_aux_data,
         index_section=pb.index_section if pb.HasField("index_section") else None,
         transaction_section=txn_pos,
     )
+
+
+def _base_path_to_pb(b: BasePath, pb: table_pb2.BasePath) -> None:
+    pb.id, pb.is_dataset_root, pb.path = b.id, b.is_dataset_root, b.path
+    if b.name is not None:
+        pb.name = b.name
+
+
+def _base_path_from_pb(pb: table_pb2.BasePath) -> BasePath:
+    return BasePath(pb.id, pb.name if pb.HasField("name") else None, pb.is_dataset_root, pb.path)
 
 
 # -- transactions ---------------------------------------------------------------------------------
@@ -277,6 +283,11 @@ def _operation_to_pb(op: Operation, pb: transaction_pb2.Transaction) -> None:
         _schema_to_pb(op.schema, pb.overwrite.schema)
         pb.overwrite.schema_metadata.update(op.schema.metadata)
         pb.overwrite.config_upsert_values.update(op.config_upsert_values)
+        for b in op.initial_bases:
+            _base_path_to_pb(b, pb.overwrite.initial_bases.add())
+    elif isinstance(op, UpdateBases):
+        for b in op.new_bases:
+            _base_path_to_pb(b, pb.update_bases.new_bases.add())
     elif isinstance(op, Restore):
         pb.restore.version = op.version
     elif isinstance(op, Project):
@@ -322,7 +333,10 @@ def _operation_from_pb(pb: transaction_pb2.Transaction, path: str) -> Operation:
     if kind == "overwrite":
         o = pb.overwrite
         schema = _schema_from_pb(o.schema, dict(o.schema_metadata), path)
-        return Overwrite(_frags(o.fragments, path), schema, dict(o.config_upsert_values))
+        bases = tuple(_base_path_from_pb(b) for b in o.initial_bases)
+        return Overwrite(_frags(o.fragments, path), schema, dict(o.config_upsert_values), bases)
+    if kind == "update_bases":
+        return UpdateBases(tuple(_base_path_from_pb(b) for b in pb.update_bases.new_bases))
     if kind == "restore":
         return Restore(pb.restore.version)
     if kind == "project":

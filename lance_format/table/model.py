@@ -37,6 +37,7 @@ __all__ = [
     "Transaction",
     "UnknownOperation",
     "Update",
+    "UpdateBases",
     "UpdateConfig",
     "UpdateMap",
     "WriterVersion",
@@ -216,6 +217,8 @@ class Overwrite:
     fragments: tuple[DataFragment, ...]
     schema: LanceSchema
     config_upsert_values: dict[str, str] = field(default_factory=dict)
+    #: The base paths of a new dataset (ids 0 are assigned at commit: 1, 2, ...).
+    initial_bases: tuple[BasePath, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -343,6 +346,13 @@ class CreateIndex:
 
 
 @dataclass(frozen=True)
+class UpdateBases:
+    """Register more base paths (ids 0 are assigned at commit, after the largest id in use)."""
+
+    new_bases: tuple[BasePath, ...]
+
+
+@dataclass(frozen=True)
 class ReserveFragments:
     """Fragment ids reserved for a writer (only ``max_fragment_id`` moves)."""
 
@@ -368,6 +378,7 @@ Operation = (
     | UpdateConfig
     | CreateIndex
     | ReserveFragments
+    | UpdateBases
     | UnknownOperation
 )
 

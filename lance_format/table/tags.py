@@ -12,6 +12,7 @@ from lance_format.core.errors import (
     DatasetAlreadyExistsError,
     InvalidInputError,
     NotFoundError,
+    VersionNotFoundError,
 )
 from lance_format.io.store import ObjectStore
 
@@ -54,7 +55,7 @@ def get_tag(store: ObjectStore, name: str) -> dict[str, Any]:
     try:
         data = store.read_all(key)
     except NotFoundError:
-        raise NotFoundError(f"{store.uri}: tag {name!r} not found") from None
+        raise VersionNotFoundError(f"{store.uri}: tag {name!r} not found") from None
     try:
         doc: dict[str, Any] = json.loads(data)
         int(doc["version"])

@@ -12,6 +12,7 @@ from lance_format.table import _serde
 from lance_format.table.flags import STABLE_ROW_IDS, compute_flags
 from lance_format.table.model import (
     Append,
+    BasePath,
     CreateIndex,
     DataFragment,
     DataStorageFormat,
@@ -26,12 +27,13 @@ from lance_format.table.model import (
     Transaction,
     UnknownOperation,
     Update,
+    UpdateBases,
     UpdateConfig,
     UpdateMap,
     WriterVersion,
 )
 
-__all__ = ["WRITER_VERSION", "build_manifest", "check_conflict"]
+__all__ = ["WRITER_VERSION", "assign_base_ids", "build_manifest", "check_conflict"]
 
 WRITER_VERSION = WriterVersion("lance-flight", "0.1.0")
 
@@ -110,7 +112,9 @@ def build_manifest(
             data_format=data_format or (base.data_format if base else DataStorageFormat()),
             config=config,
             table_metadata=dict(base.table_metadata) if base else {},
-            base_paths=base.base_paths if base else (),
+            base_paths=assign_base_ids((), op.initial_bases)
+            if op.initial_bases
+            else (base.base_paths if base else ()),
             reader_feature_flags=STABLE_ROW_IDS if stable else 0,
         )
         index_bytes = None
@@ -132,6 +136,7 @@ def build_manifest(
             kept = tuple(updated.get(f.id, f) for f in base.fragments if f.id not in gone)
             frags, next_row_id = _assign_ids(op.new_fragments, first_id, next_row_id, version)
             new = replace(new, fragments=kept + frags)
+            index_bytes = _uncover_rewritten(base, new, index_bytes)
         elif isinstance(op, Restore):
             if load_version is None:
                 raise InvalidInputError("restore needs a way to load the old version")
@@ -150,6 +155,7 @@ def build_manifest(
             new = replace(new, schema=op.schema, fragments=_drop_unused_files(base.fragments, op.schema))
         elif isinstance(op, Merge):
             new = replace(new, schema=op.schema, fragments=op.fragments)
+            index_bytes = _uncover_rewritten(base, new, index_bytes)
         elif isinstance(op, Rewrite):
             new = replace(new, fragments=_rewrite(base.fragments, op, first_id))
             index_bytes = None  # indices would need remapping to the new fragments
@@ -162,6 +168,8 @@ def build_manifest(
             index_bytes = _serde.index_section_to_bytes([*kept_indices, *op.new_indices])
         elif isinstance(op, UpdateConfig):
             new = _apply_update_config(new, op)
+        elif isinstance(op, UpdateBases):
+            new = replace(new, base_paths=assign_base_ids(base.base_paths, op.new_bases))
         else:
             raise InvalidInputError(f"cannot commit operation {type(op).__name__}")
     ids = [f.id for f in new.fragments]
@@ -179,6 +187,52 @@ def build_manifest(
     )
     reader, writer = compute_flags(new)
     return replace(new, reader_feature_flags=reader, writer_feature_flags=writer)
+
+
+def _uncover_rewritten(base: Manifest, new: Manifest, index_bytes: bytes | None) -> bytes | None:
+    """The index section with fragments whose indexed columns now come from other data files
+    (rewritten in place: ``update_columns``, data replacement, a merge) taken out of each index's
+    coverage: the index describes their old values, so scans must read those fragments."""
+    if not index_bytes:
+        return index_bytes
+    old = {f.id: f for f in base.fragments}
+    indices = _serde.index_section_from_bytes(index_bytes, "<index section>")
+    changed = False
+    out = []
+    for index in indices:
+        fields = set(index.fields)
+        stale = set()
+        for frag in new.fragments:
+            before = old.get(frag.id)
+            if before is None or frag.id not in index.fragment_ids or before.files == frag.files:
+                continue
+            files_then = [df for df in before.files if fields & set(df.fields)]
+            files_now = [df for df in frag.files if fields & set(df.fields)]
+            if files_then != files_now:
+                stale.add(frag.id)
+        if stale:
+            index = replace(index, fragment_ids=index.fragment_ids - stale)
+            changed = True
+        out.append(index)
+    return _serde.index_section_to_bytes(out) if changed else index_bytes
+
+
+def assign_base_ids(current: tuple[BasePath, ...], added: tuple[BasePath, ...]) -> tuple[BasePath, ...]:
+    """``current`` and ``added``, the added ones given ids after the largest in use where their id
+    is 0; names and paths must stay unique."""
+    out = list(current)
+    next_id = max((b.id for b in current), default=0) + 1
+    for b in added:
+        if b.id == 0:
+            b = replace(b, id=next_id)
+        next_id = max(next_id, b.id + 1)
+        for other in out:
+            if other.id == b.id or (b.name is not None and other.name == b.name) or other.path == b.path:
+                raise InvalidInputError(
+                    f"base path {b.name or b.path!r} conflicts with {other.name or other.path!r}"
+                )
+        out.append(b)
+    return tuple(out)
 
 
 def _apply_update_config(new: Manifest, op: UpdateConfig) -> Manifest:
@@ -222,7 +276,7 @@ def _touched(op: object) -> set[int] | None:
         return {f.id for g in op.groups for f in g.old_fragments}
     if isinstance(op, Update):
         return {f.id for f in op.updated_fragments} | set(op.removed_fragment_ids)
-    if isinstance(op, Append | UpdateConfig | CreateIndex | ReserveFragments):
+    if isinstance(op, Append | UpdateConfig | CreateIndex | ReserveFragments | UpdateBases):
         return set()
     return None
 
@@ -265,6 +319,10 @@ def check_conflict(mine: Transaction, theirs: Transaction | None, version: int) 
         if isinstance(other, UpdateConfig) and _maps_overlap(op, other):
             raise retry
         return
+    if isinstance(op, UpdateBases):  # two writers adding bases would both take the same ids
+        if isinstance(other, UpdateBases):
+            raise retry
+        return
     if isinstance(op, Append):
         if _touched(other) is None:
             raise retry
@@ -279,7 +337,7 @@ def check_conflict(mine: Transaction, theirs: Transaction | None, version: int) 
     mine_ids = _touched(op)
     theirs_ids = _touched(other)
     if mine_ids is None:  # schema changes (Project, Merge) only commute with metadata-only commits
-        if not isinstance(other, UpdateConfig | CreateIndex | ReserveFragments):
+        if not isinstance(other, UpdateConfig | CreateIndex | ReserveFragments | UpdateBases):
             raise retry
         return
     if theirs_ids is None:

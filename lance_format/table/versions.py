@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 
-from lance_format.core.errors import CorruptFileError, NotFoundError
+from lance_format.core.errors import CorruptFileError, NotFoundError, VersionNotFoundError
 from lance_format.io.store import ObjectStore
 from lance_format.table import _serde
 from lance_format.table.external_store import finalize_pending, manifest_store_for
@@ -60,7 +60,7 @@ def load_manifest(
         assert version is not None
     entry = info.entries.get(version)
     if entry is None:
-        raise NotFoundError(
+        raise VersionNotFoundError(
             f"{store.uri}: version {version} not found; versions are {min(info.entries)}..{max(info.entries)}"
         )
     key, size = entry

@@ -381,7 +381,7 @@ def test_bad_index_requests(tmp_path: Path) -> None:
     with pytest.raises(InvalidInputError):
         ds.create_scalar_index("a", rows_per_zone=0)
     with pytest.raises(NotSupportedError):
-        ds.create_scalar_index("a", "BTREE")
+        ds.create_scalar_index("a", "INVERTED")
     ds.create_scalar_index("a")
     with pytest.raises(InvalidInputError):
         ds.create_scalar_index("a", replace=False)

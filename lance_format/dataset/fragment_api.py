@@ -1,0 +1,205 @@
+"""Fragment-level changes a distributed writer commits itself (pylance's ``LanceFragment`` methods).
+
+Each returns new fragment metadata and writes files, but commits nothing: the caller gathers the
+results of every worker and commits one ``LanceOperation`` (``Delete``, ``Merge``, ``Update``)
+with ``LanceDataset.commit``. Also the dataset-level ``add_columns`` with a UDF or a reader.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+from pyroaring import BitMap
+
+from lance_format.core.errors import InvalidInputError
+from lance_format.core.types import LanceSchema
+from lance_format.dataset.filters import Filter, evaluate, parse_filter, parse_value
+from lance_format.dataset.operations import FragmentMetadata, schema_against
+from lance_format.dataset.scanner import ROWADDR, ROWID, LanceScanner
+from lance_format.dataset.udf_columns import BatchUDF, fragment_with_new_columns, new_columns_source
+from lance_format.dataset.write import file_columns, to_reader
+from lance_format.file import LanceFileVersion, LanceFileWriter
+from lance_format.table.commit import commit_transaction
+from lance_format.table.deletion import write_deletion_file
+from lance_format.table.model import DataFile, DataFragment, Manifest, Merge, Transaction
+from lance_format.table.naming import data_file_name
+
+if TYPE_CHECKING:
+    from lance_format.dataset.dataset import LanceDataset
+
+__all__ = ["add_computed_columns", "delete_in_fragment", "merge_columns", "update_columns"]
+
+#: The field id pylance writes in a data file's ``fields`` for a column rewritten elsewhere.
+TOMBSTONE_FIELD = -2
+
+
+def delete_in_fragment(ds: LanceDataset, frag: DataFragment, predicate: Filter) -> FragmentMetadata | None:
+    """``frag`` with the rows matching ``predicate`` deleted (a new deletion file is written);
+    ``None`` when no row is left, as pylance's ``LanceFragment.delete``."""
+    bound = parse_filter(predicate, LanceScanner.filter_schema(ds.schema))
+    scan = LanceScanner(ds, columns=[], filter=bound, with_row_address=True, fragments=[frag])
+    hits = scan.to_table().column(ROWADDR).to_numpy() & np.uint64(0xFFFFFFFF)
+    if not len(hits):
+        return FragmentMetadata.of(frag)
+    deleted = np.union1d(ds.deleted_offsets(frag), hits)
+    if len(deleted) >= frag.physical_rows:
+        return None
+    d = write_deletion_file(ds.store, frag.id, ds.version, deleted)
+    return FragmentMetadata.of(replace(frag, deletion_file=d))
+
+
+def _new_schema(ds: LanceDataset, added: pa.Schema) -> tuple[LanceSchema, LanceSchema]:
+    """``(the dataset's schema with the new columns, the new columns' own fields)``."""
+    for f in added:
+        if f.name in ds.schema.names:
+            raise InvalidInputError(f"column {f.name!r} already exists in the dataset")
+    if not len(added):
+        raise InvalidInputError("no new columns to add")
+    full = schema_against(pa.schema([*ds.schema, *added], metadata=ds.schema.metadata), ds.manifest)
+    new = LanceSchema(full.fields[len(ds.schema) :])
+    return LanceSchema(full.fields, dict(ds.lance_schema.metadata)), new
+
+
+def _sql_udf(ds: LanceDataset, exprs: dict[str, str]) -> tuple[BatchUDF, list[str]]:
+    parsed, used = {}, set()
+    for name, sql in exprs.items():
+        if not isinstance(name, str) or not isinstance(sql, str):
+            raise InvalidInputError("columns to add are {name: SQL expression} strings")
+        parsed[name], refs = parse_value(sql, ds.schema)
+        used |= refs
+    read = [c for c in ds.schema.names if c in used]
+
+    def run(batch: pa.RecordBatch) -> pa.RecordBatch:
+        return pa.concat_batches(evaluate(pa.Table.from_batches([batch]), parsed).to_batches())
+
+    empty = pa.schema([ds.schema.field(c) for c in read]).empty_table()
+    return BatchUDF(run, evaluate(empty, parsed).schema), read
+
+
+def merge_columns(
+    ds: LanceDataset,
+    frag: DataFragment,
+    value_func: Any,
+    columns: Sequence[str] | None = None,
+    batch_size: int | None = None,
+    reader_schema: pa.Schema | None = None,
+) -> tuple[FragmentMetadata, LanceSchema]:
+    """New columns for one fragment: ``(its new metadata, the dataset schema with them)``.
+
+    ``value_func`` is what ``add_columns`` takes (SQL expressions, a UDF, a reader with the
+    fragment's live rows); commit every fragment's result with ``LanceOperation.Merge``.
+    """
+    if isinstance(value_func, dict):
+        value_func, columns = _sql_udf(ds, value_func)
+    if isinstance(value_func, BatchUDF) and value_func.cache is not None:
+        raise InvalidInputError("a checkpoint file cannot be used with LanceFragment.merge_columns")
+    schema, values, finish = new_columns_source(ds, value_func, columns, reader_schema, batch_size)
+    full, new = _new_schema(ds, schema)
+    out = fragment_with_new_columns(ds, frag, values(frag), new)
+    finish()
+    return FragmentMetadata.of(out), full
+
+
+def add_computed_columns(
+    ds: LanceDataset,
+    transforms: Any,
+    read_columns: Sequence[str] | None,
+    reader_schema: pa.Schema | None,
+    batch_size: int | None,
+) -> Manifest:
+    """Commit new columns computed by a UDF or read from a reader (one new file per fragment)."""
+    schema, values, finish = new_columns_source(ds, transforms, read_columns, reader_schema, batch_size)
+    full, new = _new_schema(ds, schema)
+    frags = tuple(fragment_with_new_columns(ds, f, values(f), new) for f in ds.manifest.fragments)
+    finish()
+    txn = Transaction(ds.version, str(uuid.uuid4()), Merge(frags, full))
+    return commit_transaction(ds.store, txn, ds.manifest, ds.manifest_naming)
+
+
+def _keys(ds: LanceDataset, frag: DataFragment, column: str) -> pa.ChunkedArray | pa.Array:
+    """``column`` (or ``_rowid`` / ``_rowaddr``) for every physical row of ``frag``."""
+    addr = (np.uint64(frag.id) << np.uint64(32)) | np.arange(frag.physical_rows, dtype=np.uint64)
+    if column == ROWADDR or (column == ROWID and not ds.has_stable_row_ids):
+        return pa.array(addr, pa.uint64())
+    if column == ROWID:
+        return pa.array(ds.fragment_reader(frag).row_ids(), pa.uint64())
+    if column not in ds.schema.names:
+        raise InvalidInputError(f"no column {column!r} to join on")
+    return ds.fragment_reader(frag).read_range([column], 0, frag.physical_rows).column(0)
+
+
+def update_columns(
+    ds: LanceDataset,
+    frag: DataFragment,
+    data_obj: Any,
+    left_on: str = ROWID,
+    right_on: str | None = None,
+    schema: pa.Schema | None = None,
+    *,
+    with_offsets: bool = False,
+) -> tuple[FragmentMetadata, list[int]] | tuple[FragmentMetadata, list[int], bytes]:
+    """Rewrite columns of ``frag`` from ``data_obj`` joined on ``left_on`` = ``right_on``.
+
+    Rows without a match keep their values; with several matches one of them is used. The new
+    values go to a new data file; the old files keep their bytes but stop naming the rewritten
+    fields (pylance's tombstone ``-2``). Returns the new metadata and the field ids modified (and
+    with ``with_offsets`` the matched physical offsets as a portable Roaring bitmap); commit with
+    ``LanceOperation.Update(updated_fragments=[...])``.
+    """
+    right = to_reader(data_obj, schema).read_all()
+    right_on = right_on or left_on
+    if right_on not in right.column_names:
+        raise InvalidInputError(f"the data has no join column {right_on!r}")
+    targets = [c for c in right.column_names if c != right_on]
+    if not targets:
+        raise InvalidInputError("the data has no columns to update besides the join column")
+    for c in targets:
+        if c not in ds.schema.names:
+            raise InvalidInputError(f"cannot update {c!r}: no such column")
+    left = pa.table({"k": _keys(ds, frag, left_on), "__pos": pa.array(np.arange(frag.physical_rows))})
+    rkeys = right.column(right_on)
+    if not rkeys.type.equals(left.schema.field("k").type):
+        try:
+            rkeys = rkeys.cast(left.schema.field("k").type)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+            raise InvalidInputError(f"cannot join {left_on!r} with {right_on!r}: {e}") from None
+    rtab = pa.table({"k": rkeys, "__r": pa.array(np.arange(right.num_rows))})
+    joined = left.join(rtab, "k", join_type="inner")
+    pos = joined.column("__pos").to_numpy()
+    ridx = joined.column("__r").to_numpy()
+    pos, first = np.unique(pos, return_index=True)
+    ridx = ridx[first]
+    fields = [ds.lance_schema.field_by_name(c) for c in targets]
+    old = ds.fragment_reader(frag).read_range(targets, 0, frag.physical_rows)
+    picks = np.arange(frag.physical_rows, dtype=np.int64)
+    picks[pos] = frag.physical_rows + ridx
+    arrow = pa.schema([ds.schema.field(c) for c in targets])
+    cols = []
+    for c in targets:
+        merged = pa.chunked_array([*old.column(c).chunks, *right.column(c).cast(arrow.field(c).type).chunks])
+        cols.append(merged.take(pa.array(picks)))
+    table = pa.Table.from_arrays(cols, schema=arrow)
+    new_fields = LanceSchema(tuple(fields))
+    version = LanceFileVersion(ds.data_storage_version)
+    name = data_file_name()
+    writer = LanceFileWriter(f"data/{name}", arrow, version=ds.data_storage_version, store=ds.store)
+    writer.write_batch(table)
+    writer.close()
+    fids, indices = file_columns(new_fields, version)
+    major, minor = version.manifest
+    rewritten = {x.id for f in fields for x in f.walk()}
+    files = tuple(
+        replace(df, fields=tuple(TOMBSTONE_FIELD if fid in rewritten else fid for fid in df.fields))
+        for df in frag.files
+    )
+    new = replace(frag, files=(*files, DataFile(name, fids, indices, major, minor, writer.size)))
+    modified = [f.id for f in fields]
+    meta = FragmentMetadata.of(new)
+    if with_offsets:
+        return meta, modified, BitMap(pos.astype(np.uint32)).serialize()
+    return meta, modified

@@ -1,0 +1,1 @@
+"""BTREE and BITMAP scalar indices: pylance's file layouts, filter answering, building."""

@@ -1,0 +1,194 @@
+"""BTREE and BITMAP indices against pylance: ours read pylance's and answer filters with them
+(reading less), pylance reads and uses ours, and results match cell by cell."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import lance_format
+from lance_format.io import io_stats
+
+lance = pytest.importorskip("lance")
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")  # pylance's list_indices
+pytest.importorskip("lance.file")
+
+FILTERS = [
+    "a = 3",
+    "a > 59990",
+    "a <= 2 or a = 50000",
+    "a between 100 and 103",
+    "a in (7, 11, 59999)",
+    "a is null",
+    "s = 'k7'",
+    "s in ('k1', 'k2') and a < 40",
+    "s is null",
+    "s = 'k3' or a = 4",
+    "a = 3 and b > 0.5",  # an unindexed part: the index narrows, the filter decides
+    "not (a = 3)",  # not answerable: scanned
+]
+
+
+def _data(n: int = 60_000) -> pa.Table:
+    rng = np.random.default_rng(7)
+    a = pa.array(np.arange(n), pa.int64(), mask=np.arange(n) % 997 == 5)
+    s = pa.array([f"k{i % 10}" for i in range(n)], mask=np.arange(n) % 1013 == 1)
+    return pa.table({"a": a, "s": s, "b": rng.random(n), "pad": [f"{i:08d}" * 8 for i in range(n)]})
+
+
+@pytest.fixture(scope="module")
+def pylance_indexed(tmp_path_factory: pytest.TempPathFactory) -> str:
+    uri = str(tmp_path_factory.mktemp("idx") / "ds")
+    lance.write_dataset(_data(), uri, max_rows_per_file=25_000)
+    ds = lance.dataset(uri)
+    ds.delete("a % 50 = 3")  # indexed rows the scan must still drop
+    ds.create_scalar_index("a", "BTREE")
+    ds.create_scalar_index("s", "BITMAP")
+    lance.write_dataset(_data(50), uri, mode="append")  # a fragment no index covers
+    return uri
+
+
+def _rows(t: pa.Table) -> list[Any]:
+    return sorted(t.to_pylist(), key=repr)
+
+
+def _read(run: Any) -> tuple[Any, int]:
+    before = io_stats()
+    out = run()
+    return out, (io_stats() - before).bytes_read
+
+
+@pytest.mark.parametrize("flt", FILTERS)
+def test_pylance_indices_answer_our_filters(pylance_indexed: str, flt: str) -> None:
+    ours = lance_format.dataset(pylance_indexed).to_table(columns=["a", "s", "b"], filter=flt)
+    theirs = lance.dataset(pylance_indexed).to_table(columns=["a", "s", "b"], filter=flt)
+    assert _rows(ours) == _rows(theirs)
+    unindexed = lance_format.dataset(pylance_indexed).to_table(
+        columns=["a", "s", "b"], filter=flt, use_scalar_index=False
+    )
+    assert _rows(ours) == _rows(unindexed)
+
+
+def test_an_indexed_point_lookup_reads_the_index_not_the_columns(pylance_indexed: str) -> None:
+    ds = lance_format.dataset(pylance_indexed)
+    ds.to_table(filter="a = 1")  # the index lookups are now cached, as a server's would be
+    hit, indexed = _read(lambda: ds.to_table(columns=["pad"], filter="a = 12345"))
+    _, scanned = _read(lambda: ds.to_table(columns=["pad"], filter="a = 12345", use_scalar_index=False))
+    assert hit.column("pad").to_pylist() == ["00012345" * 8]
+    assert indexed * 20 < scanned
+    hit, indexed = _read(lambda: ds.to_table(columns=["pad"], filter="s = 'k4' and a < 100"))
+    assert len(hit) == 15  # 10, and 5 in the appended fragment no index covers
+    assert indexed * 5 < scanned
+
+
+@pytest.mark.parametrize("kind", ["BTREE", "BITMAP"])
+def test_pylance_reads_and_uses_our_indices(tmp_path: Path, kind: str) -> None:
+    uri = str(tmp_path / "ds")
+    lance.write_dataset(_data(3_000), uri, max_rows_per_file=1_000)
+    lance.dataset(uri).delete("a % 7 = 0")
+    ours = lance_format.dataset(uri)
+    ours.create_scalar_index("a", kind)
+    ours.create_scalar_index("s", kind)
+    theirs = lance.dataset(uri)
+    types = sorted(i["type"] for i in theirs.list_indices())
+    assert types == [kind.capitalize() if kind == "BITMAP" else "BTree"] * 2
+    for flt in ["a = 3", "a = 8", "a in (1, 2, 2999)", "a is null", "s = 'k7'", "s is null", "a >= 2990"]:
+        if kind == "BITMAP" or not flt.startswith("s"):
+            assert "ScalarIndexQuery" in theirs.scanner(filter=flt).explain_plan()
+        assert _rows(theirs.to_table(filter=flt)) == _rows(ours.to_table(filter=flt))
+        assert _rows(theirs.to_table(filter=flt)) == _rows(
+            theirs.to_table(filter=flt, use_scalar_index=False)
+        )
+
+
+@pytest.mark.parametrize("kind", ["BTREE", "BITMAP"])
+def test_our_index_files_match_pylances(tmp_path: Path, kind: str) -> None:
+    base = tmp_path / "base"
+    lance.write_dataset(_data(5_000), str(base), max_rows_per_file=2_000)
+    for who in ("ours", "theirs"):
+        shutil.copytree(base, tmp_path / who)
+    lance_format.dataset(str(tmp_path / "ours")).create_scalar_index("s", kind)
+    lance.dataset(str(tmp_path / "theirs")).create_scalar_index("s", kind)
+    tables = []
+    for who in ("ours", "theirs"):
+        folder = next((tmp_path / who / "_indices").iterdir())
+        files = sorted(p.name for p in folder.iterdir())
+        tables.append(
+            (files, [lance.file.LanceFileReader(str(folder / f)).read_all().to_table() for f in files])
+        )
+    assert tables[0][0] == tables[1][0]
+    for ours, theirs in zip(tables[0][1], tables[1][1], strict=True):
+        assert ours.schema.equals(theirs.schema, check_metadata=True)
+        if "ids" in ours.column_names:  # page data: ties may come in any order
+            keys = [("values", "ascending"), ("ids", "ascending")]
+            assert ours.sort_by(keys).equals(theirs.sort_by(keys))
+        elif "bitmaps" in ours.column_names:  # bitmap bytes may differ (container choice)
+            assert ours.column("keys").equals(theirs.column("keys"))
+        else:
+            assert ours.equals(theirs)
+
+
+def test_stable_row_ids_and_unknown_index_type(tmp_path: Path) -> None:
+    uri = str(tmp_path / "ds")
+    lance_format.write_dataset(_data(500), uri, enable_stable_row_ids=True, max_rows_per_file=200)
+    ds = lance_format.dataset(uri)
+    ds.delete("a < 10")
+    ds.create_scalar_index("a", "BTREE")
+    assert ds.to_table(filter="a = 250").column("a").to_pylist() == [250]
+    assert lance.dataset(uri).to_table(filter="a = 250").column("a").to_pylist() == [250]
+    with pytest.raises(lance_format.core.errors.NotSupportedError, match="INVERTED"):
+        ds.create_scalar_index("s", "INVERTED")
+
+
+@pytest.mark.parametrize("kind", ["BTREE", "BITMAP"])
+def test_values_rewritten_in_place_leave_the_index(tmp_path: Path, kind: str) -> None:
+    uri = str(tmp_path / "ds")
+    lance_format.write_dataset(
+        pa.table({"a": pa.array(range(20), pa.int64()), "b": range(20)}), uri, max_rows_per_file=10
+    )
+    ds = lance_format.dataset(uri)
+    ds.create_scalar_index("a", kind)
+    frag = ds.get_fragments()[1]
+    meta, modified = frag.update_columns(pa.table({"b": [12], "a": [1000]}), left_on="b")
+    op = lance_format.LanceOperation.Update(updated_fragments=[meta], fields_modified=modified)
+    ds = lance_format.LanceDataset.commit(uri, op, read_version=ds.version)
+    for mod in (lance_format, lance):
+        assert mod.dataset(uri).to_table(filter="a = 1000").column("b").to_pylist() == [12]
+        assert mod.dataset(uri).to_table(filter="a = 12").num_rows == 0
+    (index,) = lance_format.dataset(uri).list_indices()
+    assert index["fragment_ids"] == {0}
+
+
+def test_float_columns_with_nan_are_scanned(tmp_path: Path) -> None:
+    uri = str(tmp_path / "ds")
+    t = pa.table({"f": [1.0, float("nan"), 3.0, None, -2.0], "i": range(5)})
+    lance.write_dataset(t, uri)
+    lance.dataset(uri).create_scalar_index("f", "BTREE")
+    for flt in ["f > 0", "f < 2", "f = 3", "f is null", "f between 0 and 5"]:
+        ours = lance_format.dataset(uri).to_table(filter=flt)
+        assert repr(_rows(ours)) == repr(_rows(lance.dataset(uri).to_table(filter=flt))), flt  # NaN
+
+
+def test_scattered_matches_are_read_as_few_ranges(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lance_format.dataset.pruning import candidate_ranges
+
+    uri = str(tmp_path / "ds")
+    lance_format.write_dataset(pa.table({"k": [i % 10 for i in range(5000)]}), uri)
+    ds = lance_format.dataset(uri)
+    ds.create_scalar_index("k", "BITMAP")
+    tree = ds.scanner(filter="k = 7").predicate.tree  # type: ignore[union-attr]
+    assert candidate_ranges(ds, tree, ds.manifest.fragments) == {0: [(7, 4998)]}
+    monkeypatch.setenv("LANCE_FORMAT_INDEX_MERGE_GAP_ROWS", "0")  # every match its own range
+    ranges = candidate_ranges(ds, tree, ds.manifest.fragments)
+    assert ranges is not None
+    assert ranges[0][:2] == [(7, 8), (17, 18)]
+    assert len(ranges[0]) == 500
+    assert ds.to_table(filter="k = 7").num_rows == 500
+    monkeypatch.setenv("LANCE_FORMAT_INDEX_MERGE_GAP_ROWS", "-1")
+    with pytest.raises(lance_format.core.errors.InvalidInputError, match="negative"):
+        ds.to_table(filter="k = 7")
