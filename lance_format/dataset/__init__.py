@@ -1,11 +1,12 @@
 """Datasets: open, scan, take, write, delete, versions and tags (mirrors pylance's API)."""
 
 from lance_format.dataset.cleanup import CleanupStats
-from lance_format.dataset.dataset import LanceDataset, LanceFragment, dataset
+from lance_format.dataset.dataset import LanceDataset, LanceFragment, commit, dataset, write_dataset
 from lance_format.dataset.merge_insert import MergeInsertBuilder, MergeInsertConflictError, MergeInsertError
 from lance_format.dataset.scanner import LanceScanner
+from lance_format.dataset.snapshot import Snapshot
 from lance_format.dataset.stats import DatasetStats, DataStatistics, FieldStatistics, LanceStats
-from lance_format.dataset.write import DEFAULT_DATA_STORAGE_VERSION, commit, stage_fragments, write_dataset
+from lance_format.dataset.write import DEFAULT_DATA_STORAGE_VERSION, stage_fragments
 
 __all__ = [
     "DEFAULT_DATA_STORAGE_VERSION",
@@ -20,6 +21,7 @@ __all__ = [
     "MergeInsertBuilder",
     "MergeInsertConflictError",
     "MergeInsertError",
+    "Snapshot",
     "commit",
     "dataset",
     "stage_fragments",

@@ -36,7 +36,7 @@ from lance_format.table.naming import STAGED_DIR, staged_key, transaction_key
 from lance_format.table.versions import VersionInfo
 
 if TYPE_CHECKING:
-    from lance_format.dataset.dataset import LanceDataset
+    from lance_format.dataset.snapshot import Snapshot
 
 __all__ = [
     "DEFAULT_CLEANUP_AGE",
@@ -110,7 +110,7 @@ def seconds_argument(value: float, name: str) -> float:
 
 
 def cleanup_old_versions(
-    ds: LanceDataset,
+    ds: Snapshot,
     older_than: timedelta | None = None,
     retain_versions: int | None = None,
     *,
@@ -122,7 +122,7 @@ def cleanup_old_versions(
 ) -> CleanupStats:
     """Delete old versions' manifests, the files only they referenced, and old orphans.
 
-    See :meth:`lance_format.LanceDataset.cleanup_old_versions` for the parameters.
+    See :meth:`lance_format.Snapshot.cleanup_old_versions` for the parameters.
     ``unverified_age_seconds`` overrides :data:`UNVERIFIED_AGE_S`.
     """
     if older_than is not None and not isinstance(older_than, timedelta):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -15,23 +14,24 @@ import pyarrow.dataset as pds
 
 from lance_format.core.errors import InvalidInputError, NotFoundError
 from lance_format.core.types import LanceSchema
+from lance_format.dataset import write
 from lance_format.dataset.arrow_dataset import ArrowDatasetMixin, ArrowFragmentMixin, check_arrow_options
-from lance_format.dataset.cache import METADATA_CACHE, cached_manifest, load_manifest_cached
+from lance_format.dataset.cache import cached_manifest
 from lance_format.dataset.cleanup import CleanupStats
 from lance_format.dataset.filters import Filter
-from lance_format.dataset.fragment import FragmentReader, ReaderCache
+from lance_format.dataset.fragment import ReaderCache
 from lance_format.dataset.scanner import LanceScanner
+from lance_format.dataset.snapshot import Snapshot
 from lance_format.dataset.tags import Tags
 from lance_format.dataset.take import (
-    FragmentIndex,
     as_u64,
     logical_to_addresses,
     stable_ids_to_addresses,
     take_addresses,
 )
 from lance_format.io.store import ObjectStore, store_for_uri
-from lance_format.table.flags import STABLE_ROW_IDS, check_reader_flags
-from lance_format.table.model import BasePath, DataFile, DataFragment, DeletionFile, Manifest, Transaction
+from lance_format.table.flags import STABLE_ROW_IDS
+from lance_format.table.model import DataFile, DataFragment, DeletionFile, Manifest, Operation, Transaction
 from lance_format.table.naming import ManifestNaming
 from lance_format.table.versions import VersionInfo, read_transaction
 
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from lance_format.dataset.stats import LanceStats
     from lance_format.file import LanceFileReader
 
-__all__ = ["LanceDataset", "LanceFragment", "dataset"]
+__all__ = ["LanceDataset", "LanceFragment", "commit", "dataset", "write_dataset"]
 
 
 class LanceFragment(ArrowFragmentMixin, pds.Fragment):  # type: ignore[misc]
@@ -119,13 +119,13 @@ class LanceFragment(ArrowFragmentMixin, pds.Fragment):  # type: ignore[misc]
         """Rows at live-row offsets within this fragment, in the order given."""
         check_arrow_options(arrow_options)
         wanted = as_u64(indices, "indices")
-        keep = self._ds._fragment_reader(self.metadata).keep_mask()
+        keep = self._ds.snapshot.fragment_reader(self.metadata).keep_mask()
         live = np.arange(self.physical_rows, dtype=np.uint64) if keep is None else np.flatnonzero(keep)
         if wanted.size and int(wanted.max()) >= len(live):
             bad = int(wanted.max())
             raise InvalidInputError(f"index {bad} out of range: the fragment has {len(live)} rows")
         addresses = (np.uint64(self.fragment_id) << np.uint64(32)) | live[wanted].astype(np.uint64)
-        return take_addresses(self._ds, addresses, columns)
+        return take_addresses(self._ds.snapshot, addresses, columns)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_fragment_of, (self._ds, self.fragment_id))
@@ -175,29 +175,33 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         manifest: Manifest | None = None,
         naming: ManifestNaming | None = None,
         cache: ReaderCache | None = None,
+        snapshot: Snapshot | None = None,
     ) -> None:
-        self.uri = os.fspath(uri)
-        self._storage_options = storage_options
-        self._store = store or store_for_uri(self.uri, storage_options)
-        if manifest is None or naming is None:
-            manifest, naming = self._load(version)
-        check_reader_flags(manifest, self.uri)
-        self.manifest = manifest
-        self._naming = naming
-        self._cache = cache or ReaderCache(self._store, storage_options=storage_options)
-        self._row_index: tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64]] | None = None
-        self._lock = threading.Lock()
-        # Fragment readers of this handle, by fragment id, with the manifest they were made for:
-        # a take reuses their projection plans instead of rebuilding them per call.
-        self._frag_readers: dict[int, tuple[Manifest, DataFragment, FragmentReader]] = {}
-        self._frag_index: tuple[Manifest, FragmentIndex] | None = None
+        if snapshot is None:
+            uri = os.fspath(uri)
+            store = store or store_for_uri(uri, storage_options)
+            cache = cache or ReaderCache(store, storage_options=storage_options)
+            if manifest is None or naming is None:
+                snapshot = Snapshot.open(uri, version, storage_options, store=store, cache=cache)
+            else:
+                snapshot = Snapshot(uri, store, manifest, naming, cache, storage_options)
+        self._snapshot = snapshot
+        self.uri = snapshot.uri
 
-    def _load(self, version: int | str | None) -> tuple[Manifest, ManifestNaming]:
-        if isinstance(version, str):
-            version = int(self.tags.get_version(version))
-        elif version is not None and (isinstance(version, bool) or not isinstance(version, int | np.integer)):
-            raise InvalidInputError(f"version must be an int or a tag name, got {version!r}")
-        return load_manifest_cached(self._store, None if version is None else int(version))
+    @classmethod
+    def from_snapshot(cls, snapshot: Snapshot) -> LanceDataset:
+        """The facade over ``snapshot``."""
+        return cls(snapshot.uri, snapshot=snapshot)
+
+    @property
+    def snapshot(self) -> Snapshot:
+        """The pinned version this handle reads now (swapped when this handle commits)."""
+        return self._snapshot
+
+    @property
+    def manifest(self) -> Manifest:
+        """The manifest of the version this handle reads."""
+        return self._snapshot.manifest
 
     # -- metadata --------------------------------------------------------------------------------
     @property
@@ -208,7 +212,7 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
     @property
     def latest_version(self) -> int:
         """The newest committed version (one listing of ``_versions/``)."""
-        latest = VersionInfo(self._store).latest
+        latest = VersionInfo(self.store).latest
         if latest is None:
             raise NotFoundError(f"{self.uri}: dataset not found")
         return latest
@@ -241,12 +245,12 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
     @property
     def tags(self) -> Tags:
         """Named versions of this dataset (create, delete, update, list)."""
-        return Tags(self)
+        return Tags(self._snapshot)
 
     @property
     def store(self) -> ObjectStore:
         """The object store holding the dataset."""
-        return self._store
+        return self._snapshot.store
 
     def config(self) -> dict[str, str]:
         """The table config key/value pairs of this version."""
@@ -254,18 +258,17 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
 
     def versions(self) -> list[dict[str, Any]]:
         """Every version with its timestamp and totals, oldest first (pylance's shape)."""
-        info = VersionInfo(self._store)
+        info = VersionInfo(self.store)
         out = []
         for v in sorted(info.entries):
             key, size = info.entries[v]
-            m = cached_manifest(self._store, v, key, size)
+            m = cached_manifest(self.store, v, key, size)
             out.append(_version_entry(m))
         return out
 
     def checkout_version(self, version: int | str) -> LanceDataset:
         """The dataset at another version (number or tag)."""
-        manifest, naming = self._load(version)
-        return LanceDataset(self.uri, store=self._store, manifest=manifest, naming=naming, cache=self._cache)
+        return LanceDataset.from_snapshot(self._snapshot.at_version(version))
 
     def checkout_latest(self) -> LanceDataset:
         """The dataset at its newest version."""
@@ -285,60 +288,6 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
             if f.id == fragment_id:
                 return LanceFragment(self, f)
         return None
-
-    @property
-    def _bases(self) -> dict[int, BasePath]:
-        return {b.id: b for b in self.manifest.base_paths}
-
-    def _fragment_index(self) -> FragmentIndex:
-        """Row counts, ends and ids of this version's fragments (built once per manifest)."""
-        manifest = self.manifest
-        known = self._frag_index
-        if known is not None and known[0] is manifest:
-            return known[1]
-        index = FragmentIndex.of(manifest.fragments)
-        self._frag_index = (manifest, index)
-        return index
-
-    def _fragment_reader(self, frag: DataFragment) -> FragmentReader:
-        manifest = self.manifest
-        known = self._frag_readers.get(frag.id)
-        if known is not None and known[0] is manifest and known[1] is frag:
-            return known[2]
-        reader = FragmentReader(frag, manifest.schema, self._cache, self._bases)
-        self._frag_readers[frag.id] = (manifest, frag, reader)  # one dict store: thread-safe
-        return reader
-
-    def _row_id_index(self) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64]]:
-        """``(sorted stable ids, their addresses)`` over live rows of this version."""
-        with self._lock:
-            if self._row_index is not None:
-                return self._row_index
-        # Process-wide too: a server opens the same version for many requests.
-        ckey = (self._store.uri, "row_id_index", self.manifest.version, self.manifest.timestamp_ns)
-        cached = METADATA_CACHE.get(ckey)
-        if cached is not None:
-            with self._lock:
-                self._row_index = cached
-            return cached  # type: ignore[no-any-return]
-        ids, addrs = [], []
-        for frag in self.manifest.fragments:
-            reader = self._fragment_reader(frag)
-            fid = reader.row_ids()
-            offs = np.arange(frag.physical_rows, dtype=np.uint64)
-            keep = reader.keep_mask()
-            if keep is not None:
-                fid, offs = fid[keep], offs[keep]
-            ids.append(fid)
-            addrs.append((np.uint64(frag.id) << np.uint64(32)) | offs)
-        all_ids = np.concatenate(ids) if ids else np.zeros(0, np.uint64)
-        all_addr = np.concatenate(addrs) if addrs else np.zeros(0, np.uint64)
-        order = np.argsort(all_ids, kind="stable")
-        index = (all_ids[order], all_addr[order])
-        METADATA_CACHE.put(ckey, index, index[0].nbytes + index[1].nbytes)
-        with self._lock:
-            self._row_index = index
-        return index
 
     # -- reading ---------------------------------------------------------------------------------
     def scanner(
@@ -362,7 +311,7 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         check_arrow_options(arrow_options)
         frags = None if fragments is None else [f.metadata for f in fragments]
         return LanceScanner(
-            self,
+            self._snapshot,
             columns,
             filter,
             limit,
@@ -448,9 +397,9 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
     ) -> pa.Table:
         """Rows at logical offsets (deleted rows skipped), in the order given; repeats allowed."""
         check_arrow_options(arrow_options)
-        addresses = logical_to_addresses(self, as_u64(indices, "indices"))
+        addresses = logical_to_addresses(self._snapshot, as_u64(indices, "indices"))
         return take_addresses(
-            self, addresses, columns, with_row_id=with_row_id, with_row_address=with_row_address
+            self._snapshot, addresses, columns, with_row_id=with_row_id, with_row_address=with_row_address
         )
 
     def take_rows(
@@ -467,8 +416,10 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         """
         ids = as_u64(row_ids, "row ids")
         if self.has_stable_row_ids:
-            ids = stable_ids_to_addresses(self, ids)
-        return take_addresses(self, ids, columns, with_row_id=with_row_id, with_row_address=with_row_address)
+            ids = stable_ids_to_addresses(self._snapshot, ids)
+        return take_addresses(
+            self._snapshot, ids, columns, with_row_id=with_row_id, with_row_address=with_row_address
+        )
 
     _take_rows = take_rows
 
@@ -477,7 +428,7 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         """The indices of this version (pylance's ``list_indices`` shape)."""
         from lance_format.dataset.indices import describe_indices
 
-        return describe_indices(self)
+        return describe_indices(self._snapshot)
 
     def create_scalar_index(
         self,
@@ -506,7 +457,7 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         """
         from lance_format.dataset.indices import create_scalar_index
 
-        self.manifest = create_scalar_index(self, column, index_type, name, replace, rows_per_zone)
+        self.adopt(create_scalar_index(self._snapshot, column, index_type, name, replace, rows_per_zone))
 
     # -- writing ---------------------------------------------------------------------------------
     def delete(self, predicate: Filter) -> dict[str, int]:
@@ -516,8 +467,8 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         """
         from lance_format.dataset.mutate import delete_rows
 
-        self.manifest, n = delete_rows(self, predicate)
-        self._row_index = None
+        manifest, n = delete_rows(self._snapshot, predicate)
+        self.adopt(manifest)
         return {"num_deleted_rows": n}
 
     @property
@@ -529,8 +480,7 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         """Make this (old) version the latest again, as a new version."""
         from lance_format.dataset.mutate import restore_version
 
-        self.manifest = restore_version(self)
-        self._row_index = None
+        self.adopt(restore_version(self._snapshot))
 
     def add_columns(self, transforms: ColumnsToAdd) -> None:
         """Add columns: computed by SQL expressions over existing columns (``{name: sql}``), or
@@ -539,7 +489,7 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         from lance_format.dataset.evolve import add_columns
         from lance_format.dataset.mutate import with_retries
 
-        self.manifest = with_retries(self, lambda ds: add_columns(ds, transforms))
+        self.adopt(with_retries(self._snapshot, lambda snap: add_columns(snap, transforms)))
 
     def drop_columns(self, columns: list[str]) -> None:
         """Remove columns from the schema; data files holding only dropped columns leave the
@@ -547,7 +497,7 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         from lance_format.dataset.evolve import drop_columns
         from lance_format.dataset.mutate import with_retries
 
-        self.manifest = with_retries(self, lambda ds: drop_columns(ds, columns))
+        self.adopt(with_retries(self._snapshot, lambda snap: drop_columns(snap, columns)))
 
     def alter_columns(self, *alterations: dict[str, Any]) -> None:
         """Rename columns or change their nullability (metadata only).
@@ -558,23 +508,24 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         from lance_format.dataset.evolve import alter_columns
         from lance_format.dataset.mutate import with_retries
 
-        self.manifest = with_retries(self, lambda ds: alter_columns(ds, list(alterations)))
+        self.adopt(with_retries(self._snapshot, lambda snap: alter_columns(snap, list(alterations))))
 
     def compact_files(self, target_rows_per_fragment: int = 1024 * 1024) -> dict[str, int]:
         """Rewrite small fragments (or fragments with deletions) into fewer, full ones."""
         from lance_format.dataset.compact import compact_files
         from lance_format.dataset.mutate import with_retries
 
-        self.manifest, stats = with_retries(self, lambda ds: compact_files(ds, target_rows_per_fragment))
-        self._row_index = None
+        rows = target_rows_per_fragment
+        manifest, stats = with_retries(self._snapshot, lambda snap: compact_files(snap, rows))
+        self.adopt(manifest)
         return stats
 
     def update(self, updates: dict[str, str], where: Filter | None = None) -> dict[str, int]:
         """Set columns to SQL expressions on rows matching ``where``; ``{"num_rows_updated": n}``."""
         from lance_format.dataset.mutate import update_rows
 
-        self.manifest, n = update_rows(self, updates, where)
-        self._row_index = None
+        manifest, n = update_rows(self._snapshot, updates, where)
+        self.adopt(manifest)
         return {"num_rows_updated": n}
 
     def update_config(self, values: dict[str, str | None], *, replace: bool = False) -> dict[str, str]:
@@ -582,14 +533,14 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         commits a new version and returns the new config, as pylance does."""
         from lance_format.dataset.metadata import update_map
 
-        self.adopt(update_map(self, "config", values, replace))
+        self.adopt(update_map(self._snapshot, "config", values, replace))
         return self.config()
 
     def update_metadata(self, values: dict[str, str | None], *, replace: bool = False) -> dict[str, str]:
         """Like :meth:`update_config`, for the table metadata; returns the new table metadata."""
         from lance_format.dataset.metadata import update_map
 
-        self.adopt(update_map(self, "table_metadata", values, replace))
+        self.adopt(update_map(self._snapshot, "table_metadata", values, replace))
         return dict(self.manifest.table_metadata)
 
     def update_schema_metadata(
@@ -598,7 +549,7 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         """Like :meth:`update_config`, for the schema metadata; returns the new schema metadata."""
         from lance_format.dataset.metadata import update_map
 
-        self.adopt(update_map(self, "schema_metadata", values, replace))
+        self.adopt(update_map(self._snapshot, "schema_metadata", values, replace))
         return {k: v.decode("utf-8", "replace") for k, v in self.manifest.schema.metadata.items()}
 
     def update_field_metadata(
@@ -607,25 +558,25 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         """Update the metadata of fields: ``{field name: {key: value or None}}`` (new version)."""
         from lance_format.dataset.metadata import update_field_metadata
 
-        self.adopt(update_field_metadata(self, field_updates, replace))
+        self.adopt(update_field_metadata(self._snapshot, field_updates, replace))
 
     def delete_config_keys(self, keys: list[str]) -> None:
         """Remove table config keys (new version)."""
         from lance_format.dataset.mutate import update_config
 
-        self.manifest = update_config(self, dict.fromkeys(keys))
+        self.adopt(update_config(self._snapshot, dict.fromkeys(keys)))
 
     def read_transaction(self, version: int | None = None) -> Transaction | None:
         """The transaction that created ``version`` (this version when omitted)."""
-        manifest = self.manifest if version is None else self._load(version)[0]
-        return read_transaction(self._store, manifest, self._naming)
+        snap = self._snapshot if version is None else self._snapshot.at_version(version)
+        return read_transaction(self.store, snap.manifest, snap.naming)
 
     def migrate_manifest_paths_v2(self) -> None:
         """Rename ``{N}.manifest`` (V1) manifests to the V2 scheme, as pylance's method does."""
         from lance_format.table.naming import migrate_to_v2
 
-        migrate_to_v2(self._store)
-        self._naming = ManifestNaming.V2
+        migrate_to_v2(self.store)
+        self._snapshot = self._snapshot.at(self.manifest, ManifestNaming.V2)
 
     def cleanup_old_versions(
         self,
@@ -681,7 +632,7 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
             limit = timedelta.max.total_seconds()
             older_than = timedelta.max if seconds >= limit else timedelta(seconds=seconds)
         return cleanup_old_versions(
-            self,
+            self._snapshot,
             older_than,
             retain_versions,
             error_if_tagged_old_versions=error_if_tagged_old_versions,
@@ -694,31 +645,25 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
     @property
     def storage_options(self) -> dict[str, str] | None:
         """The object-store options this dataset was opened with."""
-        return self._storage_options
+        return self._snapshot.storage_options
 
     @property
     def manifest_naming(self) -> ManifestNaming:
         """How this dataset names its manifests (V1 or V2)."""
-        return self._naming
+        return self._snapshot.naming
 
     def deleted_offsets(self, fragment: DataFragment) -> npt.NDArray[np.uint64]:
         """Sorted physical offsets of ``fragment``'s deleted rows."""
-        return self._fragment_reader(fragment).deleted().astype(np.uint64)
+        return self._snapshot.deleted_offsets(fragment)
 
     def adopt(self, manifest: Manifest) -> None:
         """Point this handle at ``manifest``, a version an operation just committed."""
-        self.manifest = manifest
-        self._row_index = None
+        self._snapshot = self._snapshot.at(manifest)
 
     def data_file_reader(self, data_file: DataFile, *, cached: bool = True) -> LanceFileReader:
         """The open reader of one of this version's data files (``cached=False``: opened afresh,
         its size measured rather than taken from the manifest)."""
-        if cached:
-            return self._cache.reader(data_file, self._bases)
-        from lance_format.file import LanceFileReader
-
-        store, key = self._cache.locate(data_file.base_id, "data", data_file.path, self._bases)
-        return LanceFileReader(key, store=store)
+        return self._snapshot.data_file_reader(data_file, cached=cached)
 
     def to_pandas(
         self,
@@ -760,14 +705,12 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
     def insert(self, data: Any, *, mode: str = "append", **kwargs: Any) -> None:
         """Append (or, with ``mode="overwrite"``, replace) rows; this handle moves to the new version.
 
-        Takes the keyword arguments of :func:`~lance_format.dataset.write.write_dataset`.
+        Takes the keyword arguments of :func:`write_dataset`.
         """
-        from lance_format.dataset.write import write_dataset
-
         if mode not in ("append", "overwrite", "create"):
             raise InvalidInputError(f"mode must be 'append', 'overwrite' or 'create', got {mode!r}")
-        kwargs.setdefault("storage_options", self._storage_options)
-        new = write_dataset(data, self.uri, mode=mode, **kwargs)
+        kwargs.setdefault("storage_options", self.storage_options)
+        new = write.write_snapshot(data, self.uri, mode=mode, **kwargs)
         self.adopt(new.manifest)
 
     def get_transactions(self, recent_transactions: int = 10) -> list[Transaction | None]:
@@ -778,11 +721,11 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         out: list[Transaction | None] = []
         for v in range(self.version, max(0, self.version - recent_transactions), -1):
             try:
-                manifest, naming = self._load(v)
+                snap = self._snapshot.at_version(v)
             except NotFoundError:
                 out.append(None)
                 continue
-            out.append(read_transaction(self._store, manifest, naming))
+            out.append(read_transaction(self.store, snap.manifest, snap.naming))
         return out
 
     @property
@@ -790,13 +733,13 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         """``ds.stats.dataset_stats()`` / ``ds.stats.data_stats()``, as in pylance."""
         from lance_format.dataset.stats import LanceStats
 
-        return LanceStats(self)
+        return LanceStats(self._snapshot)
 
     def validate(self) -> None:
         """Check this version's files against its manifest (raises :class:`CorruptFileError`)."""
         from lance_format.dataset.stats import validate
 
-        validate(self)
+        validate(self._snapshot)
 
     def merge_insert(self, on: str | Sequence[str]) -> MergeInsertBuilder:
         """Start an upsert keyed on ``on``; configure with ``when_*`` calls, then ``execute(data)``.
@@ -806,14 +749,14 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         """
         from lance_format.dataset.merge_insert import MergeInsertBuilder
 
-        return MergeInsertBuilder(self, on)
+        return MergeInsertBuilder(self._snapshot, on, self.adopt)
 
     def __len__(self) -> int:
         return self.count_rows()
 
     def __reduce__(self) -> tuple[Any, ...]:
         # pyarrow's Cython base cannot pickle a Python-made dataset: reopen by URI and version.
-        return (LanceDataset, (self.uri, self.version, self._storage_options))
+        return (LanceDataset, (self.uri, self.version, self.storage_options))
 
     def __repr__(self) -> str:
         return f"LanceDataset(uri={self.uri!r}, version={self.version})"
@@ -878,3 +821,111 @@ def dataset(
     if found is None:
         raise NotFoundError(f"{ds.uri}: no version was committed at or before {asof.isoformat()}")
     return ds.checkout_version(found)
+
+
+def write_dataset(
+    data_obj: Any,
+    uri: str | os.PathLike[str] | LanceDataset,
+    schema: pa.Schema | None = None,
+    mode: str = "create",
+    *,
+    max_rows_per_file: int = write.DEFAULT_MAX_ROWS_PER_FILE,
+    max_rows_per_group: int = write.DEFAULT_MAX_ROWS_PER_GROUP,
+    max_bytes_per_file: int = write.DEFAULT_MAX_BYTES_PER_FILE,
+    progress: Any = None,
+    data_storage_version: str | None = None,
+    enable_stable_row_ids: bool = False,
+    enable_v2_manifest_paths: bool = True,
+    storage_options: dict[str, str] | None = None,
+    commit_message: str | None = None,
+    transaction_properties: dict[str, str] | None = None,
+) -> LanceDataset:
+    """Write Arrow data as a Lance dataset (create, append to or overwrite one).
+
+    Parameters
+    ----------
+    data_obj:
+        A pyarrow Table, RecordBatch, RecordBatchReader, ``pyarrow.dataset`` Dataset or Scanner, a
+        LanceDataset or scanner (ours or pylance's), an iterable of RecordBatches, a dict of
+        columns, a list of row dicts, a pandas or polars DataFrame, or any Arrow PyCapsule stream.
+    uri:
+        Local path, ``file://`` or ``memory://`` URI of the dataset root, or a LanceDataset.
+    schema:
+        Schema to cast the data to (required for an empty iterable).
+    mode:
+        ``"create"`` (fails if the dataset exists), ``"append"`` (creates it when missing) or
+        ``"overwrite"``.
+    max_rows_per_file:
+        Rows per data file (each file is one fragment).
+    max_rows_per_group:
+        Accepted for pylance compatibility: file format v2 has no row groups (pages are sized by
+        bytes), so it only has to be a positive integer.
+    max_bytes_per_file:
+        A data file ends once about this many bytes are written to it (90 GiB, pylance's default).
+    progress:
+        An object with ``begin(fragment)`` and ``complete(fragment)`` methods (pylance's
+        ``FragmentWriteProgress``), told about each data file.
+    data_storage_version:
+        File format version of a new dataset (``"2.0"``, ``"2.1"``, ``"2.2"`` or ``"stable"``);
+        None = :data:`~lance_format.dataset.write.DEFAULT_DATA_STORAGE_VERSION` (2.2, pylance 14's
+        default). ``"legacy"`` (the 0.1 format) and ``"next"`` raise :class:`NotSupportedError`.
+        Appends keep the dataset's own version.
+    enable_stable_row_ids:
+        Give rows stable ids (only when creating the dataset).
+    enable_v2_manifest_paths:
+        Name manifests with the V2 scheme (new datasets only).
+    storage_options:
+        Options for the object store.
+    commit_message:
+        Stored in the transaction properties under ``__lance_commit_message``, as pylance does.
+    transaction_properties:
+        Key/value pairs stored with the transaction (``commit_message`` wins for its key).
+
+    Returns
+    -------
+    LanceDataset
+        The dataset at the version just written.
+    """
+    if isinstance(uri, LanceDataset):
+        storage_options = storage_options or uri.storage_options
+        uri = uri.uri
+    snapshot = write.write_snapshot(
+        data_obj,
+        uri,
+        schema,
+        mode,
+        max_rows_per_file=max_rows_per_file,
+        max_rows_per_group=max_rows_per_group,
+        max_bytes_per_file=max_bytes_per_file,
+        progress=progress,
+        data_storage_version=data_storage_version,
+        enable_stable_row_ids=enable_stable_row_ids,
+        enable_v2_manifest_paths=enable_v2_manifest_paths,
+        storage_options=storage_options,
+        commit_message=commit_message,
+        transaction_properties=transaction_properties,
+    )
+    return LanceDataset.from_snapshot(snapshot)
+
+
+def commit(
+    uri: str | os.PathLike[str],
+    operation: Operation,
+    read_version: int | None = None,
+    *,
+    storage_options: dict[str, str] | None = None,
+    data_storage_version: str | None = None,
+) -> LanceDataset:
+    """Commit an operation (e.g. ``Append`` of staged fragments) planned against ``read_version``.
+
+    Returns the dataset at the new version. Concurrent commits are rebased or raise
+    :class:`~lance_format.core.errors.CommitConflictError`.
+    """
+    snapshot = write.commit_snapshot(
+        uri,
+        operation,
+        read_version,
+        storage_options=storage_options,
+        data_storage_version=data_storage_version,
+    )
+    return LanceDataset.from_snapshot(snapshot)

@@ -200,7 +200,7 @@ class FragmentReader:
                     )
                 fields.append(file_field)
                 del missing[f.id]
-            plan.append((reader._view(fields), [f.name for f, _ in here]))
+            plan.append((reader.view(fields), [f.name for f, _ in here]))
         if missing:
             plan.append((None, [f.name for f in missing.values()]))
         return plan

@@ -20,7 +20,7 @@ from lance_format.dataset.fragment import FragmentReader
 from lance_format.io.scheduler import ReadAhead
 
 if TYPE_CHECKING:
-    from lance_format.dataset.dataset import LanceDataset
+    from lance_format.dataset.snapshot import Snapshot
     from lance_format.table.model import DataFragment
 
 __all__ = ["DEFAULT_BATCH_SIZE", "LanceScanner", "dataset_pool", "row_id_columns"]
@@ -97,7 +97,7 @@ class LanceScanner:
 
     def __init__(
         self,
-        dataset: LanceDataset,
+        dataset: Snapshot,
         columns: Sequence[str] | dict[str, str] | None = None,
         filter: Filter | None = None,
         limit: int | None = None,
@@ -192,7 +192,7 @@ class LanceScanner:
             return
         if self._filter is not None:
             for frag in self._fragments:
-                reader = self._ds._fragment_reader(frag)
+                reader = self._ds.fragment_reader(frag)
                 for start in range(0, frag.physical_rows, SCAN_CHUNK_ROWS):
                     yield reader, start, min(start + SCAN_CHUNK_ROWS, frag.physical_rows), 0
             return
@@ -205,7 +205,7 @@ class LanceScanner:
             if skip >= frag.num_rows:
                 skip -= frag.num_rows
                 continue
-            reader = self._ds._fragment_reader(frag)
+            reader = self._ds.fragment_reader(frag)
             keep = reader.keep_mask() if skip or need is not None else None
             for start in range(0, frag.physical_rows, SCAN_CHUNK_ROWS):
                 stop = min(start + SCAN_CHUNK_ROWS, frag.physical_rows)
@@ -232,7 +232,7 @@ class LanceScanner:
         assert self._predicate is not None
         ranges = candidate_ranges(self._ds, self._predicate.tree, self._fragments)
         for frag in self._fragments:
-            reader = self._ds._fragment_reader(frag)
+            reader = self._ds.fragment_reader(frag)
             spans = [(0, frag.physical_rows)] if ranges is None else ranges.get(frag.id, [])
             for lo, hi in spans:
                 for start in range(lo, hi, SCAN_CHUNK_ROWS):

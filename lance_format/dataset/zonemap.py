@@ -26,7 +26,7 @@ from lance_format.file import LanceFileReader, LanceFileWriter
 from lance_format.table.model import IndexMetadata
 
 if TYPE_CHECKING:
-    from lance_format.dataset.dataset import LanceDataset
+    from lance_format.dataset.snapshot import Snapshot
 
 __all__ = [
     "DEFAULT_ROWS_PER_ZONE",
@@ -115,9 +115,9 @@ class ZoneMap:
         )
 
 
-def load_zonemap(ds: LanceDataset, index: IndexMetadata) -> ZoneMap:
+def load_zonemap(ds: Snapshot, index: IndexMetadata) -> ZoneMap:
     """The zones of ``index`` (read once per process; index files never change)."""
-    store, key = ds._cache.locate(index.base_id, "_indices", f"{index.uuid}/{ZONEMAP_FILE}", ds._bases)
+    store, key = ds.cache.locate(index.base_id, "_indices", f"{index.uuid}/{ZONEMAP_FILE}", ds.bases)
     ckey = (store.uri, "zonemap", key)
     zm: ZoneMap | None = METADATA_CACHE.get(ckey)
     if zm is None:
@@ -152,14 +152,14 @@ def _zone_stats(values: pa.Array, zone_of: npt.NDArray[np.int64]) -> tuple[pa.Ar
     return mins, maxs
 
 
-def build_zonemap(ds: LanceDataset, column: str, rows_per_zone: int) -> pa.Table:
+def build_zonemap(ds: Snapshot, column: str, rows_per_zone: int) -> pa.Table:
     """The zone rows of ``column`` over the live rows of every fragment of ``ds``."""
     field = ds.schema.field(column)
     if pa.types.is_nested(field.type) or pa.types.is_dictionary(field.type):
         raise NotSupportedError(f"ZONEMAP indices on {field.type} columns are not supported")
     parts: list[pa.Table] = []
     for frag in ds.manifest.fragments:
-        reader = ds._fragment_reader(frag)
+        reader = ds.fragment_reader(frag)
         values = reader.read_range([column], 0, frag.physical_rows).column(0).combine_chunks()
         offsets = np.arange(frag.physical_rows, dtype=np.int64)
         keep = reader.keep_mask()
@@ -203,7 +203,7 @@ def _file_schema(value_type: pa.DataType, rows_per_zone: int) -> pa.Schema:
     return pa.schema(fields, metadata={_ROWS_PER_ZONE_KEY: str(rows_per_zone)})
 
 
-def write_zonemap(ds: LanceDataset, index_uuid: str, zones: pa.Table) -> int:
+def write_zonemap(ds: Snapshot, index_uuid: str, zones: pa.Table) -> int:
     """Write ``zones`` as ``_indices/{index_uuid}/zonemap.lance``; returns the file size."""
     writer = LanceFileWriter(f"_indices/{index_uuid}/{ZONEMAP_FILE}", zones.schema, store=ds.store)
     if zones.num_rows:

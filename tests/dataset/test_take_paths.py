@@ -13,8 +13,8 @@ import pytest
 
 from lance_format.core.errors import InvalidInputError
 from lance_format.core.types import LanceField
+from lance_format.dataset import write_dataset
 from lance_format.dataset.dataset import LanceDataset
-from lance_format.dataset.write import write_dataset
 from lance_format.io.cache import ByteCache
 from lance_format.io.reader import PAGE_BLOCK_BYTES, RangeReader
 from lance_format.io.store import MemoryStore
@@ -42,8 +42,8 @@ def ds(tmp_path: Path) -> LanceDataset:
 
 def test_fragment_readers_and_plans_are_reused(ds: LanceDataset) -> None:
     frag = ds.manifest.fragments[1]
-    reader = ds._fragment_reader(frag)
-    assert ds._fragment_reader(frag) is reader
+    reader = ds.snapshot.fragment_reader(frag)
+    assert ds.snapshot.fragment_reader(frag) is reader
     ds.take([600, 700], ["id", "s"])
     plan = reader._plan(["id", "s"])
     assert reader._plan(["id", "s"]) is plan
@@ -94,11 +94,11 @@ def test_page_cache_reads_straddling_blocks_are_exact() -> None:
 
 
 def test_fragment_index_is_built_once_per_version(ds: LanceDataset) -> None:
-    index = ds._fragment_index()
-    assert ds._fragment_index() is index
+    index = ds.snapshot.fragment_index()
+    assert ds.snapshot.fragment_index() is index
     assert index.ends.tolist() == [500, 1000, 1500, 2000]
     ds.delete("id >= 1900")
-    fresh = ds._fragment_index()
+    fresh = ds.snapshot.fragment_index()
     assert fresh is not index
     assert fresh.ends.tolist() == [500, 1000, 1500, 1900]
     assert ds.take([1899]).column("id").to_pylist() == [1899]
