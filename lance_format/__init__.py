@@ -1,7 +1,7 @@
 """A pure-Python implementation of the Lance table and file formats, byte-compatible with pylance."""
 
-from lance_format.dataset import LanceDataset, dataset, write_dataset
+from lance_format.dataset import LanceDataset, Session, dataset, write_dataset
 
 __version__ = "0.1.0"
 
-__all__ = ["LanceDataset", "__version__", "dataset", "write_dataset"]
+__all__ = ["LanceDataset", "Session", "__version__", "dataset", "write_dataset"]

@@ -4,6 +4,7 @@ from lance_format.dataset.cleanup import CleanupStats
 from lance_format.dataset.dataset import LanceDataset, LanceFragment, commit, dataset, write_dataset
 from lance_format.dataset.merge_insert import MergeInsertBuilder, MergeInsertConflictError, MergeInsertError
 from lance_format.dataset.scanner import LanceScanner
+from lance_format.dataset.session import Session
 from lance_format.dataset.snapshot import Snapshot
 from lance_format.dataset.stats import DatasetStats, DataStatistics, FieldStatistics, LanceStats
 from lance_format.dataset.write import DEFAULT_DATA_STORAGE_VERSION, stage_fragments
@@ -21,6 +22,7 @@ __all__ = [
     "MergeInsertBuilder",
     "MergeInsertConflictError",
     "MergeInsertError",
+    "Session",
     "Snapshot",
     "commit",
     "dataset",

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from lance_format.core.concurrency import env_positive_int
+from lance_format.core.config import env_setting
 from lance_format.core.errors import InvalidInputError, LanceError
 from lance_format.io.store import ObjectStore
 from lance_format.table import tags as _tags
@@ -54,7 +54,7 @@ DEFAULT_CLEANUP_AGE = timedelta(days=14)
 #: ``delete_unverified``: pylance's threshold (7 days), far beyond any write or Spark job in
 #: flight. Override: ``LANCE_FORMAT_CLEANUP_UNVERIFIED_AGE_S`` or the ``unverified_age_seconds``
 #: argument.
-UNVERIFIED_AGE_S = env_positive_int("LANCE_FORMAT_CLEANUP_UNVERIFIED_AGE_S", 7 * 24 * 3600)
+UNVERIFIED_AGE_S = env_setting("cleanup_unverified_age_s")
 
 #: Folders whose files belong to versions (indices are not written by this implementation).
 _FILE_DIRS = ("data", "_deletions", "_transactions")
@@ -129,7 +129,10 @@ def cleanup_old_versions(
         raise InvalidInputError(f"older_than must be a datetime.timedelta, got {type(older_than).__name__}")
     _positive(retain_versions, "retain_versions")
     _positive(delete_rate_limit, "delete_rate_limit")
-    min_age = UNVERIFIED_AGE_S if unverified_age_seconds is None else unverified_age_seconds
+    if unverified_age_seconds is None:
+        min_age: float = ds.session.setting("cleanup_unverified_age_s")
+    else:
+        min_age = unverified_age_seconds
     min_age = seconds_argument(min_age, "unverified_age_seconds")
     if older_than is None and retain_versions is None and versions is None:
         older_than = DEFAULT_CLEANUP_AGE

@@ -21,7 +21,8 @@ from lance_format.dataset.cleanup import CleanupStats
 from lance_format.dataset.filters import Filter
 from lance_format.dataset.fragment import ReaderCache
 from lance_format.dataset.scanner import LanceScanner
-from lance_format.dataset.snapshot import Snapshot
+from lance_format.dataset.session import Session
+from lance_format.dataset.snapshot import Snapshot, reader_cache
 from lance_format.dataset.tags import Tags
 from lance_format.dataset.take import (
     as_u64,
@@ -29,7 +30,7 @@ from lance_format.dataset.take import (
     stable_ids_to_addresses,
     take_addresses,
 )
-from lance_format.io.store import ObjectStore, store_for_uri
+from lance_format.io.store import ObjectStore
 from lance_format.table.flags import STABLE_ROW_IDS
 from lance_format.table.model import DataFile, DataFragment, DeletionFile, Manifest, Operation, Transaction
 from lance_format.table.naming import ManifestNaming
@@ -176,15 +177,18 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         naming: ManifestNaming | None = None,
         cache: ReaderCache | None = None,
         snapshot: Snapshot | None = None,
+        session: Session | None = None,
     ) -> None:
         if snapshot is None:
             uri = os.fspath(uri)
-            store = store or store_for_uri(uri, storage_options)
-            cache = cache or ReaderCache(store, storage_options=storage_options)
             if manifest is None or naming is None:
-                snapshot = Snapshot.open(uri, version, storage_options, store=store, cache=cache)
+                snapshot = Snapshot.open(
+                    uri, version, storage_options, store=store, cache=cache, session=session
+                )
             else:
-                snapshot = Snapshot(uri, store, manifest, naming, cache, storage_options)
+                store = store or (session or Session.default()).store_for(uri, storage_options)
+                cache = cache or reader_cache(store, storage_options, session)
+                snapshot = Snapshot(uri, store, manifest, naming, cache, storage_options, session)
         self._snapshot = snapshot
         self.uri = snapshot.uri
 
@@ -197,6 +201,11 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
     def snapshot(self) -> Snapshot:
         """The pinned version this handle reads now (swapped when this handle commits)."""
         return self._snapshot
+
+    @property
+    def session(self) -> Session:
+        """The session whose caches and object stores serve this dataset."""
+        return self._snapshot.session
 
     @property
     def manifest(self) -> Manifest:
@@ -787,6 +796,7 @@ def dataset(
     storage_options: dict[str, str] | None = None,
     *,
     asof: datetime | None = None,
+    session: Session | None = None,
 ) -> LanceDataset:
     """Open a Lance dataset.
 
@@ -801,16 +811,19 @@ def dataset(
     asof:
         Open the newest version committed at or before this time (naive datetimes are local time,
         as in pylance). Not combinable with ``version``.
+    session:
+        The :class:`~lance_format.dataset.session.Session` whose caches and object stores serve
+        the dataset (the default session when omitted), as pylance's ``session=``.
 
     Returns
     -------
     LanceDataset
     """
     if asof is None:
-        return LanceDataset(uri, version, storage_options)
+        return LanceDataset(uri, version, storage_options, session=session)
     if version is not None:
         raise InvalidInputError("pass either version or asof, not both")
-    ds = LanceDataset(uri, None, storage_options)
+    ds = LanceDataset(uri, None, storage_options, session=session)
     cutoff = int(asof.timestamp() * 1_000_000_000)
     found = None
     for v in reversed(sorted(VersionInfo(ds.store).entries)):

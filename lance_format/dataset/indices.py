@@ -8,7 +8,6 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from lance_format.core.errors import InvalidInputError, NotSupportedError
-from lance_format.dataset.cache import METADATA_CACHE
 from lance_format.table import _serde
 from lance_format.table.commit import commit_transaction
 from lance_format.table.model import CreateIndex, IndexMetadata, Manifest, Transaction
@@ -35,11 +34,11 @@ def dataset_indices(ds: Snapshot) -> tuple[IndexMetadata, ...]:
         return ()
     key = manifest_key(m.version, ds.naming)
     ckey = (ds.store.uri, "index_section", key, m.timestamp_ns)
-    cached: tuple[IndexMetadata, ...] | None = METADATA_CACHE.get(ckey)
+    cached: tuple[IndexMetadata, ...] | None = ds.cache.metadata.get(ckey)
     if cached is None:
         data = read_index_section(ds.store, m, ds.naming)
         cached = _serde.index_section_from_bytes(data, f"{ds.store.uri}/{key}") if data else ()
-        METADATA_CACHE.put(ckey, cached, _INDEX_CHARGE_BYTES * (len(cached) + 1))
+        ds.cache.metadata.put(ckey, cached, _INDEX_CHARGE_BYTES * (len(cached) + 1))
     return cached
 
 
@@ -69,13 +68,13 @@ def create_scalar_index(
     rows_per_zone: int | None,
 ) -> Manifest:
     """Build a ZONEMAP index over ``column`` and commit it; returns the new manifest."""
-    from lance_format.dataset.zonemap import build_zonemap, default_rows_per_zone, write_zonemap
+    from lance_format.dataset.zonemap import build_zonemap, write_zonemap
 
     if str(index_type).upper() != "ZONEMAP":
         raise NotSupportedError(f"index type {index_type!r} is not supported; only ZONEMAP is")
     if not isinstance(column, str) or column not in ds.schema.names:
         raise InvalidInputError(f"no column {column!r} to index; columns are {ds.schema.names}")
-    rpz = default_rows_per_zone() if rows_per_zone is None else rows_per_zone
+    rpz = ds.session.setting("zonemap_rows_per_zone") if rows_per_zone is None else rows_per_zone
     if isinstance(rpz, bool) or not isinstance(rpz, int) or rpz <= 0:
         raise InvalidInputError(f"rows_per_zone must be a positive integer, got {rows_per_zone!r}")
     name = name or f"{column}_idx"

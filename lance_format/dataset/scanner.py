@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -12,11 +11,11 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_format.core.concurrency import LazyPool
 from lance_format.core.errors import InvalidInputError
 from lance_format.dataset.expr import Predicate
 from lance_format.dataset.filters import Filter, evaluate, parse_filter, parse_value
 from lance_format.dataset.fragment import FragmentReader
+from lance_format.dataset.session import dataset_pool
 from lance_format.io.scheduler import ReadAhead
 
 if TYPE_CHECKING:
@@ -32,16 +31,6 @@ SCAN_CHUNK_ROWS = 128 * 1024
 #: Chunks decoded ahead of the consumer: overlaps object-store latency and decoding across fragments
 #: while bounding memory to a few chunks.
 READAHEAD_CHUNKS = 4
-#: Worker threads of the dataset layer (scan readahead, parallel per-fragment takes). Separate from
-#: the I/O layer's pool, whose fetches these tasks wait on.
-DATASET_THREADS = 8
-
-_pool = LazyPool(DATASET_THREADS, "lance-dataset")
-
-
-def dataset_pool() -> ThreadPoolExecutor:
-    """The dataset layer's worker pool (never used by the I/O layer, so waiting on it is safe)."""
-    return _pool()
 
 
 def _table_bytes(table: pa.Table) -> int:
@@ -272,7 +261,9 @@ class LanceScanner:
         """
         skip = self._offset if self._filter is not None else 0
         tasks = (partial(self._load, *task) for task in self._plan())
-        ahead = ReadAhead(tasks, _table_bytes, _pool().submit, max_tasks=READAHEAD_CHUNKS)
+        ahead = ReadAhead(
+            tasks, _table_bytes, self._ds.session.dataset_pool().submit, max_tasks=READAHEAD_CHUNKS
+        )
         for table in ahead:
             if skip:
                 cut = min(skip, table.num_rows)

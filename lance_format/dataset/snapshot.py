@@ -20,10 +20,11 @@ import pyarrow as pa
 
 from lance_format.core.errors import InvalidInputError, NotFoundError
 from lance_format.core.types import LanceSchema
-from lance_format.dataset.cache import METADATA_CACHE, load_manifest_cached
+from lance_format.dataset.cache import load_manifest_cached
 from lance_format.dataset.fragment import FragmentReader, ReaderCache
+from lance_format.dataset.session import Session
 from lance_format.file import LanceFileReader
-from lance_format.io.store import ObjectStore, store_for_uri
+from lance_format.io.store import ObjectStore
 from lance_format.table import tags as _tags
 from lance_format.table.flags import STABLE_ROW_IDS, check_reader_flags
 from lance_format.table.model import BasePath, DataFile, DataFragment, Manifest
@@ -66,6 +67,15 @@ def resolve_version(store: ObjectStore, version: int | str | None) -> int | None
     return None if version is None else int(version)
 
 
+def reader_cache(
+    store: ObjectStore, storage_options: dict[str, str] | None = None, session: Session | None = None
+) -> ReaderCache:
+    """The reader cache of a dataset in ``store``, in ``session``'s caches (the default session's
+    when omitted)."""
+    runtime = session or Session.default()
+    return ReaderCache(store, runtime.metadata_cache, storage_options, decoded=runtime.decoded_cache)
+
+
 class Snapshot:
     """One version of a dataset, pinned and read-only.
 
@@ -83,6 +93,8 @@ class Snapshot:
         Open data files, deletion vectors and row ids (shared by snapshots of one dataset).
     storage_options:
         The object-store options the dataset was opened with.
+    session:
+        The :class:`~lance_format.dataset.session.Session` serving reads (``None``: the default).
     """
 
     def __init__(
@@ -93,8 +105,10 @@ class Snapshot:
         naming: ManifestNaming,
         cache: ReaderCache,
         storage_options: dict[str, str] | None = None,
+        session: Session | None = None,
     ) -> None:
         check_reader_flags(manifest, uri)
+        self._session = session
         self._uri = uri
         self._store = store
         self._manifest = manifest
@@ -115,13 +129,15 @@ class Snapshot:
         *,
         store: ObjectStore | None = None,
         cache: ReaderCache | None = None,
+        session: Session | None = None,
     ) -> Snapshot:
-        """The snapshot of ``version`` (number or tag; the latest when omitted) of ``uri``."""
+        """The snapshot of ``version`` (number or tag; the latest when omitted) of ``uri``, read
+        through ``session`` (the default session when omitted)."""
         uri = os.fspath(uri)
-        store = store or store_for_uri(uri, storage_options)
-        cache = cache or ReaderCache(store, storage_options=storage_options)
-        manifest, naming = load_manifest_cached(store, resolve_version(store, version))
-        return cls(uri, store, manifest, naming, cache, storage_options)
+        store = store or (session or Session.default()).store_for(uri, storage_options)
+        cache = cache or reader_cache(store, storage_options, session)
+        manifest, naming = load_manifest_cached(store, resolve_version(store, version), cache.metadata)
+        return cls(uri, store, manifest, naming, cache, storage_options, session)
 
     def at(self, manifest: Manifest, naming: ManifestNaming | None = None) -> Snapshot:
         """A snapshot of the same dataset at ``manifest`` (e.g. a version just committed)."""
@@ -132,11 +148,14 @@ class Snapshot:
             naming or self._naming,
             self._cache,
             self._storage_options,
+            self._session,
         )
 
     def at_version(self, version: int | str) -> Snapshot:
         """A snapshot of the same dataset at ``version`` (number or tag)."""
-        manifest, naming = load_manifest_cached(self._store, resolve_version(self._store, version))
+        manifest, naming = load_manifest_cached(
+            self._store, resolve_version(self._store, version), self._cache.metadata
+        )
         return self.at(manifest, naming)
 
     def latest(self) -> Snapshot:
@@ -180,6 +199,11 @@ class Snapshot:
     def storage_options(self) -> dict[str, str] | None:
         """The object-store options the dataset was opened with."""
         return self._storage_options
+
+    @property
+    def session(self) -> Session:
+        """The session serving this snapshot's reads."""
+        return self._session or Session.default()
 
     @property
     def version(self) -> int:
@@ -236,7 +260,7 @@ class Snapshot:
         # Process-wide too: a server opens the same version for many requests.
         manifest = self._manifest
         ckey = (self._store.uri, "row_id_index", manifest.version, manifest.timestamp_ns)
-        cached: RowIdIndex | None = METADATA_CACHE.get(ckey)
+        cached: RowIdIndex | None = self._cache.metadata.get(ckey)
         if cached is None:
             ids, addrs = [], []
             for frag in manifest.fragments:
@@ -252,7 +276,7 @@ class Snapshot:
             all_addr = np.concatenate(addrs) if addrs else np.zeros(0, np.uint64)
             order = np.argsort(all_ids, kind="stable")
             cached = (all_ids[order], all_addr[order])
-            METADATA_CACHE.put(ckey, cached, cached[0].nbytes + cached[1].nbytes)
+            self._cache.metadata.put(ckey, cached, cached[0].nbytes + cached[1].nbytes)
         with self._lock:
             self._row_index = cached
         return cached

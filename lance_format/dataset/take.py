@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_format.core.errors import InvalidInputError
-from lance_format.dataset.scanner import ROWADDR, ROWID, dataset_pool, row_id_columns
+from lance_format.dataset.scanner import ROWADDR, ROWID, row_id_columns
 from lance_format.dataset.snapshot import FragmentIndex
 from lance_format.file.decoded import AdmitBudget
 from lance_format.table.model import DataFragment
@@ -145,7 +145,7 @@ def take_addresses(
     # holds the GIL, so threads only add hand-offs and contention (a 100-row take over 4 fragments
     # ran ~20% slower on threads than serially, page cache on or off).
     parallel = len(groups) > 1 and ds.store.remote
-    loaded = list(dataset_pool().map(load, groups)) if parallel else [load(g) for g in groups]
+    loaded = list(ds.session.dataset_pool().map(load, groups)) if parallel else [load(g) for g in groups]
     tables = [t for t in loaded if t is not None]
     if not tables:
         return out_schema.empty_table()

@@ -18,8 +18,7 @@ from lance_format.core.errors import (
     SchemaMismatchError,
 )
 from lance_format.core.types import LanceSchema, fields_from_arrow
-from lance_format.dataset.fragment import ReaderCache
-from lance_format.dataset.snapshot import Snapshot
+from lance_format.dataset.snapshot import Snapshot, reader_cache
 from lance_format.file import LanceFileVersion, LanceFileWriter
 from lance_format.file.reader import assign_columns
 from lance_format.io.store import ObjectStore, store_for_uri
@@ -341,7 +340,7 @@ def write_snapshot(
         create_only=mode == "create",
     )
     manifest = commit_transaction(store, txn, base, naming, options)
-    cache = ReaderCache(store, storage_options=storage_options)
+    cache = reader_cache(store, storage_options)
     return Snapshot(uri, store, manifest, naming or options.naming, cache, storage_options)
 
 
@@ -405,5 +404,5 @@ def commit_snapshot(
         data_format=DataStorageFormat("lance", resolve_storage_version(data_storage_version))
     )
     manifest = commit_transaction(store, txn, base, naming, options)
-    cache = ReaderCache(store, storage_options=storage_options)
+    cache = reader_cache(store, storage_options)
     return Snapshot(uri, store, manifest, naming or options.naming, cache, storage_options)

@@ -11,7 +11,6 @@ holds a NaN (NaN orders above every number), ``min`` only when every value is Na
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -20,8 +19,8 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_format.core.errors import CorruptFileError, InvalidInputError, NotSupportedError
-from lance_format.dataset.cache import METADATA_CACHE
+from lance_format.core.config import env_setting
+from lance_format.core.errors import CorruptFileError, NotSupportedError
 from lance_format.file import LanceFileReader, LanceFileWriter
 from lance_format.table.model import IndexMetadata
 
@@ -38,8 +37,8 @@ __all__ = [
 ]
 
 #: pylance's default: one zone every two 4096-row batches, small enough to prune well, large
-#: enough that the index stays a few KiB per million rows. Overridable by argument or by
-#: ``LANCE_ZONEMAP_DEFAULT_ROWS_PER_ZONE`` (the variable pylance reads too).
+#: enough that the index stays a few KiB per million rows. Overridable by argument or by the
+#: setting ``zonemap_rows_per_zone`` (``LANCE_ZONEMAP_DEFAULT_ROWS_PER_ZONE``, pylance's name, too).
 DEFAULT_ROWS_PER_ZONE = 8192
 ZONEMAP_FILE = "zonemap.lance"
 _ROWS_PER_ZONE_KEY = "rows_per_zone"
@@ -52,16 +51,7 @@ _U64_COLUMNS = ("fragment_id", "zone_start", "zone_length")
 
 def default_rows_per_zone() -> int:
     """Rows per zone when none is given: the environment variable, else the default."""
-    raw = os.environ.get("LANCE_ZONEMAP_DEFAULT_ROWS_PER_ZONE")
-    if raw is None:
-        return DEFAULT_ROWS_PER_ZONE
-    try:
-        value = int(raw)
-    except ValueError:
-        raise InvalidInputError(f"LANCE_ZONEMAP_DEFAULT_ROWS_PER_ZONE={raw!r} is not an integer") from None
-    if value <= 0:
-        raise InvalidInputError("LANCE_ZONEMAP_DEFAULT_ROWS_PER_ZONE must be positive")
-    return value
+    return env_setting("zonemap_rows_per_zone")
 
 
 @dataclass(frozen=True)
@@ -119,12 +109,12 @@ def load_zonemap(ds: Snapshot, index: IndexMetadata) -> ZoneMap:
     """The zones of ``index`` (read once per process; index files never change)."""
     store, key = ds.cache.locate(index.base_id, "_indices", f"{index.uuid}/{ZONEMAP_FILE}", ds.bases)
     ckey = (store.uri, "zonemap", key)
-    zm: ZoneMap | None = METADATA_CACHE.get(ckey)
+    zm: ZoneMap | None = ds.cache.metadata.get(ckey)
     if zm is None:
         size = dict(index.files).get(ZONEMAP_FILE) or None
         table = LanceFileReader(key, store=store, size=size).read_all().to_table()
         zm = ZoneMap.from_table(index, table, f"{store.uri}/{key}")
-        METADATA_CACHE.put(ckey, zm, zm.nbytes + _ZONEMAP_OVERHEAD_BYTES)
+        ds.cache.metadata.put(ckey, zm, zm.nbytes + _ZONEMAP_OVERHEAD_BYTES)
     return zm
 
 
