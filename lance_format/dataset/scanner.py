@@ -19,7 +19,7 @@ from lance_format.dataset.session import dataset_pool
 from lance_format.io.scheduler import ReadAhead
 
 if TYPE_CHECKING:
-    from lance_format.dataset.snapshot import Snapshot
+    from lance_format.dataset.snapshot import SnapshotSource
     from lance_format.table.model import DataFragment
 
 __all__ = ["DEFAULT_BATCH_SIZE", "LanceScanner", "dataset_pool", "row_id_columns"]
@@ -86,7 +86,7 @@ class LanceScanner:
 
     def __init__(
         self,
-        dataset: Snapshot,
+        dataset: SnapshotSource,
         columns: Sequence[str] | dict[str, str] | None = None,
         filter: Filter | None = None,
         limit: int | None = None,
@@ -97,7 +97,7 @@ class LanceScanner:
         fragments: Sequence[DataFragment] | None = None,
         use_scalar_index: bool = True,
     ) -> None:
-        self._ds = dataset
+        self._ds = dataset = dataset.snapshot
         # Zone statistics narrow a filtered scan to the row ranges that can match (pylance's name).
         self._use_scalar_index = use_scalar_index
         arrow = dataset.schema

@@ -13,6 +13,7 @@ import os
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -31,7 +32,7 @@ from lance_format.table.model import BasePath, DataFile, DataFragment, Manifest
 from lance_format.table.naming import ManifestNaming
 from lance_format.table.versions import VersionInfo
 
-__all__ = ["FragmentIndex", "RowIdIndex", "Snapshot"]
+__all__ = ["FragmentIndex", "RowIdIndex", "Snapshot", "SnapshotSource"]
 
 #: ``(sorted stable row ids, their row addresses)`` over the live rows of one version.
 RowIdIndex = tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64]]
@@ -65,6 +66,15 @@ def resolve_version(store: ObjectStore, version: int | str | None) -> int | None
     if version is not None and (isinstance(version, bool) or not isinstance(version, int | np.integer)):
         raise InvalidInputError(f"version must be an int or a tag name, got {version!r}")
     return None if version is None else int(version)
+
+
+class SnapshotSource(Protocol):
+    """Anything that reads one pinned version: a :class:`Snapshot` or a ``LanceDataset``."""
+
+    @property
+    def snapshot(self) -> Snapshot:
+        """The version it reads now."""
+        ...
 
 
 def reader_cache(
@@ -168,6 +178,11 @@ class Snapshot:
         if latest is None:
             raise NotFoundError(f"{self._uri}: dataset not found")
         return latest
+
+    @property
+    def snapshot(self) -> Snapshot:
+        """This snapshot (so a Snapshot is a :class:`SnapshotSource`, as a ``LanceDataset`` is)."""
+        return self
 
     # -- what the snapshot pins --------------------------------------------------------------------
     @property

@@ -122,3 +122,15 @@ def test_dataset_and_file_do_not_reach_into_private_members() -> None:
     # ``Expression._call``): udfs.call is the one place that uses it.
     allowed = {"lance_format/dataset/udfs.py"}
     assert [f for f in found if f.split(":")[0] not in allowed] == []
+
+
+def test_a_scanner_takes_a_dataset_or_its_snapshot(tmp_path: Path) -> None:
+    import pyarrow as pa
+
+    import lance_format
+    from lance_format.dataset.scanner import LanceScanner
+
+    ds = lance_format.write_dataset(pa.table({"a": [1, 2, 3]}), str(tmp_path / "t.lance"))
+    assert ds.snapshot.snapshot is ds.snapshot
+    for source in (ds, ds.snapshot):
+        assert LanceScanner(source, filter="a > 1").to_table().column("a").to_pylist() == [2, 3]
