@@ -123,6 +123,13 @@ class Session:
             return int(getattr(self.config, name))
         return env_setting(name)
 
+    @classmethod
+    def reset_default(cls) -> None:
+        """Forget the default session (the next use builds one from the environment again); the
+        process-wide caches keep their entries and sizes. For tests and embedding programs."""
+        with cls._default_lock:
+            cls._default = None
+
     # -- what the process shares -------------------------------------------------------------------
     @property
     def page_cache(self) -> ByteCache:
