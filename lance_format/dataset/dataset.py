@@ -32,7 +32,7 @@ from lance_format.dataset.take import (
 )
 from lance_format.io.store import ObjectStore
 from lance_format.table.flags import STABLE_ROW_IDS
-from lance_format.table.model import DataFile, DataFragment, DeletionFile, Manifest, Operation, Transaction
+from lance_format.table.model import DataFile, DataFragment, DeletionFile, Manifest, Transaction
 from lance_format.table.naming import ManifestNaming
 from lance_format.table.versions import VersionInfo, read_transaction
 
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from lance_format.dataset.stats import LanceStats
     from lance_format.file import LanceFileReader
 
-__all__ = ["LanceDataset", "LanceFragment", "commit", "dataset", "write_dataset"]
+__all__ = ["LanceDataset", "LanceFragment", "dataset"]
 
 
 class LanceFragment(ArrowFragmentMixin, pds.Fragment):  # type: ignore[misc]
@@ -714,7 +714,7 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
     def insert(self, data: Any, *, mode: str = "append", **kwargs: Any) -> None:
         """Append (or, with ``mode="overwrite"``, replace) rows; this handle moves to the new version.
 
-        Takes the keyword arguments of :func:`write_dataset`.
+        Takes the keyword arguments of :func:`~lance_format.dataset.entry.write_dataset`.
         """
         if mode not in ("append", "overwrite", "create"):
             raise InvalidInputError(f"mode must be 'append', 'overwrite' or 'create', got {mode!r}")
@@ -834,111 +834,3 @@ def dataset(
     if found is None:
         raise NotFoundError(f"{ds.uri}: no version was committed at or before {asof.isoformat()}")
     return ds.checkout_version(found)
-
-
-def write_dataset(
-    data_obj: Any,
-    uri: str | os.PathLike[str] | LanceDataset,
-    schema: pa.Schema | None = None,
-    mode: str = "create",
-    *,
-    max_rows_per_file: int = write.DEFAULT_MAX_ROWS_PER_FILE,
-    max_rows_per_group: int = write.DEFAULT_MAX_ROWS_PER_GROUP,
-    max_bytes_per_file: int = write.DEFAULT_MAX_BYTES_PER_FILE,
-    progress: Any = None,
-    data_storage_version: str | None = None,
-    enable_stable_row_ids: bool = False,
-    enable_v2_manifest_paths: bool = True,
-    storage_options: dict[str, str] | None = None,
-    commit_message: str | None = None,
-    transaction_properties: dict[str, str] | None = None,
-) -> LanceDataset:
-    """Write Arrow data as a Lance dataset (create, append to or overwrite one).
-
-    Parameters
-    ----------
-    data_obj:
-        A pyarrow Table, RecordBatch, RecordBatchReader, ``pyarrow.dataset`` Dataset or Scanner, a
-        LanceDataset or scanner (ours or pylance's), an iterable of RecordBatches, a dict of
-        columns, a list of row dicts, a pandas or polars DataFrame, or any Arrow PyCapsule stream.
-    uri:
-        Local path, ``file://`` or ``memory://`` URI of the dataset root, or a LanceDataset.
-    schema:
-        Schema to cast the data to (required for an empty iterable).
-    mode:
-        ``"create"`` (fails if the dataset exists), ``"append"`` (creates it when missing) or
-        ``"overwrite"``.
-    max_rows_per_file:
-        Rows per data file (each file is one fragment).
-    max_rows_per_group:
-        Accepted for pylance compatibility: file format v2 has no row groups (pages are sized by
-        bytes), so it only has to be a positive integer.
-    max_bytes_per_file:
-        A data file ends once about this many bytes are written to it (90 GiB, pylance's default).
-    progress:
-        An object with ``begin(fragment)`` and ``complete(fragment)`` methods (pylance's
-        ``FragmentWriteProgress``), told about each data file.
-    data_storage_version:
-        File format version of a new dataset (``"2.0"``, ``"2.1"``, ``"2.2"`` or ``"stable"``);
-        None = :data:`~lance_format.dataset.write.DEFAULT_DATA_STORAGE_VERSION` (2.2, pylance 14's
-        default). ``"legacy"`` (the 0.1 format) and ``"next"`` raise :class:`NotSupportedError`.
-        Appends keep the dataset's own version.
-    enable_stable_row_ids:
-        Give rows stable ids (only when creating the dataset).
-    enable_v2_manifest_paths:
-        Name manifests with the V2 scheme (new datasets only).
-    storage_options:
-        Options for the object store.
-    commit_message:
-        Stored in the transaction properties under ``__lance_commit_message``, as pylance does.
-    transaction_properties:
-        Key/value pairs stored with the transaction (``commit_message`` wins for its key).
-
-    Returns
-    -------
-    LanceDataset
-        The dataset at the version just written.
-    """
-    if isinstance(uri, LanceDataset):
-        storage_options = storage_options or uri.storage_options
-        uri = uri.uri
-    snapshot = write.write_snapshot(
-        data_obj,
-        uri,
-        schema,
-        mode,
-        max_rows_per_file=max_rows_per_file,
-        max_rows_per_group=max_rows_per_group,
-        max_bytes_per_file=max_bytes_per_file,
-        progress=progress,
-        data_storage_version=data_storage_version,
-        enable_stable_row_ids=enable_stable_row_ids,
-        enable_v2_manifest_paths=enable_v2_manifest_paths,
-        storage_options=storage_options,
-        commit_message=commit_message,
-        transaction_properties=transaction_properties,
-    )
-    return LanceDataset.from_snapshot(snapshot)
-
-
-def commit(
-    uri: str | os.PathLike[str],
-    operation: Operation,
-    read_version: int | None = None,
-    *,
-    storage_options: dict[str, str] | None = None,
-    data_storage_version: str | None = None,
-) -> LanceDataset:
-    """Commit an operation (e.g. ``Append`` of staged fragments) planned against ``read_version``.
-
-    Returns the dataset at the new version. Concurrent commits are rebased or raise
-    :class:`~lance_format.core.errors.CommitConflictError`.
-    """
-    snapshot = write.commit_snapshot(
-        uri,
-        operation,
-        read_version,
-        storage_options=storage_options,
-        data_storage_version=data_storage_version,
-    )
-    return LanceDataset.from_snapshot(snapshot)

@@ -4,7 +4,6 @@ serial local reads, and page-cache reads that straddle blocks."""
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from pathlib import Path
 
 import numpy as np
@@ -15,11 +14,10 @@ from lance_format.core.errors import InvalidInputError
 from lance_format.core.types import LanceField
 from lance_format.dataset import write_dataset
 from lance_format.dataset.dataset import LanceDataset
+from lance_format.dataset.session import Session
 from lance_format.io.cache import ByteCache
 from lance_format.io.reader import PAGE_BLOCK_BYTES, RangeReader
 from lance_format.io.store import MemoryStore
-
-_take = importlib.import_module("lance_format.dataset.take")
 
 
 def _data(n: int) -> pa.Table:
@@ -61,10 +59,10 @@ def test_takes_after_a_delete_see_the_new_version(ds: LanceDataset) -> None:
 
 
 def test_local_takes_do_not_use_threads(ds: LanceDataset, monkeypatch: pytest.MonkeyPatch) -> None:
-    def refuse() -> None:
+    def refuse(session: Session) -> None:
         raise AssertionError("a local take went to the dataset pool")
 
-    monkeypatch.setattr(_take, "dataset_pool", refuse)
+    monkeypatch.setattr(Session, "dataset_pool", refuse)
     rows = np.array([1999, 0, 501, 1500, 1001])  # four fragments, out of order
     got = ds.take(rows)
     assert got.column("id").to_pylist() == rows.tolist()
