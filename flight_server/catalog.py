@@ -19,8 +19,9 @@ from flight_server.settings import DEFAULT_LATEST_VERSION_SECONDS
 from lance_format import LanceDataset
 from lance_format import dataset as open_dataset
 from lance_format.core.errors import InvalidInputError, NotFoundError
+from lance_format.dataset.session import Session
 from lance_format.io import forget_dataset
-from lance_format.io.store import ObjectStore, store_for_uri
+from lance_format.io.store import ObjectStore
 
 __all__ = ["Catalog", "validate_name"]
 
@@ -61,6 +62,8 @@ class Catalog:
         ``_versions/`` is listed again (a LIST request per call otherwise). Writes through this
         catalog's server process are seen at once; writes by other processes within this bound.
         Local roots always list (microseconds).
+    session:
+        The engine session datasets are opened in (the process's default when omitted).
     """
 
     def __init__(
@@ -68,7 +71,9 @@ class Catalog:
         root: str,
         storage_options: dict[str, str] | None = None,
         latest_seconds: float = DEFAULT_LATEST_VERSION_SECONDS,
+        session: Session | None = None,
     ) -> None:
+        self.session = session or Session.default()
         scheme = urlparse(root).scheme.lower()
         self.local = scheme in ("", "file")
         if self.local:
@@ -88,7 +93,7 @@ class Catalog:
         return f"{self.root}/{name}" if self.root != "/" else f"/{name}"
 
     def _store(self) -> ObjectStore:
-        return store_for_uri(self.root, self.storage_options or None)
+        return self.session.store_for(self.root, self.storage_options or None)
 
     def exists(self, name: str) -> bool:
         """Whether dataset ``name`` has at least one version."""
@@ -148,7 +153,9 @@ class Catalog:
                     return handle
         resolved_at = time.monotonic()
         try:
-            ds = open_dataset(uri, version=version, storage_options=self.storage_options or None)
+            ds = open_dataset(
+                uri, version=version, storage_options=self.storage_options or None, session=self.session
+            )
         except NotFoundError:
             raise
         except FileNotFoundError as exc:

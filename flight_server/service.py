@@ -54,6 +54,7 @@ from flight_server.validation import RequestLimits, check_request_bytes, check_t
 from lance_format import LanceDataset
 from lance_format.core.errors import CommitConflictError, InvalidInputError
 from lance_format.dataset.scanner import DEFAULT_BATCH_SIZE as SCAN_BATCH_ROWS
+from lance_format.dataset.session import Session
 
 __all__ = ["LanceFlightService"]
 
@@ -116,6 +117,7 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
         verify_client: bool = False,
         root_certificates: bytes | None = None,
         metrics: Any = None,
+        session: Session | None = None,
     ) -> None:
         super().__init__(
             location,
@@ -126,7 +128,11 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
             middleware=dict(middleware or {}),
         )
         self.settings = settings
-        self.catalog = Catalog(settings.root, _storage_options(settings), settings.latest_version_seconds)
+        # The engine session build_server made from the settings (Session.for_process).
+        self.session = session or Session.default()
+        self.catalog = Catalog(
+            settings.root, _storage_options(settings), settings.latest_version_seconds, session=self.session
+        )
         self.metrics = metrics
         # Slots and result memory of this process, shared fairly between principals.
         self._slots = StreamGovernor(

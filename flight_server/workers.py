@@ -41,7 +41,7 @@ from flight_server.metrics import Metrics, ProcessTreeCollector
 from flight_server.settings import ServerSettings
 from flight_server.sideport import RootProbe, SidePort
 from lance_format.core.errors import LanceError
-from lance_format.io import configure_caches
+from lance_format.dataset.session import Session
 
 __all__ = [
     "ServerStartError",
@@ -138,7 +138,13 @@ def build_server(
     not tell middleware that already started when a later one refuses); refusals are logged and
     counted by the auth middleware's ``on_refused`` hook instead.
     """
-    configure_caches(settings.metadata_cache_bytes, settings.page_cache_bytes, settings.decoded_cache_bytes)
+    # The worker's engine session, from the server's settings (flag > environment > YAML > default,
+    # resolved by flight_server.config): its caches are the process's, which the service opens with.
+    Session.for_process(
+        metadata_cache_bytes=settings.metadata_cache_bytes,
+        page_cache_bytes=settings.page_cache_bytes,
+        decoded_cache_bytes=settings.decoded_cache_bytes,
+    )
     # pyarrow imports pandas (when installed) on its first conversion of a Python or NumPy object
     # (~0.3 s); pay that before serving, not inside the first take that converts row positions.
     pa.array([0])

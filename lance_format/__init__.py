@@ -1,6 +1,6 @@
 """A pure-Python implementation of the Lance table and file formats, byte-compatible with pylance."""
 
-from lance_format.dataset import LanceDataset, dataset, write_dataset
+from lance_format.dataset import LanceDataset, Session, dataset, write_dataset
 from lance_format.dataset.dataset import LanceFragment
 from lance_format.dataset.multibase import DatasetBasePath
 from lance_format.dataset.operations import FragmentMetadata, LanceOperation, Transaction
@@ -15,6 +15,7 @@ __all__ = [
     "LanceDataset",
     "LanceFragment",
     "LanceOperation",
+    "Session",
     "Transaction",
     "__version__",
     "batch_udf",

@@ -2,11 +2,14 @@
 
 from lance_format.dataset.cleanup import CleanupStats
 from lance_format.dataset.dataset import LanceDataset, LanceFragment, dataset
+from lance_format.dataset.entry import commit, write_dataset
 from lance_format.dataset.merge_insert import MergeInsertBuilder, MergeInsertConflictError, MergeInsertError
 from lance_format.dataset.scan_options import ColumnOrdering
 from lance_format.dataset.scanner import LanceScanner
+from lance_format.dataset.session import Session
+from lance_format.dataset.snapshot import Snapshot
 from lance_format.dataset.stats import DatasetStats, DataStatistics, FieldStatistics, LanceStats
-from lance_format.dataset.write import DEFAULT_DATA_STORAGE_VERSION, commit, stage_fragments, write_dataset
+from lance_format.dataset.write import DEFAULT_DATA_STORAGE_VERSION, stage_fragments
 
 __all__ = [
     "DEFAULT_DATA_STORAGE_VERSION",
@@ -22,6 +25,8 @@ __all__ = [
     "MergeInsertBuilder",
     "MergeInsertConflictError",
     "MergeInsertError",
+    "Session",
+    "Snapshot",
     "commit",
     "dataset",
     "stage_fragments",

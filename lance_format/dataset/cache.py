@@ -17,6 +17,7 @@ Opening a newer version therefore reads its manifest and the files it added, not
 from __future__ import annotations
 
 from collections.abc import Hashable
+from functools import partial
 
 from lance_format.io.cache import METADATA_CACHE, ByteCache
 from lance_format.io.store import ObjectStore
@@ -35,23 +36,34 @@ ByteLRU = ByteCache
 MANIFEST_CHARGE_FACTOR = 4
 
 
-def cached_manifest(store: ObjectStore, version: int, key: str, size: int, tag: Hashable = None) -> Manifest:
-    """The parsed manifest of ``version`` stored at ``key`` with ``size`` bytes (cached).
+def cached_manifest(
+    store: ObjectStore,
+    version: int,
+    key: str,
+    size: int,
+    tag: Hashable = None,
+    cache: ByteCache | None = None,
+) -> Manifest:
+    """The parsed manifest of ``version`` stored at ``key`` with ``size`` bytes (cached in
+    ``cache``, the process-wide :data:`METADATA_CACHE` by default).
 
     ``tag`` is the store's tag of the object from the listing that found it (``None``: the store
     cannot tell objects written under one name apart).
     """
+    cache = METADATA_CACHE if cache is None else cache
     ckey = (store.uri, "manifest", version, key, size, tag)
-    manifest: Manifest | None = METADATA_CACHE.get(ckey)
+    manifest: Manifest | None = cache.get(ckey)
     if manifest is None:
         manifest = read_manifest(store, key, size)
-        METADATA_CACHE.put(ckey, manifest, size * MANIFEST_CHARGE_FACTOR)
+        cache.put(ckey, manifest, size * MANIFEST_CHARGE_FACTOR)
     return manifest
 
 
-def load_manifest_cached(store: ObjectStore, version: int | None = None) -> tuple[Manifest, ManifestNaming]:
-    """:func:`lance_format.table.versions.load_manifest` with the manifest read through the cache.
+def load_manifest_cached(
+    store: ObjectStore, version: int | None = None, cache: ByteCache | None = None
+) -> tuple[Manifest, ManifestNaming]:
+    """:func:`lance_format.table.versions.load_manifest` with the manifest read through ``cache``.
 
     Raises :class:`NotFoundError` when there is no dataset or no such version.
     """
-    return load_manifest(store, version, read=cached_manifest)
+    return load_manifest(store, version, read=partial(cached_manifest, cache=cache))

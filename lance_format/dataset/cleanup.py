@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from lance_format.core.concurrency import env_positive_int
+from lance_format.core.config import env_setting
 from lance_format.core.errors import InvalidInputError, LanceError
 from lance_format.io.store import ObjectStore
 from lance_format.table import tags as _tags
@@ -36,7 +36,7 @@ from lance_format.table.naming import STAGED_DIR, staged_key, transaction_key
 from lance_format.table.versions import VersionInfo
 
 if TYPE_CHECKING:
-    from lance_format.dataset.dataset import LanceDataset
+    from lance_format.dataset.snapshot import Snapshot
 
 __all__ = [
     "DEFAULT_CLEANUP_AGE",
@@ -54,7 +54,7 @@ DEFAULT_CLEANUP_AGE = timedelta(days=14)
 #: ``delete_unverified``: pylance's threshold (7 days), far beyond any write or Spark job in
 #: flight. Override: ``LANCE_FORMAT_CLEANUP_UNVERIFIED_AGE_S`` or the ``unverified_age_seconds``
 #: argument.
-UNVERIFIED_AGE_S = env_positive_int("LANCE_FORMAT_CLEANUP_UNVERIFIED_AGE_S", 7 * 24 * 3600)
+UNVERIFIED_AGE_S = env_setting("cleanup_unverified_age_s")
 
 #: Folders whose files belong to versions (indices are not written by this implementation).
 _FILE_DIRS = ("data", "_deletions", "_transactions")
@@ -110,7 +110,7 @@ def seconds_argument(value: float, name: str) -> float:
 
 
 def cleanup_old_versions(
-    ds: LanceDataset,
+    ds: Snapshot,
     older_than: timedelta | None = None,
     retain_versions: int | None = None,
     *,
@@ -122,14 +122,17 @@ def cleanup_old_versions(
 ) -> CleanupStats:
     """Delete old versions' manifests, the files only they referenced, and old orphans.
 
-    See :meth:`lance_format.LanceDataset.cleanup_old_versions` for the parameters.
+    See :meth:`lance_format.Snapshot.cleanup_old_versions` for the parameters.
     ``unverified_age_seconds`` overrides :data:`UNVERIFIED_AGE_S`.
     """
     if older_than is not None and not isinstance(older_than, timedelta):
         raise InvalidInputError(f"older_than must be a datetime.timedelta, got {type(older_than).__name__}")
     _positive(retain_versions, "retain_versions")
     _positive(delete_rate_limit, "delete_rate_limit")
-    min_age = UNVERIFIED_AGE_S if unverified_age_seconds is None else unverified_age_seconds
+    if unverified_age_seconds is None:
+        min_age: float = ds.session.setting("cleanup_unverified_age_s")
+    else:
+        min_age = unverified_age_seconds
     min_age = seconds_argument(min_age, "unverified_age_seconds")
     if older_than is None and retain_versions is None and versions is None:
         older_than = DEFAULT_CLEANUP_AGE

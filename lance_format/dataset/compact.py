@@ -16,7 +16,7 @@ from lance_format.table.model import DataFragment, Manifest, Rewrite, RewriteGro
 from lance_format.table.rowids import encode_row_ids
 
 if TYPE_CHECKING:
-    from lance_format.dataset.dataset import LanceDataset
+    from lance_format.dataset.snapshot import Snapshot
 
 __all__ = ["compact_files"]
 
@@ -35,7 +35,7 @@ def _groups(frags: tuple[DataFragment, ...], target: int) -> list[list[DataFragm
     return [g for g in groups if len(g) > 1 or (g and g[0].deletion_file is not None)]
 
 
-def compact_files(ds: LanceDataset, target_rows_per_fragment: int) -> tuple[Manifest, dict[str, int]]:
+def compact_files(ds: Snapshot, target_rows_per_fragment: int) -> tuple[Manifest, dict[str, int]]:
     """Commit a Rewrite; returns the new manifest and pylance-like metrics."""
     if target_rows_per_fragment <= 0:
         raise InvalidInputError("target_rows_per_fragment must be positive")
@@ -51,7 +51,7 @@ def compact_files(ds: LanceDataset, target_rows_per_fragment: int) -> tuple[Mani
         tables = []
         ids = []
         for frag in group:
-            reader = ds._fragment_reader(frag)
+            reader = ds.fragment_reader(frag)
             table = reader.read_range(names, 0, frag.physical_rows)
             keep = reader.keep_mask()
             if keep is not None:
@@ -77,4 +77,4 @@ def compact_files(ds: LanceDataset, target_rows_per_fragment: int) -> tuple[Mani
         stats["files_removed"] += sum(len(f.files) for f in group)
         stats["files_added"] += sum(len(f.files) for f in new)
     txn = Transaction(ds.version, str(uuid.uuid4()), Rewrite(tuple(out)))
-    return commit_transaction(ds.store, txn, ds.manifest, ds._naming), stats
+    return commit_transaction(ds.store, txn, ds.manifest, ds.naming), stats

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -15,8 +14,9 @@ import pyarrow.dataset as pds
 
 from lance_format.core.errors import InvalidInputError, NotFoundError
 from lance_format.core.types import LanceSchema
+from lance_format.dataset import write
 from lance_format.dataset.arrow_dataset import ArrowDatasetMixin, ArrowFragmentMixin, check_arrow_options
-from lance_format.dataset.cache import METADATA_CACHE, cached_manifest, load_manifest_cached
+from lance_format.dataset.cache import cached_manifest
 from lance_format.dataset.cleanup import CleanupStats
 from lance_format.dataset.filters import Filter
 from lance_format.dataset.fragment import FragmentReader, ReaderCache
@@ -24,17 +24,18 @@ from lance_format.dataset.operations import FragmentMetadata, commit_batch, crea
 from lance_format.dataset.operations import commit as commit_operation
 from lance_format.dataset.scan_options import scan_options
 from lance_format.dataset.scanner import LanceScanner
+from lance_format.dataset.session import Session
+from lance_format.dataset.snapshot import Snapshot, reader_cache
 from lance_format.dataset.tags import Tags
 from lance_format.dataset.take import (
-    FragmentIndex,
     as_u64,
     logical_to_addresses,
     stable_ids_to_addresses,
     take_addresses,
 )
-from lance_format.io.store import ObjectStore, store_for_uri
-from lance_format.table.flags import STABLE_ROW_IDS, check_reader_flags
-from lance_format.table.model import BasePath, DataFile, DataFragment, Manifest, Transaction
+from lance_format.io.store import ObjectStore
+from lance_format.table.flags import STABLE_ROW_IDS
+from lance_format.table.model import DataFile, DataFragment, Manifest, Transaction
 from lance_format.table.naming import ManifestNaming
 from lance_format.table.versions import VersionInfo, read_transaction
 
@@ -172,13 +173,13 @@ class LanceFragment(ArrowFragmentMixin, pds.Fragment):  # type: ignore[misc]
         """Rows at live-row offsets within this fragment, in the order given."""
         check_arrow_options(arrow_options)
         wanted = as_u64(indices, "indices")
-        keep = self._ds._fragment_reader(self.fragment).keep_mask()
+        keep = self._ds.snapshot.fragment_reader(self.fragment).keep_mask()
         live = np.arange(self.physical_rows, dtype=np.uint64) if keep is None else np.flatnonzero(keep)
         if wanted.size and int(wanted.max()) >= len(live):
             bad = int(wanted.max())
             raise InvalidInputError(f"index {bad} out of range: the fragment has {len(live)} rows")
         addresses = (np.uint64(self.fragment_id) << np.uint64(32)) | live[wanted].astype(np.uint64)
-        return take_addresses(self._ds, addresses, columns)
+        return take_addresses(self._ds.snapshot, addresses, columns)
 
     create = staticmethod(create_fragment)
 
@@ -230,29 +231,41 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         manifest: Manifest | None = None,
         naming: ManifestNaming | None = None,
         cache: ReaderCache | None = None,
+        snapshot: Snapshot | None = None,
+        session: Session | None = None,
     ) -> None:
-        self.uri = os.fspath(uri)
-        self._storage_options = storage_options
-        self._store = store or store_for_uri(self.uri, storage_options)
-        if manifest is None or naming is None:
-            manifest, naming = self._load(version)
-        check_reader_flags(manifest, self.uri)
-        self.manifest = manifest
-        self._naming = naming
-        self._cache = cache or ReaderCache(self._store, storage_options=storage_options)
-        self._row_index: tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64]] | None = None
-        self._lock = threading.Lock()
-        # Fragment readers of this handle, by fragment id, with the manifest they were made for:
-        # a take reuses their projection plans instead of rebuilding them per call.
-        self._frag_readers: dict[int, tuple[Manifest, DataFragment, FragmentReader]] = {}
-        self._frag_index: tuple[Manifest, FragmentIndex] | None = None
+        if snapshot is None:
+            uri = os.fspath(uri)
+            if manifest is None or naming is None:
+                snapshot = Snapshot.open(
+                    uri, version, storage_options, store=store, cache=cache, session=session
+                )
+            else:
+                store = store or (session or Session.default()).store_for(uri, storage_options)
+                cache = cache or reader_cache(store, storage_options, session)
+                snapshot = Snapshot(uri, store, manifest, naming, cache, storage_options, session)
+        self._snapshot = snapshot
+        self.uri = snapshot.uri
 
-    def _load(self, version: int | str | None) -> tuple[Manifest, ManifestNaming]:
-        if isinstance(version, str):
-            version = int(self.tags.get_version(version))
-        elif version is not None and (isinstance(version, bool) or not isinstance(version, int | np.integer)):
-            raise InvalidInputError(f"version must be an int or a tag name, got {version!r}")
-        return load_manifest_cached(self._store, None if version is None else int(version))
+    @classmethod
+    def from_snapshot(cls, snapshot: Snapshot) -> LanceDataset:
+        """The facade over ``snapshot``."""
+        return cls(snapshot.uri, snapshot=snapshot)
+
+    @property
+    def snapshot(self) -> Snapshot:
+        """The pinned version this handle reads now (swapped when this handle commits)."""
+        return self._snapshot
+
+    @property
+    def session(self) -> Session:
+        """The session whose caches and object stores serve this dataset."""
+        return self._snapshot.session
+
+    @property
+    def manifest(self) -> Manifest:
+        """The manifest of the version this handle reads."""
+        return self._snapshot.manifest
 
     # -- metadata --------------------------------------------------------------------------------
     @property
@@ -263,7 +276,7 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
     @property
     def latest_version(self) -> int:
         """The newest committed version (one listing of ``_versions/``)."""
-        latest = VersionInfo(self._store).latest
+        latest = VersionInfo(self.store).latest
         if latest is None:
             raise NotFoundError(f"{self.uri}: dataset not found")
         return latest
@@ -296,12 +309,12 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
     @property
     def tags(self) -> Tags:
         """Named versions of this dataset (create, delete, update, list)."""
-        return Tags(self)
+        return Tags(self._snapshot)
 
     @property
     def store(self) -> ObjectStore:
         """The object store holding the dataset."""
-        return self._store
+        return self._snapshot.store
 
     def config(self) -> dict[str, str]:
         """The table config key/value pairs of this version."""
@@ -309,18 +322,17 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
 
     def versions(self) -> list[dict[str, Any]]:
         """Every version with its timestamp and totals, oldest first (pylance's shape)."""
-        info = VersionInfo(self._store)
+        info = VersionInfo(self.store)
         out = []
         for v in sorted(info.entries):
             key, size = info.entries[v]
-            m = cached_manifest(self._store, v, key, size, info.tags.get(v))
+            m = cached_manifest(self.store, v, key, size, info.tags.get(v), self._snapshot.cache.metadata)
             out.append(_version_entry(m))
         return out
 
     def checkout_version(self, version: int | str) -> LanceDataset:
         """The dataset at another version (number or tag)."""
-        manifest, naming = self._load(version)
-        return LanceDataset(self.uri, store=self._store, manifest=manifest, naming=naming, cache=self._cache)
+        return LanceDataset.from_snapshot(self._snapshot.at_version(version))
 
     def checkout_latest(self) -> LanceDataset:
         """The dataset at its newest version."""
@@ -340,60 +352,6 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
             if f.id == fragment_id:
                 return LanceFragment(self, f)
         return None
-
-    @property
-    def _bases(self) -> dict[int, BasePath]:
-        return {b.id: b for b in self.manifest.base_paths}
-
-    def _fragment_index(self) -> FragmentIndex:
-        """Row counts, ends and ids of this version's fragments (built once per manifest)."""
-        manifest = self.manifest
-        known = self._frag_index
-        if known is not None and known[0] is manifest:
-            return known[1]
-        index = FragmentIndex.of(manifest.fragments)
-        self._frag_index = (manifest, index)
-        return index
-
-    def _fragment_reader(self, frag: DataFragment) -> FragmentReader:
-        manifest = self.manifest
-        known = self._frag_readers.get(frag.id)
-        if known is not None and known[0] is manifest and known[1] is frag:
-            return known[2]
-        reader = FragmentReader(frag, manifest.schema, self._cache, self._bases)
-        self._frag_readers[frag.id] = (manifest, frag, reader)  # one dict store: thread-safe
-        return reader
-
-    def _row_id_index(self) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64]]:
-        """``(sorted stable ids, their addresses)`` over live rows of this version."""
-        with self._lock:
-            if self._row_index is not None:
-                return self._row_index
-        # Process-wide too: a server opens the same version for many requests.
-        ckey = (self._store.uri, "row_id_index", self.manifest.version, self.manifest.timestamp_ns)
-        cached = METADATA_CACHE.get(ckey)
-        if cached is not None:
-            with self._lock:
-                self._row_index = cached
-            return cached  # type: ignore[no-any-return]
-        ids, addrs = [], []
-        for frag in self.manifest.fragments:
-            reader = self._fragment_reader(frag)
-            fid = reader.row_ids()
-            offs = np.arange(frag.physical_rows, dtype=np.uint64)
-            keep = reader.keep_mask()
-            if keep is not None:
-                fid, offs = fid[keep], offs[keep]
-            ids.append(fid)
-            addrs.append((np.uint64(frag.id) << np.uint64(32)) | offs)
-        all_ids = np.concatenate(ids) if ids else np.zeros(0, np.uint64)
-        all_addr = np.concatenate(addrs) if addrs else np.zeros(0, np.uint64)
-        order = np.argsort(all_ids, kind="stable")
-        index = (all_ids[order], all_addr[order])
-        METADATA_CACHE.put(ckey, index, index[0].nbytes + index[1].nbytes)
-        with self._lock:
-            self._row_index = index
-        return index
 
     # -- reading ---------------------------------------------------------------------------------
     def scanner(
@@ -423,7 +381,7 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         check_arrow_options(arrow_options)
         frags = None if fragments is None else [f.fragment for f in fragments]
         return LanceScanner(
-            self,
+            self._snapshot,
             columns,
             filter,
             limit,
@@ -510,9 +468,9 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
     ) -> pa.Table:
         """Rows at logical offsets (deleted rows skipped), in the order given; repeats allowed."""
         check_arrow_options(arrow_options)
-        addresses = logical_to_addresses(self, as_u64(indices, "indices"))
+        addresses = logical_to_addresses(self._snapshot, as_u64(indices, "indices"))
         return take_addresses(
-            self, addresses, columns, with_row_id=with_row_id, with_row_address=with_row_address
+            self._snapshot, addresses, columns, with_row_id=with_row_id, with_row_address=with_row_address
         )
 
     def take_rows(
@@ -529,8 +487,10 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         """
         ids = as_u64(row_ids, "row ids")
         if self.has_stable_row_ids:
-            ids = stable_ids_to_addresses(self, ids)
-        return take_addresses(self, ids, columns, with_row_id=with_row_id, with_row_address=with_row_address)
+            ids = stable_ids_to_addresses(self._snapshot, ids)
+        return take_addresses(
+            self._snapshot, ids, columns, with_row_id=with_row_id, with_row_address=with_row_address
+        )
 
     _take_rows = take_rows
 
@@ -539,7 +499,7 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         """The indices of this version (pylance's ``list_indices`` shape)."""
         from lance_format.dataset.indices import describe_indices
 
-        return describe_indices(self)
+        return describe_indices(self._snapshot)
 
     def create_scalar_index(
         self,
@@ -568,7 +528,7 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         """
         from lance_format.dataset.indices import create_scalar_index
 
-        self.manifest = create_scalar_index(self, column, index_type, name, replace, rows_per_zone)
+        self.adopt(create_scalar_index(self._snapshot, column, index_type, name, replace, rows_per_zone))
 
     # -- writing ---------------------------------------------------------------------------------
     def delete(self, predicate: Filter) -> dict[str, int]:
@@ -578,8 +538,8 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         """
         from lance_format.dataset.mutate import delete_rows
 
-        self.manifest, n = delete_rows(self, predicate)
-        self._row_index = None
+        manifest, n = delete_rows(self._snapshot, predicate)
+        self.adopt(manifest)
         return {"num_deleted_rows": n}
 
     @property
@@ -591,8 +551,7 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         """Make this (old) version the latest again, as a new version."""
         from lance_format.dataset.mutate import restore_version
 
-        self.manifest = restore_version(self)
-        self._row_index = None
+        self.adopt(restore_version(self._snapshot))
 
     def add_columns(
         self,
@@ -619,7 +578,7 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         ):
             if read_columns is not None or reader_schema is not None:
                 raise InvalidInputError("read_columns and reader_schema are for UDFs and readers")
-            self.manifest = with_retries(self, lambda ds: add_columns(ds, transforms))
+            self.adopt(with_retries(self._snapshot, lambda snap: add_columns(snap, transforms)))
             return
         from lance_format.dataset.fragment_api import add_computed_columns
 
@@ -631,7 +590,7 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         from lance_format.dataset.evolve import drop_columns
         from lance_format.dataset.mutate import with_retries
 
-        self.manifest = with_retries(self, lambda ds: drop_columns(ds, columns))
+        self.adopt(with_retries(self._snapshot, lambda snap: drop_columns(snap, columns)))
 
     def alter_columns(self, *alterations: dict[str, Any]) -> None:
         """Rename columns or change their nullability (metadata only).
@@ -642,23 +601,24 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         from lance_format.dataset.evolve import alter_columns
         from lance_format.dataset.mutate import with_retries
 
-        self.manifest = with_retries(self, lambda ds: alter_columns(ds, list(alterations)))
+        self.adopt(with_retries(self._snapshot, lambda snap: alter_columns(snap, list(alterations))))
 
     def compact_files(self, target_rows_per_fragment: int = 1024 * 1024) -> dict[str, int]:
         """Rewrite small fragments (or fragments with deletions) into fewer, full ones."""
         from lance_format.dataset.compact import compact_files
         from lance_format.dataset.mutate import with_retries
 
-        self.manifest, stats = with_retries(self, lambda ds: compact_files(ds, target_rows_per_fragment))
-        self._row_index = None
+        rows = target_rows_per_fragment
+        manifest, stats = with_retries(self._snapshot, lambda snap: compact_files(snap, rows))
+        self.adopt(manifest)
         return stats
 
     def update(self, updates: dict[str, str], where: Filter | None = None) -> dict[str, int]:
         """Set columns to SQL expressions on rows matching ``where``; ``{"num_rows_updated": n}``."""
         from lance_format.dataset.mutate import update_rows
 
-        self.manifest, n = update_rows(self, updates, where)
-        self._row_index = None
+        manifest, n = update_rows(self._snapshot, updates, where)
+        self.adopt(manifest)
         return {"num_rows_updated": n}
 
     def update_config(self, values: dict[str, str | None], *, replace: bool = False) -> dict[str, str]:
@@ -666,14 +626,14 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         commits a new version and returns the new config, as pylance does."""
         from lance_format.dataset.metadata import update_map
 
-        self.adopt(update_map(self, "config", values, replace))
+        self.adopt(update_map(self._snapshot, "config", values, replace))
         return self.config()
 
     def update_metadata(self, values: dict[str, str | None], *, replace: bool = False) -> dict[str, str]:
         """Like :meth:`update_config`, for the table metadata; returns the new table metadata."""
         from lance_format.dataset.metadata import update_map
 
-        self.adopt(update_map(self, "table_metadata", values, replace))
+        self.adopt(update_map(self._snapshot, "table_metadata", values, replace))
         return dict(self.manifest.table_metadata)
 
     def update_schema_metadata(
@@ -682,7 +642,7 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         """Like :meth:`update_config`, for the schema metadata; returns the new schema metadata."""
         from lance_format.dataset.metadata import update_map
 
-        self.adopt(update_map(self, "schema_metadata", values, replace))
+        self.adopt(update_map(self._snapshot, "schema_metadata", values, replace))
         return {k: v.decode("utf-8", "replace") for k, v in self.manifest.schema.metadata.items()}
 
     def update_field_metadata(
@@ -691,25 +651,25 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         """Update the metadata of fields: ``{field name: {key: value or None}}`` (new version)."""
         from lance_format.dataset.metadata import update_field_metadata
 
-        self.adopt(update_field_metadata(self, field_updates, replace))
+        self.adopt(update_field_metadata(self._snapshot, field_updates, replace))
 
     def delete_config_keys(self, keys: list[str]) -> None:
         """Remove table config keys (new version)."""
         from lance_format.dataset.mutate import update_config
 
-        self.manifest = update_config(self, dict.fromkeys(keys))
+        self.adopt(update_config(self._snapshot, dict.fromkeys(keys)))
 
     def read_transaction(self, version: int | None = None) -> Transaction | None:
         """The transaction that created ``version`` (this version when omitted)."""
-        manifest = self.manifest if version is None else self._load(version)[0]
-        return read_transaction(self._store, manifest, self._naming)
+        snap = self._snapshot if version is None else self._snapshot.at_version(version)
+        return read_transaction(self.store, snap.manifest, snap.naming)
 
     def migrate_manifest_paths_v2(self) -> None:
         """Rename ``{N}.manifest`` (V1) manifests to the V2 scheme, as pylance's method does."""
         from lance_format.table.naming import migrate_to_v2
 
-        migrate_to_v2(self._store)
-        self._naming = ManifestNaming.V2
+        migrate_to_v2(self.store)
+        self._snapshot = self._snapshot.at(self.manifest, ManifestNaming.V2)
 
     def cleanup_old_versions(
         self,
@@ -765,7 +725,7 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
             limit = timedelta.max.total_seconds()
             older_than = timedelta.max if seconds >= limit else timedelta(seconds=seconds)
         return cleanup_old_versions(
-            self,
+            self._snapshot,
             older_than,
             retain_versions,
             error_if_tagged_old_versions=error_if_tagged_old_versions,
@@ -778,35 +738,29 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
     @property
     def storage_options(self) -> dict[str, str] | None:
         """The object-store options this dataset was opened with."""
-        return self._storage_options
+        return self._snapshot.storage_options
 
     @property
     def manifest_naming(self) -> ManifestNaming:
         """How this dataset names its manifests (V1 or V2)."""
-        return self._naming
+        return self._snapshot.naming
 
     def fragment_reader(self, fragment: DataFragment) -> FragmentReader:
         """The reader of one of this version's fragments (physical rows, row ids, deletions)."""
-        return self._fragment_reader(fragment)
+        return self._snapshot.fragment_reader(fragment)
 
     def deleted_offsets(self, fragment: DataFragment) -> npt.NDArray[np.uint64]:
         """Sorted physical offsets of ``fragment``'s deleted rows."""
-        return self._fragment_reader(fragment).deleted().astype(np.uint64)
+        return self._snapshot.deleted_offsets(fragment)
 
     def adopt(self, manifest: Manifest) -> None:
         """Point this handle at ``manifest``, a version an operation just committed."""
-        self.manifest = manifest
-        self._row_index = None
+        self._snapshot = self._snapshot.at(manifest)
 
     def data_file_reader(self, data_file: DataFile, *, cached: bool = True) -> LanceFileReader:
         """The open reader of one of this version's data files (``cached=False``: opened afresh,
         its size measured rather than taken from the manifest)."""
-        if cached:
-            return self._cache.reader(data_file, self._bases)
-        from lance_format.file import LanceFileReader
-
-        store, key = self._cache.locate(data_file.base_id, "data", data_file.path, self._bases)
-        return LanceFileReader(key, store=store)
+        return self._snapshot.data_file_reader(data_file, cached=cached)
 
     def to_pandas(
         self,
@@ -848,14 +802,12 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
     def insert(self, data: Any, *, mode: str = "append", **kwargs: Any) -> None:
         """Append (or, with ``mode="overwrite"``, replace) rows; this handle moves to the new version.
 
-        Takes the keyword arguments of :func:`~lance_format.dataset.write.write_dataset`.
+        Takes the keyword arguments of :func:`~lance_format.dataset.entry.write_dataset`.
         """
-        from lance_format.dataset.write import write_dataset
-
         if mode not in ("append", "overwrite", "create"):
             raise InvalidInputError(f"mode must be 'append', 'overwrite' or 'create', got {mode!r}")
-        kwargs.setdefault("storage_options", self._storage_options)
-        new = write_dataset(data, self.uri, mode=mode, **kwargs)
+        kwargs.setdefault("storage_options", self.storage_options)
+        new = write.write_snapshot(data, self.uri, mode=mode, **kwargs)
         self.adopt(new.manifest)
 
     def get_transactions(self, recent_transactions: int = 10) -> list[Transaction | None]:
@@ -866,11 +818,11 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         out: list[Transaction | None] = []
         for v in range(self.version, max(0, self.version - recent_transactions), -1):
             try:
-                manifest, naming = self._load(v)
+                snap = self._snapshot.at_version(v)
             except NotFoundError:
                 out.append(None)
                 continue
-            out.append(read_transaction(self._store, manifest, naming))
+            out.append(read_transaction(self.store, snap.manifest, snap.naming))
         return out
 
     @property
@@ -878,13 +830,13 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         """``ds.stats.dataset_stats()`` / ``ds.stats.data_stats()``, as in pylance."""
         from lance_format.dataset.stats import LanceStats
 
-        return LanceStats(self)
+        return LanceStats(self._snapshot)
 
     def validate(self) -> None:
         """Check this version's files against its manifest (raises :class:`CorruptFileError`)."""
         from lance_format.dataset.stats import validate
 
-        validate(self)
+        validate(self._snapshot)
 
     def merge_insert(self, on: str | Sequence[str]) -> MergeInsertBuilder:
         """Start an upsert keyed on ``on``; configure with ``when_*`` calls, then ``execute(data)``.
@@ -894,7 +846,7 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         """
         from lance_format.dataset.merge_insert import MergeInsertBuilder
 
-        return MergeInsertBuilder(self, on)
+        return MergeInsertBuilder(self._snapshot, on, self.adopt)
 
     def add_bases(
         self, new_bases: list[Any], transaction_properties: dict[str, str] | None = None
@@ -920,7 +872,7 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
 
     def __reduce__(self) -> tuple[Any, ...]:
         # pyarrow's Cython base cannot pickle a Python-made dataset: reopen by URI and version.
-        return (LanceDataset, (self.uri, self.version, self._storage_options))
+        return (LanceDataset, (self.uri, self.version, self.storage_options))
 
     def __repr__(self) -> str:
         return f"LanceDataset(uri={self.uri!r}, version={self.version})"
@@ -951,6 +903,7 @@ def dataset(
     storage_options: dict[str, str] | None = None,
     *,
     asof: datetime | None = None,
+    session: Session | None = None,
 ) -> LanceDataset:
     """Open a Lance dataset.
 
@@ -965,16 +918,19 @@ def dataset(
     asof:
         Open the newest version committed at or before this time (naive datetimes are local time,
         as in pylance). Not combinable with ``version``.
+    session:
+        The :class:`~lance_format.dataset.session.Session` whose caches and object stores serve
+        the dataset (the default session when omitted), as pylance's ``session=``.
 
     Returns
     -------
     LanceDataset
     """
     if asof is None:
-        return LanceDataset(uri, version, storage_options)
+        return LanceDataset(uri, version, storage_options, session=session)
     if version is not None:
         raise InvalidInputError("pass either version or asof, not both")
-    ds = LanceDataset(uri, None, storage_options)
+    ds = LanceDataset(uri, None, storage_options, session=session)
     cutoff = int(asof.timestamp() * 1_000_000_000)
     found = None
     for v in reversed(sorted(VersionInfo(ds.store).entries)):

@@ -12,6 +12,7 @@ import pyarrow as pa
 from lance_format.core.errors import InvalidInputError
 from lance_format.core.types import LanceField, LanceSchema, fields_from_arrow
 from lance_format.dataset.filters import evaluate, parse_value
+from lance_format.dataset.scanner import LanceScanner
 from lance_format.dataset.write import file_columns
 from lance_format.file import LanceFileVersion, LanceFileWriter
 from lance_format.table.commit import commit_transaction
@@ -19,17 +20,17 @@ from lance_format.table.model import DataFile, DataFragment, Manifest, Merge, Pr
 from lance_format.table.naming import data_file_name
 
 if TYPE_CHECKING:
-    from lance_format.dataset.dataset import LanceDataset
+    from lance_format.dataset.snapshot import Snapshot
 
 __all__ = ["ColumnsToAdd", "add_columns", "add_null_columns", "alter_columns", "drop_columns"]
 
 
-def _commit(ds: LanceDataset, op: Project | Merge) -> Manifest:
+def _commit(ds: Snapshot, op: Project | Merge) -> Manifest:
     txn = Transaction(ds.version, str(uuid.uuid4()), op)
-    return commit_transaction(ds.store, txn, ds.manifest, ds._naming)
+    return commit_transaction(ds.store, txn, ds.manifest, ds.naming)
 
 
-def drop_columns(ds: LanceDataset, columns: list[str]) -> Manifest:
+def drop_columns(ds: Snapshot, columns: list[str]) -> Manifest:
     """Commit a schema without ``columns``; a data file left with none of the schema's fields goes
     out of the manifest (see :mod:`lance_format.table.transaction`), files shared with kept columns
     stay as they are."""
@@ -43,7 +44,7 @@ def drop_columns(ds: LanceDataset, columns: list[str]) -> Manifest:
     return _commit(ds, Project(LanceSchema(kept, dict(ds.lance_schema.metadata))))
 
 
-def alter_columns(ds: LanceDataset, alterations: list[dict[str, Any]]) -> Manifest:
+def alter_columns(ds: Snapshot, alterations: list[dict[str, Any]]) -> Manifest:
     """Commit renames and nullability changes (metadata only, as in pylance).
 
     Each alteration is ``{"path": name, "name": new_name, "nullable": bool}`` with ``name`` and
@@ -69,7 +70,7 @@ def alter_columns(ds: LanceDataset, alterations: list[dict[str, Any]]) -> Manife
                 raise InvalidInputError(f"nullable must be a bool, got {nullable!r}")
             if not nullable and fields[i].nullable:
                 stored = ds.lance_schema.fields[i].name
-                nulls = ds.to_table(columns=[stored]).column(0).null_count
+                nulls = LanceScanner(ds, columns=[stored]).to_table().column(0).null_count
                 if nulls:
                     raise InvalidInputError(
                         f"column {old!r} holds {nulls} nulls and cannot be made non-nullable"
@@ -85,7 +86,7 @@ def _renumber(f: LanceField, next_id: list[int], parent: int) -> LanceField:
     return replace(f, id=fid, parent_id=parent, children=kids)
 
 
-def _new_fields(ds: LanceDataset, schema: pa.Schema) -> LanceSchema:
+def _new_fields(ds: Snapshot, schema: pa.Schema) -> LanceSchema:
     """Lance fields for new columns, numbered after the dataset's largest field id."""
     # After every id any data file still holds (a dropped column's data can stay in a file that
     # keeps other columns): a reused id would read that old column's data, as pylance numbers too.
@@ -98,7 +99,7 @@ def _new_fields(ds: LanceDataset, schema: pa.Schema) -> LanceSchema:
 ColumnsToAdd: TypeAlias = "dict[str, str] | pa.Field | list[pa.Field] | pa.Schema"
 
 
-def add_null_columns(ds: LanceDataset, fields: pa.Schema) -> Manifest:
+def add_null_columns(ds: Snapshot, fields: pa.Schema) -> Manifest:
     """Commit all-null columns as a metadata-only change, as pylance does: the schema grows, no
     data file is written, and readers return nulls for fields no data file holds."""
     for f in fields:
@@ -111,7 +112,7 @@ def add_null_columns(ds: LanceDataset, fields: pa.Schema) -> Manifest:
     return _commit(ds, Merge(ds.manifest.fragments, schema))
 
 
-def add_columns(ds: LanceDataset, transforms: ColumnsToAdd) -> Manifest:
+def add_columns(ds: Snapshot, transforms: ColumnsToAdd) -> Manifest:
     """Commit new columns: SQL expressions over existing ones (one new file per fragment), or
     all-null columns given as a ``pa.Field``, a list of them or a ``pa.Schema`` (no data files)."""
     if isinstance(transforms, pa.Field):
@@ -145,7 +146,7 @@ def add_columns(ds: LanceDataset, transforms: ColumnsToAdd) -> Manifest:
     new_arrow: pa.Schema | None = None
     new_lance: LanceSchema | None = None
     for frag in ds.manifest.fragments:
-        reader = ds._fragment_reader(frag)
+        reader = ds.fragment_reader(frag)
         # Every physical row (deleted ones too): the new file must line up with the old ones.
         values = evaluate(reader.read_range(read, 0, frag.physical_rows), exprs)
         if new_arrow is None:

@@ -40,12 +40,20 @@ class ReaderCache:
         store: ObjectStore,
         cache: ByteLRU | None = None,
         storage_options: dict[str, str] | None = None,
+        decoded: ByteLRU | None = None,
     ) -> None:
         self.store = store
-        self._cache = cache or METADATA_CACHE
+        self._cache = METADATA_CACHE if cache is None else cache  # (an empty cache is falsy)
+        #: Decoded blocks of hot rows (None: the process-wide ``DECODED_CACHE``).
+        self.decoded = decoded
         self._storage_options = storage_options
         self._stores: dict[str, ObjectStore] = {}
         self._lock = threading.Lock()
+
+    @property
+    def metadata(self) -> ByteLRU:
+        """The metadata cache these files, deletion vectors and row ids go in."""
+        return self._cache
 
     def locate(
         self, base_id: int | None, folder: str, name: str, bases: dict[int, BasePath]
@@ -200,7 +208,7 @@ class FragmentReader:
                     )
                 fields.append(file_field)
                 del missing[f.id]
-            plan.append((reader._view(fields), [f.name for f, _ in here]))
+            plan.append((reader.view(fields), [f.name for f, _ in here]))
         if missing:
             plan.append((None, [f.name for f in missing.values()]))
         return plan
@@ -231,7 +239,7 @@ class FragmentReader:
         for reader, names in self._plan(columns):
             if reader is None:
                 continue
-            t = read_range_cached(reader, start, stop)
+            t = read_range_cached(reader, start, stop, self.cache.decoded)
             parts.append((names, t.columns))
         return self._assemble(columns, parts, stop - start)
 
@@ -247,6 +255,6 @@ class FragmentReader:
         for reader, names in self._plan(columns):
             if reader is None:
                 continue
-            t = take_cached(reader, offsets, budget)
+            t = take_cached(reader, offsets, budget, self.cache.decoded)
             parts.append((names, t.columns))
         return self._assemble(columns, parts, len(offsets))

@@ -9,7 +9,6 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from lance_format.core.errors import InvalidInputError, NotSupportedError
-from lance_format.dataset.cache import METADATA_CACHE
 from lance_format.table import _serde
 from lance_format.table.commit import commit_transaction
 from lance_format.table.model import CreateIndex, IndexMetadata, Manifest, Transaction
@@ -17,7 +16,7 @@ from lance_format.table.naming import manifest_key
 from lance_format.table.versions import read_index_section
 
 if TYPE_CHECKING:
-    from lance_format.dataset.dataset import LanceDataset
+    from lance_format.dataset.snapshot import Snapshot
 
 __all__ = ["ZONEMAP_TYPE_URL", "create_scalar_index", "dataset_indices", "describe_indices"]
 
@@ -29,22 +28,22 @@ ZONEMAP_INDEX_VERSION = 0
 _INDEX_CHARGE_BYTES = 1024
 
 
-def dataset_indices(ds: LanceDataset) -> tuple[IndexMetadata, ...]:
+def dataset_indices(ds: Snapshot) -> tuple[IndexMetadata, ...]:
     """The indices recorded in ``ds``'s version (its index section is read once per process)."""
     m = ds.manifest
     if m.index_section is None:
         return ()
-    key = manifest_key(m.version, ds._naming)
+    key = manifest_key(m.version, ds.naming)
     ckey = (ds.store.uri, "index_section", key, m.timestamp_ns)
-    cached: tuple[IndexMetadata, ...] | None = METADATA_CACHE.get(ckey)
+    cached: tuple[IndexMetadata, ...] | None = ds.cache.metadata.get(ckey)
     if cached is None:
-        data = read_index_section(ds.store, m, ds._naming)
+        data = read_index_section(ds.store, m, ds.naming)
         cached = _serde.index_section_from_bytes(data, f"{ds.store.uri}/{key}") if data else ()
-        METADATA_CACHE.put(ckey, cached, _INDEX_CHARGE_BYTES * (len(cached) + 1))
+        ds.cache.metadata.put(ckey, cached, _INDEX_CHARGE_BYTES * (len(cached) + 1))
     return cached
 
 
-def describe_indices(ds: LanceDataset) -> list[dict[str, Any]]:
+def describe_indices(ds: Snapshot) -> list[dict[str, Any]]:
     """pylance's ``list_indices()`` entries: name, type, uuid, fields, version, fragment_ids."""
     paths = {f.id: f.name for f in ds.lance_schema.walk()}
     return [
@@ -62,7 +61,7 @@ def describe_indices(ds: LanceDataset) -> list[dict[str, Any]]:
 
 
 def create_scalar_index(
-    ds: LanceDataset,
+    ds: Snapshot,
     column: str,
     index_type: str,
     name: str | None,
@@ -70,7 +69,7 @@ def create_scalar_index(
     rows_per_zone: int | None,
 ) -> Manifest:
     """Build a ZONEMAP, BTREE or BITMAP index over ``column`` and commit it; the new manifest."""
-    from lance_format.dataset.zonemap import build_zonemap, default_rows_per_zone, write_zonemap
+    from lance_format.dataset.zonemap import build_zonemap, write_zonemap
 
     kind = str(index_type).upper()
     if kind not in ("ZONEMAP", "BTREE", "BITMAP"):
@@ -90,10 +89,8 @@ def create_scalar_index(
         scan = partial(LanceScanner, ds)
         index = build_index(ds, column, kind, name, scan)
         txn = Transaction(ds.version, str(uuid.uuid4()), CreateIndex((index,), tuple(existing)))
-        return replace(
-            commit_transaction(ds.store, txn, ds.manifest, ds.manifest_naming), index_section_bytes=None
-        )
-    rpz = default_rows_per_zone() if rows_per_zone is None else rows_per_zone
+        return replace(commit_transaction(ds.store, txn, ds.manifest, ds.naming), index_section_bytes=None)
+    rpz = ds.session.setting("zonemap_rows_per_zone") if rows_per_zone is None else rows_per_zone
     if isinstance(rpz, bool) or not isinstance(rpz, int) or rpz <= 0:
         raise InvalidInputError(f"rows_per_zone must be a positive integer, got {rows_per_zone!r}")
     name = name or f"{column}_idx"
@@ -117,5 +114,5 @@ def create_scalar_index(
         files=(("zonemap.lance", size),),
     )
     txn = Transaction(ds.version, str(uuid.uuid4()), CreateIndex((index,), tuple(existing)))
-    new = commit_transaction(ds.store, txn, ds.manifest, ds._naming)
+    new = commit_transaction(ds.store, txn, ds.manifest, ds.naming)
     return replace(new, index_section_bytes=None)

@@ -12,7 +12,7 @@ pylance, because Lance has no unique constraint.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -28,11 +28,11 @@ from lance_format.dataset.take import take_addresses
 from lance_format.dataset.write import DEFAULT_MAX_ROWS_PER_FILE, to_reader, write_fragments
 from lance_format.table.commit import commit_transaction
 from lance_format.table.deletion import write_deletion_file
-from lance_format.table.model import DataFragment, Transaction, Update
+from lance_format.table.model import DataFragment, Manifest, Transaction, Update
 from lance_format.table.rowids import encode_row_ids
 
 if TYPE_CHECKING:
-    from lance_format.dataset.dataset import LanceDataset
+    from lance_format.dataset.snapshot import Snapshot
 
 __all__ = ["MergeInsertBuilder", "MergeInsertConflictError", "MergeInsertError"]
 
@@ -62,7 +62,9 @@ class _Plan:
 class MergeInsertBuilder:
     """pylance's ``MergeInsertBuilder``: configure with ``when_*`` calls, then :meth:`execute`."""
 
-    def __init__(self, ds: LanceDataset, on: str | Iterable[str]) -> None:
+    def __init__(
+        self, ds: Snapshot, on: str | Iterable[str], on_commit: Callable[[Manifest], None] | None = None
+    ) -> None:
         keys = [on] if isinstance(on, str) else list(on)
         if not keys:
             raise InvalidInputError("merge_insert needs at least one key column in `on`")
@@ -72,6 +74,7 @@ class MergeInsertBuilder:
                     f"Merge insert key column {k!r} does not exist in schema {ds.schema.names}"
                 )
         self._ds = ds
+        self._on_commit = on_commit or (lambda manifest: None)
         self._on = keys
         self._matched: str = "nothing"  # nothing | update | delete | fail
         self._matched_condition: str | None = None
@@ -130,15 +133,16 @@ class MergeInsertBuilder:
             plan = self._plan(current, source)
             txn = Transaction(current.version, str(uuid.uuid4()), plan.op)
             try:
-                manifest = commit_transaction(current.store, txn, current.manifest, current.manifest_naming)
+                manifest = commit_transaction(current.store, txn, current.manifest, current.naming)
             except RetryableCommitConflictError as e:
                 if attempt == self._retries:
                     raise MergeInsertConflictError(
                         f"Too many concurrent writers. Attempted {self._retries} retries: {e}"
                     ) from None
-                current = current.checkout_latest()
+                current = current.latest()
                 continue
-            self._ds.adopt(manifest)
+            self._ds = current.at(manifest)
+            self._on_commit(manifest)
             return {
                 "num_inserted_rows": plan.inserted,
                 "num_updated_rows": plan.updated,
@@ -181,7 +185,7 @@ class MergeInsertBuilder:
         order = np.lexsort((s, t))  # deterministic: target order, then source order
         return t[order], s[order]
 
-    def _plan(self, ds: LanceDataset, source: pa.Table) -> _Plan:
+    def _plan(self, ds: Snapshot, source: pa.Table) -> _Plan:
         """The Update for ``source`` on ``ds``'s version (an empty one commits a version too, as
         in pylance)."""
         stable = ds.has_stable_row_ids
@@ -264,7 +268,7 @@ class MergeInsertBuilder:
 
     def _update_op(
         self,
-        ds: LanceDataset,
+        ds: Snapshot,
         remove: npt.NDArray[np.uint64],
         updated_rows: pa.Table | None,
         updated_ids: npt.NDArray[np.uint64] | None,

@@ -11,11 +11,12 @@ import uuid
 from typing import TYPE_CHECKING
 
 from lance_format.core.errors import InvalidInputError
+from lance_format.dataset.mutate import with_retries
 from lance_format.table.commit import commit_transaction
 from lance_format.table.model import Manifest, Transaction, UpdateConfig, UpdateMap
 
 if TYPE_CHECKING:
-    from lance_format.dataset.dataset import LanceDataset
+    from lance_format.dataset.snapshot import Snapshot
 
 __all__ = ["update_field_metadata", "update_map"]
 
@@ -32,17 +33,15 @@ def _check(values: dict[str, str | None], what: str) -> dict[str, str | None]:
     return dict(values)
 
 
-def _commit(ds: LanceDataset, op: UpdateConfig) -> Manifest:
-    from lance_format.dataset.mutate import with_retries
-
-    def attempt(current: LanceDataset) -> Manifest:
+def _commit(ds: Snapshot, op: UpdateConfig) -> Manifest:
+    def attempt(current: Snapshot) -> Manifest:
         txn = Transaction(current.version, str(uuid.uuid4()), op)
-        return commit_transaction(current.store, txn, current.manifest, current.manifest_naming)
+        return commit_transaction(current.store, txn, current.manifest, current.naming)
 
     return with_retries(ds, attempt)
 
 
-def update_map(ds: LanceDataset, which: str, values: dict[str, str | None], replace: bool) -> Manifest:
+def update_map(ds: Snapshot, which: str, values: dict[str, str | None], replace: bool) -> Manifest:
     """Commit upserts (str) and deletions (``None``) to one of :data:`MAPS`."""
     if which not in MAPS:
         raise InvalidInputError(f"unknown map {which!r}; one of {MAPS}")
@@ -57,7 +56,7 @@ def update_map(ds: LanceDataset, which: str, values: dict[str, str | None], repl
 
 
 def update_field_metadata(
-    ds: LanceDataset, field_updates: dict[str, dict[str, str | None]], replace: bool
+    ds: Snapshot, field_updates: dict[str, dict[str, str | None]], replace: bool
 ) -> Manifest:
     """Commit metadata updates of top-level fields, by name."""
     if not isinstance(field_updates, dict):

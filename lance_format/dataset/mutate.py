@@ -31,7 +31,7 @@ from lance_format.table.rowids import encode_row_ids
 from lance_format.table.versions import load_manifest
 
 if TYPE_CHECKING:
-    from lance_format.dataset.dataset import LanceDataset
+    from lance_format.dataset.snapshot import Snapshot
 
 __all__ = ["delete_rows", "restore_version", "update_config", "update_rows"]
 
@@ -41,7 +41,7 @@ CONFLICT_RETRIES = 10
 T = TypeVar("T")
 
 
-def with_retries(ds: LanceDataset, attempt: Callable[[LanceDataset], T]) -> T:
+def with_retries(ds: Snapshot, attempt: Callable[[Snapshot], T]) -> T:
     """Run ``attempt`` (plan and commit) on ``ds``, then on the latest version after each
     :class:`RetryableCommitConflictError`, up to :data:`CONFLICT_RETRIES` times."""
     current = ds
@@ -51,16 +51,16 @@ def with_retries(ds: LanceDataset, attempt: Callable[[LanceDataset], T]) -> T:
         except RetryableCommitConflictError:
             if n == CONFLICT_RETRIES:
                 raise
-            current = current.checkout_latest()
+            current = current.latest()
     raise InternalError("conflict retry loop ended without a result")
 
 
-def _commit(ds: LanceDataset, op: Operation) -> Manifest:
+def _commit(ds: Snapshot, op: Operation) -> Manifest:
     txn = Transaction(ds.version, str(uuid.uuid4()), op)
-    return commit_transaction(ds.store, txn, ds.manifest, ds._naming)
+    return commit_transaction(ds.store, txn, ds.manifest, ds.naming)
 
 
-def _plan_delete(ds: LanceDataset, predicate: Filter) -> tuple[Delete, int]:
+def _plan_delete(ds: Snapshot, predicate: Filter) -> tuple[Delete, int]:
     """The Delete operation for ``predicate`` on ``ds``'s version, and the rows it deletes."""
     text = predicate if isinstance(predicate, str) else str(predicate)
     # Parsed and bound once (before touching storage), then shared by every fragment's scan.
@@ -74,7 +74,7 @@ def _plan_delete(ds: LanceDataset, predicate: Filter) -> tuple[Delete, int]:
         if not len(hits):
             continue
         total += len(hits)
-        old = ds._fragment_reader(frag).deleted()
+        old = ds.fragment_reader(frag).deleted()
         deleted = np.union1d(old.astype(np.uint64), hits)
         if len(deleted) >= frag.physical_rows:
             gone.append(frag.id)
@@ -84,37 +84,37 @@ def _plan_delete(ds: LanceDataset, predicate: Filter) -> tuple[Delete, int]:
     return Delete(tuple(updated), tuple(gone), text), total
 
 
-def delete_rows(ds: LanceDataset, predicate: Filter) -> tuple[Manifest, int]:
+def delete_rows(ds: Snapshot, predicate: Filter) -> tuple[Manifest, int]:
     """Commit a delete of the rows matching ``predicate``; returns the new manifest and rows deleted.
 
     When a concurrent commit touched the same fragments, the delete is planned again on the latest
     version (up to :data:`DELETE_CONFLICT_RETRIES` times).
     """
 
-    def attempt(current: LanceDataset) -> tuple[Manifest, int]:
+    def attempt(current: Snapshot) -> tuple[Manifest, int]:
         op, total = _plan_delete(current, predicate)
         return _commit(current, op), total
 
     return with_retries(ds, attempt)
 
 
-def update_config(ds: LanceDataset, updates: dict[str, str | None]) -> Manifest:
+def update_config(ds: Snapshot, updates: dict[str, str | None]) -> Manifest:
     """Commit config upserts (str values) and deletions (``None``)."""
     for k, v in updates.items():
         if not isinstance(k, str) or not (v is None or isinstance(v, str)):
             raise InvalidInputError(f"config keys and values must be strings, got {k!r}: {v!r}")
     txn = Transaction(ds.version, str(uuid.uuid4()), UpdateConfig(updates))
-    return commit_transaction(ds.store, txn, ds.manifest, ds._naming)
+    return commit_transaction(ds.store, txn, ds.manifest, ds.naming)
 
 
-def restore_version(ds: LanceDataset) -> Manifest:
+def restore_version(ds: Snapshot) -> Manifest:
     """Commit a Restore of ``ds``'s version on top of the latest one."""
     latest, naming = load_manifest(ds.store)
     txn = Transaction(latest.version, str(uuid.uuid4()), Restore(ds.version))
     return commit_transaction(ds.store, txn, latest, naming)
 
 
-def _plan_update(ds: LanceDataset, values: dict[str, str], where: Filter | None) -> tuple[Update, int]:
+def _plan_update(ds: Snapshot, values: dict[str, str], where: Filter | None) -> tuple[Update, int]:
     """Rows matching ``where`` rewritten with ``values`` into new fragments; old rows deleted."""
     schema = ds.schema
     exprs = {}
@@ -139,7 +139,7 @@ def _plan_update(ds: LanceDataset, values: dict[str, str], where: Filter | None)
             ids.append(hits.column(ROWID).to_numpy())
         projection = {c: exprs.get(c, pc.field(c)) for c in schema.names}
         moved.append(evaluate(hits.select(schema.names), projection))
-        deleted = np.union1d(ds._fragment_reader(frag).deleted().astype(np.uint64), offsets)
+        deleted = np.union1d(ds.fragment_reader(frag).deleted().astype(np.uint64), offsets)
         if len(deleted) >= frag.physical_rows:
             removed.append(frag.id)
             continue
@@ -159,12 +159,12 @@ def _plan_update(ds: LanceDataset, values: dict[str, str], where: Filter | None)
     return Update(tuple(removed), tuple(updated), tuple(new)), total
 
 
-def update_rows(ds: LanceDataset, values: dict[str, str], where: Filter | None) -> tuple[Manifest, int]:
+def update_rows(ds: Snapshot, values: dict[str, str], where: Filter | None) -> tuple[Manifest, int]:
     """Commit an update; re-planned on the latest version after a conflicting concurrent commit."""
     if not values:
         raise InvalidInputError("update needs at least one column value")
 
-    def attempt(current: LanceDataset) -> tuple[Manifest, int]:
+    def attempt(current: Snapshot) -> tuple[Manifest, int]:
         op, total = _plan_update(current, values, where)
         return _commit(current, op), total
 

@@ -50,7 +50,7 @@ from lance_format.dataset.expr import (
 from lance_format.dataset.zonemap import ZoneMap
 
 if TYPE_CHECKING:
-    from lance_format.dataset.dataset import LanceDataset
+    from lance_format.dataset.snapshot import Snapshot
     from lance_format.table.model import DataFragment
 
 __all__ = ["RowRanges", "candidate_ranges", "prune"]
@@ -445,7 +445,7 @@ def _field_paths(fields: Sequence[LanceField], prefix: tuple[str, ...] = ()) -> 
     return out
 
 
-def candidate_ranges(ds: LanceDataset, tree: Node, fragments: Sequence[DataFragment]) -> RowRanges | None:
+def candidate_ranges(ds: Snapshot, tree: Node, fragments: Sequence[DataFragment]) -> RowRanges | None:
     """:func:`prune` with the dataset's ZONEMAP indices (``None``: read everything)."""
     from lance_format.dataset.indices import dataset_indices
     from lance_format.dataset.scalar_index.search import index_ranges, intersect_ranges

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -12,16 +11,16 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_format.core.concurrency import LazyPool
 from lance_format.core.errors import InvalidInputError
 from lance_format.dataset.expr import Predicate
 from lance_format.dataset.filters import Filter, evaluate, parse_filter, parse_value
 from lance_format.dataset.fragment import FragmentReader
 from lance_format.dataset.scan_options import ScanOptions, sort_table, strict_batches
+from lance_format.dataset.session import dataset_pool
 from lance_format.io.scheduler import ReadAhead
 
 if TYPE_CHECKING:
-    from lance_format.dataset.dataset import LanceDataset
+    from lance_format.dataset.snapshot import SnapshotSource
     from lance_format.table.model import DataFragment
 
 __all__ = ["DEFAULT_BATCH_SIZE", "LanceScanner", "dataset_pool", "row_id_columns"]
@@ -33,16 +32,6 @@ SCAN_CHUNK_ROWS = 128 * 1024
 #: Chunks decoded ahead of the consumer: overlaps object-store latency and decoding across fragments
 #: while bounding memory to a few chunks.
 READAHEAD_CHUNKS = 4
-#: Worker threads of the dataset layer (scan readahead, parallel per-fragment takes). Separate from
-#: the I/O layer's pool, whose fetches these tasks wait on.
-DATASET_THREADS = 8
-
-_pool = LazyPool(DATASET_THREADS, "lance-dataset")
-
-
-def dataset_pool() -> ThreadPoolExecutor:
-    """The dataset layer's worker pool (never used by the I/O layer, so waiting on it is safe)."""
-    return _pool()
 
 
 def _table_bytes(table: pa.Table) -> int:
@@ -98,7 +87,7 @@ class LanceScanner:
 
     def __init__(
         self,
-        dataset: LanceDataset,
+        dataset: SnapshotSource,
         columns: Sequence[str] | dict[str, str] | None = None,
         filter: Filter | None = None,
         limit: int | None = None,
@@ -110,7 +99,7 @@ class LanceScanner:
         use_scalar_index: bool = True,
         options: ScanOptions | None = None,
     ) -> None:
-        self._ds = dataset
+        self._ds = dataset = dataset.snapshot
         self._options = options = options or ScanOptions()
         # Statistics describe live rows only: a scan returning deleted rows reads every row.
         use_scalar_index = use_scalar_index and not options.include_deleted_rows
@@ -217,7 +206,7 @@ class LanceScanner:
             return
         if self._filter is not None:
             for frag in self._fragments:
-                reader = self._ds._fragment_reader(frag)
+                reader = self._ds.fragment_reader(frag)
                 for start in range(0, frag.physical_rows, SCAN_CHUNK_ROWS):
                     yield reader, start, min(start + SCAN_CHUNK_ROWS, frag.physical_rows), 0
             return
@@ -234,7 +223,7 @@ class LanceScanner:
             if skip >= rows:
                 skip -= rows
                 continue
-            reader = self._ds._fragment_reader(frag)
+            reader = self._ds.fragment_reader(frag)
             keep = reader.keep_mask() if (skip or need is not None) and not deleted_too else None
             for start in range(0, frag.physical_rows, SCAN_CHUNK_ROWS):
                 stop = min(start + SCAN_CHUNK_ROWS, frag.physical_rows)
@@ -261,7 +250,7 @@ class LanceScanner:
         assert self._predicate is not None
         ranges = candidate_ranges(self._ds, self._predicate.tree, self._fragments)
         for frag in self._fragments:
-            reader = self._ds._fragment_reader(frag)
+            reader = self._ds.fragment_reader(frag)
             spans = [(0, frag.physical_rows)] if ranges is None else ranges.get(frag.id, [])
             for lo, hi in spans:
                 for start in range(lo, hi, SCAN_CHUNK_ROWS):
@@ -307,7 +296,9 @@ class LanceScanner:
         """
         skip = self._offset if self._filter is not None and not self._options.order_by else 0
         tasks = (partial(self._load, *task) for task in self._plan())
-        ahead = ReadAhead(tasks, _table_bytes, _pool().submit, max_tasks=READAHEAD_CHUNKS)
+        ahead = ReadAhead(
+            tasks, _table_bytes, self._ds.session.dataset_pool().submit, max_tasks=READAHEAD_CHUNKS
+        )
         for table in ahead:
             if skip:
                 cut = min(skip, table.num_rows)

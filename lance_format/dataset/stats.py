@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, TypedDict
 from lance_format.core.errors import CorruptFileError, InvalidInputError
 
 if TYPE_CHECKING:
-    from lance_format.dataset.dataset import LanceDataset
+    from lance_format.dataset.snapshot import Snapshot
     from lance_format.table.model import DataFragment
 
 __all__ = ["DataStatistics", "DatasetStats", "FieldStatistics", "LanceStats", "validate"]
@@ -43,7 +43,7 @@ class DataStatistics:
 class LanceStats:
     """pylance's ``ds.stats`` namespace."""
 
-    def __init__(self, ds: LanceDataset) -> None:
+    def __init__(self, ds: Snapshot) -> None:
         self._ds = ds
 
     def dataset_stats(self, max_rows_per_group: int = DEFAULT_MAX_ROWS_PER_GROUP) -> DatasetStats:
@@ -73,7 +73,7 @@ class LanceStats:
         return DataStatistics([FieldStatistics(fid, n) for fid, n in sizes.items()])
 
 
-def validate(ds: LanceDataset) -> None:
+def validate(ds: Snapshot) -> None:
     """Check that the version's files agree with its manifest; raise :class:`CorruptFileError`.
 
     Checks fragment ids are unique, every data file opens and holds the fragment's physical rows,
@@ -87,7 +87,7 @@ def validate(ds: LanceDataset) -> None:
         _validate_fragment(ds, frag)
 
 
-def _validate_fragment(ds: LanceDataset, frag: DataFragment) -> None:
+def _validate_fragment(ds: Snapshot, frag: DataFragment) -> None:
     for df in frag.files:
         meta = ds.data_file_reader(df, cached=False).metadata()
         rows = meta.num_rows

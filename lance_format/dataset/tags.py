@@ -13,7 +13,7 @@ from lance_format.table import tags as _tags
 from lance_format.table.versions import VersionInfo
 
 if TYPE_CHECKING:
-    from lance_format.dataset.dataset import LanceDataset
+    from lance_format.dataset.snapshot import Snapshot
 
 __all__ = ["Reference", "Tags"]
 
@@ -35,7 +35,7 @@ def _parse_time(text: Any) -> datetime | None:
 class Tags:
     """Tags of a dataset: names pointing at versions, kept in ``_refs/tags/``."""
 
-    def __init__(self, ds: LanceDataset) -> None:
+    def __init__(self, ds: Snapshot) -> None:
         self._ds = ds
         self._store = ds.store
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -12,12 +11,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_format.core.errors import InvalidInputError
-from lance_format.dataset.scanner import ROWADDR, ROWID, dataset_pool, row_id_columns
+from lance_format.dataset.scanner import ROWADDR, ROWID, row_id_columns
+from lance_format.dataset.snapshot import FragmentIndex
 from lance_format.file.decoded import AdmitBudget
 from lance_format.table.model import DataFragment
 
 if TYPE_CHECKING:
-    from lance_format.dataset.dataset import LanceDataset
+    from lance_format.dataset.snapshot import Snapshot
 
 __all__ = ["FragmentIndex", "as_u64", "logical_to_addresses", "stable_ids_to_addresses", "take_addresses"]
 
@@ -45,30 +45,10 @@ def as_u64(values: Sequence[int] | npt.ArrayLike, what: str) -> npt.NDArray[np.u
     return arr.astype(np.uint64, copy=False)
 
 
-@dataclass(frozen=True)
-class FragmentIndex:
-    """Per-version lookup arrays of the fragments, built once (a Python loop over fragments) and
-    reused by every take of that version."""
-
-    counts: npt.NDArray[np.uint64]  # live rows per fragment
-    ends: npt.NDArray[np.uint64]  # cumulative live rows
-    ids: npt.NDArray[np.uint64]  # fragment ids, in order
-    by_id: dict[int, DataFragment]
-    # Output schemas of takes by (columns, with_row_id, with_row_address): a small take spends
-    # more time building and checking its schema than copying its rows.
-    schemas: dict[tuple[tuple[str, ...] | None, bool, bool], tuple[list[str], pa.Schema]]
-
-    @classmethod
-    def of(cls, frags: Sequence[DataFragment]) -> FragmentIndex:
-        counts = np.array([f.num_rows for f in frags], dtype=np.uint64)
-        ids = np.array([f.id for f in frags], dtype=np.uint64)
-        return cls(counts, np.cumsum(counts), ids, {f.id: f for f in frags}, {})
-
-
-def logical_to_addresses(ds: LanceDataset, indices: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+def logical_to_addresses(ds: Snapshot, indices: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
     """Row addresses of logical offsets (fragments in order, deleted rows skipped)."""
     frags = ds.manifest.fragments
-    index = ds._fragment_index()
+    index = ds.fragment_index()
     counts, ends = index.counts, index.ends
     total = int(ends[-1]) if len(ends) else 0
     if len(indices) and int(indices.max()) >= total:
@@ -81,7 +61,7 @@ def logical_to_addresses(ds: LanceDataset, indices: npt.NDArray[np.uint64]) -> n
         frag = frags[int(p)]
         if frag.deletion_file is None:
             continue
-        keep = ds._fragment_reader(frag).keep_mask()
+        keep = ds.fragment_reader(frag).keep_mask()
         if keep is None:
             continue
         sel = pos == p
@@ -89,9 +69,9 @@ def logical_to_addresses(ds: LanceDataset, indices: npt.NDArray[np.uint64]) -> n
     return (index.ids[pos] << _SHIFT) | phys if len(indices) else indices
 
 
-def stable_ids_to_addresses(ds: LanceDataset, ids: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+def stable_ids_to_addresses(ds: Snapshot, ids: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
     """Addresses of stable row ids; unknown ids map to ``u64::MAX`` (dropped later)."""
-    all_ids, all_addr = ds._row_id_index()
+    all_ids, all_addr = ds.row_id_index()
     pos = np.searchsorted(all_ids, ids)
     pos_c = np.minimum(pos, max(len(all_ids) - 1, 0))
     found = (pos < len(all_ids)) & (all_ids[pos_c] == ids) if len(all_ids) else np.zeros(len(ids), bool)
@@ -101,7 +81,7 @@ def stable_ids_to_addresses(ds: LanceDataset, ids: npt.NDArray[np.uint64]) -> np
 
 
 def take_addresses(
-    ds: LanceDataset,
+    ds: Snapshot,
     addresses: npt.NDArray[np.uint64],
     columns: Sequence[str] | None,
     *,
@@ -110,7 +90,7 @@ def take_addresses(
     drop_missing: bool = True,
 ) -> pa.Table:
     """Rows at ``addresses`` in the order given (repeats kept, deleted rows dropped)."""
-    index = ds._fragment_index()
+    index = ds.fragment_index()
     cols, out_schema = _out_schema(ds, index, columns, with_row_id, with_row_address)
     if len(addresses) <= 1 or bool((addresses[1:] > addresses[:-1]).all()):
         uniq, inverse = addresses, None  # sorted unique already (a single row, a sorted batch)
@@ -147,7 +127,7 @@ def take_addresses(
     def load(group: tuple[int, int, DataFragment]) -> pa.Table | None:
         lo, hi, frag = group
         offs = offsets[lo:hi]
-        reader = ds._fragment_reader(frag)
+        reader = ds.fragment_reader(frag)
         keep = reader.keep_mask()
         if keep is not None:
             ok = keep[offs]
@@ -164,8 +144,8 @@ def take_addresses(
     # address order. Local files: one after another. Their reads take microseconds and the decode
     # holds the GIL, so threads only add hand-offs and contention (a 100-row take over 4 fragments
     # ran ~20% slower on threads than serially, page cache on or off).
-    parallel = len(groups) > 1 and ds._store.remote
-    loaded = list(dataset_pool().map(load, groups)) if parallel else [load(g) for g in groups]
+    parallel = len(groups) > 1 and ds.store.remote
+    loaded = list(ds.session.dataset_pool().map(load, groups)) if parallel else [load(g) for g in groups]
     tables = [t for t in loaded if t is not None]
     if not tables:
         return out_schema.empty_table()
@@ -195,7 +175,7 @@ def _take_rows(table: pa.Table, positions: pa.Array) -> pa.Table:
 
 
 def _out_schema(
-    ds: LanceDataset,
+    ds: Snapshot,
     index: FragmentIndex,
     columns: Sequence[str] | None,
     with_row_id: bool,

@@ -6,7 +6,7 @@ import os
 import sys
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 
@@ -19,6 +19,7 @@ from lance_format.core.errors import (
 )
 from lance_format.core.types import LanceSchema, fields_from_arrow
 from lance_format.dataset.multibase import WriteTarget, new_bases, resolve_targets
+from lance_format.dataset.snapshot import Snapshot, reader_cache
 from lance_format.file import LanceFileVersion, LanceFileWriter
 from lance_format.file.reader import assign_columns
 from lance_format.io.store import ObjectStore, store_for_uri
@@ -37,17 +38,14 @@ from lance_format.table.model import (
 from lance_format.table.naming import ManifestNaming, data_file_name
 from lance_format.table.versions import load_manifest
 
-if TYPE_CHECKING:
-    from lance_format.dataset.dataset import LanceDataset
-
 __all__ = [
-    "commit",
     "commit_properties",
+    "commit_snapshot",
     "file_columns",
     "resolve_storage_version",
     "stage_fragments",
-    "write_dataset",
     "write_fragments",
+    "write_snapshot",
 ]
 
 #: pylance's default rows per data file.
@@ -274,9 +272,9 @@ def _check_schema(data: pa.Schema, manifest: Manifest) -> pa.Schema:
     return target
 
 
-def write_dataset(
+def write_snapshot(
     data_obj: Any,
-    uri: str | os.PathLike[str] | LanceDataset,
+    uri: str | os.PathLike[str],
     schema: pa.Schema | None = None,
     mode: str = "create",
     *,
@@ -293,60 +291,12 @@ def write_dataset(
     initial_bases: list[Any] | None = None,
     target_bases: list[str] | None = None,
     target_all_bases: bool | None = None,
-) -> LanceDataset:
-    """Write Arrow data as a Lance dataset (create, append to or overwrite one).
+) -> Snapshot:
+    """Write Arrow data as a Lance dataset version; the snapshot of the version written.
 
-    Parameters
-    ----------
-    data_obj:
-        A pyarrow Table, RecordBatch, RecordBatchReader, ``pyarrow.dataset`` Dataset or Scanner, a
-        LanceDataset or scanner (ours or pylance's), an iterable of RecordBatches, a dict of
-        columns, a list of row dicts, a pandas or polars DataFrame, or any Arrow PyCapsule stream.
-    uri:
-        Local path, ``file://`` or ``memory://`` URI of the dataset root, or a LanceDataset.
-    schema:
-        Schema to cast the data to (required for an empty iterable).
-    mode:
-        ``"create"`` (fails if the dataset exists), ``"append"`` (creates it when missing) or
-        ``"overwrite"``.
-    max_rows_per_file:
-        Rows per data file (each file is one fragment).
-    max_rows_per_group:
-        Accepted for pylance compatibility: file format v2 has no row groups (pages are sized by
-        bytes), so it only has to be a positive integer.
-    max_bytes_per_file:
-        A data file ends once about this many bytes are written to it (90 GiB, pylance's default).
-    progress:
-        An object with ``begin(fragment)`` and ``complete(fragment)`` methods (pylance's
-        ``FragmentWriteProgress``), told about each data file.
-    data_storage_version:
-        File format version of a new dataset (``"2.0"``, ``"2.1"``, ``"2.2"`` or ``"stable"``);
-        None = :data:`DEFAULT_DATA_STORAGE_VERSION` (2.2, pylance 14's default). ``"legacy"``
-        (the 0.1 format) and ``"next"`` raise :class:`NotSupportedError`. Appends keep the
-        dataset's own version.
-    enable_stable_row_ids:
-        Give rows stable ids (only when creating the dataset).
-    enable_v2_manifest_paths:
-        Name manifests with the V2 scheme (new datasets only).
-    storage_options:
-        Options for the object store.
-    commit_message:
-        Stored in the transaction properties under ``__lance_commit_message``, as pylance does.
-    transaction_properties:
-        Key/value pairs stored with the transaction (``commit_message`` wins for its key).
-    initial_bases:
-        Base paths (``DatasetBasePath``) of a new dataset: other roots its data files may live
-        under (create and overwrite only).
-    target_bases, target_all_bases:
-        Write the new data files to these bases (names or paths; in turn), or to all of them;
-        the dataset's own ``data/`` otherwise.
-
-    Returns
-    -------
-    LanceDataset
-        The dataset at the version just written.
+    :func:`lance_format.dataset.write_dataset` (which returns a ``LanceDataset``) documents the
+    parameters.
     """
-    from lance_format.dataset.dataset import LanceDataset
 
     if mode not in _MODES:
         raise InvalidInputError(f"mode must be one of {_MODES}, got {mode!r}")
@@ -357,9 +307,6 @@ def write_dataset(
     ):
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise InvalidInputError(f"{name} must be a positive integer, got {value!r}")
-    if isinstance(uri, LanceDataset):
-        storage_options = storage_options or uri.storage_options
-        uri = uri.uri
     uri = os.fspath(uri)
     store = store_for_uri(uri, storage_options)
     base: Manifest | None
@@ -413,7 +360,8 @@ def write_dataset(
         create_only=mode == "create",
     )
     manifest = commit_transaction(store, txn, base, naming, options)
-    return LanceDataset(uri, store=store, manifest=manifest, naming=naming or options.naming)
+    cache = reader_cache(store, storage_options)
+    return Snapshot(uri, store, manifest, naming or options.naming, cache, storage_options)
 
 
 def stage_fragments(
@@ -464,21 +412,19 @@ def stage_fragments(
     )
 
 
-def commit(
+def commit_snapshot(
     uri: str | os.PathLike[str],
     operation: Operation,
     read_version: int | None = None,
     *,
     storage_options: dict[str, str] | None = None,
     data_storage_version: str | None = None,
-) -> LanceDataset:
+) -> Snapshot:
     """Commit an operation (e.g. ``Append`` of staged fragments) planned against ``read_version``.
 
-    Returns the dataset at the new version. Concurrent commits are rebased or raise
+    Returns the snapshot of the new version. Concurrent commits are rebased or raise
     :class:`~lance_format.core.errors.CommitConflictError`.
     """
-    from lance_format.dataset.dataset import LanceDataset
-
     uri = os.fspath(uri)
     store = store_for_uri(uri, storage_options)
     base: Manifest | None
@@ -494,4 +440,5 @@ def commit(
         data_format=DataStorageFormat("lance", resolve_storage_version(data_storage_version))
     )
     manifest = commit_transaction(store, txn, base, naming, options)
-    return LanceDataset(uri, store=store, manifest=manifest, naming=naming or options.naming)
+    cache = reader_cache(store, storage_options)
+    return Snapshot(uri, store, manifest, naming or options.naming, cache, storage_options)

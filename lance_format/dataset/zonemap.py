@@ -11,7 +11,6 @@ holds a NaN (NaN orders above every number), ``min`` only when every value is Na
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -20,13 +19,13 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_format.core.errors import CorruptFileError, InvalidInputError, NotSupportedError
-from lance_format.dataset.cache import METADATA_CACHE
+from lance_format.core.config import env_setting
+from lance_format.core.errors import CorruptFileError, NotSupportedError
 from lance_format.file import LanceFileReader, LanceFileWriter
 from lance_format.table.model import IndexMetadata
 
 if TYPE_CHECKING:
-    from lance_format.dataset.dataset import LanceDataset
+    from lance_format.dataset.snapshot import Snapshot
 
 __all__ = [
     "DEFAULT_ROWS_PER_ZONE",
@@ -38,8 +37,8 @@ __all__ = [
 ]
 
 #: pylance's default: one zone every two 4096-row batches, small enough to prune well, large
-#: enough that the index stays a few KiB per million rows. Overridable by argument or by
-#: ``LANCE_ZONEMAP_DEFAULT_ROWS_PER_ZONE`` (the variable pylance reads too).
+#: enough that the index stays a few KiB per million rows. Overridable by argument or by the
+#: setting ``zonemap_rows_per_zone`` (``LANCE_ZONEMAP_DEFAULT_ROWS_PER_ZONE``, pylance's name, too).
 DEFAULT_ROWS_PER_ZONE = 8192
 ZONEMAP_FILE = "zonemap.lance"
 _ROWS_PER_ZONE_KEY = "rows_per_zone"
@@ -52,16 +51,7 @@ _U64_COLUMNS = ("fragment_id", "zone_start", "zone_length")
 
 def default_rows_per_zone() -> int:
     """Rows per zone when none is given: the environment variable, else the default."""
-    raw = os.environ.get("LANCE_ZONEMAP_DEFAULT_ROWS_PER_ZONE")
-    if raw is None:
-        return DEFAULT_ROWS_PER_ZONE
-    try:
-        value = int(raw)
-    except ValueError:
-        raise InvalidInputError(f"LANCE_ZONEMAP_DEFAULT_ROWS_PER_ZONE={raw!r} is not an integer") from None
-    if value <= 0:
-        raise InvalidInputError("LANCE_ZONEMAP_DEFAULT_ROWS_PER_ZONE must be positive")
-    return value
+    return env_setting("zonemap_rows_per_zone")
 
 
 @dataclass(frozen=True)
@@ -115,16 +105,16 @@ class ZoneMap:
         )
 
 
-def load_zonemap(ds: LanceDataset, index: IndexMetadata) -> ZoneMap:
+def load_zonemap(ds: Snapshot, index: IndexMetadata) -> ZoneMap:
     """The zones of ``index`` (read once per process; index files never change)."""
-    store, key = ds._cache.locate(index.base_id, "_indices", f"{index.uuid}/{ZONEMAP_FILE}", ds._bases)
+    store, key = ds.cache.locate(index.base_id, "_indices", f"{index.uuid}/{ZONEMAP_FILE}", ds.bases)
     ckey = (store.uri, "zonemap", key)
-    zm: ZoneMap | None = METADATA_CACHE.get(ckey)
+    zm: ZoneMap | None = ds.cache.metadata.get(ckey)
     if zm is None:
         size = dict(index.files).get(ZONEMAP_FILE) or None
         table = LanceFileReader(key, store=store, size=size).read_all().to_table()
         zm = ZoneMap.from_table(index, table, f"{store.uri}/{key}")
-        METADATA_CACHE.put(ckey, zm, zm.nbytes + _ZONEMAP_OVERHEAD_BYTES)
+        ds.cache.metadata.put(ckey, zm, zm.nbytes + _ZONEMAP_OVERHEAD_BYTES)
     return zm
 
 
@@ -152,14 +142,14 @@ def _zone_stats(values: pa.Array, zone_of: npt.NDArray[np.int64]) -> tuple[pa.Ar
     return mins, maxs
 
 
-def build_zonemap(ds: LanceDataset, column: str, rows_per_zone: int) -> pa.Table:
+def build_zonemap(ds: Snapshot, column: str, rows_per_zone: int) -> pa.Table:
     """The zone rows of ``column`` over the live rows of every fragment of ``ds``."""
     field = ds.schema.field(column)
     if pa.types.is_nested(field.type) or pa.types.is_dictionary(field.type):
         raise NotSupportedError(f"ZONEMAP indices on {field.type} columns are not supported")
     parts: list[pa.Table] = []
     for frag in ds.manifest.fragments:
-        reader = ds._fragment_reader(frag)
+        reader = ds.fragment_reader(frag)
         values = reader.read_range([column], 0, frag.physical_rows).column(0).combine_chunks()
         offsets = np.arange(frag.physical_rows, dtype=np.int64)
         keep = reader.keep_mask()
@@ -203,7 +193,7 @@ def _file_schema(value_type: pa.DataType, rows_per_zone: int) -> pa.Schema:
     return pa.schema(fields, metadata={_ROWS_PER_ZONE_KEY: str(rows_per_zone)})
 
 
-def write_zonemap(ds: LanceDataset, index_uuid: str, zones: pa.Table) -> int:
+def write_zonemap(ds: Snapshot, index_uuid: str, zones: pa.Table) -> int:
     """Write ``zones`` as ``_indices/{index_uuid}/zonemap.lance``; returns the file size."""
     writer = LanceFileWriter(f"_indices/{index_uuid}/{ZONEMAP_FILE}", zones.schema, store=ds.store)
     if zones.num_rows:

@@ -19,16 +19,17 @@ Sub-decoders compose with ``yield from``.
 from __future__ import annotations
 
 import bisect
-import os
 import threading
 from collections.abc import Callable, Generator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
-from lance_format.core.concurrency import LazyPool, env_positive_int
+from lance_format.core.concurrency import LazyPool
+from lance_format.core.config import env_setting
 
 __all__ = [
     "ColumnInfo",
@@ -56,8 +57,8 @@ T = TypeVar("T")
 
 # Threads that decode the fields of one large read side by side. numpy's and Arrow's bulk kernels
 # release the GIL, so full scans gain from up to one thread per core; capped at 4 because a read
-# rarely has more wide columns than that, and overridable by LANCE_DECODE_THREADS.
-DECODE_THREADS = env_positive_int("LANCE_DECODE_THREADS", min(4, os.cpu_count() or 1))
+# rarely has more wide columns than that; setting ``decode_threads`` (lance_format.core.config).
+DECODE_THREADS = env_setting("decode_threads")
 
 # A round of a read fans its decoders out to threads only from this many fetched bytes: handing a
 # decoder to a thread costs ~20-50 us, which only bulk decoding (scans, big ranges) repays.
@@ -68,6 +69,13 @@ _decode_pool = LazyPool(DECODE_THREADS, "lance-decode")
 # and it never waits on either pool, so the two levels cannot deadlock.
 _page_pool = LazyPool(DECODE_THREADS, "lance-decode-page")
 _IN_PAGE_POOL = threading.local()
+
+
+def decode_pool() -> ThreadPoolExecutor:
+    """The process's pool of field decoders (:data:`DECODE_THREADS` threads, made on first use)."""
+    return _decode_pool()
+
+
 Range = tuple[int, int]
 RowRuns = npt.NDArray[np.int64]
 IOGen = Generator[list[Range], list[memoryview], T]

@@ -94,13 +94,7 @@ class AdmitBudget:
 
 
 def _field_key(reader: LanceFileReader, field: LanceField) -> _Key:
-    known = reader._decoded_keys.get(field.id)
-    if known is not None and known[0] is field:
-        return known[1]
-    io = reader._io
-    key = (io.store.uri, "decoded", io.key, io.size, tuple(x.id for x in field.walk()))
-    reader._decoded_keys[field.id] = (field, key)  # one dict store: thread-safe
-    return key
+    return reader.field_cache_key(field)
 
 
 def _array_bytes(arr: pa.Array) -> int:
@@ -110,7 +104,7 @@ def _array_bytes(arr: pa.Array) -> int:
 def _decode_block(reader: LanceFileReader, field: LanceField, block: int) -> pa.Array:
     start = block * DECODED_BLOCK_ROWS
     rows = min(DECODED_BLOCK_ROWS, reader.num_rows() - start)
-    return reader._view([field]).read_range(start, rows).to_table().column(0).combine_chunks()
+    return reader.view([field]).read_range(start, rows).to_table().column(0).combine_chunks()
 
 
 def _admit(cache: ByteCache, keys: list[_Key], budget: AdmitBudget) -> list[_Key]:
@@ -169,7 +163,7 @@ def take_cached(
     else:
         uniq, first = np.unique(blocks, return_index=True)
         block_list, bounds = uniq.tolist(), np.append(first, len(offsets)).tolist()
-    fields = reader._projection
+    fields = reader.projection
     arrays: list[pa.Array | None] = []
     budget = AdmitBudget() if budget is None else budget
     for field in fields:
@@ -210,7 +204,7 @@ def read_range_cached(
         return reader.read_range(start, stop - start).to_table()
     first, last = start // DECODED_BLOCK_ROWS, (stop - 1) // DECODED_BLOCK_ROWS
     block_list = list(range(first, last + 1))
-    fields = reader._projection
+    fields = reader.projection
     arrays: list[pa.Array | pa.ChunkedArray | None] = []
     for field in fields:
         base = _field_key(reader, field)
@@ -258,7 +252,7 @@ def _merge(
     """A table of ``reader.schema`` from cached arrays, decoding the fields that have none."""
     todo = [f for f, a in zip(fields, arrays, strict=True) if a is None]
     if todo:
-        decoded = decode(reader._view(todo))
+        decoded = decode(reader.view(todo))
         it = iter(decoded.columns)
         cols = [next(it) if a is None else a for a in arrays]
     else:

@@ -424,6 +424,26 @@ class LanceFileReader:
             self, runs_from_sorted_indices(uniq), _check_batch(batch_size), order=inverse.astype(np.int64)
         )
 
+    @property
+    def projection(self) -> list[LanceField]:
+        """The top-level fields this reader decodes (a copy)."""
+        return list(self._projection)
+
+    def view(self, fields: Sequence[LanceField]) -> LanceFileReader:
+        """A view of this open reader that decodes only ``fields`` (top-level, no new I/O)."""
+        return self._view(fields)
+
+    def field_cache_key(self, field: LanceField) -> tuple[Any, ...]:
+        """A key naming ``field``'s decoded values in this file, for caches: the file (store, key,
+        size) and the ids of the field's subtree, so two projections of one field differ."""
+        known = self._decoded_keys.get(field.id)
+        if known is not None and known[0] is field:
+            return known[1]
+        io = self._io
+        key = (io.store.uri, "decoded", io.key, io.size, tuple(x.id for x in field.walk()))
+        self._decoded_keys[field.id] = (field, key)  # one dict store: thread-safe
+        return key
+
     def _view(self, fields: Sequence[LanceField]) -> LanceFileReader:
         """A view of this open reader that decodes only ``fields`` (top-level, no new I/O)."""
         if list(fields) == self._projection:

@@ -9,7 +9,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_format.core.concurrency import env_positive_int
+from lance_format.core.config import env_setting
 from lance_format.core.errors import InvalidInputError, LanceError, SchemaMismatchError
 from lance_format.core.types import LanceField, LanceSchema, empty_array, fields_from_arrow, json_to_storage
 from lance_format.encodings.base import EncodedPage
@@ -28,7 +28,7 @@ __all__ = ["EncodedPage", "LanceFileWriter"]
 DEFAULT_PAGE_BUFFER_BYTES = 8 * 1024 * 1024
 
 # Upper bound on one page's bytes (pylance's MAX_PAGE_BYTES for 2.0): keeps any single read and
-# decode bounded. Override with `max_page_bytes` or LANCE_FILE_WRITER_MAX_PAGE_BYTES.
+# decode bounded. Override with `max_page_bytes` or setting ``file_writer_max_page_bytes``.
 DEFAULT_MAX_PAGE_BYTES = 32 * 1024 * 1024
 
 
@@ -95,12 +95,8 @@ class LanceFileWriter:
         self._store = store
         self._key = key
         self.version = LanceFileVersion.parse(version)
-        self._cache_bytes = (
-            data_cache_bytes or env_positive_int("LANCE_FILE_WRITER_DATA_CACHE_BYTES", 0) or None
-        )
-        self._max_page = max_page_bytes or env_positive_int(
-            "LANCE_FILE_WRITER_MAX_PAGE_BYTES", DEFAULT_MAX_PAGE_BYTES
-        )
+        self._cache_bytes = data_cache_bytes or env_setting("file_writer_data_cache_bytes") or None
+        self._max_page = max_page_bytes or env_setting("file_writer_max_page_bytes")
         self._parts: list[bytes | memoryview] = []
         self._pos = 0
         self._rows = 0

@@ -24,6 +24,7 @@ from typing import Any
 from cachetools import LRUCache
 
 from lance_format.core.concurrency import env_positive_int
+from lance_format.core.config import env_setting
 from lance_format.core.errors import InvalidInputError
 from lance_format.io.descriptors import DESCRIPTORS
 
@@ -247,9 +248,11 @@ def _make(name: str, env: str, default: int) -> ByteCache:
     return ByteCache(env_positive_int(env, default, minimum=0), name)
 
 
-METADATA_CACHE = _make("metadata", METADATA_ENV, DEFAULT_METADATA_CACHE_BYTES)
-PAGE_CACHE = _make("page", PAGE_ENV, DEFAULT_PAGE_CACHE_BYTES)
-DECODED_CACHE = _make("decoded", DECODED_ENV, DEFAULT_DECODED_CACHE_BYTES)
+# The process-wide caches (the default session's; lance_format.dataset.session), sized by the
+# settings of lance_format.core.config.
+METADATA_CACHE = ByteCache(env_setting("metadata_cache_bytes"), "metadata")
+PAGE_CACHE = ByteCache(env_setting("page_cache_bytes"), "page")
+DECODED_CACHE = ByteCache(env_setting("decoded_cache_bytes"), "decoded")
 
 
 def configure_caches(

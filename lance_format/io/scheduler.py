@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future
 from typing import Generic, TypeVar
 
-from lance_format.core.concurrency import env_positive_int
+from lance_format.core.config import env_setting
 
 __all__ = [
     "DEFAULT_READAHEAD_BYTES",
@@ -48,12 +48,12 @@ R = TypeVar("R")
 #: dozens in flight keep a link busy; Lance's default for cloud stores is 64, which also matches the
 #: S3 client's connection pool. Local reads hold a permit for microseconds and never feel it.
 #: Override: LANCE_FORMAT_IO_PARALLELISM.
-MAX_PARALLEL_REQUESTS = env_positive_int("LANCE_FORMAT_IO_PARALLELISM", 64)
+MAX_PARALLEL_REQUESTS = env_setting("io_parallelism")
 
 #: Bytes a scan may hold decoded ahead of its consumer. 64 MiB covers the latency-bandwidth product
 #: of an object store (~50 ms x ~1 GB/s) with room for a few chunks, and bounds memory per scan.
 #: Override: LANCE_FORMAT_READAHEAD_BYTES.
-DEFAULT_READAHEAD_BYTES = env_positive_int("LANCE_FORMAT_READAHEAD_BYTES", 64 * 1024 * 1024)
+DEFAULT_READAHEAD_BYTES = env_setting("readahead_bytes")
 
 #: Priority of reads that did not set one (takes, metadata): ahead of any scan chunk but the first.
 DEFAULT_PRIORITY = 0

@@ -32,8 +32,9 @@ _KILLED_WRITER = textwrap.dedent(
         os.kill(os.getpid(), signal.SIGKILL)
 
     write.commit_transaction = killed
-    write.write_dataset(pa.table({"a": list(range(100, 150))}), sys.argv[1], mode="append",
-                        max_rows_per_file=20)
+    lance_dataset = importlib.import_module("lance_format.dataset")
+    lance_dataset.write_dataset(pa.table({"a": list(range(100, 150))}), sys.argv[1], mode="append",
+                                max_rows_per_file=20)
     """
 )
 

@@ -205,7 +205,7 @@ def test_candidate_ranges(uri: str) -> None:
     ours = lance_format.dataset(uri)
     frags = list(ours.manifest.fragments)
     expr = (pc.field("a") >= 9000) & (pc.field("a") < 9100)
-    ranges = candidate_ranges(ours, _tree(ours, expr), frags)
+    ranges = candidate_ranges(ours.snapshot, _tree(ours, expr), frags)
     assert ranges is not None
     offset = 9000 - 2 * ROWS_PER_FILE
     # Fragment 2's zone holding offsets 1000..1099, and the whole appended fragment.
@@ -215,12 +215,12 @@ def test_candidate_ranges(uri: str) -> None:
     assert ranges[0] == ranges[1] == ranges[3] == []
     assert ranges[4] == [(0, 1000)]
     # Fragment 0 lost rows 100..299 before indexing: its first zone spans 700 physical rows.
-    first = candidate_ranges(ours, _tree(ours, pc.field("a") < 50), frags)
+    first = candidate_ranges(ours.snapshot, _tree(ours, pc.field("a") < 50), frags)
     assert first is not None
     assert first[0] == [(0, 700)]
     # Columns without statistics, and expressions that are not understood, prune nothing.
-    assert candidate_ranges(ours, _tree(ours, pc.field("g") == 5), frags) is None
-    unknown = candidate_ranges(ours, _tree(ours, pc.field("a") * 2 < 5), frags)
+    assert candidate_ranges(ours.snapshot, _tree(ours, pc.field("g") == 5), frags) is None
+    unknown = candidate_ranges(ours.snapshot, _tree(ours, pc.field("a") * 2 < 5), frags)
     assert unknown is not None
     assert list(unknown.values()) == [[(0, f.physical_rows)] for f in frags]
 
@@ -332,7 +332,7 @@ def test_our_zone_statistics_equal_pylance(uri: str) -> None:
     for index in ours.list_indices():
         theirs = _zonemap_file(uri, index["uuid"])
         (column,) = index["fields"]
-        built = build_zonemap(ours.checkout_version(index["version"]), column, ROWS_PER_ZONE)
+        built = build_zonemap(ours.checkout_version(index["version"]).snapshot, column, ROWS_PER_ZONE)
         assert built.schema.metadata[b"rows_per_zone"] == theirs.schema.metadata[b"rows_per_zone"]
         assert _rows(built.select(theirs.column_names)) == _rows(theirs), column
 

@@ -182,9 +182,9 @@ def test_scattered_matches_are_read_as_few_ranges(tmp_path: Path, monkeypatch: p
     ds = lance_format.dataset(uri)
     ds.create_scalar_index("k", "BITMAP")
     tree = ds.scanner(filter="k = 7").predicate.tree  # type: ignore[union-attr]
-    assert candidate_ranges(ds, tree, ds.manifest.fragments) == {0: [(7, 4998)]}
+    assert candidate_ranges(ds.snapshot, tree, ds.manifest.fragments) == {0: [(7, 4998)]}
     monkeypatch.setenv("LANCE_FORMAT_INDEX_MERGE_GAP_ROWS", "0")  # every match its own range
-    ranges = candidate_ranges(ds, tree, ds.manifest.fragments)
+    ranges = candidate_ranges(ds.snapshot, tree, ds.manifest.fragments)
     assert ranges is not None
     assert ranges[0][:2] == [(7, 8), (17, 18)]
     assert len(ranges[0]) == 500

@@ -4,7 +4,6 @@ serial local reads, and page-cache reads that straddle blocks."""
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from pathlib import Path
 
 import numpy as np
@@ -13,13 +12,12 @@ import pytest
 
 from lance_format.core.errors import InvalidInputError
 from lance_format.core.types import LanceField
+from lance_format.dataset import write_dataset
 from lance_format.dataset.dataset import LanceDataset
-from lance_format.dataset.write import write_dataset
+from lance_format.dataset.session import Session
 from lance_format.io.cache import ByteCache
 from lance_format.io.reader import PAGE_BLOCK_BYTES, RangeReader
 from lance_format.io.store import MemoryStore
-
-_take = importlib.import_module("lance_format.dataset.take")
 
 
 def _data(n: int) -> pa.Table:
@@ -42,8 +40,8 @@ def ds(tmp_path: Path) -> LanceDataset:
 
 def test_fragment_readers_and_plans_are_reused(ds: LanceDataset) -> None:
     frag = ds.manifest.fragments[1]
-    reader = ds._fragment_reader(frag)
-    assert ds._fragment_reader(frag) is reader
+    reader = ds.snapshot.fragment_reader(frag)
+    assert ds.snapshot.fragment_reader(frag) is reader
     ds.take([600, 700], ["id", "s"])
     plan = reader._plan(["id", "s"])
     assert reader._plan(["id", "s"]) is plan
@@ -61,10 +59,10 @@ def test_takes_after_a_delete_see_the_new_version(ds: LanceDataset) -> None:
 
 
 def test_local_takes_do_not_use_threads(ds: LanceDataset, monkeypatch: pytest.MonkeyPatch) -> None:
-    def refuse() -> None:
+    def refuse(session: Session) -> None:
         raise AssertionError("a local take went to the dataset pool")
 
-    monkeypatch.setattr(_take, "dataset_pool", refuse)
+    monkeypatch.setattr(Session, "dataset_pool", refuse)
     rows = np.array([1999, 0, 501, 1500, 1001])  # four fragments, out of order
     got = ds.take(rows)
     assert got.column("id").to_pylist() == rows.tolist()
@@ -94,11 +92,11 @@ def test_page_cache_reads_straddling_blocks_are_exact() -> None:
 
 
 def test_fragment_index_is_built_once_per_version(ds: LanceDataset) -> None:
-    index = ds._fragment_index()
-    assert ds._fragment_index() is index
+    index = ds.snapshot.fragment_index()
+    assert ds.snapshot.fragment_index() is index
     assert index.ends.tolist() == [500, 1000, 1500, 2000]
     ds.delete("id >= 1900")
-    fresh = ds._fragment_index()
+    fresh = ds.snapshot.fragment_index()
     assert fresh is not index
     assert fresh.ends.tolist() == [500, 1000, 1500, 1900]
     assert ds.take([1899]).column("id").to_pylist() == [1899]

@@ -166,7 +166,7 @@ def test_bad_compression_level_is_a_typed_error(tmp_path: Path) -> None:
     [(None, "2.2"), ("2.1", "2.1"), ("2.0", "2.0"), ("stable", "2.2")],
 )
 def test_dataset_version_choice(asked: str | None, expected: str, tmp_path: Path) -> None:
-    from lance_format.dataset.write import write_dataset
+    from lance_format.dataset import write_dataset
 
     uri = str(tmp_path / "ds")
     first = pa.table({"a": pa.array([1, None, 3], pa.int64()), "s": ["x", "y", None]})

@@ -76,7 +76,7 @@ def test_hypothesis_pylance_reads_ours(spec: TableSpec, version: str, tmp_path: 
 def test_append_to_pylance_22_dataset(tmp_path: Path) -> None:
     import lance
 
-    from lance_format.dataset.write import write_dataset
+    from lance_format.dataset import write_dataset
 
     uri = str(tmp_path / "ds")
     first = pa.table({"a": pa.array([1, 2, None], pa.int64()), "s": ["x", None, "zz"]})
@@ -122,7 +122,7 @@ def test_pylance_reads_compression_metadata(version: str, tmp_path: Path) -> Non
 def test_append_keeps_pylance_21_dataset_version(tmp_path: Path) -> None:
     import lance
 
-    from lance_format.dataset.write import write_dataset
+    from lance_format.dataset import write_dataset
 
     uri = str(tmp_path / "ds21")
     first = pa.table(
@@ -167,7 +167,7 @@ def test_pylance_reads_packed_structs(version: str, tmp_path: Path) -> None:
 def test_pylance_reads_our_blobs(tmp_path: Path) -> None:
     import lance
 
-    from lance_format.dataset.write import write_dataset
+    from lance_format.dataset import write_dataset
     from lance_format.encodings.v21 import model as m
     from lance_format.file import LanceFileReader
 

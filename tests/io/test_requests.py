@@ -9,8 +9,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from lance_format.dataset import write_dataset
 from lance_format.dataset.dataset import LanceDataset
-from lance_format.dataset.write import write_dataset
 from lance_format.file import LanceFileReader, LanceFileWriter
 from lance_format.io.cache import METADATA_CACHE, PAGE_CACHE, configure_caches
 from lance_format.io.store import LocalStore
@@ -94,7 +94,7 @@ def data_region_reads(store: CountingStore, ds: LanceDataset) -> tuple[list[Call
     data_end = {}
     for frag in ds.manifest.fragments:
         for df in frag.files:
-            data_end[f"data/{df.path}"] = ds._cache.reader(df).metadata().num_data_bytes
+            data_end[f"data/{df.path}"] = ds.snapshot.cache.reader(df).metadata().num_data_bytes
     meta, data = [], []
     for c in store.calls:
         if c.op == "read_range" and c.key in data_end and c.end <= data_end[c.key]:
@@ -163,7 +163,7 @@ def test_opening_a_newer_version_rereads_only_what_changed(tmp_path: Path) -> No
     meta, _ = data_region_reads(store, v2)
     new_file = f"data/{v2.manifest.fragments[-1].files[0].path}"
     touched = {c.key for c in meta}
-    assert touched == {"_versions", v2._naming and _manifest_key(v2), new_file}
+    assert touched == {"_versions", v2.manifest_naming and _manifest_key(v2), new_file}
     # One listing, the new manifest in one read, the new file's metadata in one tail read.
     assert len(meta) == 3
 
@@ -171,7 +171,7 @@ def test_opening_a_newer_version_rereads_only_what_changed(tmp_path: Path) -> No
 def _manifest_key(ds: LanceDataset) -> str:
     from lance_format.table.naming import manifest_key
 
-    return manifest_key(ds.version, ds._naming)
+    return manifest_key(ds.version, ds.manifest_naming)
 
 
 def test_metadata_cache_counts_hits(tmp_path: Path) -> None:

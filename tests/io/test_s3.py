@@ -11,7 +11,7 @@ import pytest
 
 import lance_format
 from lance_format.core.errors import InvalidInputError, NotFoundError, StorageError
-from lance_format.dataset.write import write_dataset
+from lance_format.dataset import write_dataset
 from lance_format.io.cache import METADATA_CACHE
 from lance_format.io.retry import retry_count
 from lance_format.io.s3 import S3Store, s3_options

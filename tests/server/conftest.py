@@ -4,6 +4,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from lance_format.dataset.session import Session
 from lance_format.io.cache import DECODED_CACHE, METADATA_CACHE, PAGE_CACHE, configure_caches
 from tests.server.service_fixtures import recorder, served
 
@@ -23,3 +24,4 @@ def restore_engine_caches() -> Iterator[None]:
     """
     yield
     configure_caches(*_SIZES)
+    Session.reset_default()  # build_server made the server's session the default

@@ -17,7 +17,7 @@ import pytest
 
 import lance_format
 from lance_format.core.errors import CommitConflictError
-from lance_format.dataset.write import write_dataset
+from lance_format.dataset import write_dataset
 from lance_format.io.store import store_for_uri
 from lance_format.table.naming import list_versions
 from tests.s3_server import S3Server

@@ -41,7 +41,7 @@ from lance_format.dataset.scalar_index.queries import InSet, IsNullQuery, Query,
 from lance_format.table.model import DataFragment, IndexMetadata
 
 if TYPE_CHECKING:
-    from lance_format.dataset.dataset import LanceDataset
+    from lance_format.dataset.snapshot import Snapshot
 
 __all__ = ["INDEX_KINDS", "build_index", "index_ranges", "intersect_ranges"]
 
@@ -78,7 +78,7 @@ _INDEX_OVERHEAD_BYTES = 1024
 class _Opened:
     """One index with its column path, opened lazily and cached process-wide."""
 
-    def __init__(self, ds: LanceDataset, meta: IndexMetadata) -> None:
+    def __init__(self, ds: Snapshot, meta: IndexMetadata) -> None:
         self.ds, self.meta = ds, meta
 
     def search(self, query: Query) -> U64:
@@ -202,7 +202,7 @@ def _ranges(addresses: U64) -> RowRanges:
 
 
 def index_ranges(
-    ds: LanceDataset, tree: Node, fragments: Sequence[DataFragment], paths: dict[int, tuple[str, ...]]
+    ds: Snapshot, tree: Node, fragments: Sequence[DataFragment], paths: dict[int, tuple[str, ...]]
 ) -> RowRanges | None:
     """Row ranges per fragment that may match ``tree``, from BTREE / BITMAP indices (``None``:
     no index helps). ``paths`` maps field ids to column paths."""
@@ -245,9 +245,7 @@ def intersect_ranges(a: RowRanges | None, b: RowRanges | None) -> RowRanges | No
     return out
 
 
-def build_index(
-    ds: LanceDataset, column: str, kind: str, name: str, scan: Callable[..., Any]
-) -> IndexMetadata:
+def build_index(ds: Snapshot, column: str, kind: str, name: str, scan: Callable[..., Any]) -> IndexMetadata:
     """Write a BTREE or BITMAP index of ``column`` over the live rows of ``ds``; its metadata.
 
     ``scan(columns=..., with_row_id=True)`` reads the column with row ids (stable ids when the

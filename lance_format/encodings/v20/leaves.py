@@ -16,7 +16,6 @@ page buffers the tree names, in the order pylance writes them:
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +24,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_format.core.config import env_setting
 from lance_format.core.errors import InvalidInputError, NotSupportedError
 from lance_format.encodings.buffer_compression import compress
 from lance_format.encodings.v20 import model as m
@@ -44,7 +44,6 @@ __all__ = [
 # values than this (it estimates the count with a HyperLogLog; we count exactly). Same environment
 # variable and default as pylance, so both write the same files.
 DICT_ENCODING_THRESHOLD = 100
-_DICT_THRESHOLD_ENV = "LANCE_DICT_ENCODING_THRESHOLD"
 
 # Field metadata that opts a string/binary field's bytes into compression (2.0: zstd, lz4; "none" is
 # recorded but stores the bytes as they are; "fsst", see below), and the optional compression level.
@@ -92,13 +91,7 @@ def _packbits(bools: Bools) -> bytes:
 
 
 def _dict_threshold() -> int:
-    raw = os.environ.get(_DICT_THRESHOLD_ENV)
-    if raw is None:
-        return DICT_ENCODING_THRESHOLD
-    try:
-        return int(raw)
-    except ValueError:
-        return DICT_ENCODING_THRESHOLD
+    return env_setting("dict_encoding_threshold")
 
 
 def _compression(meta: dict[str, bytes]) -> m.Compression | None:

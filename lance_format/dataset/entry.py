@@ -1,0 +1,137 @@
+"""The package's entry points that write and return a :class:`LanceDataset`: ``write_dataset`` and
+``commit`` (pylance's names). The work is in :mod:`lance_format.dataset.write`, which returns
+snapshots; this module wraps them in the facade.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pyarrow as pa
+
+from lance_format.dataset import write
+from lance_format.dataset.dataset import LanceDataset
+from lance_format.table.model import Operation
+
+__all__ = ["commit", "write_dataset"]
+
+
+def write_dataset(
+    data_obj: Any,
+    uri: str | os.PathLike[str] | LanceDataset,
+    schema: pa.Schema | None = None,
+    mode: str = "create",
+    *,
+    max_rows_per_file: int = write.DEFAULT_MAX_ROWS_PER_FILE,
+    max_rows_per_group: int = write.DEFAULT_MAX_ROWS_PER_GROUP,
+    max_bytes_per_file: int = write.DEFAULT_MAX_BYTES_PER_FILE,
+    progress: Any = None,
+    data_storage_version: str | None = None,
+    enable_stable_row_ids: bool = False,
+    enable_v2_manifest_paths: bool = True,
+    storage_options: dict[str, str] | None = None,
+    commit_message: str | None = None,
+    transaction_properties: dict[str, str] | None = None,
+    initial_bases: list[Any] | None = None,
+    target_bases: list[str] | None = None,
+    target_all_bases: bool | None = None,
+) -> LanceDataset:
+    """Write Arrow data as a Lance dataset (create, append to or overwrite one).
+
+    Parameters
+    ----------
+    data_obj:
+        A pyarrow Table, RecordBatch, RecordBatchReader, ``pyarrow.dataset`` Dataset or Scanner, a
+        LanceDataset or scanner (ours or pylance's), an iterable of RecordBatches, a dict of
+        columns, a list of row dicts, a pandas or polars DataFrame, or any Arrow PyCapsule stream.
+    uri:
+        Local path, ``file://`` or ``memory://`` URI of the dataset root, or a LanceDataset.
+    schema:
+        Schema to cast the data to (required for an empty iterable).
+    mode:
+        ``"create"`` (fails if the dataset exists), ``"append"`` (creates it when missing) or
+        ``"overwrite"``.
+    max_rows_per_file:
+        Rows per data file (each file is one fragment).
+    max_rows_per_group:
+        Accepted for pylance compatibility: file format v2 has no row groups (pages are sized by
+        bytes), so it only has to be a positive integer.
+    max_bytes_per_file:
+        A data file ends once about this many bytes are written to it (90 GiB, pylance's default).
+    progress:
+        An object with ``begin(fragment)`` and ``complete(fragment)`` methods (pylance's
+        ``FragmentWriteProgress``), told about each data file.
+    data_storage_version:
+        File format version of a new dataset (``"2.0"``, ``"2.1"``, ``"2.2"`` or ``"stable"``);
+        None = :data:`~lance_format.dataset.write.DEFAULT_DATA_STORAGE_VERSION` (2.2, pylance 14's
+        default). ``"legacy"`` (the 0.1 format) and ``"next"`` raise :class:`NotSupportedError`.
+        Appends keep the dataset's own version.
+    enable_stable_row_ids:
+        Give rows stable ids (only when creating the dataset).
+    enable_v2_manifest_paths:
+        Name manifests with the V2 scheme (new datasets only).
+    storage_options:
+        Options for the object store.
+    commit_message:
+        Stored in the transaction properties under ``__lance_commit_message``, as pylance does.
+    transaction_properties:
+        Key/value pairs stored with the transaction (``commit_message`` wins for its key).
+    initial_bases:
+        Base paths (``DatasetBasePath``) of a new dataset: other roots its data files may live
+        under (create and overwrite only).
+    target_bases, target_all_bases:
+        Write the new data files to these bases (names or paths; in turn), or to all of them;
+        the dataset's own ``data/`` otherwise.
+
+    Returns
+    -------
+    LanceDataset
+        The dataset at the version just written.
+    """
+    if isinstance(uri, LanceDataset):
+        storage_options = storage_options or uri.storage_options
+        uri = uri.uri
+    snapshot = write.write_snapshot(
+        data_obj,
+        uri,
+        schema,
+        mode,
+        max_rows_per_file=max_rows_per_file,
+        max_rows_per_group=max_rows_per_group,
+        max_bytes_per_file=max_bytes_per_file,
+        progress=progress,
+        data_storage_version=data_storage_version,
+        enable_stable_row_ids=enable_stable_row_ids,
+        enable_v2_manifest_paths=enable_v2_manifest_paths,
+        storage_options=storage_options,
+        commit_message=commit_message,
+        transaction_properties=transaction_properties,
+        initial_bases=initial_bases,
+        target_bases=target_bases,
+        target_all_bases=target_all_bases,
+    )
+    return LanceDataset.from_snapshot(snapshot)
+
+
+def commit(
+    uri: str | os.PathLike[str],
+    operation: Operation,
+    read_version: int | None = None,
+    *,
+    storage_options: dict[str, str] | None = None,
+    data_storage_version: str | None = None,
+) -> LanceDataset:
+    """Commit an operation (e.g. ``Append`` of staged fragments) planned against ``read_version``.
+
+    Returns the dataset at the new version. Concurrent commits are rebased or raise
+    :class:`~lance_format.core.errors.CommitConflictError`.
+    """
+    snapshot = write.commit_snapshot(
+        uri,
+        operation,
+        read_version,
+        storage_options=storage_options,
+        data_storage_version=data_storage_version,
+    )
+    return LanceDataset.from_snapshot(snapshot)

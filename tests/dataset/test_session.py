@@ -1,0 +1,110 @@
+"""``Session`` and the engine config: one prefix, one table, precedence argument > environment >
+config > default, deprecated names still honoured, and datasets reading through their session."""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+import lance_format
+from lance_format.core.config import SETTINGS, EngineConfig, env_setting, resolve_config
+from lance_format.core.errors import InvalidInputError
+from lance_format.dataset.session import Session
+from lance_format.io.cache import METADATA_CACHE
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
+
+
+def test_precedence_argument_environment_config_default() -> None:
+    env = {"LANCE_FORMAT_DECODE_THREADS": "3", "LANCE_FORMAT_IO_PARALLELISM": "7"}
+    config = {"decode_threads": 5, "io_parallelism": 9, "readahead_bytes": 11}
+    got = resolve_config({"decode_threads": 2}, config, env)
+    assert got.decode_threads == 2  # argument beats environment and config
+    assert got.io_parallelism == 7  # environment beats config
+    assert got.readahead_bytes == 11  # config beats the default
+    assert got.dataset_threads == EngineConfig().dataset_threads  # the default
+
+
+def test_deprecated_names_warn_and_the_prefixed_name_wins() -> None:
+    with pytest.warns(DeprecationWarning, match="LANCE_FORMAT_DECODE_THREADS"):
+        assert env_setting("decode_threads", {"LANCE_DECODE_THREADS": "6"}) == 6
+    with pytest.warns(DeprecationWarning, match="LANCE_FORMAT_ZONEMAP_ROWS_PER_ZONE"):
+        assert env_setting("zonemap_rows_per_zone", {"LANCE_ZONEMAP_DEFAULT_ROWS_PER_ZONE": "100"}) == 100
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        both = {"LANCE_FORMAT_DICT_ENCODING_THRESHOLD": "5", "LANCE_DICT_ENCODING_THRESHOLD": "50"}
+        assert env_setting("dict_encoding_threshold", both) == 5
+
+
+def test_bad_values_and_unknown_names_are_refused() -> None:
+    with pytest.raises(InvalidInputError, match="LANCE_FORMAT_IO_PARALLELISM"):
+        env_setting("io_parallelism", {"LANCE_FORMAT_IO_PARALLELISM": "0"})
+    with (
+        pytest.raises(InvalidInputError, match="LANCE_FILE_WRITER_MAX_PAGE_BYTES"),
+        pytest.warns(DeprecationWarning, match="LANCE_FORMAT_FILE_WRITER_MAX_PAGE_BYTES"),
+    ):
+        env_setting("file_writer_max_page_bytes", {"LANCE_FILE_WRITER_MAX_PAGE_BYTES": "big"})
+    with pytest.raises(InvalidInputError, match="unknown engine settings"):
+        Session(decode_thread=2)
+    with pytest.raises(InvalidInputError, match="metadata_cache_bytes"):
+        EngineConfig(metadata_cache_bytes=-1)
+
+
+def test_every_setting_has_one_prefix_and_a_row_in_the_docs_table() -> None:
+    text = DOCS.read_text()
+    fields = {f.name for f in dataclasses.fields(EngineConfig)}
+    assert fields == {s.name for s in SETTINGS}
+    for s in SETTINGS:
+        assert s.env.startswith("LANCE_FORMAT_")
+        assert f"`{s.name}`" in text, s.name
+        assert f"`{s.env}`" in text, s.env
+        for old in s.aliases:
+            assert f"`{old}`" in text, old
+
+
+def test_a_dataset_reads_through_its_session(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t.lance")
+    lance_format.write_dataset(pa.table({"a": list(range(10))}), uri)
+    session = Session(metadata_cache_bytes=8 * 1024 * 1024)
+    before = METADATA_CACHE.counters()
+    ds = lance_format.dataset(uri, session=session)
+    assert ds.session is session
+    assert ds.snapshot.session is session
+    assert ds.to_table().column("a").to_pylist() == list(range(10))
+    # The manifest and the data file's metadata went into the session's cache, not the process's.
+    assert session.metadata_cache.counters().entries >= 2
+    assert METADATA_CACHE.counters().entries == before.entries
+    again = lance_format.dataset(uri, session=session)
+    assert again.store is ds.store  # one store per root in a session's registry
+    assert ds.checkout_version(1).session is session
+    ds.insert(pa.table({"a": [10]}))
+    assert ds.session is session
+    assert ds.count_rows() == 11
+
+
+def test_the_default_session_serves_plain_calls(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t.lance")
+    ds = lance_format.write_dataset(pa.table({"a": [1, 2]}), uri)
+    default = Session.default()
+    assert ds.session is default
+    assert default.metadata_cache is METADATA_CACHE
+    assert lance_format.dataset(uri).session is default
+    assert set(default.cache_stats()) == {"metadata", "page", "decoded"}
+
+
+def test_an_explicit_session_config_applies_to_index_building(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t.lance")
+    lance_format.write_dataset(pa.table({"a": list(range(100))}), uri)
+    ds = lance_format.dataset(uri, session=Session(zonemap_rows_per_zone=10))
+    ds.create_scalar_index("a")
+    index = ds.list_indices()[0]
+    assert index["type"].lower().startswith("zone")
+    from lance_format.dataset.indices import dataset_indices
+    from lance_format.dataset.zonemap import load_zonemap
+
+    zm = load_zonemap(ds.snapshot, dataset_indices(ds.snapshot)[0])
+    assert len(zm.zone_start) == 10  # 100 rows in zones of 10, from the session's config
