@@ -32,7 +32,8 @@ from lance_format.encodings.v21 import model as m
 from lance_format.encodings.v21.blob import read_blob
 from lance_format.encodings.v21.constant import read_constant
 from lance_format.encodings.v21.fullzip import read_fullzip
-from lance_format.encodings.v21.miniblock import merge_classes, read_miniblock, read_miniblock_pages
+from lance_format.encodings.v21.miniblock import read_miniblock
+from lance_format.encodings.v21.miniblock_merge import merge_classes, read_miniblock_pages
 from lance_format.encodings.v21.page import PageData
 from lance_format.encodings.v21.repdef import Layer, concat_layers, unravel
 from lance_format.encodings.v21.values import Fixed, take_values, to_arrow
