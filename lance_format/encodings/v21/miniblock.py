@@ -26,7 +26,14 @@ from lance_format.encodings.base import DecodeContext, IOGen, PageInfo, RowRuns,
 from lance_format.encodings.v21 import model as m
 from lance_format.encodings.v21._bytes import Bufs, read_uint
 from lance_format.encodings.v21._fsst import fsst_decompress
-from lance_format.encodings.v21.compressive import decode_levels, decode_mini
+from lance_format.encodings.v21.codecs import (
+    decode_levels,
+    decode_mini,
+    decode_mini_take,
+    levels_take,
+    one_level,
+    one_value,
+)
 from lance_format.encodings.v21.miniblock_meta import (
     ALIGN,
     MiniBlockMeta,
@@ -35,7 +42,6 @@ from lance_format.encodings.v21.miniblock_meta import (
     load_meta,
     pad,
 )
-from lance_format.encodings.v21.minitake import decode_mini_take, levels_take, one_level, one_value
 from lance_format.encodings.v21.page import PageData, row_entry_ranges
 from lance_format.encodings.v21.repdef import max_visible_level
 from lance_format.encodings.v21.values import Values, VarBin, take_values

@@ -7,6 +7,7 @@ once (cached) and the rows of all of them decode as one batch.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
@@ -23,13 +24,10 @@ __all__ = ["can_merge", "gather_metas", "merge_classes", "read_miniblock_pages"]
 I64 = npt.NDArray[np.int64]
 
 
-def can_merge(layout: object) -> bool:
+def can_merge(layout: m.MiniBlockLayout) -> bool:
     """Whether takes may treat consecutive pages of this layout as one (see :func:`read_miniblock_pages`)."""
     if not (
-        isinstance(layout, m.MiniBlockLayout)
-        and layout.dictionary is None
-        and layout.rep_compression is None
-        and layout.repetition_index_depth == 0
+        layout.dictionary is None and layout.rep_compression is None and layout.repetition_index_depth == 0
     ):
         return False
     vc = layout.value_compression
@@ -50,17 +48,20 @@ def _merge_key(layout: m.MiniBlockLayout) -> m.MiniBlockLayout:
     return replace(layout, num_items=0, value_compression=vc)
 
 
-def merge_classes(ctx: DecodeContext, column: int, pages: tuple[PageInfo, ...]) -> list[tuple[int, int]]:
+def merge_classes(
+    ctx: DecodeContext, column: int, pages: tuple[PageInfo, ...], mergeable: Callable[[object], bool]
+) -> list[tuple[int, int]]:
     """Per page, the ``[first, last]`` pages of its stretch of equal mergeable layouts (cached).
 
-    A page whose layout :func:`can_merge` rejects is a stretch of its own.
+    A page whose layout ``mergeable`` rejects (the page reader's ``can_merge``: for mini-block
+    layouts, :func:`can_merge`) is a stretch of its own.
     """
     key = (column, "miniblock-classes")
     cached = ctx.cache.get(key)
     if cached is None:
         out: list[tuple[int, int]] = []
         start = 0
-        keys = [_merge_key(p.encoding) if can_merge(p.encoding) else None for p in pages]
+        keys = [_merge_key(p.encoding) if mergeable(p.encoding) else None for p in pages]
         for i in range(1, len(pages) + 1):
             if i == len(pages) or keys[i] is None or keys[i] != keys[start]:
                 out.extend([(start, i - 1)] * (i - start))

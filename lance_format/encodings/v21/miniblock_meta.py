@@ -16,7 +16,7 @@ from lance_format.core.errors import CorruptFileError
 from lance_format.encodings.base import PageInfo, RowRuns
 from lance_format.encodings.v21 import model as m
 from lance_format.encodings.v21._bytes import single
-from lance_format.encodings.v21.compressive import decode_block
+from lance_format.encodings.v21.codecs import decode_block
 from lance_format.encodings.v21.values import Values
 
 __all__ = ["ALIGN", "MiniBlockMeta", "chunk_of_rows", "chunks_for_runs", "load_meta", "pad"]
