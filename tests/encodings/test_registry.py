@@ -70,7 +70,7 @@ def test_a_second_codec_for_one_message_is_refused() -> None:
     with pytest.raises(ValueError, match="already has a codec"):
         codecs.register(m.Flat)(codecs.Codec)
     with pytest.raises(ValueError, match="already has a page reader"):
-        readers.register(m.FullZipLayout)(readers.PageReader)
+        readers.register(m.FullZipLayout, readers.registered()[m.FullZipLayout])
 
 
 def test_an_unknown_message_is_not_supported() -> None:

@@ -10,7 +10,6 @@ and kept in ``ctx.cache``.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -29,6 +28,7 @@ from lance_format.encodings.base import (
     pair_columns,
     runs_length,
 )
+from lance_format.encodings.registry import Registry
 from lance_format.encodings.v20 import model as m
 from lance_format.encodings.v20.buffers import (
     and_validity,
@@ -121,14 +121,14 @@ def decode_array(
     pyarrow.Array
         ``runs_length(runs)`` values of type ``t``, in run order.
     """
-    decoder = _DECODERS.get(type(enc), _not_supported)
+    decoder = _DECODERS.of(enc) or _not_supported
     return (yield from decoder(ctx, page, enc, runs, t, key))
 
 
 #: Decodes the selected values of a page under one node: ``(ctx, page, node, runs, type, key)``.
 NodeDecoder = Callable[[DecodeContext, PageInfo, Any, RowRuns, pa.DataType, Key], IOGen[pa.Array]]
 
-_DECODERS: dict[type[Any], NodeDecoder] = {}
+_DECODERS: Registry[NodeDecoder] = Registry("a decoder")
 
 
 def _node(*kinds: type[Any]) -> Callable[[NodeDecoder], NodeDecoder]:
@@ -136,9 +136,7 @@ def _node(*kinds: type[Any]) -> Callable[[NodeDecoder], NodeDecoder]:
 
     def add(fn: NodeDecoder) -> NodeDecoder:
         for kind in kinds:
-            if kind in _DECODERS:
-                raise ValueError(f"{kind.__name__} already has a decoder")
-            _DECODERS[kind] = fn
+            _DECODERS.add(kind, fn)
         return fn
 
     return add
@@ -146,7 +144,7 @@ def _node(*kinds: type[Any]) -> Callable[[NodeDecoder], NodeDecoder]:
 
 def registered() -> Mapping[type[Any], NodeDecoder]:
     """Every 2.0 array-encoding node type with its decoder (read-only)."""
-    return MappingProxyType(_DECODERS)
+    return _DECODERS.view()
 
 
 def _not_supported(

@@ -20,13 +20,13 @@ sample in ``tests/encodings/test_registry.py`` for each of them.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from types import MappingProxyType
 from typing import Any, Generic, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from lance_format.core.errors import NotSupportedError
+from lance_format.encodings.registry import Registry
 from lance_format.encodings.v21 import minitake as mt
 from lance_format.encodings.v21 import model as m
 from lance_format.encodings.v21._bytes import Bufs, gather
@@ -125,7 +125,7 @@ class Codec(Generic[E]):
         return frozenset(c for c in CONTEXTS if getattr(type(self), c) is not getattr(Codec, c))
 
 
-_REGISTRY: dict[type[Any], Codec[Any]] = {}
+_REGISTRY: Registry[Codec[Any]] = Registry("a codec")
 
 C = TypeVar("C", bound=type[Codec[Any]])
 
@@ -134,9 +134,7 @@ def register(message: type[Any]) -> Callable[[C], C]:
     """Class decorator: the codec of the dataclass ``message`` (one codec per message type)."""
 
     def add(cls: C) -> C:
-        if message in _REGISTRY:
-            raise ValueError(f"{message.__name__} already has a codec")
-        _REGISTRY[message] = cls()
+        _REGISTRY.add(message, cls())
         return cls
 
     return add
@@ -144,7 +142,7 @@ def register(message: type[Any]) -> Callable[[C], C]:
 
 def registered() -> Mapping[type[Any], Codec[Any]]:
     """Every message type with its codec (read-only)."""
-    return MappingProxyType(_REGISTRY)
+    return _REGISTRY.view()
 
 
 def codec_for(ce: object, path: str = "") -> Codec[Any]:
@@ -155,7 +153,7 @@ def codec_for(ce: object, path: str = "") -> Codec[Any]:
     NotSupportedError
         ``ce`` is no compressive encoding this reader knows.
     """
-    codec = _REGISTRY.get(type(ce))
+    codec = _REGISTRY.of(ce)
     if codec is None:
         raise NotSupportedError(f"{path}: {type(ce).__name__} is not a known compressive encoding")
     return codec

@@ -1,18 +1,19 @@
 """Page readers: one :class:`PageReader` per 2.1/2.2 page layout, in a registry keyed by its dataclass.
 
 A read looks the reader up once per page (:func:`read_page`). To add a layout: its dataclass in
-:mod:`.model`, its parsing in ``_serde``, a module reading it and a ``PageReader`` subclass here
-decorated with :func:`register`; ``tests/encodings/test_registry.py`` checks every layout has one.
+:mod:`.model`, its parsing in ``_serde``, a module with its read function, and a ``PageReader``
+registered here; ``tests/encodings/test_registry.py`` checks every layout has one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from types import MappingProxyType
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from lance_format.core.errors import NotSupportedError
 from lance_format.encodings.base import DecodeContext, IOGen, PageInfo, RowRuns
+from lance_format.encodings.registry import Registry
 from lance_format.encodings.v21 import model as m
 from lance_format.encodings.v21.blob import read_blob
 from lance_format.encodings.v21.constant import read_constant
@@ -26,40 +27,38 @@ __all__ = ["PageReader", "can_merge_pages", "page_reader_for", "read_page", "reg
 L = TypeVar("L")
 
 
+def _never(layout: object) -> bool:
+    return False
+
+
+@dataclass(frozen=True)
 class PageReader(Generic[L]):
-    """Reads the selected rows of pages of one layout."""
+    """How pages of one layout are read.
 
-    def read(
-        self, ctx: DecodeContext, column: int, page_index: int, page: PageInfo, layout: L, runs: RowRuns
-    ) -> IOGen[PageData]:
-        """Decoder generator for page-local, sorted, disjoint row ``runs`` of one page."""
-        raise NotImplementedError
+    Attributes
+    ----------
+    read:
+        ``(ctx, column, page_index, page, layout, runs)`` -> decoder generator of the page-local,
+        sorted, disjoint row ``runs`` of one page.
+    can_merge:
+        Whether takes may read consecutive pages of a layout as one batch.
+    """
 
-    def can_merge(self, layout: L) -> bool:
-        """Whether takes may read consecutive pages of this layout as one batch."""
-        return False
-
-
-_REGISTRY: dict[type[Any], PageReader[Any]] = {}
-
-R = TypeVar("R", bound=type[PageReader[Any]])
+    read: Callable[[DecodeContext, int, int, PageInfo, L, RowRuns], IOGen[PageData]]
+    can_merge: Callable[[L], bool] = _never
 
 
-def register(layout: type[Any]) -> Callable[[R], R]:
-    """Class decorator: the reader of pages whose layout is the dataclass ``layout``."""
+_REGISTRY: Registry[PageReader[Any]] = Registry("a page reader")
 
-    def add(cls: R) -> R:
-        if layout in _REGISTRY:
-            raise ValueError(f"{layout.__name__} already has a page reader")
-        _REGISTRY[layout] = cls()
-        return cls
 
-    return add
+def register(layout: type[L], reader: PageReader[L]) -> None:
+    """Register the reader of pages whose layout is the dataclass ``layout`` (one per layout)."""
+    _REGISTRY.add(layout, reader)
 
 
 def registered() -> Mapping[type[Any], PageReader[Any]]:
     """Every layout type with its reader (read-only)."""
-    return MappingProxyType(_REGISTRY)
+    return _REGISTRY.view()
 
 
 def page_reader_for(layout: object, path: str = "") -> PageReader[Any]:
@@ -70,7 +69,7 @@ def page_reader_for(layout: object, path: str = "") -> PageReader[Any]:
     NotSupportedError
         A layout this reader does not know.
     """
-    reader = _REGISTRY.get(type(layout))
+    reader = _REGISTRY.of(layout)
     if reader is None:
         raise NotSupportedError(f"{path}: page layout {type(layout).__name__} is not supported")
     return reader
@@ -108,73 +107,19 @@ def read_page(
 
 
 def can_merge_pages(layout: object) -> bool:
-    """Whether takes may read consecutive pages of ``layout`` as one batch (any layout)."""
-    reader = _REGISTRY.get(type(layout))
+    """Whether takes may read consecutive pages of ``layout`` (any layout) as one batch."""
+    reader = _REGISTRY.of(layout)
     return reader is not None and reader.can_merge(layout)
 
 
-@register(m.MiniBlockLayout)
-class MiniBlockReader(PageReader[m.MiniBlockLayout]):
-    """Small values in independently decodable chunks (:mod:`.miniblock`)."""
-
-    def read(
-        self,
-        ctx: DecodeContext,
-        column: int,
-        page_index: int,
-        page: PageInfo,
-        layout: m.MiniBlockLayout,
-        runs: RowRuns,
-    ) -> IOGen[PageData]:
-        return read_miniblock(ctx, column, page_index, page, layout, runs)
-
-    def can_merge(self, layout: m.MiniBlockLayout) -> bool:
-        return can_merge(layout)
+def _read_blob(
+    ctx: DecodeContext, column: int, page_index: int, page: PageInfo, layout: m.BlobLayout, runs: RowRuns
+) -> IOGen[PageData]:
+    # The descriptions are in an inner layout, read through this registry.
+    return read_blob(ctx, column, page_index, page, layout, runs, read_page)
 
 
-@register(m.FullZipLayout)
-class FullZipReader(PageReader[m.FullZipLayout]):
-    """Large values each behind a control word (:mod:`.fullzip`)."""
-
-    def read(
-        self,
-        ctx: DecodeContext,
-        column: int,
-        page_index: int,
-        page: PageInfo,
-        layout: m.FullZipLayout,
-        runs: RowRuns,
-    ) -> IOGen[PageData]:
-        return read_fullzip(ctx, column, page_index, page, layout, runs)
-
-
-@register(m.AllNullLayout)
-class ConstantReader(PageReader[m.AllNullLayout]):
-    """All-null and constant pages (:mod:`.constant`)."""
-
-    def read(
-        self,
-        ctx: DecodeContext,
-        column: int,
-        page_index: int,
-        page: PageInfo,
-        layout: m.AllNullLayout,
-        runs: RowRuns,
-    ) -> IOGen[PageData]:
-        return read_constant(ctx, column, page_index, page, layout, runs)
-
-
-@register(m.BlobLayout)
-class BlobReader(PageReader[m.BlobLayout]):
-    """Blob descriptions in an inner layout, the bytes elsewhere (:mod:`.blob`)."""
-
-    def read(
-        self,
-        ctx: DecodeContext,
-        column: int,
-        page_index: int,
-        page: PageInfo,
-        layout: m.BlobLayout,
-        runs: RowRuns,
-    ) -> IOGen[PageData]:
-        return read_blob(ctx, column, page_index, page, layout, runs, read_page)
+register(m.MiniBlockLayout, PageReader(read_miniblock, can_merge))
+register(m.FullZipLayout, PageReader(read_fullzip))
+register(m.AllNullLayout, PageReader(read_constant))
+register(m.BlobLayout, PageReader(_read_blob))
