@@ -269,7 +269,7 @@ def _decode_fsst(
     ctx: DecodeContext, page: PageInfo, enc: m.Fsst, runs: RowRuns, t: pa.DataType, key: Key
 ) -> IOGen[pa.Array]:
     # FSST in Lance's own symbol-table serialization; the 2.1 decoders share the codec.
-    from lance_format.encodings.v21._fsst import fsst_decompress
+    from lance_format.encodings.v21.compressive import fsst_decompress
 
     if not _is_binary_like(t):
         raise CorruptFileError(ctx.path, f"FSST encoding where {t} values were expected")

@@ -28,6 +28,7 @@ __all__ = [
     "fixed_row_bytes",
     "flat_values",
     "fsl_rows",
+    "fsst_decompress",
     "fsst_values",
     "general_per_value",
     "inline_bitpacked",
