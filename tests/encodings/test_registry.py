@@ -513,3 +513,11 @@ def test_each_v20_writer_round_trips(kind: type[Any]) -> None:
     enc = samples[kind]
     name, raw = v20_serde.array_encoding_to_bytes(enc)
     assert v20_serde.page_encoding_from_raw((name, raw), "f") == enc
+
+
+def test_pages_merge_unless_their_encoding_owns_per_page_state() -> None:
+    # FSST pages each own a symbol table: they merge (table stripped) only over plain codes.
+    assert codecs.page_neutral(FSST) == m.Fsst(b"", VARIABLE)
+    assert codecs.page_neutral(m.Fsst(FSST_TABLE, m.Variable(FLAT32, m.BufferCompression("zstd")))) is None
+    assert codecs.page_neutral(m.Fsst(FSST_TABLE, ZSTD)) is None
+    assert codecs.page_neutral(FLAT32) is FLAT32

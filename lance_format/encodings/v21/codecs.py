@@ -20,6 +20,7 @@ sample in ``tests/encodings/test_registry.py`` for each of them.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, Generic, TypeVar
 
 import numpy as np
@@ -63,6 +64,7 @@ __all__ = [
     "levels_take",
     "one_level",
     "one_value",
+    "page_neutral",
     "register",
     "registered",
 ]
@@ -119,6 +121,11 @@ class Codec(Generic[E]):
     def one_level(self, ce: E, blob: U8, start: int, size: int, count: int, i: int) -> int | None:
         """Level ``i`` of one level buffer of ``count`` levels, or None when not addressable."""
         return None
+
+    def page_neutral(self, ce: E) -> E | None:
+        """``ce`` without what each page owns (pages of one column then compare equal), or None
+        when pages of this encoding cannot be read as one batch (see ``miniblock_merge``)."""
+        return ce
 
     def contexts(self) -> frozenset[str]:
         """The contexts this codec implements (those of :data:`CONTEXTS` it overrides)."""
@@ -276,6 +283,12 @@ def one_level(ce: m.CompressiveEncoding, blob: U8, start: int, size: int, count:
     return codec_for(ce).one_level(ce, blob, start, size, count, i)
 
 
+def page_neutral(ce: m.CompressiveEncoding) -> m.CompressiveEncoding | None:
+    """``ce`` without what each page owns, or None when its pages cannot merge (see :class:`Codec`)."""
+    result: m.CompressiveEncoding | None = codec_for(ce).page_neutral(ce)
+    return result
+
+
 # -- the codecs ---------------------------------------------------------------------------------
 
 
@@ -425,6 +438,14 @@ class FsstCodec(Codec[m.Fsst]):
     def one_value(self, ce: m.Fsst, blob: U8, bufs: list[tuple[int, int]], i: int) -> Values | None:
         inner = one_value(ce.values, blob, bufs, i)
         return fsst_values(ce.symbol_table, inner) if isinstance(inner, VarBin) else None
+
+    def page_neutral(self, ce: m.Fsst) -> m.Fsst | None:
+        # Each page has its own symbol table: pages merge only over plain variable-width codes,
+        # which a take always addresses directly (see ``miniblock._fsst_by_page``).
+        codes = ce.values
+        if not isinstance(codes, m.Variable) or _scheme(codes.values) is not None:
+            return None
+        return replace(ce, symbol_table=b"") if isinstance(codes.offsets, m.Flat) else None
 
 
 @register(m.General)

@@ -15,6 +15,7 @@ import numpy.typing as npt
 
 from lance_format.encodings.base import DecodeContext, IOGen, PageInfo, RowRuns, fetch
 from lance_format.encodings.v21 import model as m
+from lance_format.encodings.v21.codecs import page_neutral
 from lance_format.encodings.v21.miniblock import read_chunks
 from lance_format.encodings.v21.miniblock_meta import MiniBlockMeta, load_meta
 from lance_format.encodings.v21.page import PageData
@@ -30,22 +31,14 @@ def can_merge(layout: m.MiniBlockLayout) -> bool:
         layout.dictionary is None and layout.rep_compression is None and layout.repetition_index_depth == 0
     ):
         return False
-    vc = layout.value_compression
-    # FSST pages each have their own symbol table: merged only over plain variable-width codes,
-    # which a take always addresses directly (see ``_fsst_by_page``).
-    return not isinstance(vc, m.Fsst) or (
-        isinstance(vc.values, m.Variable)
-        and isinstance(vc.values.offsets, m.Flat)
-        and (vc.values.values is None or vc.values.values.scheme is None)
-    )
+    return page_neutral(layout.value_compression) is not None
 
 
 def _merge_key(layout: m.MiniBlockLayout) -> m.MiniBlockLayout:
     """The layout without what differs between pages of one column (value count, FSST table)."""
-    vc = layout.value_compression
-    if isinstance(vc, m.Fsst):
-        vc = replace(vc, symbol_table=b"")
-    return replace(layout, num_items=0, value_compression=vc)
+    neutral = page_neutral(layout.value_compression)
+    assert neutral is not None  # asked only of layouts can_merge accepts
+    return replace(layout, num_items=0, value_compression=neutral)
 
 
 def merge_classes(
