@@ -47,3 +47,8 @@ class Registry(Generic[V]):
     def view(self) -> Mapping[type[Any], V]:
         """Every registered type with its value (read-only)."""
         return MappingProxyType(self._by_type)
+
+    @property
+    def table(self) -> Mapping[type[Any], V]:
+        """The live table itself, for hot lookups (``table.get(type(message))``); do not mutate."""
+        return self._by_type

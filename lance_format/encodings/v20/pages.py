@@ -10,6 +10,7 @@ and kept in ``ctx.cache``.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -121,7 +122,7 @@ def decode_array(
     pyarrow.Array
         ``runs_length(runs)`` values of type ``t``, in run order.
     """
-    decoder = _DECODERS.of(enc) or _not_supported
+    decoder = _BY_TYPE.get(type(enc), _not_supported)
     return (yield from decoder(ctx, page, enc, runs, t, key))
 
 
@@ -129,6 +130,7 @@ def decode_array(
 NodeDecoder = Callable[[DecodeContext, PageInfo, Any, RowRuns, pa.DataType, Key], IOGen[pa.Array]]
 
 _DECODERS: Registry[NodeDecoder] = Registry("a decoder")
+_BY_TYPE = _DECODERS.table  # looked up once per node of a page's encoding tree
 
 
 def _node(*kinds: type[Any]) -> Callable[[NodeDecoder], NodeDecoder]:
@@ -316,15 +318,20 @@ def _decode_fixed_size_binary(
 
 
 # -- dictionaries ---------------------------------------------------------------------------------
+# The integer width each node kind that can hold dictionary indices decodes to.
+_INT_BITS: dict[type[Any], Callable[[Any], int]] = {
+    m.Flat: attrgetter("bits"),
+    m.Bitpacked: attrgetter("uncompressed_bits"),
+    m.BitpackedForNonNeg: attrgetter("uncompressed_bits"),
+}
+
+
 def _int_bits(ctx: DecodeContext, enc: m.ArrayEncoding) -> int:
     """Width of the integers an index encoding decodes to."""
     while isinstance(enc, m.NoNull):
         enc = enc.values
-    bits = 0
-    if isinstance(enc, m.Flat):
-        bits = enc.bits
-    elif isinstance(enc, m.Bitpacked | m.BitpackedForNonNeg):
-        bits = enc.uncompressed_bits
+    width = _INT_BITS.get(type(enc))
+    bits = width(enc) if width is not None else 0
     if bits not in (8, 16, 32, 64):
         raise NotSupportedError(f"{ctx.path}: dictionary indices encoded as {enc}")
     return bits

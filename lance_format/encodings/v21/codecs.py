@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NoReturn, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -133,6 +133,8 @@ class Codec(Generic[E]):
 
 
 _REGISTRY: Registry[Codec[Any]] = Registry("a codec")
+# The dispatchers below look codecs up here directly: one dict lookup per page, no extra call.
+_CODECS = _REGISTRY.table
 
 C = TypeVar("C", bound=type[Codec[Any]])
 
@@ -160,10 +162,11 @@ def codec_for(ce: object, path: str = "") -> Codec[Any]:
     NotSupportedError
         ``ce`` is no compressive encoding this reader knows.
     """
-    codec = _REGISTRY.of(ce)
-    if codec is None:
-        raise NotSupportedError(f"{path}: {type(ce).__name__} is not a known compressive encoding")
-    return codec
+    return _CODECS.get(type(ce)) or _unknown(ce, path)
+
+
+def _unknown(ce: object, path: str) -> NoReturn:
+    raise NotSupportedError(f"{path}: {type(ce).__name__} is not a known compressive encoding")
 
 
 def _scheme(b: m.BufferCompression | None) -> str | None:
@@ -194,7 +197,7 @@ def decode_mini(ce: m.CompressiveEncoding, bufs: Sequence[Bufs], counts: I64, pa
     path:
         The file, for error messages.
     """
-    return codec_for(ce, path).mini(ce, bufs, counts, path)
+    return (_CODECS.get(type(ce)) or _unknown(ce, path)).mini(ce, bufs, counts, path)
 
 
 def decode_block(ce: m.CompressiveEncoding, bufs: Bufs, counts: I64, path: str) -> Values:
@@ -223,7 +226,7 @@ def decode_block(ce: m.CompressiveEncoding, bufs: Bufs, counts: I64, path: str) 
     NotSupportedError
         An encoding this reader does not implement in block context.
     """
-    return codec_for(ce, path).block(ce, bufs, counts, path)
+    return (_CODECS.get(type(ce)) or _unknown(ce, path)).block(ce, bufs, counts, path)
 
 
 def decode_levels(ce: m.CompressiveEncoding, bufs: Bufs, counts: I64, path: str) -> Levels:
@@ -238,12 +241,12 @@ def decode_levels(ce: m.CompressiveEncoding, bufs: Bufs, counts: I64, path: str)
 
 def decode_fixed_rows(ce: m.CompressiveEncoding, rows: U8, n: int, path: str) -> Values:
     """Full-zip fixed-width values: ``n`` values of equal size in ``rows`` (control words removed)."""
-    return codec_for(ce, path).fixed_rows(ce, rows, n, path)
+    return (_CODECS.get(type(ce)) or _unknown(ce, path)).fixed_rows(ce, rows, n, path)
 
 
 def decode_variable_rows(ce: m.CompressiveEncoding, values: VarBin, path: str) -> Values:
     """Full-zip variable-width values, already unzipped from their control words and lengths."""
-    return codec_for(ce, path).variable_rows(ce, values, path)
+    return (_CODECS.get(type(ce)) or _unknown(ce, path)).variable_rows(ce, values, path)
 
 
 def decode_mini_take(
@@ -257,12 +260,12 @@ def decode_mini_take(
         A wanted value lies outside its chunk or buffer (corrupt data).
     """
     mt.check_local(counts, chunk, local)
-    return codec_for(ce).mini_take(ce, bufs, counts, chunk, local)
+    return (_CODECS.get(type(ce)) or _unknown(ce, "")).mini_take(ce, bufs, counts, chunk, local)
 
 
 def levels_take(ce: m.CompressiveEncoding, bufs: Bufs, counts: I64, chunk: I64, local: I64) -> Levels | None:
     """Levels ``local[j]`` of level buffer ``chunk[j]``, or None when not addressable."""
-    return codec_for(ce).levels_take(ce, bufs, counts, chunk, local)
+    return (_CODECS.get(type(ce)) or _unknown(ce, "")).levels_take(ce, bufs, counts, chunk, local)
 
 
 def one_value(ce: m.CompressiveEncoding, blob: U8, bufs: list[tuple[int, int]], i: int) -> Values | None:
@@ -275,12 +278,12 @@ def one_value(ce: m.CompressiveEncoding, blob: U8, bufs: list[tuple[int, int]], 
     ValueError
         The value lies outside its buffer (corrupt data).
     """
-    return codec_for(ce).one_value(ce, blob, bufs, i)
+    return (_CODECS.get(type(ce)) or _unknown(ce, "")).one_value(ce, blob, bufs, i)
 
 
 def one_level(ce: m.CompressiveEncoding, blob: U8, start: int, size: int, count: int, i: int) -> int | None:
     """Level ``i`` of one chunk's level buffer of ``count`` levels, or None when not addressable."""
-    return codec_for(ce).one_level(ce, blob, start, size, count, i)
+    return (_CODECS.get(type(ce)) or _unknown(ce, "")).one_level(ce, blob, start, size, count, i)
 
 
 def page_neutral(ce: m.CompressiveEncoding) -> m.CompressiveEncoding | None:

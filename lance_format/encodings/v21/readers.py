@@ -49,6 +49,7 @@ class PageReader(Generic[L]):
 
 
 _REGISTRY: Registry[PageReader[Any]] = Registry("a page reader")
+_BY_TYPE = _REGISTRY.table  # looked up once per page
 
 
 def register(layout: type[L], reader: PageReader[L]) -> None:
@@ -102,7 +103,7 @@ def read_page(
         A layout this reader does not know.
     """
     layout = page.encoding
-    reader = page_reader_for(layout, ctx.path)
+    reader = _BY_TYPE.get(type(layout)) or page_reader_for(layout, ctx.path)
     return (yield from reader.read(ctx, column, page_index, page, layout, runs))
 
 
