@@ -23,10 +23,11 @@ from lance_format.encodings import buffer_compression
 from lance_format.encodings.v20 import _serde as v20_serde
 from lance_format.encodings.v20 import model as m20
 from lance_format.encodings.v20 import pages as v20_pages
-from lance_format.encodings.v21 import codecs, readers
+from lance_format.encodings.v21 import codecs, page_layout_from_raw, readers
 from lance_format.encodings.v21 import model as m
 from lance_format.encodings.v21._bytes import Bufs
 from lance_format.encodings.v21._kernels import FL_BLOCK
+from lance_format.encodings.v21.encode import _serde as v21_encode_serde
 from lance_format.encodings.v21.encode.bitpack import pack_blocks
 from lance_format.encodings.v21.encode.fsst import fsst_compress
 from lance_format.encodings.v21.values import Fixed, Fsl, Nulls, Values, VarBin
@@ -521,3 +522,56 @@ def test_pages_merge_unless_their_encoding_owns_per_page_state() -> None:
     assert codecs.page_neutral(m.Fsst(FSST_TABLE, m.Variable(FLAT32, m.BufferCompression("zstd")))) is None
     assert codecs.page_neutral(m.Fsst(FSST_TABLE, ZSTD)) is None
     assert codecs.page_neutral(FLAT32) is FLAT32
+
+
+# -- 2.1 protobuf writers and parsers ---------------------------------------------------------
+
+V21_SAMPLES: dict[type[Any], Any] = {
+    m.Flat: m.Flat(16, m.BufferCompression("lz4")),
+    m.Variable: m.Variable(FLAT32, m.BufferCompression("zstd", 5)),
+    m.Constant: m.Constant(b"\x01\x02"),
+    m.RangeSequence: m.RangeSequence(64, 5, 3),
+    m.Delta: m.Delta(32, 7, m.Flat(8)),
+    m.OutOfLineBitpacking: OOL,
+    m.InlineBitpacking: m.InlineBitpacking(16, m.BufferCompression("lz4")),
+    m.Fsst: FSST,
+    m.Dictionary: m.Dictionary(m.Flat(8), VARIABLE, 12),
+    m.Rle: RLE,
+    m.ByteStreamSplit: BSS,
+    m.General: ZSTD,
+    m.FixedSizeList: m.FixedSizeList(3, FLAT32, has_validity=True),
+    m.PackedStruct: PACKED,
+    m.VariablePackedStruct: m.VariablePackedStruct(
+        (
+            m.VariablePackedField(FLAT32, bits_per_value=32),
+            m.VariablePackedField(VARIABLE, bits_per_length=16),
+        )
+    ),
+}
+
+_LAYERS = (m.RepDefLayer.NULLABLE_ITEM, m.RepDefLayer.NULLABLE_LIST)
+_MINI = m.MiniBlockLayout(FLAT16, m.Flat(8), FSST, None, 0, _LAYERS, 1, 1, 100, has_large_chunk=True)
+LAYOUT_SAMPLES: dict[type[Any], Any] = {
+    m.MiniBlockLayout: _MINI,
+    m.FullZipLayout: m.FullZipLayout(1, 2, None, 32, 10, 9, VARIABLE, _LAYERS),
+    m.AllNullLayout: m.AllNullLayout(_LAYERS, b"\x05"),
+    m.BlobLayout: m.BlobLayout(_MINI, (m.RepDefLayer.NULLABLE_ITEM,)),
+}
+
+
+def test_every_v21_message_has_a_writer() -> None:
+    compressive, layouts = v21_encode_serde.writers()
+    assert set(compressive) == set(typing.get_args(m.CompressiveEncoding)) == set(V21_SAMPLES)
+    assert set(layouts) == set(typing.get_args(m.PageLayout)) == set(LAYOUT_SAMPLES)
+
+
+@pytest.mark.parametrize("kind", sorted(V21_SAMPLES, key=lambda k: k.__name__), ids=lambda k: k.__name__)
+def test_each_v21_compressive_encoding_round_trips(kind: type[Any]) -> None:
+    layout = dataclasses.replace(_MINI, value_compression=V21_SAMPLES[kind])
+    assert page_layout_from_raw(v21_encode_serde.page_layout_bytes(layout), "f") == layout
+
+
+@pytest.mark.parametrize("kind", sorted(LAYOUT_SAMPLES, key=lambda k: k.__name__), ids=lambda k: k.__name__)
+def test_each_v21_page_layout_round_trips(kind: type[Any]) -> None:
+    layout = LAYOUT_SAMPLES[kind]
+    assert page_layout_from_raw(v21_encode_serde.page_layout_bytes(layout), "f") == layout
