@@ -8,6 +8,10 @@ them and panics on a missing one.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import Any
+
 from google.protobuf.message import DecodeError
 
 from lance_format._proto import encodings_v2_0_pb2 as pb
@@ -20,6 +24,7 @@ __all__ = [
     "RawEncoding",
     "array_encoding_from_pb",
     "array_encoding_to_bytes",
+    "array_encoding_writers",
     "column_encoding_from_raw",
     "column_encoding_to_bytes",
     "page_encoding_from_raw",
@@ -249,63 +254,120 @@ def _set_buffer(target: pb.Buffer, ref: m.Buffer) -> None:
 
 
 def _array_to_pb(enc: m.ArrayEncoding, out: pb.ArrayEncoding) -> None:
-    if isinstance(enc, m.Flat):
-        out.flat.bits_per_value = enc.bits
-        _set_buffer(out.flat.buffer, enc.buffer)
-        if enc.compression is not None:
-            out.flat.compression.scheme = enc.compression.scheme
-            if enc.compression.level is not None:
-                out.flat.compression.level = enc.compression.level
-    elif isinstance(enc, m.NoNull):
-        _array_to_pb(enc.values, out.nullable.no_nulls.values)
-    elif isinstance(enc, m.SomeNull):
-        _array_to_pb(enc.validity, out.nullable.some_nulls.validity)
-        _array_to_pb(enc.values, out.nullable.some_nulls.values)
-    elif isinstance(enc, m.AllNull):
-        out.nullable.all_nulls.SetInParent()
-    elif isinstance(enc, m.FixedSizeList):
-        out.fixed_size_list.dimension = enc.dimension
-        out.fixed_size_list.has_validity = enc.has_validity
-        _array_to_pb(enc.items, out.fixed_size_list.items)
-    elif isinstance(enc, m.List):
-        _array_to_pb(enc.offsets, out.list.offsets)
-        out.list.null_offset_adjustment = enc.null_offset_adjustment
-        out.list.num_items = enc.num_items
-    elif isinstance(enc, m.SimpleStruct):
-        out.struct.SetInParent()
-    elif isinstance(enc, m.Binary):
-        _array_to_pb(enc.indices, out.binary.indices)
-        _array_to_pb(enc.bytes, out.binary.bytes)
-        out.binary.null_adjustment = enc.null_adjustment
-    elif isinstance(enc, m.Dictionary):
-        _array_to_pb(enc.indices, out.dictionary.indices)
-        _array_to_pb(enc.items, out.dictionary.items)
-        out.dictionary.num_dictionary_items = enc.num_dictionary_items
-    elif isinstance(enc, m.Fsst):
-        _array_to_pb(enc.binary, out.fsst.binary)
-        out.fsst.symbol_table = enc.symbol_table
-    elif isinstance(enc, m.PackedStruct):
-        out.packed_struct.SetInParent()
-        for inner in enc.inner:
-            _array_to_pb(inner, out.packed_struct.inner.add())
-        _set_buffer(out.packed_struct.buffer, enc.buffer)
-    elif isinstance(enc, m.FixedSizeBinary):
-        _array_to_pb(enc.bytes, out.fixed_size_binary.bytes)
-        out.fixed_size_binary.byte_width = enc.byte_width
-    elif isinstance(enc, m.Bitpacked):
-        out.bitpacked.compressed_bits_per_value = enc.compressed_bits
-        out.bitpacked.uncompressed_bits_per_value = enc.uncompressed_bits
-        _set_buffer(out.bitpacked.buffer, enc.buffer)
-        out.bitpacked.signed = enc.signed
-    elif isinstance(enc, m.BitpackedForNonNeg):
-        out.bitpacked_for_non_neg.compressed_bits_per_value = enc.compressed_bits
-        out.bitpacked_for_non_neg.uncompressed_bits_per_value = enc.uncompressed_bits
-        _set_buffer(out.bitpacked_for_non_neg.buffer, enc.buffer)
-    elif isinstance(enc, m.Constant):
-        out.constant.SetInParent()
-        out.constant.value = enc.value
-    else:  # pragma: no cover - the union is exhaustive
+    writer = _WRITERS.get(type(enc))
+    if writer is None:  # pragma: no cover - every kind of the union has a writer
         raise TypeError(f"not a 2.0 array encoding: {enc!r}")
+    writer(enc, out)
+
+
+def _flat_to_pb(enc: m.Flat, out: pb.ArrayEncoding) -> None:
+    out.flat.bits_per_value = enc.bits
+    _set_buffer(out.flat.buffer, enc.buffer)
+    if enc.compression is not None:
+        out.flat.compression.scheme = enc.compression.scheme
+        if enc.compression.level is not None:
+            out.flat.compression.level = enc.compression.level
+
+
+def _no_null_to_pb(enc: m.NoNull, out: pb.ArrayEncoding) -> None:
+    _array_to_pb(enc.values, out.nullable.no_nulls.values)
+
+
+def _some_null_to_pb(enc: m.SomeNull, out: pb.ArrayEncoding) -> None:
+    _array_to_pb(enc.validity, out.nullable.some_nulls.validity)
+    _array_to_pb(enc.values, out.nullable.some_nulls.values)
+
+
+def _all_null_to_pb(enc: m.AllNull, out: pb.ArrayEncoding) -> None:
+    out.nullable.all_nulls.SetInParent()
+
+
+def _fixed_size_list_to_pb(enc: m.FixedSizeList, out: pb.ArrayEncoding) -> None:
+    out.fixed_size_list.dimension = enc.dimension
+    out.fixed_size_list.has_validity = enc.has_validity
+    _array_to_pb(enc.items, out.fixed_size_list.items)
+
+
+def _list_to_pb(enc: m.List, out: pb.ArrayEncoding) -> None:
+    _array_to_pb(enc.offsets, out.list.offsets)
+    out.list.null_offset_adjustment = enc.null_offset_adjustment
+    out.list.num_items = enc.num_items
+
+
+def _struct_to_pb(enc: m.SimpleStruct, out: pb.ArrayEncoding) -> None:
+    out.struct.SetInParent()
+
+
+def _binary_to_pb(enc: m.Binary, out: pb.ArrayEncoding) -> None:
+    _array_to_pb(enc.indices, out.binary.indices)
+    _array_to_pb(enc.bytes, out.binary.bytes)
+    out.binary.null_adjustment = enc.null_adjustment
+
+
+def _dictionary_to_pb(enc: m.Dictionary, out: pb.ArrayEncoding) -> None:
+    _array_to_pb(enc.indices, out.dictionary.indices)
+    _array_to_pb(enc.items, out.dictionary.items)
+    out.dictionary.num_dictionary_items = enc.num_dictionary_items
+
+
+def _fsst_to_pb(enc: m.Fsst, out: pb.ArrayEncoding) -> None:
+    _array_to_pb(enc.binary, out.fsst.binary)
+    out.fsst.symbol_table = enc.symbol_table
+
+
+def _packed_struct_to_pb(enc: m.PackedStruct, out: pb.ArrayEncoding) -> None:
+    out.packed_struct.SetInParent()
+    for inner in enc.inner:
+        _array_to_pb(inner, out.packed_struct.inner.add())
+    _set_buffer(out.packed_struct.buffer, enc.buffer)
+
+
+def _fixed_size_binary_to_pb(enc: m.FixedSizeBinary, out: pb.ArrayEncoding) -> None:
+    _array_to_pb(enc.bytes, out.fixed_size_binary.bytes)
+    out.fixed_size_binary.byte_width = enc.byte_width
+
+
+def _bitpacked_to_pb(enc: m.Bitpacked, out: pb.ArrayEncoding) -> None:
+    out.bitpacked.compressed_bits_per_value = enc.compressed_bits
+    out.bitpacked.uncompressed_bits_per_value = enc.uncompressed_bits
+    _set_buffer(out.bitpacked.buffer, enc.buffer)
+    out.bitpacked.signed = enc.signed
+
+
+def _bitpacked_non_neg_to_pb(enc: m.BitpackedForNonNeg, out: pb.ArrayEncoding) -> None:
+    out.bitpacked_for_non_neg.compressed_bits_per_value = enc.compressed_bits
+    out.bitpacked_for_non_neg.uncompressed_bits_per_value = enc.uncompressed_bits
+    _set_buffer(out.bitpacked_for_non_neg.buffer, enc.buffer)
+
+
+def _constant_to_pb(enc: m.Constant, out: pb.ArrayEncoding) -> None:
+    out.constant.SetInParent()
+    out.constant.value = enc.value
+
+
+#: The protobuf writer of every 2.0 array-encoding dataclass (one per kind of the union).
+_WRITERS: dict[type[Any], Callable[[Any, pb.ArrayEncoding], None]] = {
+    m.Flat: _flat_to_pb,
+    m.NoNull: _no_null_to_pb,
+    m.SomeNull: _some_null_to_pb,
+    m.AllNull: _all_null_to_pb,
+    m.FixedSizeList: _fixed_size_list_to_pb,
+    m.List: _list_to_pb,
+    m.SimpleStruct: _struct_to_pb,
+    m.Binary: _binary_to_pb,
+    m.Dictionary: _dictionary_to_pb,
+    m.Fsst: _fsst_to_pb,
+    m.PackedStruct: _packed_struct_to_pb,
+    m.FixedSizeBinary: _fixed_size_binary_to_pb,
+    m.Bitpacked: _bitpacked_to_pb,
+    m.BitpackedForNonNeg: _bitpacked_non_neg_to_pb,
+    m.Constant: _constant_to_pb,
+}
+
+
+def array_encoding_writers() -> Mapping[type[Any], Callable[[Any, pb.ArrayEncoding], None]]:
+    """Every 2.0 array-encoding dataclass with its protobuf writer (read-only)."""
+    return MappingProxyType(_WRITERS)
 
 
 def array_encoding_to_bytes(enc: m.ArrayEncoding) -> RawEncoding:
@@ -316,15 +378,30 @@ def array_encoding_to_bytes(enc: m.ArrayEncoding) -> RawEncoding:
 
 
 def _column_to_pb(enc: m.ColumnEncoding, out: pb.ColumnEncoding) -> None:
-    if isinstance(enc, m.Values):
-        out.values.SetInParent()
-    elif isinstance(enc, m.Blob):
-        out.blob.SetInParent()
-        _column_to_pb(enc.inner, out.blob.inner)
-    else:
-        out.zone_index.rows_per_zone = enc.rows_per_zone
-        _set_buffer(out.zone_index.zone_map_buffer, enc.zone_map_buffer)
-        _column_to_pb(enc.inner, out.zone_index.inner)
+    _COLUMN_WRITERS[type(enc)](enc, out)
+
+
+def _values_to_pb(enc: m.Values, out: pb.ColumnEncoding) -> None:
+    out.values.SetInParent()
+
+
+def _blob_to_pb(enc: m.Blob, out: pb.ColumnEncoding) -> None:
+    out.blob.SetInParent()
+    _column_to_pb(enc.inner, out.blob.inner)
+
+
+def _zone_index_to_pb(enc: m.ZoneIndex, out: pb.ColumnEncoding) -> None:
+    out.zone_index.rows_per_zone = enc.rows_per_zone
+    _set_buffer(out.zone_index.zone_map_buffer, enc.zone_map_buffer)
+    _column_to_pb(enc.inner, out.zone_index.inner)
+
+
+#: The protobuf writer of every column-encoding dataclass.
+_COLUMN_WRITERS: dict[type[Any], Callable[[Any, pb.ColumnEncoding], None]] = {
+    m.Values: _values_to_pb,
+    m.Blob: _blob_to_pb,
+    m.ZoneIndex: _zone_index_to_pb,
+}
 
 
 def column_encoding_to_bytes(enc: m.ColumnEncoding) -> RawEncoding:

@@ -1,6 +1,7 @@
 """Decoding the selected rows of one 2.0 page, node by node of its encoding tree.
 
-:func:`decode_array` walks the tree: nullability wrappers, flat values and bitmaps, fixed-size lists,
+:func:`decode_array` walks the tree, handing each node to the decoder registered for its dataclass
+(see :func:`registered`): nullability wrappers, flat values and bitmaps, fixed-size lists,
 variable-width binary (plain or FSST), dictionaries, packed structs, bit-packed integers and
 constants. Each node reads only what the selected rows need; dictionaries are read once per page
 and kept in ``ctx.cache``.
@@ -8,6 +9,8 @@ and kept in ``ctx.cache``.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -26,6 +29,7 @@ from lance_format.encodings.base import (
     pair_columns,
     runs_length,
 )
+from lance_format.encodings.registry import Registry
 from lance_format.encodings.v20 import model as m
 from lance_format.encodings.v20.buffers import (
     and_validity,
@@ -38,7 +42,7 @@ from lance_format.encodings.v20.buffers import (
     run_spans,
 )
 
-__all__ = ["decode_array", "fixed_width"]
+__all__ = ["NodeDecoder", "decode_array", "fixed_width", "registered"]
 
 # Largest 32-bit offset (a constant: np.iinfo costs microseconds per call on the take path).
 _I32_MAX = 2**31 - 1
@@ -118,53 +122,105 @@ def decode_array(
     pyarrow.Array
         ``runs_length(runs)`` values of type ``t``, in run order.
     """
-    n = runs_length(runs)
-    if isinstance(enc, m.NoNull):
-        return (yield from decode_array(ctx, page, enc.values, runs, t, (*key, "v")))
-    if isinstance(enc, m.SomeNull):
-        validity = enc.validity.values if isinstance(enc.validity, m.NoNull) else enc.validity
-        if not isinstance(validity, m.Flat):
-            raise NotSupportedError(f"{ctx.path}: validity encoded as {type(validity).__name__}")
-        valid, values = yield from gather(
-            [
-                read_bits(ctx, page, validity, runs, (*key, "valid")),
-                decode_array(ctx, page, enc.values, runs, t, (*key, "v")),
-            ]
-        )
-        return and_validity(values, valid)
-    if isinstance(enc, m.AllNull):
-        return pa.nulls(n, t)
-    if isinstance(enc, m.Flat):
-        if pa.types.is_boolean(t):
-            bits = yield from read_bits(ctx, page, enc, runs, key)
-            return _from_values(t, n, np.packbits(bits, bitorder="little"))
-        width = _check_width(ctx, t, enc.bits)
-        data = yield from flat_bytes(ctx, page, enc, runs, width, key)
-        return _from_values(t, n, data)
-    if isinstance(enc, m.FixedSizeList):
-        if not pa.types.is_fixed_size_list(t) or t.list_size != enc.dimension:
-            raise CorruptFileError(ctx.path, f"fixed-size-list encoding of dimension {enc.dimension} for {t}")
-        items = yield from decode_array(
-            ctx, page, enc.items, runs * enc.dimension, t.value_type, (*key, "fsl")
-        )
-        return pa.FixedSizeListArray.from_arrays(items, type=t)
-    if isinstance(enc, m.FixedSizeBinary):
-        return (yield from _decode_fixed_size_binary(ctx, page, enc, runs, t, key))
-    if isinstance(enc, m.Binary):
-        return (yield from _decode_binary(ctx, page, enc, runs, t, key))
-    if isinstance(enc, m.Fsst):
-        return (yield from _decode_fsst(ctx, page, enc, runs, t, key))
-    if isinstance(enc, m.Dictionary):
-        return (yield from _decode_dictionary(ctx, page, enc, runs, t, key))
-    if isinstance(enc, m.PackedStruct):
-        return (yield from _decode_packed(ctx, page, enc, runs, t, key))
-    if isinstance(enc, m.Bitpacked):
-        return (yield from _decode_bitpacked(ctx, page, enc, runs, t))
-    if isinstance(enc, m.Constant):
-        return _decode_constant(ctx, enc, n, t)
-    if isinstance(enc, m.SimpleStruct | m.List):
-        raise CorruptFileError(ctx.path, f"{type(enc).__name__} page where {t} values were expected")
+    decoder = _BY_TYPE.get(type(enc), _not_supported)
+    return (yield from decoder(ctx, page, enc, runs, t, key))
+
+
+#: Decodes the selected values of a page under one node: ``(ctx, page, node, runs, type, key)``.
+NodeDecoder = Callable[[DecodeContext, PageInfo, Any, RowRuns, pa.DataType, Key], IOGen[pa.Array]]
+
+_DECODERS: Registry[NodeDecoder] = Registry("a decoder")
+_BY_TYPE = _DECODERS.table  # looked up once per node of a page's encoding tree
+
+
+def _node(*kinds: type[Any]) -> Callable[[NodeDecoder], NodeDecoder]:
+    """Register a function as the decoder of the node dataclasses ``kinds`` (one per kind)."""
+
+    def add(fn: NodeDecoder) -> NodeDecoder:
+        for kind in kinds:
+            _DECODERS.add(kind, fn)
+        return fn
+
+    return add
+
+
+def registered() -> Mapping[type[Any], NodeDecoder]:
+    """Every 2.0 array-encoding node type with its decoder (read-only)."""
+    return _DECODERS.view()
+
+
+def _not_supported(
+    ctx: DecodeContext, page: PageInfo, enc: Any, runs: RowRuns, t: pa.DataType, key: Key
+) -> IOGen[pa.Array]:
     raise NotSupportedError(f"{ctx.path}: the 2.0 encoding {type(enc).__name__} is not supported for {t}")
+    yield from ()  # a generator like every node decoder
+
+
+# Non-negative FastLanes bit-packing is a 2.1 draft, never in a 2.0 page.
+_node(m.BitpackedForNonNeg)(_not_supported)
+
+
+@_node(m.SimpleStruct, m.List)
+def _decode_not_values(
+    ctx: DecodeContext, page: PageInfo, enc: m.SimpleStruct | m.List, runs: RowRuns, t: pa.DataType, key: Key
+) -> IOGen[pa.Array]:
+    """Struct and list pages describe other columns; they hold no values of their own."""
+    raise CorruptFileError(ctx.path, f"{type(enc).__name__} page where {t} values were expected")
+    yield from ()  # a generator like every node decoder
+
+
+@_node(m.NoNull)
+def _decode_no_null(
+    ctx: DecodeContext, page: PageInfo, enc: m.NoNull, runs: RowRuns, t: pa.DataType, key: Key
+) -> IOGen[pa.Array]:
+    return (yield from decode_array(ctx, page, enc.values, runs, t, (*key, "v")))
+
+
+@_node(m.SomeNull)
+def _decode_some_null(
+    ctx: DecodeContext, page: PageInfo, enc: m.SomeNull, runs: RowRuns, t: pa.DataType, key: Key
+) -> IOGen[pa.Array]:
+    validity = enc.validity.values if isinstance(enc.validity, m.NoNull) else enc.validity
+    if not isinstance(validity, m.Flat):
+        raise NotSupportedError(f"{ctx.path}: validity encoded as {type(validity).__name__}")
+    valid, values = yield from gather(
+        [
+            read_bits(ctx, page, validity, runs, (*key, "valid")),
+            decode_array(ctx, page, enc.values, runs, t, (*key, "v")),
+        ]
+    )
+    return and_validity(values, valid)
+
+
+@_node(m.AllNull)
+def _decode_all_null(
+    ctx: DecodeContext, page: PageInfo, enc: m.AllNull, runs: RowRuns, t: pa.DataType, key: Key
+) -> IOGen[pa.Array]:
+    yield from ()  # a generator like every node decoder
+    return pa.nulls(runs_length(runs), t)
+
+
+@_node(m.Flat)
+def _decode_flat(
+    ctx: DecodeContext, page: PageInfo, enc: m.Flat, runs: RowRuns, t: pa.DataType, key: Key
+) -> IOGen[pa.Array]:
+    n = runs_length(runs)
+    if pa.types.is_boolean(t):
+        bits = yield from read_bits(ctx, page, enc, runs, key)
+        return _from_values(t, n, np.packbits(bits, bitorder="little"))
+    width = _check_width(ctx, t, enc.bits)
+    data = yield from flat_bytes(ctx, page, enc, runs, width, key)
+    return _from_values(t, n, data)
+
+
+@_node(m.FixedSizeList)
+def _decode_fixed_size_list(
+    ctx: DecodeContext, page: PageInfo, enc: m.FixedSizeList, runs: RowRuns, t: pa.DataType, key: Key
+) -> IOGen[pa.Array]:
+    if not pa.types.is_fixed_size_list(t) or t.list_size != enc.dimension:
+        raise CorruptFileError(ctx.path, f"fixed-size-list encoding of dimension {enc.dimension} for {t}")
+    items = yield from decode_array(ctx, page, enc.items, runs * enc.dimension, t.value_type, (*key, "fsl"))
+    return pa.FixedSizeListArray.from_arrays(items, type=t)
 
 
 # -- variable-width values ------------------------------------------------------------------------
@@ -200,6 +256,7 @@ def _binary_parts(
     return ends - starts, null, data
 
 
+@_node(m.Binary)
 def _decode_binary(
     ctx: DecodeContext, page: PageInfo, enc: m.Binary, runs: RowRuns, t: pa.DataType, key: Key
 ) -> IOGen[pa.Array]:
@@ -209,11 +266,12 @@ def _decode_binary(
     return _varbin(t, runs_length(runs), lengths, null, data, ctx)
 
 
+@_node(m.Fsst)
 def _decode_fsst(
     ctx: DecodeContext, page: PageInfo, enc: m.Fsst, runs: RowRuns, t: pa.DataType, key: Key
 ) -> IOGen[pa.Array]:
     # FSST in Lance's own symbol-table serialization; the 2.1 decoders share the codec.
-    from lance_format.encodings.v21._fsst import fsst_decompress
+    from lance_format.encodings.v21.compressive import fsst_decompress
 
     if not _is_binary_like(t):
         raise CorruptFileError(ctx.path, f"FSST encoding where {t} values were expected")
@@ -241,6 +299,7 @@ def _decode_fsst(
     return _varbin(t, n, np.diff(out_offsets), null, out, ctx)
 
 
+@_node(m.FixedSizeBinary)
 def _decode_fixed_size_binary(
     ctx: DecodeContext, page: PageInfo, enc: m.FixedSizeBinary, runs: RowRuns, t: pa.DataType, key: Key
 ) -> IOGen[pa.Array]:
@@ -259,15 +318,20 @@ def _decode_fixed_size_binary(
 
 
 # -- dictionaries ---------------------------------------------------------------------------------
+# The integer width each node kind that can hold dictionary indices decodes to.
+_INT_BITS: dict[type[Any], Callable[[Any], int]] = {
+    m.Flat: attrgetter("bits"),
+    m.Bitpacked: attrgetter("uncompressed_bits"),
+    m.BitpackedForNonNeg: attrgetter("uncompressed_bits"),
+}
+
+
 def _int_bits(ctx: DecodeContext, enc: m.ArrayEncoding) -> int:
     """Width of the integers an index encoding decodes to."""
     while isinstance(enc, m.NoNull):
         enc = enc.values
-    bits = 0
-    if isinstance(enc, m.Flat):
-        bits = enc.bits
-    elif isinstance(enc, m.Bitpacked | m.BitpackedForNonNeg):
-        bits = enc.uncompressed_bits
+    width = _INT_BITS.get(type(enc))
+    bits = width(enc) if width is not None else 0
     if bits not in (8, 16, 32, 64):
         raise NotSupportedError(f"{ctx.path}: dictionary indices encoded as {enc}")
     return bits
@@ -288,6 +352,7 @@ def _dictionary_items(
     return items
 
 
+@_node(m.Dictionary)
 def _decode_dictionary(
     ctx: DecodeContext, page: PageInfo, enc: m.Dictionary, runs: RowRuns, t: pa.DataType, key: Key
 ) -> IOGen[pa.Array]:
@@ -335,6 +400,7 @@ def _packed_array(t: pa.DataType, n: int, column: npt.NDArray[np.uint8]) -> pa.A
     return _from_values(t, n, np.ascontiguousarray(column))
 
 
+@_node(m.PackedStruct)
 def _decode_packed(
     ctx: DecodeContext, page: PageInfo, enc: m.PackedStruct, runs: RowRuns, t: pa.DataType, key: Key
 ) -> IOGen[pa.Array]:
@@ -356,8 +422,9 @@ def _decode_packed(
 
 
 # -- bit-packed integers and constants ------------------------------------------------------------
+@_node(m.Bitpacked)
 def _decode_bitpacked(
-    ctx: DecodeContext, page: PageInfo, enc: m.Bitpacked, runs: RowRuns, t: pa.DataType
+    ctx: DecodeContext, page: PageInfo, enc: m.Bitpacked, runs: RowRuns, t: pa.DataType, key: Key
 ) -> IOGen[pa.Array]:
     """Values stored as one LSB-first stream of ``compressed_bits`` bits each (sign-extended)."""
     bits, out_bits = enc.compressed_bits, enc.uncompressed_bits
@@ -385,7 +452,12 @@ def _decode_bitpacked(
     return _from_values(t, n, np.packbits(matrix, axis=1, bitorder="little"))
 
 
-def _decode_constant(ctx: DecodeContext, enc: m.Constant, n: int, t: pa.DataType) -> pa.Array:
+@_node(m.Constant)
+def _decode_constant(
+    ctx: DecodeContext, page: PageInfo, enc: m.Constant, runs: RowRuns, t: pa.DataType, key: Key
+) -> IOGen[pa.Array]:
+    yield from ()  # a generator like every node decoder
+    n = runs_length(runs)
     if pa.types.is_boolean(t):
         if len(enc.value) != 1:
             raise CorruptFileError(ctx.path, "boolean constant is not one byte")

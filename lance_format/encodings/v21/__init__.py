@@ -1,9 +1,10 @@
 """Lance file format 2.1/2.2: structural page layouts (mini-block, full-zip, all-null, blob).
 
-``model`` holds the layouts as dataclasses and ``_serde`` parses them; ``compressive`` undoes the
-compressive encodings on batches of buffers; ``miniblock``, ``fullzip`` and ``constant`` read the
-selected rows of a page; ``repdef`` turns rep/def levels into offsets and validity; ``decode``
-assembles fields.
+``model`` holds the layouts as dataclasses and ``_serde`` parses them; ``codecs`` has one codec per
+compressive encoding (a registry keyed by the message's dataclass) over the kernels of
+``compressive`` (whole batches) and ``minitake`` (takes); ``readers`` has one page reader per layout
+over ``miniblock`` (with ``miniblock_meta`` and ``miniblock_merge``), ``fullzip``, ``constant`` and
+``blob``; ``repdef`` turns rep/def levels into offsets and validity; ``decode`` assembles fields.
 """
 
 from lance_format.encodings.v21._serde import page_layout_from_raw

@@ -7,6 +7,8 @@ fetches the blob bytes themselves - blobs close together in one request.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from lance_format.core.errors import CorruptFileError
@@ -31,6 +33,7 @@ def read_blob(
     page: PageInfo,
     layout: m.BlobLayout,
     runs: RowRuns,
+    read_inner: Callable[[DecodeContext, int, int, PageInfo, RowRuns], IOGen[PageData]],
 ) -> IOGen[PageData]:
     """Decoder generator for page-local row ``runs`` of a blob page (descriptions, then bytes).
 
@@ -46,19 +49,19 @@ def read_blob(
         The page's layout.
     runs:
         Page-local, sorted, disjoint row runs.
+    read_inner:
+        Reads a page of any layout (the descriptions' inner layout).
 
     Returns
     -------
     PageData
         Levels and visible values of the selected rows, in order.
     """
-    from lance_format.encodings.v21.decode import read_page
-
     path = ctx.path
     inner_page = PageInfo(
         page.buffer_offsets, page.buffer_sizes, page.num_rows, page.priority, layout.inner_layout
     )
-    desc = yield from read_page(ctx, column, page_index, inner_page, runs)
+    desc = yield from read_inner(ctx, column, page_index, inner_page, runs)
     if not isinstance(desc.values, Struct) or len(desc.values.children) != 2:
         raise CorruptFileError(path, "blob descriptions are not (position, size) pairs")
     pos_v, size_v = desc.values.children

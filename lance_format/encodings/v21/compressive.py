@@ -1,19 +1,13 @@
-"""Undo a ``CompressiveEncoding`` tree on buffers, in the three contexts Lance uses them.
+"""Kernels that undo one ``CompressiveEncoding`` node on a batch of buffers.
 
-* **mini-block** (:func:`decode_mini`): a batch of chunks, each with ``num_buffers`` value buffers
-  holding a known number of values;
-* **block** (:func:`decode_block`): whole buffers (rep/def levels inside chunks, dictionaries,
-  all-null levels), each holding a known number of values;
-* **per value** (:func:`decode_fixed_rows`, :func:`decode_variable_rows`): full-zip values that
-  were unzipped from their control words.
+Which encoding uses which kernel, in which context (mini-block, block, full-zip per value), is
+said by the encoding's codec in :mod:`.codecs`; these functions know buffers, not messages.
 
-Every function decodes a whole batch with numpy; the only per-buffer loops are the general-purpose
+Every kernel decodes a whole batch with numpy; the only per-buffer loops are the general-purpose
 (LZ4/ZSTD) decompressions, which cannot be batched.
 """
 
 from __future__ import annotations
-
-from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -28,19 +22,31 @@ from lance_format.encodings.v21._kernels import FL_BLOCK, fastlanes_unpack, uint
 from lance_format.encodings.v21.values import Fixed, Fsl, Nulls, Struct, Values, VarBin
 
 __all__ = [
-    "decode_block",
-    "decode_fixed_rows",
-    "decode_levels",
-    "decode_mini",
-    "decode_variable_rows",
+    "byte_stream_split",
+    "constant_values",
+    "decompress_each",
     "fixed_row_bytes",
+    "flat_values",
+    "fsl_rows",
+    "fsst_decompress",
+    "fsst_values",
+    "general_per_value",
+    "inline_bitpacked",
+    "out_of_line_bitpacked",
+    "rle_block",
+    "rle_values",
+    "split_packed",
+    "unsupported",
+    "variable_block",
+    "variable_mini",
 ]
 
 I64 = npt.NDArray[np.int64]
 U8 = npt.NDArray[np.uint8]
 
 
-def _unsupported(path: str, what: str, ce: object) -> NotSupportedError:
+def unsupported(path: str, what: str, ce: object) -> NotSupportedError:
+    """The error for encoding ``ce`` met in a context (``what``) it does not decode in."""
     return NotSupportedError(f"{path}: {what} encoding {type(ce).__name__} is not supported")
 
 
@@ -51,7 +57,7 @@ def _chunk_ids(counts: I64) -> I64:
 # -- fixed width --------------------------------------------------------------------------------
 
 
-def _flat(bufs: Bufs, bits: int, counts: I64) -> Fixed:
+def flat_values(bufs: Bufs, bits: int, counts: I64) -> Fixed:
     total = int(counts.sum())
     if bits == 1:
         pos = expand_ranges(bufs.starts * 8, counts)
@@ -67,7 +73,7 @@ def _flat(bufs: Bufs, bits: int, counts: I64) -> Fixed:
     return Fixed(gather(bufs.blob, bufs.starts, counts * width), bits, total)
 
 
-def _inline_bitpacked(bufs: Bufs, t: int, counts: I64) -> Fixed:
+def inline_bitpacked(bufs: Bufs, t: int, counts: I64) -> Fixed:
     """FastLanes blocks led by their bit width; one block per buffer (<= 1024 values)."""
     if t not in (8, 16, 32, 64):
         raise ValueError(f"bad bit-packing word size {t}")
@@ -106,7 +112,7 @@ def _inline_bitpacked(bufs: Bufs, t: int, counts: I64) -> Fixed:
     return Fixed(np.ascontiguousarray(out).view(np.uint8), t, total)
 
 
-def _out_of_line_bitpacked(bufs: Bufs, t: int, width: int, counts: I64) -> Fixed:
+def out_of_line_bitpacked(bufs: Bufs, t: int, width: int, counts: I64) -> Fixed:
     """FastLanes blocks with one bit width; the tail is packed or, when smaller, raw."""
     if t not in (8, 16, 32, 64) or width > t:
         raise ValueError("bad out-of-line bit-packing widths")
@@ -145,7 +151,7 @@ def _out_of_line_bitpacked(bufs: Bufs, t: int, width: int, counts: I64) -> Fixed
     return Fixed(out.view(np.uint8), t, len(out))
 
 
-def _rle(values: U8, bits: int, lengths: U8, run_counts: I64, counts: I64) -> Fixed:
+def rle_values(values: U8, bits: int, lengths: U8, run_counts: I64, counts: I64) -> Fixed:
     """Run-length decode per buffer; runs past a buffer's count are cut (as Lance does)."""
     width = bits // 8
     if bits % 8 or len(values) != len(lengths) * width:
@@ -165,7 +171,21 @@ def _rle(values: U8, bits: int, lengths: U8, run_counts: I64, counts: I64) -> Fi
     return Fixed(expanded.reshape(-1), bits, int(counts.sum()))
 
 
-def _byte_stream_split(bufs: Bufs, bits: int, counts: I64) -> Fixed:
+def rle_block(bufs: Bufs, bits: int, counts: I64) -> Fixed:
+    """Run-length blocks: per buffer, a u64 size of the run values, the run values, a u8 per run."""
+    vbytes = read_uint(bufs.blob, bufs.starts, 8).astype(np.int64)
+    width = bits // 8
+    if width == 0 or bool((vbytes % width).any()) or bool((8 + vbytes > bufs.sizes).any()):
+        raise ValueError("RLE block header is inconsistent")
+    nruns = vbytes // width
+    if bool((8 + vbytes + nruns > bufs.sizes).any()):
+        raise ValueError("RLE block is truncated")
+    values = gather(bufs.blob, bufs.starts + 8, vbytes)
+    lengths = gather(bufs.blob, bufs.starts + 8 + vbytes, nruns)
+    return rle_values(values, bits, lengths, nruns, counts)
+
+
+def byte_stream_split(bufs: Bufs, bits: int, counts: I64) -> Fixed:
     width = bits // 8
     if bits % 8 or bool((bufs.sizes < counts * width).any()):
         raise ValueError("byte-stream-split buffer is smaller than its values")
@@ -179,7 +199,7 @@ def _byte_stream_split(bufs: Bufs, bits: int, counts: I64) -> Fixed:
 # -- general-purpose compression --------------------------------------------------------------
 
 
-def _decompress_each(bufs: Bufs, scheme: str | None, path: str) -> Bufs:
+def decompress_each(bufs: Bufs, scheme: str | None, path: str) -> Bufs:
     """LZ4/ZSTD-decompress every buffer (the one per-buffer loop there is)."""
     if scheme is None:
         return bufs
@@ -195,7 +215,7 @@ def _decompress_each(bufs: Bufs, scheme: str | None, path: str) -> Bufs:
 # -- variable width ---------------------------------------------------------------------------
 
 
-def _variable_mini(bufs: Bufs, offset_bits: int, counts: I64) -> VarBin:
+def variable_mini(bufs: Bufs, offset_bits: int, counts: I64) -> VarBin:
     """Chunks holding ``n + 1`` offsets (relative to the chunk) followed by the bytes."""
     if offset_bits not in (32, 64):
         raise ValueError(f"bad offset width {offset_bits}")
@@ -220,7 +240,7 @@ def _variable_mini(bufs: Bufs, offset_bits: int, counts: I64) -> VarBin:
     return VarBin(offsets, np.ascontiguousarray(data))
 
 
-def _variable_block(buf: U8, count: int) -> VarBin:
+def variable_block(buf: U8, count: int) -> VarBin:
     """One buffer: bits per offset, start of the bytes, offsets, bytes."""
     if len(buf) < 8:
         raise ValueError("variable-width block is too short")
@@ -245,75 +265,14 @@ def _variable_block(buf: U8, count: int) -> VarBin:
     return VarBin(offs, np.ascontiguousarray(data))
 
 
-def _fsst(table: bytes, inner: Values) -> VarBin:
+def fsst_values(table: bytes, inner: Values) -> VarBin:
     if not isinstance(inner, VarBin):
         raise ValueError("FSST over non-string values")
     offsets, data = fsst_decompress(table, inner.offsets, inner.data)
     return VarBin(offsets, data)
 
 
-# -- mini-block -------------------------------------------------------------------------------
-
-
-def decode_mini(ce: m.CompressiveEncoding, bufs: Sequence[Bufs], counts: I64, path: str) -> Values:
-    """Decode the value buffers of a batch of mini-block chunks.
-
-    Parameters
-    ----------
-    ce:
-        The layout's ``value_compression``.
-    bufs:
-        One :class:`Bufs` per value buffer (``num_buffers`` of them), each with one entry per chunk.
-    counts:
-        Values in each chunk.
-    path:
-        The file, for error messages.
-    """
-    if isinstance(ce, m.Flat):
-        b0 = _decompress_each(bufs[0], ce.data.scheme if ce.data else None, path)
-        return _flat(b0, ce.bits_per_value, counts)
-    if isinstance(ce, m.InlineBitpacking):
-        b0 = _decompress_each(bufs[0], ce.values.scheme if ce.values else None, path)
-        return _inline_bitpacked(b0, ce.uncompressed_bits_per_value, counts)
-    if isinstance(ce, m.Variable):
-        if ce.values is not None and ce.values.scheme is not None:
-            raise _unsupported(path, "compressed variable", ce)
-        if not isinstance(ce.offsets, m.Flat):
-            raise _unsupported(path, "variable offsets", ce.offsets)
-        return _variable_mini(bufs[0], ce.offsets.bits_per_value, counts)
-    if isinstance(ce, m.Fsst):
-        return _fsst(ce.symbol_table, decode_mini(ce.values, bufs, counts, path))
-    if isinstance(ce, m.General):
-        b0 = _decompress_each(bufs[0], ce.compression.scheme, path)
-        return decode_mini(ce.values, [b0, *bufs[1:]], counts, path)
-    if isinstance(ce, m.Rle):
-        if not isinstance(ce.values, m.Flat) or not isinstance(ce.run_lengths, m.Flat):
-            raise _unsupported(path, "RLE child", ce)
-        vb, lb = bufs[0], bufs[1]
-        values = gather(vb.blob, vb.starts, vb.sizes)
-        lengths = gather(lb.blob, lb.starts, lb.sizes)
-        return _rle(values, ce.values.bits_per_value, lengths, lb.sizes, counts)
-    if isinstance(ce, m.ByteStreamSplit):
-        if not isinstance(ce.values, m.Flat):
-            raise _unsupported(path, "byte-stream-split child", ce.values)
-        return _byte_stream_split(bufs[0], ce.values.bits_per_value, counts)
-    if isinstance(ce, m.FixedSizeList):
-        rest = list(bufs)
-        validity = None
-        if ce.has_validity:
-            vb = rest.pop(0)
-            validity = _flat(vb, 1, counts * ce.items_per_value).data.astype(bool)
-        child = decode_mini(ce.values, rest, counts * ce.items_per_value, path)
-        return Fsl(ce.items_per_value, validity, child, int(counts.sum()))
-    if isinstance(ce, m.PackedStruct):
-        inner = decode_mini(ce.values, bufs, counts, path)
-        return _split_packed(inner, ce.bits_per_value, path)
-    if isinstance(ce, m.Constant):
-        return _constant(ce.value, int(counts.sum()))
-    raise _unsupported(path, "mini-block value", ce)
-
-
-def _split_packed(inner: Values, bits: tuple[int, ...], path: str) -> Struct:
+def split_packed(inner: Values, bits: tuple[int, ...], path: str) -> Struct:
     if not isinstance(inner, Fixed) or inner.bits == 1 or any(b % 8 for b in bits):
         raise NotSupportedError(f"{path}: packed struct fields must be whole bytes")
     row = inner.bits // 8
@@ -331,114 +290,11 @@ def _split_packed(inner: Values, bits: tuple[int, ...], path: str) -> Struct:
     return Struct(tuple(kids), inner.n)
 
 
-def _constant(value: bytes | None, n: int) -> Values:
+def constant_values(value: bytes | None, n: int) -> Values:
     if value is None:
         return Nulls(n)
     raw = np.frombuffer(value, dtype=np.uint8)
     return Fixed(np.tile(raw, n), 8 * len(raw), n)
-
-
-# -- block ------------------------------------------------------------------------------------
-
-
-def decode_block(ce: m.CompressiveEncoding, bufs: Bufs, counts: I64, path: str) -> Values:
-    """Decode whole buffers, each holding a known number of values.
-
-    Parameters
-    ----------
-    ce:
-        The buffers' encoding (levels, dictionary, ...).
-    bufs:
-        The buffers.
-    counts:
-        Values in each buffer.
-    path:
-        The file, for error messages.
-
-    Returns
-    -------
-    Values
-        The values of all buffers, concatenated.
-
-    Raises
-    ------
-    ValueError
-        The bytes do not match the encoding (the caller reports a corrupt file).
-    NotSupportedError
-        An encoding this reader does not implement in block context.
-    """
-    if isinstance(ce, m.Flat):
-        return _flat(
-            _decompress_each(bufs, ce.data.scheme if ce.data else None, path), ce.bits_per_value, counts
-        )
-    if isinstance(ce, m.InlineBitpacking):
-        b = _decompress_each(bufs, ce.values.scheme if ce.values else None, path)
-        return _inline_bitpacked(b, ce.uncompressed_bits_per_value, counts)
-    if isinstance(ce, m.OutOfLineBitpacking):
-        if not isinstance(ce.values, m.Flat):
-            raise _unsupported(path, "out-of-line bit-packing child", ce.values)
-        return _out_of_line_bitpacked(bufs, ce.uncompressed_bits_per_value, ce.values.bits_per_value, counts)
-    if isinstance(ce, m.Constant):
-        return _constant(ce.value, int(counts.sum()))
-    if isinstance(ce, m.General):
-        return decode_block(ce.values, _decompress_each(bufs, ce.compression.scheme, path), counts, path)
-    if isinstance(ce, m.Variable):
-        parts = [_variable_block(bufs.one(k), int(counts[k])) for k in range(len(bufs))]
-        if len(parts) == 1:
-            return parts[0]
-        from lance_format.encodings.v21.values import concat_values
-
-        return concat_values(parts)
-    if isinstance(ce, m.Fsst):
-        return _fsst(ce.symbol_table, decode_block(ce.values, bufs, counts, path))
-    if isinstance(ce, m.Rle):
-        if not isinstance(ce.values, m.Flat) or not isinstance(ce.run_lengths, m.Flat):
-            raise _unsupported(path, "RLE child", ce)
-        # One buffer each: u64 size of the run values, the run values, one u8 length per run.
-        vbytes = read_uint(bufs.blob, bufs.starts, 8).astype(np.int64)
-        width = ce.values.bits_per_value // 8
-        if width == 0 or bool((vbytes % width).any()) or bool((8 + vbytes > bufs.sizes).any()):
-            raise ValueError("RLE block header is inconsistent")
-        nruns = vbytes // width
-        if bool((8 + vbytes + nruns > bufs.sizes).any()):
-            raise ValueError("RLE block is truncated")
-        values = gather(bufs.blob, bufs.starts + 8, vbytes)
-        lengths = gather(bufs.blob, bufs.starts + 8 + vbytes, nruns)
-        return _rle(values, ce.values.bits_per_value, lengths, nruns, counts)
-    if isinstance(ce, m.ByteStreamSplit):
-        if not isinstance(ce.values, m.Flat):
-            raise _unsupported(path, "byte-stream-split child", ce.values)
-        return _byte_stream_split(bufs, ce.values.bits_per_value, counts)
-    if isinstance(ce, m.FixedSizeList):
-        return decode_mini(ce, [bufs], counts, path)
-    raise _unsupported(path, "block", ce)
-
-
-def decode_levels(ce: m.CompressiveEncoding, bufs: Bufs, counts: I64, path: str) -> npt.NDArray[np.uint16]:
-    """Repetition or definition levels of a batch of buffers.
-
-    Parameters
-    ----------
-    ce:
-        ``rep_compression`` or ``def_compression`` of the layout.
-    bufs:
-        One level buffer per chunk.
-    counts:
-        Levels in each buffer.
-    path:
-        The file, for error messages.
-
-    Returns
-    -------
-    numpy.ndarray
-        The levels as u16, concatenated.
-    """
-    v = decode_block(ce, bufs, counts, path)
-    if isinstance(v, Nulls):
-        return np.zeros(v.n, dtype=np.uint16)
-    if not isinstance(v, Fixed) or v.bits not in (8, 16, 32, 64):
-        raise ValueError("levels are not integers")
-    return np.ascontiguousarray(v.data).view(uint_dtype(v.bits)).astype(np.uint16)
 
 
 # -- per value (full-zip) ---------------------------------------------------------------------
@@ -451,34 +307,7 @@ def fixed_row_bytes(ce: m.CompressiveEncoding, bits_per_value: int) -> int:
     return bits_per_value // 8
 
 
-def decode_fixed_rows(ce: m.CompressiveEncoding, rows: U8, n: int, path: str) -> Values:
-    """Full-zip fixed-width values.
-
-    Parameters
-    ----------
-    ce:
-        The layout's ``value_compression``.
-    rows:
-        ``n`` values of equal size, back to back (control words already removed).
-    n:
-        Number of values.
-    path:
-        The file, for error messages.
-    """
-    if isinstance(ce, m.Flat):
-        if ce.data is not None and ce.data.scheme is not None:
-            raise _unsupported(path, "compressed full-zip", ce)
-        return Fixed(rows, ce.bits_per_value, n)
-    if isinstance(ce, m.FixedSizeList):
-        width = len(rows) // n if n else 0
-        mat = rows.reshape(n, width)
-        return _fsl_rows(ce, mat, n, path)
-    if isinstance(ce, m.Constant):
-        return _constant(ce.value, n)
-    raise _unsupported(path, "full-zip fixed", ce)
-
-
-def _fsl_rows(ce: m.FixedSizeList, mat: U8, n: int, path: str) -> Values:
+def fsl_rows(ce: m.FixedSizeList, mat: U8, n: int, path: str) -> Values:
     """Per row: one item bitmap per FSL layer with validity (outermost first), then the items."""
     layers: list[m.FixedSizeList] = []
     node: m.CompressiveEncoding = ce
@@ -490,7 +319,7 @@ def _fsl_rows(ce: m.FixedSizeList, mat: U8, n: int, path: str) -> Values:
     if not isinstance(node, (m.Flat, m.Constant)) or (
         isinstance(node, m.Flat) and node.bits_per_value % 8 and node.bits_per_value != 1
     ):
-        raise _unsupported(path, "full-zip fixed-size-list item", node)
+        raise unsupported(path, "full-zip fixed-size-list item", node)
     pos = 0
     dims = 1
     validities: list[npt.NDArray[np.bool_] | None] = []
@@ -508,7 +337,7 @@ def _fsl_rows(ce: m.FixedSizeList, mat: U8, n: int, path: str) -> Values:
     if isinstance(node, m.Constant):
         if n and pos != mat.shape[1]:
             raise ValueError("constant full-zip items take no bytes after the validity")
-        out = _constant(node.value, n * dims)
+        out = constant_values(node.value, n * dims)
     elif node.bits_per_value == 1:
         out = Fixed(np.unpackbits(items, bitorder="little")[: n * dims].astype(bool), 1, n * dims)
     else:
@@ -520,28 +349,7 @@ def _fsl_rows(ce: m.FixedSizeList, mat: U8, n: int, path: str) -> Values:
     return out
 
 
-def decode_variable_rows(ce: m.CompressiveEncoding, values: VarBin, path: str) -> Values:
-    """Full-zip variable-width values.
-
-    Parameters
-    ----------
-    ce:
-        The layout's ``value_compression``.
-    values:
-        The values as stored, already unzipped from their control words and lengths.
-    path:
-        The file, for error messages.
-    """
-    if isinstance(ce, m.Variable):
-        return values
-    if isinstance(ce, m.Fsst):
-        return _fsst(ce.symbol_table, decode_variable_rows(ce.values, values, path))
-    if isinstance(ce, m.General):
-        return _general_per_value(values, ce.compression.scheme, path)
-    raise _unsupported(path, "full-zip variable", ce)
-
-
-def _general_per_value(values: VarBin, scheme: str | None, path: str) -> VarBin:
+def general_per_value(values: VarBin, scheme: str | None, path: str) -> VarBin:
     """Each value compressed on its own: one decompression call per value (opt-in encoding)."""
     if scheme is None:
         return values

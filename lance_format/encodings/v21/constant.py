@@ -17,7 +17,7 @@ from lance_format.core.errors import CorruptFileError
 from lance_format.encodings.base import DecodeContext, IOGen, PageInfo, RowRuns, expand_ranges, fetch
 from lance_format.encodings.v21 import model as m
 from lance_format.encodings.v21._bytes import single
-from lance_format.encodings.v21.compressive import decode_levels
+from lance_format.encodings.v21.codecs import decode_levels
 from lance_format.encodings.v21.page import PageData, row_entry_ranges
 from lance_format.encodings.v21.repdef import max_visible_level
 from lance_format.encodings.v21.values import Fixed, Nulls, Values, VarBin, take_values

@@ -28,12 +28,9 @@ from lance_format.encodings.base import (
     runs_length,
     split_runs,
 )
-from lance_format.encodings.v21 import model as m
-from lance_format.encodings.v21.blob import read_blob
-from lance_format.encodings.v21.constant import read_constant
-from lance_format.encodings.v21.fullzip import read_fullzip
-from lance_format.encodings.v21.miniblock import merge_classes, read_miniblock, read_miniblock_pages
+from lance_format.encodings.v21.miniblock_merge import merge_classes, read_miniblock_pages
 from lance_format.encodings.v21.page import PageData
+from lance_format.encodings.v21.readers import can_merge_pages, read_page
 from lance_format.encodings.v21.repdef import Layer, concat_layers, unravel
 from lance_format.encodings.v21.values import Fixed, take_values, to_arrow
 
@@ -43,44 +40,6 @@ __all__ = ["decode_field", "read_page", "with_validity"]
 _I32_MAX = 2**31 - 1
 
 Bools = npt.NDArray[np.bool_]
-
-
-def read_page(
-    ctx: DecodeContext, column: int, page_index: int, page: PageInfo, runs: RowRuns
-) -> IOGen[PageData]:
-    """Decoder generator for page-local ``runs`` of one page, whatever its layout.
-
-    Parameters
-    ----------
-    ctx:
-        The file's decode context.
-    column, page_index:
-        Which page.
-    page:
-        The page (its ``encoding`` is a 2.1 page layout).
-    runs:
-        Page-local, sorted, disjoint row runs.
-
-    Returns
-    -------
-    PageData
-        Levels and visible values of the selected rows.
-
-    Raises
-    ------
-    NotSupportedError
-        A layout this reader does not know.
-    """
-    layout = page.encoding
-    if isinstance(layout, m.MiniBlockLayout):
-        return (yield from read_miniblock(ctx, column, page_index, page, layout, runs))
-    if isinstance(layout, m.FullZipLayout):
-        return (yield from read_fullzip(ctx, column, page_index, page, layout, runs))
-    if isinstance(layout, m.AllNullLayout):
-        return (yield from read_constant(ctx, column, page_index, page, layout, runs))
-    if isinstance(layout, m.BlobLayout):
-        return (yield from read_blob(ctx, column, page_index, page, layout, runs))
-    raise NotSupportedError(f"{ctx.path}: page layout {type(layout).__name__} is not supported")
 
 
 @dataclass(frozen=True)
@@ -176,7 +135,7 @@ def _page_readers(
     """One reader per page, except that partial reads of pages sharing a mergeable mini-block
     layout are read as one batch (takes touch many pages with few rows each)."""
     col = ctx.columns[column]
-    stretches = merge_classes(ctx, column, col.pages)
+    stretches = merge_classes(ctx, column, col.pages, can_merge_pages)
     gens: list[IOGen[PageData]] = []
     i = 0
     while i < len(pieces):

@@ -20,7 +20,8 @@ from lance_format.core.errors import CorruptFileError
 from lance_format.encodings.base import DecodeContext, IOGen, PageInfo, RowRuns, expand_ranges, fetch
 from lance_format.encodings.v21 import model as m
 from lance_format.encodings.v21._bytes import gather, read_uint
-from lance_format.encodings.v21.compressive import decode_fixed_rows, decode_variable_rows, fixed_row_bytes
+from lance_format.encodings.v21.codecs import decode_fixed_rows, decode_variable_rows
+from lance_format.encodings.v21.compressive import fixed_row_bytes
 from lance_format.encodings.v21.page import PageData
 from lance_format.encodings.v21.repdef import max_visible_level
 from lance_format.encodings.v21.values import VarBin

@@ -10,12 +10,12 @@ the value buffers, each padded to 8.
 
 The chunk metadata, dictionary and repetition index are read once per page and cached; a read
 then fetches only the chunks that hold the selected rows (whole buffers for a full read) and
-decodes all of them in one batch.
+decodes all of them in one batch. The chunk metadata and the row -> chunk search live in
+:mod:`.miniblock_meta`; takes over several pages read as one batch in :mod:`.miniblock_merge`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 from itertools import pairwise
 
 import numpy as np
@@ -24,152 +24,31 @@ import numpy.typing as npt
 from lance_format.core.errors import CorruptFileError
 from lance_format.encodings.base import DecodeContext, IOGen, PageInfo, RowRuns, expand_ranges, fetch
 from lance_format.encodings.v21 import model as m
-from lance_format.encodings.v21._bytes import Bufs, read_uint, single
+from lance_format.encodings.v21._bytes import Bufs, read_uint
 from lance_format.encodings.v21._fsst import fsst_decompress
-from lance_format.encodings.v21.compressive import decode_block, decode_levels, decode_mini
-from lance_format.encodings.v21.minitake import decode_mini_take, levels_take, one_level, one_value
+from lance_format.encodings.v21.codecs import (
+    decode_levels,
+    decode_mini,
+    decode_mini_take,
+    levels_take,
+    one_level,
+    one_value,
+)
+from lance_format.encodings.v21.miniblock_meta import (
+    ALIGN,
+    MiniBlockMeta,
+    chunk_of_rows,
+    chunks_for_runs,
+    load_meta,
+    pad,
+)
 from lance_format.encodings.v21.page import PageData, row_entry_ranges
 from lance_format.encodings.v21.repdef import max_visible_level
 from lance_format.encodings.v21.values import Values, VarBin, take_values
 
-__all__ = ["MiniBlockMeta", "can_merge", "merge_classes", "read_miniblock", "read_miniblock_pages"]
+__all__ = ["read_chunks", "read_miniblock"]
 
 I64 = npt.NDArray[np.int64]
-Bools = npt.NDArray[np.bool_]
-_ALIGN = 8
-# A chunk's value count is a 4-bit log2 (or, for the last chunk, the remainder); Lance writes at
-# most 4096. Anything past this bound is corrupt metadata, caught before allocating for it.
-_MAX_CHUNK_VALUES = 1 << 16
-
-
-@dataclass(frozen=True)
-class MiniBlockMeta:
-    """Per-page search state (cached): where each chunk is and which rows it holds."""
-
-    chunk_pos: I64
-    chunk_size: I64
-    chunk_items: I64
-    first_row: I64
-    row_starts: I64
-    has_trailer: Bools
-    next_end: I64
-    dictionary: Values | None
-    #: Chunks in which some row starts, and that row: what row -> chunk lookups search.
-    holders: I64
-    holder_first_row: I64
-    #: Merged pages of FSST strings (see :func:`read_miniblock_pages`): each page's symbol table
-    #: and the page (index into ``tables``) of every chunk. Empty for a single page.
-    tables: tuple[bytes, ...] = ()
-    chunk_table: I64 | None = None
-    #: Whether some chunk ends inside a row (a run may then need the chunk after its last).
-    any_trailer: bool = False
-
-
-def _pad(x: I64) -> I64:
-    return (x + (_ALIGN - 1)) // _ALIGN * _ALIGN
-
-
-def _load_meta(layout: m.MiniBlockLayout, page: PageInfo, bufs: list[memoryview], path: str) -> MiniBlockMeta:
-    word_bytes = 4 if layout.has_large_chunk else 2
-    raw = bytes(bufs[0])
-    if len(raw) % word_bytes:
-        raise CorruptFileError(path, "mini-block chunk metadata has a partial word")
-    words = np.frombuffer(raw, dtype=np.uint32 if word_bytes == 4 else np.uint16).astype(np.int64)
-    nchunks = len(words)
-    sizes = ((words >> 4) + 1) * _ALIGN
-    logs = words & 0xF
-    items = np.where(logs > 0, np.left_shift(1, logs), 0).astype(np.int64)
-    if nchunks:
-        rest = layout.num_items - int(items[:-1].sum())
-        if rest < 0 or (logs[-1] and items[-1] != rest):
-            raise CorruptFileError(path, "mini-block chunk value counts do not add up")
-        items[-1] = rest
-        if rest > _MAX_CHUNK_VALUES:
-            raise CorruptFileError(path, "mini-block chunk claims too many values")
-    elif layout.num_items:
-        raise CorruptFileError(path, "mini-block page without chunks")
-    data_pos, data_size = page.buffer(1)
-    if int(sizes.sum()) > data_size:
-        raise CorruptFileError(path, "mini-block chunks overrun their buffer")
-    chunk_pos = data_pos + np.cumsum(sizes) - sizes
-    nxt = 1
-    dictionary: Values | None = None
-    if layout.dictionary is not None:
-        try:
-            dictionary = decode_block(
-                layout.dictionary,
-                single(bufs[nxt]),
-                np.array([layout.num_dictionary_items], dtype=np.int64),
-                path,
-            )
-        except (ValueError, IndexError) as e:
-            raise CorruptFileError(path, f"mini-block dictionary does not decode: {e}") from None
-        nxt += 1
-    if layout.repetition_index_depth > 0:
-        stride = layout.repetition_index_depth + 1
-        ri = bytes(bufs[nxt])
-        if len(ri) != 8 * stride * nchunks:
-            raise CorruptFileError(path, "mini-block repetition index has the wrong size")
-        idx = np.frombuffer(ri, dtype="<u8").reshape(nchunks, stride).astype(np.int64)
-        ends = idx[:, 0]
-        has_trailer = idx[:, 1] > 0
-        has_preamble = np.zeros(nchunks, dtype=bool)
-        has_preamble[1:] = has_trailer[:-1]
-        row_starts = ends + has_trailer - has_preamble
-        if bool((row_starts < 0).any()):
-            raise CorruptFileError(path, "mini-block repetition index is inconsistent")
-    else:
-        row_starts = items
-        has_trailer = np.zeros(nchunks, dtype=bool)
-        ends = items
-    first_row = np.cumsum(row_starts) - row_starts
-    if nchunks and int(row_starts.sum()) != page.num_rows:
-        raise CorruptFileError(path, "mini-block chunks do not hold the page's rows")
-    # For each chunk, the first chunk at or after it in which some row ends.
-    has_end = np.flatnonzero(ends > 0)
-    pos = np.searchsorted(has_end, np.arange(nchunks))
-    next_end = np.full(nchunks, nchunks - 1, dtype=np.int64)
-    found = pos < len(has_end)
-    next_end[found] = has_end[pos[found]]
-    holders = np.flatnonzero(row_starts > 0)
-    return MiniBlockMeta(
-        chunk_pos,
-        sizes,
-        items,
-        first_row,
-        row_starts,
-        has_trailer,
-        next_end,
-        dictionary,
-        holders,
-        first_row[holders],
-        any_trailer=bool(has_trailer.any()),
-    )
-
-
-def _chunks_for_runs(meta: MiniBlockMeta, runs: RowRuns) -> tuple[I64, I64]:
-    """First and last chunk each run of rows needs."""
-    if not meta.any_trailer and len(runs) == 1:
-        # One run (one-row takes): two scalar searches.
-        start, stop = runs[0].tolist()
-        hfr = meta.holder_first_row
-        a = int(meta.holders[int(np.searchsorted(hfr, start, side="right")) - 1])
-        b = (
-            a
-            if stop - start == 1
-            else int(meta.holders[int(np.searchsorted(hfr, stop - 1, side="right")) - 1])
-        )
-        return np.array([a], dtype=np.int64), np.array([b], dtype=np.int64)
-    first = _chunk_of_rows(meta, runs[:, 0])
-    last_row = runs[:, 1] - 1
-    last = _chunk_of_rows(meta, last_row)
-    if not meta.any_trailer:
-        return first, last
-    is_trailer = meta.has_trailer[last] & (last_row == meta.first_row[last] + meta.row_starts[last] - 1)
-    nchunks = len(meta.chunk_pos)
-    follow = meta.next_end[np.minimum(last + 1, nchunks - 1)]
-    last = np.where(is_trailer & (last + 1 < nchunks), follow, last)
-    return first, last
 
 
 def read_miniblock(
@@ -218,7 +97,7 @@ def read_miniblock(
         got = yield from fetch(want)
         if whole:
             prefetched = got.pop()
-        meta = _load_meta(layout, page, got, path)
+        meta = load_meta(layout, page, got, path)
         ctx.cache[key] = meta
     assert isinstance(meta, MiniBlockMeta)
     if whole and len(meta.chunk_pos):
@@ -236,12 +115,12 @@ def read_miniblock(
             )
         except (ValueError, IndexError) as e:
             raise CorruptFileError(path, f"mini-block page does not decode: {e}") from None
-    return (yield from _read_chunks(layout, meta, runs, path))
+    return (yield from read_chunks(layout, meta, runs, path))
 
 
-def _read_chunks(layout: m.MiniBlockLayout, meta: MiniBlockMeta, runs: RowRuns, path: str) -> IOGen[PageData]:
+def read_chunks(layout: m.MiniBlockLayout, meta: MiniBlockMeta, runs: RowRuns, path: str) -> IOGen[PageData]:
     """Fetch the chunks holding ``runs`` (rows as ``meta`` counts them) and decode them as one batch."""
-    first, last = _chunks_for_runs(meta, runs)
+    first, last = chunks_for_runs(meta, runs)
     if len(first) == 1 and first[0] == last[0]:
         # One chunk: one read, no stretch bookkeeping.
         c = int(first[0])
@@ -291,151 +170,6 @@ def _read_chunks(layout: m.MiniBlockLayout, meta: MiniBlockMeta, runs: RowRuns, 
         raise CorruptFileError(path, f"mini-block page does not decode: {e}") from None
 
 
-def can_merge(layout: object) -> bool:
-    """Whether takes may treat consecutive pages of this layout as one (see :func:`read_miniblock_pages`)."""
-    if not (
-        isinstance(layout, m.MiniBlockLayout)
-        and layout.dictionary is None
-        and layout.rep_compression is None
-        and layout.repetition_index_depth == 0
-    ):
-        return False
-    vc = layout.value_compression
-    # FSST pages each have their own symbol table: merged only over plain variable-width codes,
-    # which a take always addresses directly (see ``_fsst_by_page``).
-    return not isinstance(vc, m.Fsst) or (
-        isinstance(vc.values, m.Variable)
-        and isinstance(vc.values.offsets, m.Flat)
-        and (vc.values.values is None or vc.values.values.scheme is None)
-    )
-
-
-def _merge_key(layout: m.MiniBlockLayout) -> m.MiniBlockLayout:
-    """The layout without what differs between pages of one column (value count, FSST table)."""
-    vc = layout.value_compression
-    if isinstance(vc, m.Fsst):
-        vc = replace(vc, symbol_table=b"")
-    return replace(layout, num_items=0, value_compression=vc)
-
-
-def merge_classes(ctx: DecodeContext, column: int, pages: tuple[PageInfo, ...]) -> list[tuple[int, int]]:
-    """Per page, the ``[first, last]`` pages of its stretch of equal mergeable layouts (cached).
-
-    A page whose layout :func:`can_merge` rejects is a stretch of its own.
-    """
-    key = (column, "miniblock-classes")
-    cached = ctx.cache.get(key)
-    if cached is None:
-        out: list[tuple[int, int]] = []
-        start = 0
-        keys = [_merge_key(p.encoding) if can_merge(p.encoding) else None for p in pages]
-        for i in range(1, len(pages) + 1):
-            if i == len(pages) or keys[i] is None or keys[i] != keys[start]:
-                out.extend([(start, i - 1)] * (i - start))
-                start = i
-            elif keys[start] is None:
-                out.append((start, start))
-                start = i
-        cached = out
-        ctx.cache[key] = cached
-    assert isinstance(cached, list)
-    return cached
-
-
-def read_miniblock_pages(
-    ctx: DecodeContext,
-    column: int,
-    pages: tuple[PageInfo, ...],
-    stretch: tuple[int, int],
-    page_starts: I64,
-    runs: RowRuns,
-) -> IOGen[PageData]:
-    """Decoder generator for rows spread over a stretch of pages that share one layout.
-
-    A take touches many pages with a few rows each; reading them as one batch (the stretch's chunk
-    metadata joined once and cached) costs one decode instead of one per page. Only for layouts
-    :func:`can_merge` accepts (no repetition, no dictionary): their chunks need no page context.
-
-    Parameters
-    ----------
-    ctx:
-        The file's decode context.
-    column:
-        The column.
-    pages:
-        All pages of the column.
-    stretch:
-        ``[first, last]`` page of the stretch (from :func:`merge_classes`).
-    page_starts:
-        The column's page start rows (``ColumnInfo.page_starts``).
-    runs:
-        Row runs counted from the start of the stretch's first page.
-    """
-    first, last = stretch
-    layout = pages[first].encoding
-    assert isinstance(layout, m.MiniBlockLayout)
-    key = (column, stretch, "miniblock-merged")
-    merged = ctx.cache.get(key)
-    if merged is None:
-        members = [(p, pages[p]) for p in range(first, last + 1)]
-        metas = yield from gather_metas(ctx, column, members)
-        merged = _merge_meta(metas, [int(page_starts[p]) for p, _ in members])
-        if isinstance(layout.value_compression, m.Fsst):
-            tables = tuple(_fsst_table(pages[p].encoding) for p, _ in members)
-            which = np.repeat(np.arange(len(metas)), [len(mt.chunk_pos) for mt in metas])
-            merged = replace(merged, tables=tables, chunk_table=which)
-        ctx.cache[key] = merged
-    assert isinstance(merged, MiniBlockMeta)
-    return (yield from _read_chunks(layout, merged, runs, ctx.path))
-
-
-def _fsst_table(layout: object) -> bytes:
-    assert isinstance(layout, m.MiniBlockLayout)
-    assert isinstance(layout.value_compression, m.Fsst)
-    return layout.value_compression.symbol_table
-
-
-def gather_metas(
-    ctx: DecodeContext, column: int, pages: list[tuple[int, PageInfo]]
-) -> IOGen[list[MiniBlockMeta]]:
-    """The (cached) chunk metadata of several pages; the missing ones are fetched in one round."""
-    metas: list[MiniBlockMeta | None] = [ctx.cache.get((column, p, "miniblock")) for p, _ in pages]
-    missing = [i for i, mt in enumerate(metas) if mt is None]
-    got = yield from fetch([pages[i][1].buffer(0) for i in missing])
-    for i, buf in zip(missing, got, strict=True):
-        own = pages[i][1].encoding
-        assert isinstance(own, m.MiniBlockLayout)
-        mt = _load_meta(own, pages[i][1], [buf], ctx.path)
-        ctx.cache[(column, pages[i][0], "miniblock")] = mt
-        metas[i] = mt
-    return [mt for mt in metas if mt is not None]
-
-
-def _merge_meta(metas: list[MiniBlockMeta], row_offsets: list[int]) -> MiniBlockMeta:
-    """One search state over the chunks of several pages, rows counted from the first page's start."""
-    base = row_offsets[0]
-    counts = [len(mt.chunk_pos) for mt in metas]
-    chunk_offsets = np.cumsum([0, *counts[:-1]])
-    first_row = np.concatenate(
-        [mt.first_row + (off - base) for mt, off in zip(metas, row_offsets, strict=True)]
-    )
-    row_starts = np.concatenate([mt.row_starts for mt in metas])
-    holders = np.flatnonzero(row_starts > 0)
-    return MiniBlockMeta(
-        np.concatenate([mt.chunk_pos for mt in metas]),
-        np.concatenate([mt.chunk_size for mt in metas]),
-        np.concatenate([mt.chunk_items for mt in metas]),
-        first_row,
-        row_starts,
-        np.concatenate([mt.has_trailer for mt in metas]),
-        np.concatenate([mt.next_end + o for mt, o in zip(metas, chunk_offsets.tolist(), strict=True)]),
-        None,
-        holders,
-        first_row[holders],
-        any_trailer=any(mt.any_trailer for mt in metas),
-    )
-
-
 def _decode(
     layout: m.MiniBlockLayout,
     meta: MiniBlockMeta,
@@ -474,20 +208,20 @@ def _decode(
     for _ in range(nbuf):
         buf_sizes.append(read_uint(blob, starts + pos, size_bytes).astype(np.int64))
         pos += size_bytes
-    cursor = np.full(len(selected), (pos + _ALIGN - 1) // _ALIGN * _ALIGN, dtype=np.int64)
+    cursor = np.full(len(selected), (pos + ALIGN - 1) // ALIGN * ALIGN, dtype=np.int64)
     rep = defs = None
     if rep_size is not None:
         assert layout.rep_compression is not None
         rep = decode_levels(layout.rep_compression, Bufs(blob, starts + cursor, rep_size), nlevels, path)
-        cursor = _pad(cursor + rep_size)
+        cursor = pad(cursor + rep_size)
     def_bufs = None
     if def_size is not None:
         def_bufs = Bufs(blob, starts + cursor, def_size)
-        cursor = _pad(cursor + def_size)
+        cursor = pad(cursor + def_size)
     value_bufs = []
     for bs in buf_sizes:
         value_bufs.append(Bufs(blob, starts + cursor, bs))
-        cursor = _pad(cursor + bs)
+        cursor = pad(cursor + bs)
     if bool((cursor > meta.chunk_size[selected]).any()):
         raise ValueError("chunk buffers overrun the chunk")
     for b in value_bufs:
@@ -496,7 +230,7 @@ def _decode(
         # A take of rows without repetition: decode only the wanted values when they can be
         # addressed directly (see ``minitake``), not whole chunks.
         chunk_base = np.cumsum(items) - items
-        local = np.searchsorted(selected, _chunk_of_rows(meta, runs[:, 0]))
+        local = np.searchsorted(selected, chunk_of_rows(meta, runs[:, 0]))
         entry_start = chunk_base[local] + runs[:, 0] - meta.first_row[selected[local]]
         idx = expand_ranges(entry_start, runs[:, 1] - runs[:, 0])
         if len(idx) and int(idx[-1]) >= int(items.sum()):
@@ -538,7 +272,7 @@ def _decode(
         if defs is not None and len(defs) != values.n:
             raise ValueError("definition levels and values differ in number")
         chunk_base = np.cumsum(items) - items
-        local = np.searchsorted(selected, _chunk_of_rows(meta, runs[:, 0]))
+        local = np.searchsorted(selected, chunk_of_rows(meta, runs[:, 0]))
         entry_start = chunk_base[local] + runs[:, 0] - meta.first_row[selected[local]]
         lengths = runs[:, 1] - runs[:, 0]
         if len(runs) == 1 and entry_start[0] == 0 and lengths[0] == values.n:
@@ -633,7 +367,7 @@ def _decode_one(
 
 
 def _pad8(x: int) -> int:
-    return (x + _ALIGN - 1) // _ALIGN * _ALIGN
+    return (x + ALIGN - 1) // ALIGN * ALIGN
 
 
 def _fsst_by_page(codes: VarBin, tables: tuple[bytes, ...], table_of: I64) -> VarBin:
@@ -657,7 +391,3 @@ def _is_whole(meta: MiniBlockMeta, runs: RowRuns, selected: I64, items: I64) -> 
         return False
     start, stop = runs[0].tolist()
     return bool(start == int(meta.first_row[selected[0]]) and stop - start == int(items.sum()))
-
-
-def _chunk_of_rows(meta: MiniBlockMeta, rows: I64) -> I64:
-    return meta.holders[np.searchsorted(meta.holder_first_row, rows, side="right") - 1]

@@ -4,25 +4,35 @@ A take needs a handful of values from each chunk it touches, yet :func:`decode_m
 value of every chunk (a FastLanes block is 1024 values). For the value compressions Lance uses by
 default - flat, inline bit-packing, variable-width and FSST over it, fixed-size lists of those -
 the wanted values can be addressed directly: a bit-packed value's word and shift follow from its
-position, a string's bytes from its two offsets. Anything else returns ``None`` and the caller
-decodes whole chunks.
+position, a string's bytes from its two offsets. These are the kernels; which encoding uses which
+is said by its codec (:mod:`.codecs`), and anything a codec cannot address returns ``None`` there so
+the caller decodes whole chunks.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TypeGuard
-
 import numpy as np
 import numpy.typing as npt
 
-from lance_format.encodings.v21 import model as m
 from lance_format.encodings.v21._bytes import Bufs, gather, read_uint
-from lance_format.encodings.v21._fsst import fsst_decompress
 from lance_format.encodings.v21._kernels import FL_BLOCK, fastlanes_slot, uint_dtype
-from lance_format.encodings.v21.values import Fixed, Fsl, Values, VarBin
+from lance_format.encodings.v21.values import Fixed, Fsl, VarBin
 
-__all__ = ["decode_mini_take", "levels_take", "one_level", "one_value"]
+__all__ = [
+    "bitpack_widths",
+    "check_local",
+    "one_flat",
+    "one_fsl_flat",
+    "one_inline_bitpacked",
+    "one_level_bitpacked",
+    "one_level_flat",
+    "one_variable",
+    "take_flat",
+    "take_flat_levels",
+    "take_inline_bitpacked",
+    "take_levels_bitpacked",
+    "take_variable",
+]
 
 I64 = npt.NDArray[np.int64]
 U8 = npt.NDArray[np.uint8]
@@ -30,56 +40,14 @@ U8 = npt.NDArray[np.uint8]
 _MASKS = np.array([(1 << w) - 1 for w in range(65)], dtype=np.uint64)
 
 
-def decode_mini_take(
-    ce: m.CompressiveEncoding, bufs: Sequence[Bufs], counts: I64, chunk: I64, local: I64
-) -> Values | None:
-    """Values ``local[j]`` of chunk ``chunk[j]`` for every ``j``, or None when not addressable.
-
-    Parameters
-    ----------
-    ce:
-        The layout's ``value_compression``.
-    bufs:
-        One :class:`Bufs` per value buffer, one entry per chunk of the batch.
-    counts:
-        Values in each chunk of the batch.
-    chunk, local:
-        Which values: a chunk of the batch and a position inside it.
-
-    Raises
-    ------
-    ValueError
-        A wanted value lies outside its chunk or buffer (corrupt data).
-    """
+def check_local(counts: I64, chunk: I64, local: I64) -> None:
+    """Raise ValueError when a wanted value ``local[j]`` lies outside its chunk ``chunk[j]``."""
     if len(chunk) and (int(local.min()) < 0 or bool((local >= counts[chunk]).any())):
         raise ValueError("wanted value outside its chunk")
-    if isinstance(ce, m.Flat):
-        if ce.data is not None and ce.data.scheme is not None:
-            return None
-        return _flat(bufs[0], ce.bits_per_value, chunk, local)
-    if isinstance(ce, m.InlineBitpacking):
-        if ce.values is not None and ce.values.scheme is not None:
-            return None
-        return _inline_bitpacked(bufs[0], ce.uncompressed_bits_per_value, chunk, local)
-    if isinstance(ce, m.Variable):
-        if (ce.values is not None and ce.values.scheme is not None) or not isinstance(ce.offsets, m.Flat):
-            return None
-        return _variable(bufs[0], ce.offsets.bits_per_value, chunk, local)
-    if isinstance(ce, m.Fsst):
-        inner = decode_mini_take(ce.values, bufs, counts, chunk, local)
-        if not isinstance(inner, VarBin):
-            return None
-        offsets, data = fsst_decompress(ce.symbol_table, inner.offsets, inner.data)
-        return VarBin(offsets, data)
-    if isinstance(ce, m.FixedSizeList) and not ce.has_validity:
-        dim = ce.items_per_value
-        items = (local[:, None] * dim + np.arange(dim, dtype=np.int64)[None, :]).reshape(-1)
-        child = decode_mini_take(ce.values, bufs, counts * dim, np.repeat(chunk, dim), items)
-        return None if child is None else Fsl(dim, None, child, len(chunk))
-    return None
 
 
-def _flat(bufs: Bufs, bits: int, chunk: I64, local: I64) -> Fixed | None:
+def take_flat(bufs: Bufs, bits: int, chunk: I64, local: I64) -> Fixed | None:
+    """Values of ``bits`` bits each (whole bytes; None for booleans) out of flat buffers."""
     if bits % 8 or bits == 0:
         return None  # booleans: the full decoder handles bit positions
     width = bits // 8
@@ -90,7 +58,7 @@ def _flat(bufs: Bufs, bits: int, chunk: I64, local: I64) -> Fixed | None:
     )
 
 
-def _inline_bitpacked(bufs: Bufs, t: int, chunk: I64, local: I64) -> Fixed:
+def take_inline_bitpacked(bufs: Bufs, t: int, chunk: I64, local: I64) -> Fixed:
     """Single values out of FastLanes blocks led by their bit width (one block per buffer)."""
     if t not in (8, 16, 32, 64):
         raise ValueError(f"bad bit-packing word size {t}")
@@ -130,41 +98,29 @@ def _fastlanes_values(
     return val & _MASKS[width]
 
 
-def _flat_levels(ce: m.CompressiveEncoding) -> TypeGuard[m.Flat]:
-    """Levels stored as plain 8- or 16-bit integers, addressable by position."""
-    return (
-        isinstance(ce, m.Flat)
-        and ce.bits_per_value in (8, 16)
-        and (ce.data is None or ce.data.scheme is None)
-    )
-
-
-def _bitpack_widths(ce: m.CompressiveEncoding) -> tuple[int, int, int, int] | None:
+def bitpack_widths(t: int, w: int) -> tuple[int, int, int, int]:
     """Unpacked bits, packed bits, bytes per unpacked value and bytes per FastLanes block."""
-    if not isinstance(ce, m.OutOfLineBitpacking) or not isinstance(ce.values, m.Flat):
-        return None
-    t, w = ce.uncompressed_bits_per_value, ce.values.bits_per_value
     if t not in (8, 16, 32, 64) or not 0 <= w <= t:
         raise ValueError("bad out-of-line bit-packing widths")
     return t, w, t // 8, FL_BLOCK * w // 8
 
 
-def levels_take(
-    ce: m.CompressiveEncoding, bufs: Bufs, counts: I64, chunk: I64, local: I64
-) -> npt.NDArray[np.uint16] | None:
-    """Levels ``local[j]`` of level buffer ``chunk[j]``, or None when not addressable.
+def take_flat_levels(bufs: Bufs, bits: int, chunk: I64, local: I64) -> npt.NDArray[np.uint16]:
+    """Levels stored as plain 8- or 16-bit integers, addressed by position."""
+    got = take_flat(bufs, bits, chunk, local)
+    assert got is not None
+    return np.ascontiguousarray(got.data).view(f"<u{bits // 8}").astype(np.uint16)
 
-    Handles out-of-line bit-packing (one bit width for the buffer: whole FastLanes blocks, then a
-    tail packed as a block or, when smaller, stored raw) and flat levels.
+
+def take_levels_bitpacked(
+    bufs: Bufs, counts: I64, chunk: I64, local: I64, t: int, w: int
+) -> npt.NDArray[np.uint16]:
+    """Levels ``local[j]`` of out-of-line bit-packed level buffer ``chunk[j]``.
+
+    One bit width for the buffer: whole FastLanes blocks, then a tail packed as a block or, when
+    smaller, stored raw.
     """
-    if _flat_levels(ce):
-        got = _flat(bufs, ce.bits_per_value, chunk, local)
-        assert got is not None
-        return np.ascontiguousarray(got.data).view(f"<u{ce.bits_per_value // 8}").astype(np.uint16)
-    widths = _bitpack_widths(ce)
-    if widths is None:
-        return None
-    t, w, wbytes, block_bytes = widths
+    t, w, wbytes, block_bytes = bitpack_widths(t, w)
     n = counts[chunk]
     full, tail = n // FL_BLOCK, n % FL_BLOCK
     size = bufs.sizes[chunk]
@@ -188,7 +144,7 @@ def levels_take(
     return out.astype(np.uint16)
 
 
-def _variable(bufs: Bufs, offset_bits: int, chunk: I64, local: I64) -> VarBin:
+def take_variable(bufs: Bufs, offset_bits: int, chunk: I64, local: I64) -> VarBin:
     """Strings out of chunks holding ``n + 1`` chunk-relative offsets, then the bytes."""
     if offset_bits not in (32, 64):
         raise ValueError(f"bad offset width {offset_bits}")
@@ -240,83 +196,64 @@ def _fastlanes_one(blob: U8, block: int, width: int, t: int, i: int) -> int:
     return val & ((1 << width) - 1)
 
 
-def one_value(ce: m.CompressiveEncoding, blob: U8, bufs: list[tuple[int, int]], i: int) -> Values | None:
-    """Value ``i`` of one mini-block chunk whose value buffers are ``(start, size)`` in ``blob``.
-
-    None when the compression is not one :func:`decode_mini_take` addresses.
-
-    Raises
-    ------
-    ValueError
-        The value lies outside its buffer (corrupt data).
-    """
-    if isinstance(ce, m.Flat):
-        bits = ce.bits_per_value
-        if (ce.data is not None and ce.data.scheme is not None) or bits % 8 or not bits:
-            return None
-        w = bits // 8
-        start, size = bufs[0]
-        if (i + 1) * w > size:
-            raise ValueError("flat buffer is smaller than its values")
-        return Fixed(blob[start + i * w : start + (i + 1) * w].copy(), bits, 1)
-    if isinstance(ce, m.InlineBitpacking):
-        t = ce.uncompressed_bits_per_value
-        if (ce.values is not None and ce.values.scheme is not None) or t not in (8, 16, 32, 64):
-            return None
-        if i >= FL_BLOCK:
-            raise ValueError("inline bit-packed buffer of more than 1024 values")
-        start, size = bufs[0]
-        width = _uint(blob, start, t // 8)
-        if width > t or size < t // 8 + FL_BLOCK // 8 * width:
-            raise ValueError("bit-packed buffer is smaller than its block")
-        val = _fastlanes_one(blob, start + t // 8, width, t, i)
-        return Fixed(np.frombuffer(val.to_bytes(t // 8, "little"), dtype=np.uint8), t, 1)
-    if isinstance(ce, m.Variable):
-        if (ce.values is not None and ce.values.scheme is not None) or not isinstance(ce.offsets, m.Flat):
-            return None
-        ob = ce.offsets.bits_per_value // 8
-        if ob not in (4, 8):
-            raise ValueError(f"bad offset width {ob * 8}")
-        start, size = bufs[0]
-        if (i + 2) * ob > size:
-            raise ValueError("variable-width offsets outside their buffer")
-        lo = _uint(blob, start + i * ob, ob)
-        hi = _uint(blob, start + (i + 1) * ob, ob)
-        if not lo <= hi <= size:
-            raise ValueError("variable-width offsets out of order")
-        offsets = np.array([0, hi - lo], dtype=np.int64)
-        return VarBin(offsets, blob[start + lo : start + hi].copy())
-    if isinstance(ce, m.Fsst):
-        inner = one_value(ce.values, blob, bufs, i)
-        if not isinstance(inner, VarBin):
-            return None
-        offsets, data = fsst_decompress(ce.symbol_table, inner.offsets, inner.data)
-        return VarBin(offsets, data)
-    if isinstance(ce, m.FixedSizeList) and not ce.has_validity and isinstance(ce.values, m.Flat):
-        dim = ce.items_per_value
-        flat = ce.values
-        if (flat.data is not None and flat.data.scheme is not None) or flat.bits_per_value % 8 or dim == 0:
-            return None
-        w = flat.bits_per_value // 8 * dim
-        start, size = bufs[0]
-        if (i + 1) * w > size:
-            raise ValueError("flat buffer is smaller than its values")
-        items = Fixed(blob[start + i * w : start + (i + 1) * w].copy(), flat.bits_per_value, dim)
-        return Fsl(dim, None, items, 1)
-    return None
+def one_flat(blob: U8, buf: tuple[int, int], bits: int, i: int) -> Fixed:
+    """Flat value ``i`` (whole bytes) of the buffer ``(start, size)``."""
+    w = bits // 8
+    start, size = buf
+    if (i + 1) * w > size:
+        raise ValueError("flat buffer is smaller than its values")
+    return Fixed(blob[start + i * w : start + (i + 1) * w].copy(), bits, 1)
 
 
-def one_level(ce: m.CompressiveEncoding, blob: U8, start: int, size: int, count: int, i: int) -> int | None:
-    """Level ``i`` of one chunk's level buffer of ``count`` levels, or None when not addressable."""
-    if _flat_levels(ce):
-        nb = ce.bits_per_value // 8
-        if (i + 1) * nb > size:
-            raise ValueError("level buffer is smaller than its levels")
-        return _uint(blob, start + i * nb, nb)
-    widths = _bitpack_widths(ce)
-    if widths is None:
-        return None
-    t, w, wbytes, block_bytes = widths
+def one_inline_bitpacked(blob: U8, buf: tuple[int, int], t: int, i: int) -> Fixed:
+    """Value ``i`` of one FastLanes block of ``t``-bit words led by its bit width."""
+    if i >= FL_BLOCK:
+        raise ValueError("inline bit-packed buffer of more than 1024 values")
+    start, size = buf
+    width = _uint(blob, start, t // 8)
+    if width > t or size < t // 8 + FL_BLOCK // 8 * width:
+        raise ValueError("bit-packed buffer is smaller than its block")
+    val = _fastlanes_one(blob, start + t // 8, width, t, i)
+    return Fixed(np.frombuffer(val.to_bytes(t // 8, "little"), dtype=np.uint8), t, 1)
+
+
+def one_variable(blob: U8, buf: tuple[int, int], offset_bits: int, i: int) -> VarBin:
+    """String ``i`` of a buffer of ``n + 1`` chunk-relative offsets followed by the bytes."""
+    ob = offset_bits // 8
+    if ob not in (4, 8):
+        raise ValueError(f"bad offset width {ob * 8}")
+    start, size = buf
+    if (i + 2) * ob > size:
+        raise ValueError("variable-width offsets outside their buffer")
+    lo = _uint(blob, start + i * ob, ob)
+    hi = _uint(blob, start + (i + 1) * ob, ob)
+    if not lo <= hi <= size:
+        raise ValueError("variable-width offsets out of order")
+    offsets = np.array([0, hi - lo], dtype=np.int64)
+    return VarBin(offsets, blob[start + lo : start + hi].copy())
+
+
+def one_fsl_flat(blob: U8, buf: tuple[int, int], bits: int, dim: int, i: int) -> Fsl:
+    """List ``i`` of ``dim`` flat items of ``bits`` bits (whole bytes), without validity."""
+    w = bits // 8 * dim
+    start, size = buf
+    if (i + 1) * w > size:
+        raise ValueError("flat buffer is smaller than its values")
+    items = Fixed(blob[start + i * w : start + (i + 1) * w].copy(), bits, dim)
+    return Fsl(dim, None, items, 1)
+
+
+def one_level_flat(blob: U8, start: int, size: int, bits: int, i: int) -> int:
+    """Level ``i`` of a buffer of plain 8- or 16-bit levels."""
+    nb = bits // 8
+    if (i + 1) * nb > size:
+        raise ValueError("level buffer is smaller than its levels")
+    return _uint(blob, start + i * nb, nb)
+
+
+def one_level_bitpacked(blob: U8, start: int, size: int, count: int, i: int, t: int, w: int) -> int:
+    """Level ``i`` of an out-of-line bit-packed buffer of ``count`` levels."""
+    t, w, wbytes, block_bytes = bitpack_widths(t, w)
     full, tail = divmod(count, FL_BLOCK)
     raw_tail = tail > 0 and size == full * block_bytes + tail * wbytes
     nblocks = full + (tail > 0 and not raw_tail)

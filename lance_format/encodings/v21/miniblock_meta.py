@@ -1,0 +1,163 @@
+"""Mini-block page metadata: where each chunk is and which rows it holds, and the row -> chunk search.
+
+The chunk metadata words (buffer 0), the dictionary and the repetition index of a page are turned
+into a :class:`MiniBlockMeta` once per page (then cached); :func:`chunks_for_runs` finds the chunks
+a read needs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from lance_format.core.errors import CorruptFileError
+from lance_format.encodings.base import PageInfo, RowRuns
+from lance_format.encodings.v21 import model as m
+from lance_format.encodings.v21._bytes import single
+from lance_format.encodings.v21.codecs import decode_block
+from lance_format.encodings.v21.values import Values
+
+__all__ = ["ALIGN", "MiniBlockMeta", "chunk_of_rows", "chunks_for_runs", "load_meta", "pad"]
+
+I64 = npt.NDArray[np.int64]
+Bools = npt.NDArray[np.bool_]
+ALIGN = 8
+# A chunk's value count is a 4-bit log2 (or, for the last chunk, the remainder); Lance writes at
+# most 4096. Anything past this bound is corrupt metadata, caught before allocating for it.
+_MAX_CHUNK_VALUES = 1 << 16
+
+
+@dataclass(frozen=True)
+class MiniBlockMeta:
+    """Per-page search state (cached): where each chunk is and which rows it holds."""
+
+    chunk_pos: I64
+    chunk_size: I64
+    chunk_items: I64
+    first_row: I64
+    row_starts: I64
+    has_trailer: Bools
+    next_end: I64
+    dictionary: Values | None
+    #: Chunks in which some row starts, and that row: what row -> chunk lookups search.
+    holders: I64
+    holder_first_row: I64
+    #: Merged pages of FSST strings (see :func:`read_miniblock_pages`): each page's symbol table
+    #: and the page (index into ``tables``) of every chunk. Empty for a single page.
+    tables: tuple[bytes, ...] = ()
+    chunk_table: I64 | None = None
+    #: Whether some chunk ends inside a row (a run may then need the chunk after its last).
+    any_trailer: bool = False
+
+
+def pad(x: I64) -> I64:
+    return (x + (ALIGN - 1)) // ALIGN * ALIGN
+
+
+def load_meta(layout: m.MiniBlockLayout, page: PageInfo, bufs: list[memoryview], path: str) -> MiniBlockMeta:
+    word_bytes = 4 if layout.has_large_chunk else 2
+    raw = bytes(bufs[0])
+    if len(raw) % word_bytes:
+        raise CorruptFileError(path, "mini-block chunk metadata has a partial word")
+    words = np.frombuffer(raw, dtype=np.uint32 if word_bytes == 4 else np.uint16).astype(np.int64)
+    nchunks = len(words)
+    sizes = ((words >> 4) + 1) * ALIGN
+    logs = words & 0xF
+    items = np.where(logs > 0, np.left_shift(1, logs), 0).astype(np.int64)
+    if nchunks:
+        rest = layout.num_items - int(items[:-1].sum())
+        if rest < 0 or (logs[-1] and items[-1] != rest):
+            raise CorruptFileError(path, "mini-block chunk value counts do not add up")
+        items[-1] = rest
+        if rest > _MAX_CHUNK_VALUES:
+            raise CorruptFileError(path, "mini-block chunk claims too many values")
+    elif layout.num_items:
+        raise CorruptFileError(path, "mini-block page without chunks")
+    data_pos, data_size = page.buffer(1)
+    if int(sizes.sum()) > data_size:
+        raise CorruptFileError(path, "mini-block chunks overrun their buffer")
+    chunk_pos = data_pos + np.cumsum(sizes) - sizes
+    nxt = 1
+    dictionary: Values | None = None
+    if layout.dictionary is not None:
+        try:
+            dictionary = decode_block(
+                layout.dictionary,
+                single(bufs[nxt]),
+                np.array([layout.num_dictionary_items], dtype=np.int64),
+                path,
+            )
+        except (ValueError, IndexError) as e:
+            raise CorruptFileError(path, f"mini-block dictionary does not decode: {e}") from None
+        nxt += 1
+    if layout.repetition_index_depth > 0:
+        stride = layout.repetition_index_depth + 1
+        ri = bytes(bufs[nxt])
+        if len(ri) != 8 * stride * nchunks:
+            raise CorruptFileError(path, "mini-block repetition index has the wrong size")
+        idx = np.frombuffer(ri, dtype="<u8").reshape(nchunks, stride).astype(np.int64)
+        ends = idx[:, 0]
+        has_trailer = idx[:, 1] > 0
+        has_preamble = np.zeros(nchunks, dtype=bool)
+        has_preamble[1:] = has_trailer[:-1]
+        row_starts = ends + has_trailer - has_preamble
+        if bool((row_starts < 0).any()):
+            raise CorruptFileError(path, "mini-block repetition index is inconsistent")
+    else:
+        row_starts = items
+        has_trailer = np.zeros(nchunks, dtype=bool)
+        ends = items
+    first_row = np.cumsum(row_starts) - row_starts
+    if nchunks and int(row_starts.sum()) != page.num_rows:
+        raise CorruptFileError(path, "mini-block chunks do not hold the page's rows")
+    # For each chunk, the first chunk at or after it in which some row ends.
+    has_end = np.flatnonzero(ends > 0)
+    pos = np.searchsorted(has_end, np.arange(nchunks))
+    next_end = np.full(nchunks, nchunks - 1, dtype=np.int64)
+    found = pos < len(has_end)
+    next_end[found] = has_end[pos[found]]
+    holders = np.flatnonzero(row_starts > 0)
+    return MiniBlockMeta(
+        chunk_pos,
+        sizes,
+        items,
+        first_row,
+        row_starts,
+        has_trailer,
+        next_end,
+        dictionary,
+        holders,
+        first_row[holders],
+        any_trailer=bool(has_trailer.any()),
+    )
+
+
+def chunks_for_runs(meta: MiniBlockMeta, runs: RowRuns) -> tuple[I64, I64]:
+    """First and last chunk each run of rows needs."""
+    if not meta.any_trailer and len(runs) == 1:
+        # One run (one-row takes): two scalar searches.
+        start, stop = runs[0].tolist()
+        hfr = meta.holder_first_row
+        a = int(meta.holders[int(np.searchsorted(hfr, start, side="right")) - 1])
+        b = (
+            a
+            if stop - start == 1
+            else int(meta.holders[int(np.searchsorted(hfr, stop - 1, side="right")) - 1])
+        )
+        return np.array([a], dtype=np.int64), np.array([b], dtype=np.int64)
+    first = chunk_of_rows(meta, runs[:, 0])
+    last_row = runs[:, 1] - 1
+    last = chunk_of_rows(meta, last_row)
+    if not meta.any_trailer:
+        return first, last
+    is_trailer = meta.has_trailer[last] & (last_row == meta.first_row[last] + meta.row_starts[last] - 1)
+    nchunks = len(meta.chunk_pos)
+    follow = meta.next_end[np.minimum(last + 1, nchunks - 1)]
+    last = np.where(is_trailer & (last + 1 < nchunks), follow, last)
+    return first, last
+
+
+def chunk_of_rows(meta: MiniBlockMeta, rows: I64) -> I64:
+    return meta.holders[np.searchsorted(meta.holder_first_row, rows, side="right") - 1]
