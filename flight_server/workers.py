@@ -233,17 +233,52 @@ def serve(
     if stop is None:
         stop = threading.Event()
         _install_stop_signals(stop)
-    _compile_kernels("server")
+    kernels = KernelWarmup("server")
     ports = resolve_ports(settings)
     advertise = resolve_advertise(settings, ports)
     if settings.workers == 1:
-        return _serve_single(settings, ports[0], advertise, factory, stop, on_ready)
-    return Supervisor(settings, ports, advertise, factory).run(stop, on_ready)
+        return _serve_single(settings, ports[0], advertise, factory, stop, on_ready, kernels)
+    return Supervisor(settings, ports, advertise, factory).run(stop, on_ready, kernels)
+
+
+class KernelWarmup:
+    """Compiles the engine's kernels (or loads them from the kernel cache) on a background thread.
+
+    A cold compile takes tens of seconds on a busy node (more than a startup probe allows), a
+    warm cache a few. The process serves ``/healthz`` meanwhile, and ``/readyz`` stays 503 until
+    :meth:`ready`, so no routed request pays the JIT time; a request that arrives anyway waits
+    for the kernel it needs (numba compiles under one lock). A failure is logged, and the kernels
+    then compile on first use.
+    """
+
+    def __init__(self, who: str) -> None:
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(who,), name="kernel-warmup", daemon=True)
+        self._thread.start()
+
+    def _run(self, who: str) -> None:
+        try:
+            _compile_kernels(who)
+        except Exception:
+            log.exception("kernel compilation failed; kernels compile on first use", extra={"who": who})
+        finally:
+            self._done.set()
+
+    def ready(self) -> bool:
+        """Whether the kernels are compiled (or compilation gave up)."""
+        return self._done.is_set()
+
+    def wait(self, stop: threading.Event) -> bool:
+        """Wait until ready (True) or ``stop`` is set (False)."""
+        while not self._done.wait(SUPERVISE_INTERVAL_S):
+            if stop.is_set():
+                return False
+        return True
 
 
 def _compile_kernels(who: str) -> None:
-    """Compile the engine's kernels (or load them from the kernel cache) before serving, so no
-    request pays the JIT time."""
+    """Compile the engine's kernels (or load them from the kernel cache), so no request pays the
+    JIT time."""
     from lance_format.core.jit import kernel_cache_dir, kernel_cache_enabled
     from lance_format.encodings import compile_kernels
 
@@ -282,6 +317,7 @@ def _serve_single(
     factory: ServiceFactory | None,
     stop: threading.Event,
     on_ready: Callable[[Mapping[str, Any]], None] | None,
+    kernels: KernelWarmup | None = None,
 ) -> int:
     metrics = Metrics()
     server = build_server(settings, port, advertise, metrics, factory=factory)
@@ -293,13 +329,15 @@ def _serve_single(
             settings.host,
             settings.metrics_port,
             metrics.registry,
-            ready=lambda: not draining.is_set() and probe(),
+            ready=lambda: not draining.is_set() and (kernels is None or kernels.ready()) and probe(),
             before_scrape=metrics.poll_engine,
         )
-    info = _announce(settings, advertise, side)
-    if on_ready is not None:
-        on_ready(info)
-    _wait(stop)
+    # Announced (and ready) once the kernels are compiled; /healthz answers meanwhile.
+    if kernels is None or kernels.wait(stop):
+        info = _announce(settings, advertise, side)
+        if on_ready is not None:
+            on_ready(info)
+        _wait(stop)
     draining.set()
     _drain(server, settings.shutdown_grace_seconds, "server")
     if side is not None:
@@ -449,17 +487,28 @@ class Supervisor:
             self._spawn(index)
         return None
 
-    def run(self, stop: threading.Event, on_ready: Callable[[Mapping[str, Any]], None] | None = None) -> int:
-        """Supervise until ``stop`` is set; return the exit status."""
+    def run(
+        self,
+        stop: threading.Event,
+        on_ready: Callable[[Mapping[str, Any]], None] | None = None,
+        kernels: KernelWarmup | None = None,
+    ) -> int:
+        """Supervise until ``stop`` is set; return the exit status.
+
+        With ``kernels``, the side port answers ``/healthz`` while they compile and workers start
+        once they are in the kernel cache (each worker then loads them in a second or two).
+        """
         # One directory per supervisor run: the workers' metric files, summed by the side port.
         self._metrics_dir = tempfile.mkdtemp(prefix="lance-flight-metrics-")
         status = 0
         side = None
         try:
             probe = RootProbe(self.settings.root, self.settings.storage_options)
+            side = self._side_port(probe)
+            if kernels is not None and not kernels.wait(stop):
+                return status
             for index in range(len(self.ports)):
                 self._spawn(index)
-            side = self._side_port(probe)
             started = time.monotonic()
             announced = False
             while not stop.wait(SUPERVISE_INTERVAL_S):

@@ -301,6 +301,9 @@ def gather(gens: list[IOGen[T]], *, parallel: bool = False) -> IOGen[list[T]]:
             return list(_page_pool().map(_page_step, todo, chunks))
         return [_step(g, c) for g, c in zip(todo, chunks, strict=True)]
 
+    if len(gens) == 1:
+        # One sub-decoder (a one-page read, a one-leaf field): no lock-step bookkeeping to pay.
+        return [(yield from gens[0])]
     return (yield from _lockstep(gens, resume))
 
 

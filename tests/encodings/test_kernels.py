@@ -202,7 +202,7 @@ def test_compile_kernels_covers_what_reads_and_writes_use(tmp_path: Path) -> Non
     import pyarrow as pa
 
     from lance_format.encodings import compile_kernels
-    from lance_format.encodings.v21 import _bytes, _fsst, _kernels
+    from lance_format.encodings.v21 import _bytes, _decode_kernels, _fsst, _kernels
     from lance_format.encodings.v21.encode import bitpack
     from lance_format.encodings.v21.encode import fsst as fsst_encode
     from lance_format.file import LanceFileWriter
@@ -211,7 +211,7 @@ def test_compile_kernels_covers_what_reads_and_writes_use(tmp_path: Path) -> Non
     compile_kernels()
     kernels = [
         f
-        for mod in (_bytes, _fsst, _kernels, bitpack, fsst_encode)
+        for mod in (_bytes, _decode_kernels, _fsst, _kernels, bitpack, fsst_encode)
         for f in vars(mod).values()
         if hasattr(f, "signatures") and hasattr(f, "py_func")
     ]

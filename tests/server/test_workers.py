@@ -225,3 +225,45 @@ def test_a_serving_process_pays_pyarrows_lazy_imports_before_its_first_call(tmp_
     # pandas may already be loaded before build_server: LanceDataset subclasses
     # pyarrow.dataset.Dataset, and importing pyarrow.dataset loads pyarrow.pandas_compat.
     assert out.stdout.split()[1:] == ["True"], out.stderr
+
+
+def test_probes_answer_while_kernels_compile_and_readiness_waits_for_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cold kernel compile (tens of seconds on a busy node) must not fail the startup probe:
+    /healthz answers at once, /readyz says 503 until the kernels are compiled, then 200."""
+    import flight_server.workers as workers
+
+    release = threading.Event()
+    compiling = threading.Event()
+
+    def slow_compile(who: str) -> None:
+        compiling.set()
+        release.wait(60)
+
+    monkeypatch.setattr(workers, "_compile_kernels", slow_compile)
+    port = free_port(1)
+    settings = ServerSettings(root=str(tmp_path), port=0, metrics_port=port, shutdown_grace_seconds=5)
+    stop = threading.Event()
+    announced = threading.Event()
+    thread = threading.Thread(
+        target=serve, args=(settings, StandInService, stop, lambda info: announced.set()), daemon=True
+    )
+    thread.start()
+    try:
+        assert compiling.wait(30)
+        side = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while (status := http_get(f"{side}/healthz")[0]) is None:
+            assert time.monotonic() < deadline, "side port never answered"
+            time.sleep(0.1)
+        assert status == 200
+        assert http_get(f"{side}/readyz")[0] == 503
+        assert not announced.is_set()
+        release.set()
+        assert announced.wait(30)
+        assert http_get(f"{side}/readyz")[0] == 200
+    finally:
+        release.set()
+        stop.set()
+        thread.join(30)

@@ -67,7 +67,71 @@ def fsst_decompress(symbol_table: bytes, offsets: I64, data: U8) -> tuple[I64, U
     if int(tlen[:nsym].max(initial=0)) > 8:
         raise ValueError("FSST symbol longer than 8 bytes")
     codes = np.ascontiguousarray(codes, dtype=np.uint8)
-    return _decode(codes, offsets - lo, sym, tlen)
+    rel = offsets - lo
+    new, out, regular = _decode_strings(codes, rel, sym, tlen)
+    if regular:
+        return new, out
+    # Offsets out of order, or an escape whose literal lies in the next string: the sequential
+    # kernel defines what those decode to (or raises).
+    return _decode(codes, rel, sym, tlen)
+
+
+@kernel
+def _decode_strings(codes: U8, offs: I64, sym: U8, tlen: U8) -> tuple[I64, U8, bool]:  # pragma: no cover
+    """Expand codes string by string; ``(offsets, bytes, True)``, or ``(_, _, False)`` when the
+    offsets are not ascending within ``codes`` or an escape's literal crosses into the next string.
+
+    A first pass sizes every string and validates its codes; the second stores each symbol as a
+    fixed eight-byte copy (unrolled, no branch on the symbol length) and advances by its length:
+    later writes overwrite the padding, and eight spare bytes take the last one's.
+    """
+    m = offs.shape[0] - 1
+    n = codes.shape[0]
+    new = np.empty(m + 1, dtype=np.int64)
+    new[0] = 0
+    total = 0
+    bad = False
+    if m < 0 or offs[0] < 0 or offs[m] > n:
+        return new, np.empty(0, dtype=np.uint8), False
+    prev = offs[0]
+    for s in range(m):
+        e = offs[s + 1]
+        if e < prev:
+            return new, np.empty(0, dtype=np.uint8), False
+        i = prev
+        while i < e:
+            c = codes[i]
+            if c == _ESC:
+                total += 1
+                i += 2
+            else:
+                ln = tlen[c]
+                bad |= ln == 0
+                total += ln
+                i += 1
+        if i != e:
+            return new, np.empty(0, dtype=np.uint8), False
+        new[s + 1] = total
+        prev = e
+    if bad:
+        raise ValueError("FSST code without a symbol")
+    out = np.empty(total + 8, dtype=np.uint8)
+    cur = 0
+    i = offs[0]
+    end = offs[m]
+    while i < end:
+        c = codes[i]
+        if c == _ESC:
+            out[cur] = codes[i + 1]
+            cur += 1
+            i += 2
+        else:
+            base = np.int64(c) * 8
+            for j in range(8):
+                out[cur + j] = sym[base + j]
+            cur += tlen[c]
+            i += 1
+    return new, out[:total], True
 
 
 @kernel
@@ -128,4 +192,5 @@ def warm_up() -> None:
     tlen = np.zeros(256, dtype=np.uint8)
     tlen[0] = 1
     codes = np.array([0, _ESC, 7], dtype=np.uint8)
-    warm(_decode, codes, np.array([0, 3], dtype=np.int64), np.zeros(256 * 8, np.uint8), tlen, readonly=(0,))
+    for fn in (_decode_strings, _decode):
+        warm(fn, codes, np.array([0, 3], dtype=np.int64), np.zeros(256 * 8, np.uint8), tlen, readonly=(0,))

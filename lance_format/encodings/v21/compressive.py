@@ -17,6 +17,7 @@ from lance_format.encodings import buffer_compression
 from lance_format.encodings.base import expand_ranges
 from lance_format.encodings.v21 import model as m
 from lance_format.encodings.v21._bytes import Bufs, gather, read_uint
+from lance_format.encodings.v21._decode_kernels import variable_chunks
 from lance_format.encodings.v21._fsst import fsst_decompress
 from lance_format.encodings.v21._kernels import FL_BLOCK, fastlanes_unpack, uint_dtype
 from lance_format.encodings.v21.values import Fixed, Fsl, Nulls, Struct, Values, VarBin
@@ -217,27 +218,8 @@ def decompress_each(bufs: Bufs, scheme: str | None, path: str) -> Bufs:
 
 def variable_mini(bufs: Bufs, offset_bits: int, counts: I64) -> VarBin:
     """Chunks holding ``n + 1`` offsets (relative to the chunk) followed by the bytes."""
-    if offset_bits not in (32, 64):
-        raise ValueError(f"bad offset width {offset_bits}")
-    ob = offset_bits // 8
-    nofs = counts + 1
-    ids = _chunk_ids(nofs)
-    local = np.arange(len(ids), dtype=np.int64) - (np.cumsum(nofs) - nofs)[ids]
-    offs = read_uint(bufs.blob, bufs.starts[ids] + local * ob, ob).astype(np.int64)
-    last = np.cumsum(nofs) - 1
-    first = last - counts
-    lengths_all = np.diff(offs)
-    boundary = np.zeros(len(lengths_all), dtype=bool)
-    boundary[last[:-1]] = True
-    lengths = lengths_all[~boundary]
-    start_rel = offs[first]
-    nbytes = offs[last] - start_rel
-    if bool((lengths < 0).any()) or bool((start_rel < 0).any()) or bool((offs[last] > bufs.sizes).any()):
-        raise ValueError("variable-width offsets out of order")
-    data = gather(bufs.blob, bufs.starts + start_rel, nbytes)
-    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    return VarBin(offsets, np.ascontiguousarray(data))
+    offsets, data = variable_chunks(bufs, offset_bits, counts)
+    return VarBin(offsets, data)
 
 
 def variable_block(buf: U8, count: int) -> VarBin:

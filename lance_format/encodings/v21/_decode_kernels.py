@@ -1,0 +1,125 @@
+"""Compiled decode kernels for mini-block chunks: one pass where numpy needs a dozen.
+
+Variable-width mini-block chunks hold ``n + 1`` offsets (relative to the chunk) followed by the
+value bytes. numpy decodes a batch of them with a per-offset index, a gather, a diff, a mask, a
+cumsum and a byte gather, each a full pass over temporaries; :func:`variable_chunks` reads each
+chunk's offsets, checks them and copies its bytes in one compiled loop that holds no GIL, so the
+pages of a scan decode on every core.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from lance_format.core.jit import kernel, warm
+from lance_format.encodings.v21._bytes import Bufs
+
+__all__ = ["variable_chunks", "warm_up"]
+
+I64 = npt.NDArray[np.int64]
+U8 = npt.NDArray[np.uint8]
+
+
+def variable_chunks(bufs: Bufs, offset_bits: int, counts: I64) -> tuple[I64, U8]:
+    """Values of a batch of variable-width chunks, concatenated.
+
+    Parameters
+    ----------
+    bufs:
+        One value buffer per chunk: ``counts[k] + 1`` little-endian offsets of ``offset_bits``
+        bits, relative to the buffer, then the bytes they point into.
+    offset_bits:
+        32 or 64.
+    counts:
+        Values in each chunk.
+
+    Returns
+    -------
+    (offsets, data)
+        ``sum(counts) + 1`` offsets (from 0) into ``data``, the values' bytes.
+
+    Raises
+    ------
+    ValueError
+        A bad offset width, offsets out of order or past their buffer, or a buffer outside the
+        data read.
+    """
+    if offset_bits not in (32, 64):
+        raise ValueError(f"bad offset width {offset_bits}")
+    counts = np.ascontiguousarray(counts, dtype=np.int64)
+    if len(counts) != len(bufs.starts):
+        raise ValueError("one count per chunk is needed")
+    return _variable_chunks(
+        np.ascontiguousarray(bufs.blob),
+        np.ascontiguousarray(bufs.starts, dtype=np.int64),
+        np.ascontiguousarray(bufs.sizes, dtype=np.int64),
+        counts,
+        offset_bits // 8,
+    )
+
+
+@kernel
+def _read_le(blob: U8, pos: int, width: int) -> int:  # pragma: no cover - compiled
+    v = np.uint64(0)
+    for j in range(width):
+        v |= np.uint64(blob[pos + j]) << np.uint64(8 * j)
+    # Offsets past 2**63 are garbage; fold them to -1 so the range checks reject them.
+    return int(np.int64(v)) if v < np.uint64(1) << np.uint64(63) else -1
+
+
+@kernel
+def _variable_chunks(
+    blob: U8, starts: I64, sizes: I64, counts: I64, ob: int
+) -> tuple[I64, U8]:  # pragma: no cover - compiled
+    k = starts.shape[0]
+    total_values = 0
+    for c in range(k):
+        if counts[c] < 0:
+            raise ValueError("negative value count")
+        total_values += counts[c]
+    offsets = np.empty(total_values + 1, dtype=np.int64)
+    offsets[0] = 0
+    first = np.empty(k, dtype=np.int64)
+    nbytes = np.empty(k, dtype=np.int64)
+    nblob = blob.shape[0]
+    total = 0
+    pos = 0
+    for c in range(k):
+        s = starts[c]
+        cnt = counts[c]
+        if s < 0 or s + (cnt + 1) * ob > nblob:
+            raise ValueError("integer read outside the data read")
+        prev = _read_le(blob, s, ob)
+        if prev < 0:
+            raise ValueError("variable-width offsets out of order")
+        lo = prev
+        for j in range(1, cnt + 1):
+            v = _read_le(blob, s + j * ob, ob)
+            if v < prev:
+                raise ValueError("variable-width offsets out of order")
+            total += v - prev
+            pos += 1
+            offsets[pos] = total
+            prev = v
+        if prev > sizes[c]:
+            raise ValueError("variable-width offsets out of order")
+        if s + prev > nblob:
+            raise ValueError("byte range outside the data read")
+        first[c] = s + lo
+        nbytes[c] = prev - lo
+    data = np.empty(total, dtype=np.uint8)
+    out = 0
+    for c in range(k):
+        n = nbytes[c]
+        if n > 0:
+            data[out : out + n] = blob[first[c] : first[c] + n]
+            out += n
+    return offsets, data
+
+
+def warm_up() -> None:
+    """Compile (or load) the kernels for writable and read-only blobs."""
+    blob = np.array([0, 0, 0, 0, 1, 0, 0, 0, 7], dtype=np.uint8)
+    one = np.zeros(1, dtype=np.int64)
+    warm(_variable_chunks, blob, one, np.array([9], np.int64), np.array([1], np.int64), 4, readonly=(0,))
