@@ -13,7 +13,7 @@ import numpy.typing as npt
 
 from lance_format.encodings.base import expand_ranges
 from lance_format.encodings.v21 import model as m
-from lance_format.encodings.v21.encode.values import FixedVals, VarVals
+from lance_format.encodings.v21.encode.values import FixedVals, PageBuffers, VarVals
 
 __all__ = ["encode_all_null", "encode_fullzip"]
 
@@ -66,7 +66,7 @@ def encode_fullzip(
     visible: npt.NDArray[np.bool_],
     layers: tuple[m.RepDefLayer, ...],
     fsst_table: bytes | None = None,
-) -> tuple[m.FullZipLayout, list[bytes]]:
+) -> tuple[m.FullZipLayout, PageBuffers]:
     """Layout and buffers of one full-zip page (``visible``: per entry, carries a value;
     ``fsst_table``: the values are FSST codes of that table)."""
     nent = len(visible)
@@ -139,7 +139,7 @@ def encode_fullzip(
 
 def encode_all_null(
     rep: U16 | None, defs: U16 | None, layers: tuple[m.RepDefLayer, ...]
-) -> tuple[m.AllNullLayout, list[bytes]]:
+) -> tuple[m.AllNullLayout, PageBuffers]:
     """A page without values: levels (plain u16, rep then def) only when they say more than
     "every row is null at the leaf"."""
     # pylance reads levels-free all-null pages only for a single (item) layer.
