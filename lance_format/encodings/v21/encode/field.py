@@ -19,7 +19,7 @@ from lance_format.encodings.v21.encode.levels import LeafLevels, leaf_levels
 from lance_format.encodings.v21.encode.miniblock import TooLarge, encode_miniblock
 from lance_format.encodings.v21.encode.values import FixedVals, PageBuffers, VarVals, extract
 
-__all__ = ["FULLZIP_MIN_VALUE_BYTES", "encode_field"]
+__all__ = ["FULLZIP_MIN_VALUE_BYTES", "encode_field", "has_blobs"]
 
 #: Values of at least this many bytes (on average, or per fixed-width row) go full-zip, as pylance
 #: does: a random read then fetches one value instead of a whole chunk.
@@ -114,6 +114,11 @@ def _is_blob(field: LanceField) -> bool:
     return field.logical_type == "large_binary" and flag in ("true", "1")
 
 
+def has_blobs(field: LanceField) -> bool:
+    """Whether a field stores blob bytes out of line (its encoding then writes to the file)."""
+    return any(_is_blob(f) for f in field.walk())
+
+
 def _encode_blob(
     ll: LeafLevels, vals: VarVals, large: bool, write_external: WriteExternal
 ) -> tuple[m.PageLayout, PageBuffers]:
@@ -158,13 +163,15 @@ def _encode_leaf(
     if ll.field.is_empty_struct:
         return _encode_empty_struct(ll)
     slots = ll.slots
-    vis_mask = slots >= 0
     arr = ll.values
-    vis = slots[vis_mask]
-    if len(vis) == len(arr) and (len(vis) == 0 or (int(vis[0]) == 0 and bool((np.diff(vis) == 1).all()))):
+    if ll.dense:
+        vis_mask = np.ones(len(slots), dtype=bool)
         taken = arr
     else:
-        taken = arr.take(pa.array(vis, type=pa.int64()))
+        vis_mask = slots >= 0
+        vis = slots[vis_mask]
+        dense = len(vis) == 0 or (int(vis[0]) == 0 and bool((np.diff(vis) == 1).all()))
+        taken = arr if len(vis) == len(arr) and dense else arr.take(pa.array(vis, type=pa.int64()))
     if len(taken) == 0 or taken.null_count == len(taken):
         return encode_all_null(ll.rep, ll.defs, ll.layers)
     vals = extract(taken)

@@ -54,6 +54,8 @@ class LeafLevels:
     num_rows: int
     #: Key width of an Arrow dictionary leaf (its values were decoded into ``values``), else None.
     index_bits: int | None = None
+    #: Every entry is its own slot (``slots == arange(len(values))``): a top-level leaf.
+    dense: bool = False
 
     @property
     def visible(self) -> I64:
@@ -111,6 +113,15 @@ def leaf_levels(field: LanceField, arr: pa.Array, columns_of: dict[int, int]) ->
         In column order.
     """
     n = len(arr)
+    top = _plain(arr)
+    if field.id in columns_of and not _nested(top.type):
+        # A top-level leaf: one entry per row, null or not; no walk needed.
+        is_dict = arr.type.index_type.bit_width if pa.types.is_dictionary(arr.type) else None
+        nullable = top.null_count > 0
+        defs = (~_valid(top)).astype(np.uint16) if nullable else None
+        kind = RepDefLayer.NULLABLE_ITEM if nullable else RepDefLayer.ALL_VALID_ITEM
+        slots = np.arange(n, dtype=np.int64)
+        return [LeafLevels(field, top, slots, None, defs, (kind,), n, is_dict, dense=True)]
     out: list[LeafLevels] = []
     _walk(
         field,
@@ -125,6 +136,10 @@ def leaf_levels(field: LanceField, arr: pa.Array, columns_of: dict[int, int]) ->
         out,
     )
     return out
+
+
+def _nested(t: pa.DataType) -> bool:
+    return bool(pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_struct(t))
 
 
 def _walk(
