@@ -17,6 +17,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from lance_format.core.types import LanceField
+from lance_format.encodings.v21.encode._levels import expand_lists
 from lance_format.encodings.v21.model import RepDefLayer
 
 __all__ = ["LeafLevels", "leaf_levels"]
@@ -83,7 +84,7 @@ def _valid(arr: pa.Array) -> Bools:
 
 
 def _list_offsets(arr: pa.Array) -> I64:
-    return np.asarray(arr.offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
+    return np.ascontiguousarray(arr.offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
 def _plain(arr: pa.Array) -> pa.Array:
@@ -208,32 +209,10 @@ def _walk_list(
     offsets = _list_offsets(arr)
     # Entries already null above (a null struct around this list) stay single and invisible:
     # Arrow may hold any list in their slot.
-    live = (slots >= 0) & (null_at < 0)
-    li = slots[live]
-    lengths = np.zeros(len(slots), dtype=np.int64)
-    lengths[live] = offsets[li + 1] - offsets[li]
-    begin = np.zeros(len(slots), dtype=np.int64)
-    begin[live] = offsets[li]
-    is_null = np.zeros(len(slots), dtype=bool)
-    is_null[live] = ~valid[li]
-    lengths[is_null] = 0
-    is_empty = live & ~is_null & (lengths == 0)
-    layer = _Layer(True, bool(is_null.any()), bool(is_empty.any()))
-    # Entries that stay single: invisible ones (from above or here); others expand to their items.
-    count = np.where(lengths > 0, lengths, 1)
-    total = int(count.sum())
-    parent = np.repeat(np.arange(len(slots), dtype=np.int64), count)
-    first = np.cumsum(count) - count
-    pos_in = np.arange(total, dtype=np.int64) - first[parent]
-    new_slots = np.where(lengths[parent] > 0, begin[parent] + pos_in, -1)
-    new_null_at = null_at[parent].copy()
-    new_kind = kind[parent].copy()
-    here = (is_null | is_empty)[parent]
-    new_null_at[here] = depth
-    new_kind[here] = is_empty[parent][here].astype(np.int64)
-    # ``starts`` holds the outer-first list depth each entry starts (a new top row is -1); items
-    # after the first continue this list: they start an item of list ``depth``.
-    new_starts = np.where(pos_in == 0, starts[parent], depth)
+    new_slots, new_null_at, new_kind, new_starts, has_null, has_empty = expand_lists(
+        slots, null_at, kind, starts, offsets, valid, depth
+    )
+    layer = _Layer(True, bool(has_null), bool(has_empty))
     layers = [*layers, layer]
     _walk(
         field.children[0],
