@@ -19,7 +19,7 @@ def compile_kernels() -> float:
         Seconds it took.
     """
     from lance_format.encodings.v21 import _bytes, _fsst, _kernels
-    from lance_format.encodings.v21.encode import _chunks, _dict, _levels, bitpack, fsst
+    from lance_format.encodings.v21.encode import _chunks, _dict, _levels, bitpack, fsst, fullzip
 
     start = time.perf_counter()
     for warm_up in (
@@ -31,6 +31,7 @@ def compile_kernels() -> float:
         _dict.warm_up,
         _chunks.warm_up,
         _levels.warm_up,
+        fullzip.warm_up,
     ):
         warm_up()
     return time.perf_counter() - start

@@ -160,3 +160,27 @@ def test_expand_lists_matches_numpy(seed: int, nlists: int, nent: int, depth: in
     for g, w in zip(got[:4], want[:4], strict=True):
         assert g.tolist() == w.tolist()
     assert (bool(got[4]), bool(got[5])) == want[4:]
+
+
+@FEW
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    kind=st.sampled_from(KINDS),
+    rows=st.integers(1, 3000),
+    shape=st.sampled_from(["flat", "nulls", "lists"]),
+    fsst=st.booleans(),
+)
+def test_encode_fullzip_matches_numpy(seed: int, kind: str, rows: int, shape: str, fsst: bool) -> None:
+    from lance_format.encodings.v21.encode.fullzip import encode_fullzip
+    from tests.encodings.numpy_reference import fullzip_encode as ref_fullzip
+
+    rng = np.random.default_rng(seed)
+    rep, defs, visible, nvals, layers = _levels(rows, rng, shape)
+    if visible is None:
+        visible = np.ones(rows, dtype=bool)
+    vals = _values(kind, nvals, rng)
+    table = b"t" * 8 if fsst and isinstance(vals, VarVals) else None
+    got = encode_fullzip(vals, rep, defs, visible, layers, table)
+    want = ref_fullzip.encode_fullzip(vals, rep, defs, visible, layers, table)
+    assert got[0] == want[0]
+    assert _bytes(got[1]) == _bytes(want[1])

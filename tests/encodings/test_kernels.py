@@ -203,7 +203,7 @@ def test_compile_kernels_covers_what_reads_and_writes_use(tmp_path: Path) -> Non
 
     from lance_format.encodings import compile_kernels
     from lance_format.encodings.v21 import _bytes, _fsst, _kernels
-    from lance_format.encodings.v21.encode import _chunks, _dict, _levels, bitpack
+    from lance_format.encodings.v21.encode import _chunks, _dict, _levels, bitpack, fullzip
     from lance_format.encodings.v21.encode import fsst as fsst_encode
     from lance_format.file import LanceFileWriter
     from lance_format.file.reader import LanceFileReader
@@ -211,7 +211,7 @@ def test_compile_kernels_covers_what_reads_and_writes_use(tmp_path: Path) -> Non
     compile_kernels()
     kernels = [
         f
-        for mod in (_bytes, _fsst, _kernels, bitpack, fsst_encode, _chunks, _dict, _levels)
+        for mod in (_bytes, _fsst, _kernels, bitpack, fsst_encode, _chunks, _dict, _levels, fullzip)
         for f in vars(mod).values()
         if hasattr(f, "signatures") and hasattr(f, "py_func")
     ]
