@@ -6,9 +6,10 @@ low-cardinality strings (dictionary), high-cardinality short strings, long strin
 ``list<int32>`` (rep/def levels), a struct, 128-d float vectors (full-zip fixed width), and all of
 them together. Each writer writes every workload ``--reps`` times (median kept, one untimed warm-up).
 
-Columns: file sizes (MiB) ours and pylance's and their ratio (target: <= 1.2), write throughput in
-MB/s of Arrow data for both, and the throughput ratio (ours / pylance; pylance is native code, so
-expect well below 1). ``--json PATH`` also writes the numbers.
+Columns: file sizes (MiB) ours and pylance's and their ratio (target: <= 1.05), write throughput in
+MB/s of Arrow data for both, and the throughput ratio (ours / pylance; issue 16's target is >= 1).
+Both writers use every core (ours encodes columns on a thread pool). ``--json PATH`` also writes
+the numbers.
 
 Run: ``python -m loadtest write [--rows N] [--versions 2.1,2.2]``.
 """
@@ -32,7 +33,7 @@ import pyarrow as pa
 __all__ = ["WriteResult", "build_workloads", "main"]
 
 # Size target of the issue: our files at most this much larger than pylance's on the same data.
-SIZE_TARGET = 1.2
+SIZE_TARGET = 1.05
 VECTOR_DIM = 128
 
 

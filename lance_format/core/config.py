@@ -92,6 +92,29 @@ SETTINGS: tuple[Setting, ...] = (
         ("LANCE_DECODE_THREADS",),
     ),
     Setting(
+        "encode_threads",
+        min(4, os.cpu_count() or 1),
+        1,
+        "Threads encoding the pages of a file's columns side by side (2.1+ files): the encode "
+        "kernels release the GIL; four at most because the pages in flight, and their memory, grow "
+        "with it.",
+    ),
+    Setting(
+        "max_open_files",
+        256,
+        1,
+        "Local-file descriptors kept open across every store of a process (lance_format.io."
+        "descriptors): covers the files a few busy datasets read at once (re-opening costs "
+        "microseconds) and stays far below common `ulimit -n` values.",
+    ),
+    Setting(
+        "index_merge_gap_rows",
+        1024,
+        0,
+        "BTREE/BITMAP matches this close (physical rows) are read as one range: about one decoded "
+        "block of a small column; a point lookup still reads only its own neighbourhood.",
+    ),
+    Setting(
         "dataset_threads",
         8,
         1,
@@ -188,6 +211,9 @@ class EngineConfig:
     io_parallelism: int = _BY_NAME["io_parallelism"].default
     readahead_bytes: int = _BY_NAME["readahead_bytes"].default
     decode_threads: int = _BY_NAME["decode_threads"].default
+    encode_threads: int = _BY_NAME["encode_threads"].default
+    max_open_files: int = _BY_NAME["max_open_files"].default
+    index_merge_gap_rows: int = _BY_NAME["index_merge_gap_rows"].default
     dataset_threads: int = _BY_NAME["dataset_threads"].default
     dict_encoding_threshold: int = _BY_NAME["dict_encoding_threshold"].default
     file_writer_max_page_bytes: int = _BY_NAME["file_writer_max_page_bytes"].default

@@ -19,7 +19,7 @@ def compile_kernels() -> float:
         Seconds it took.
     """
     from lance_format.encodings.v21 import _bytes, _decode_kernels, _fsst, _kernels
-    from lance_format.encodings.v21.encode import bitpack, fsst
+    from lance_format.encodings.v21.encode import _chunks, _dict, _levels, bitpack, fsst, fullzip
 
     start = time.perf_counter()
     warm_ups = (
@@ -29,6 +29,10 @@ def compile_kernels() -> float:
         fsst.warm_up,
         _kernels.warm_up,
         bitpack.warm_up,
+        _dict.warm_up,
+        _chunks.warm_up,
+        _levels.warm_up,
+        fullzip.warm_up,
     )
     for warm_up in warm_ups:
         warm_up()

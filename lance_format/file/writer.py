@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
+from collections import deque
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_format.core.concurrency import LazyPool
 from lance_format.core.config import env_setting
 from lance_format.core.errors import InvalidInputError, LanceError, SchemaMismatchError
 from lance_format.core.types import LanceField, LanceSchema, empty_array, fields_from_arrow, json_to_storage
@@ -30,6 +33,11 @@ DEFAULT_PAGE_BUFFER_BYTES = 8 * 1024 * 1024
 # Upper bound on one page's bytes (pylance's MAX_PAGE_BYTES for 2.0): keeps any single read and
 # decode bounded. Override with `max_page_bytes` or setting ``file_writer_max_page_bytes``.
 DEFAULT_MAX_PAGE_BYTES = 32 * 1024 * 1024
+
+# Threads that encode pages of a file's columns side by side (2.1+ files): setting
+# ``encode_threads`` (LANCE_FORMAT_ENCODE_THREADS; see lance_format.core.config for why its default),
+# or per writer (`encode_threads`, 1 = encode on the calling thread).
+_encode_pool = LazyPool(env_setting("encode_threads"), "lance-encode")
 
 
 @dataclass
@@ -67,6 +75,10 @@ class LanceFileWriter:
         Largest page to write.
     store:
         Write through an already-open store (``path`` is then a key relative to its root).
+    encode_threads:
+        Pages encoded at once on the shared encode pool (1: on the calling thread); default
+        ``LANCE_FORMAT_ENCODE_THREADS`` or the number of cores (at most 4). The file's bytes do not
+        depend on it.
 
     Examples
     --------
@@ -84,6 +96,7 @@ class LanceFileWriter:
         max_page_bytes: int | None = None,
         storage_options: dict[str, str] | None = None,
         store: ObjectStore | None = None,
+        encode_threads: int | None = None,
     ) -> None:
         path = os.fspath(path)
         if store is None:
@@ -97,6 +110,10 @@ class LanceFileWriter:
         self.version = LanceFileVersion.parse(version)
         self._cache_bytes = data_cache_bytes or env_setting("file_writer_data_cache_bytes") or None
         self._max_page = max_page_bytes or env_setting("file_writer_max_page_bytes")
+        self._threads = encode_threads or env_setting("encode_threads")
+        # Pages being encoded on the pool, added to the file in submission order (so the bytes are
+        # the same whatever the threads).
+        self._inflight: deque[Future[list[EncodedPage]]] = deque()
         self._parts: list[bytes | memoryview] = []
         self._pos = 0
         self._rows = 0
@@ -179,19 +196,34 @@ class LanceFileWriter:
         for start in range(0, len(arr), step):
             piece = arr.slice(start, step)
             if self.version.structural:
-                from lance_format.encodings.v21.encode import encode_field
+                from lance_format.encodings.v21.encode import encode_field, has_blobs
 
-                pages = encode_field(
-                    top,
-                    piece,
-                    self._columns_of,
-                    self._next_row[i],
-                    large=self.version is LanceFileVersion.V2_2,
-                    write_external=self._write_external,
-                )
+                large = self.version is LanceFileVersion.V2_2
+                first = self._next_row[i]
                 self._next_row[i] += len(piece)
+                if self._threads > 1 and not has_blobs(top):
+                    # Blob fields write their bytes to the file while encoding: those stay inline.
+                    fut = _encode_pool().submit(encode_field, top, piece, self._columns_of, first, large)
+                    self._inflight.append(fut)
+                    self._drain(self._threads)
+                    continue
+                self._drain(0)
+                pages = encode_field(
+                    top, piece, self._columns_of, first, large=large, write_external=self._write_external
+                )
             else:
                 pages = v20.encode_field(top, piece, self._columns_of, write_external=self._write_external)
+            for page in pages:
+                self._add_page(page)
+
+    def _drain(self, keep: int) -> None:
+        """Add the pages of encodes in flight, oldest first, until at most ``keep`` remain."""
+        while len(self._inflight) > keep:
+            fut = self._inflight[0]
+            try:
+                pages = fut.result()
+            finally:
+                self._inflight.popleft()
             for page in pages:
                 self._add_page(page)
 
@@ -239,6 +271,7 @@ class LanceFileWriter:
         try:
             for i, top in enumerate(self._lance.fields):
                 self._flush(i, top)
+            self._drain(0)
             if self._rows == 0:
                 # A file without rows still has one (0-row) page per struct column, as pylance's.
                 from lance_format.encodings import v20
@@ -250,8 +283,10 @@ class LanceFileWriter:
                     for page in v20.encode_field(f, empty_array(f.to_arrow().type), self._columns_of):
                         self._add_page(page)
         except LanceError:
+            self._abandon()
             raise
         except (pa.ArrowException, ValueError, TypeError) as e:
+            self._abandon()
             raise InvalidInputError(f"{self.path}: cannot encode data: {e}") from None
         self._pad()
         # Global buffer 0 (the file descriptor) must sit right before the column metadata.
@@ -275,6 +310,11 @@ class LanceFileWriter:
         self._parts = []
         self._closed = True
         return self._rows
+
+    def _abandon(self) -> None:
+        """After a failed encode: wait for the other encodes in flight and drop their pages."""
+        while self._inflight:
+            self._inflight.popleft().exception()
 
     @property
     def size(self) -> int:

@@ -17,28 +17,21 @@ import os
 import threading
 from collections import OrderedDict
 
-from lance_format.core.concurrency import env_positive_int
+from lance_format.core.config import env_setting
 from lance_format.core.errors import NotFoundError, StorageError
 
 __all__ = [
-    "DEFAULT_MAX_OPEN_FILES",
     "DESCRIPTORS",
-    "ENV_MAX_OPEN_FILES",
     "Descriptor",
     "DescriptorCache",
     "default_max_open_files",
 ]
 
-#: Descriptors kept open across every local store of the process. 256 covers the files a few busy
-#: datasets read at once (re-opening an evicted one costs microseconds) and stays far below common
-#: ``ulimit -n`` values (1024 and up), leaving room for sockets, pipes and logs.
-DEFAULT_MAX_OPEN_FILES = 256
-ENV_MAX_OPEN_FILES = "LANCE_FORMAT_MAX_OPEN_FILES"
-
 
 def default_max_open_files() -> int:
-    """``LANCE_FORMAT_MAX_OPEN_FILES`` when set, else :data:`DEFAULT_MAX_OPEN_FILES`."""
-    return env_positive_int(ENV_MAX_OPEN_FILES, DEFAULT_MAX_OPEN_FILES)
+    """Descriptors kept open: engine setting ``max_open_files`` (``LANCE_FORMAT_MAX_OPEN_FILES``;
+    :mod:`lance_format.core.config` says why its default)."""
+    return env_setting("max_open_files")
 
 
 class Descriptor:

@@ -190,5 +190,5 @@ def test_scattered_matches_are_read_as_few_ranges(tmp_path: Path, monkeypatch: p
     assert len(ranges[0]) == 500
     assert ds.to_table(filter="k = 7").num_rows == 500
     monkeypatch.setenv("LANCE_FORMAT_INDEX_MERGE_GAP_ROWS", "-1")
-    with pytest.raises(lance_format.core.errors.InvalidInputError, match="negative"):
+    with pytest.raises(lance_format.core.errors.InvalidInputError, match="must be an integer >= 0"):
         ds.to_table(filter="k = 7")

@@ -203,7 +203,7 @@ def test_compile_kernels_covers_what_reads_and_writes_use(tmp_path: Path) -> Non
 
     from lance_format.encodings import compile_kernels
     from lance_format.encodings.v21 import _bytes, _decode_kernels, _fsst, _kernels
-    from lance_format.encodings.v21.encode import bitpack
+    from lance_format.encodings.v21.encode import _chunks, _dict, _levels, bitpack, fullzip
     from lance_format.encodings.v21.encode import fsst as fsst_encode
     from lance_format.file import LanceFileWriter
     from lance_format.file.reader import LanceFileReader
@@ -211,11 +211,22 @@ def test_compile_kernels_covers_what_reads_and_writes_use(tmp_path: Path) -> Non
     compile_kernels()
     kernels = [
         f
-        for mod in (_bytes, _decode_kernels, _fsst, _kernels, bitpack, fsst_encode)
+        for mod in (
+            _bytes,
+            _decode_kernels,
+            _fsst,
+            _kernels,
+            bitpack,
+            fsst_encode,
+            _chunks,
+            _dict,
+            _levels,
+            fullzip,
+        )
         for f in vars(mod).values()
         if hasattr(f, "signatures") and hasattr(f, "py_func")
     ]
-    assert len(kernels) >= 6
+    assert len(kernels) >= 14
     before = {k.py_func.__qualname__: len(k.signatures) for k in kernels}
     rng = np.random.default_rng(0)
     n = 20_000
@@ -226,6 +237,11 @@ def test_compile_kernels_covers_what_reads_and_writes_use(tmp_path: Path) -> Non
             "i16": pa.array(rng.integers(0, 1000, n, dtype=np.int16)),
             "i32": pa.array(rng.integers(0, 1 << 20, n, dtype=np.int32)),
             "i64": pa.array(rng.integers(0, 1 << 40, n, dtype=np.int64)),
+            # Dictionary strings with nulls, large strings, lists (rep levels), nullable ints.
+            "lc": pa.array([None if i % 9 == 0 else f"k{i % 11}" for i in range(n)]),
+            "ls": pa.array([f"v{i % 7}" for i in range(n)], pa.large_string()),
+            "l": pa.array([[i] * (i % 3) for i in range(n)], pa.list_(pa.int32())),
+            "ni": pa.array([None if i % 5 == 0 else i for i in range(n)], pa.int32()),
         }
     )
     for version in ("2.1", "2.2"):

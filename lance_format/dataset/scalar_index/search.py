@@ -11,7 +11,6 @@ by the scan's deletion mask.
 
 from __future__ import annotations
 
-import os
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -21,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from lance_format.core.config import env_setting
 from lance_format.core.errors import InvalidInputError
 from lance_format.dataset.cache import METADATA_CACHE
 from lance_format.dataset.expr import (
@@ -50,25 +50,12 @@ RowRanges = dict[int, list[tuple[int, int]]]
 U64 = npt.NDArray[np.uint64]
 #: Index kinds (``IndexMetadata.kind``) answered here.
 INDEX_KINDS = ("BTree", "Bitmap")
-#: Matching rows this close (in physical rows) are read as one range (about one decoded block of
-#: a small column; a point lookup still reads only its own neighbourhood). Overridable by
-#: ``LANCE_FORMAT_INDEX_MERGE_GAP_ROWS``.
-MERGE_GAP_ROWS = 1024
-MERGE_GAP_ENV = "LANCE_FORMAT_INDEX_MERGE_GAP_ROWS"
 
 
 def merge_gap_rows() -> int:
-    """:data:`MERGE_GAP_ROWS`, or the environment's non-negative override."""
-    raw = os.environ.get(MERGE_GAP_ENV)
-    if raw is None:
-        return MERGE_GAP_ROWS
-    try:
-        value = int(raw)
-    except ValueError:
-        raise InvalidInputError(f"{MERGE_GAP_ENV}={raw!r} is not an integer") from None
-    if value < 0:
-        raise InvalidInputError(f"{MERGE_GAP_ENV} must not be negative")
-    return value
+    """Matching rows this close are read as one range: engine setting ``index_merge_gap_rows``
+    (``LANCE_FORMAT_INDEX_MERGE_GAP_ROWS``; :mod:`lance_format.core.config` says why its default)."""
+    return env_setting("index_merge_gap_rows")
 
 
 #: Bytes charged per cached open index beyond its arrays.
@@ -191,7 +178,7 @@ def _ranges(addresses: U64) -> RowRanges:
         return out
     frags = (addresses >> np.uint64(32)).astype(np.int64)
     offs = (addresses & np.uint64(0xFFFFFFFF)).astype(np.int64)
-    # Rows closer than MERGE_GAP_ROWS share one range: a scan step per scattered row costs far
+    # Rows closer than merge_gap_rows() share one range: a scan step per scattered row costs far
     # more than decoding the rows between them.
     cut = np.flatnonzero((np.diff(frags) != 0) | (np.diff(offs) > merge_gap_rows() + 1)) + 1
     starts = np.concatenate([[0], cut])

@@ -3,8 +3,10 @@
 ``levels`` turns nested arrays into repetition/definition levels per leaf column, ``values``
 extracts value bytes, ``miniblock`` / ``fullzip`` build the page buffers, ``bitpack`` packs
 integers and levels the FastLanes way, ``_serde`` serializes layouts, ``field`` ties them up.
+Compiled kernels: ``fsst`` (symbol training and coding), ``_dict`` (string dictionaries),
+``_chunks`` (chunk cutting and layout).
 """
 
-from lance_format.encodings.v21.encode.field import encode_field
+from lance_format.encodings.v21.encode.field import encode_field, has_blobs
 
-__all__ = ["encode_field"]
+__all__ = ["encode_field", "has_blobs"]

@@ -11,14 +11,15 @@ from lance_format.core.errors import InvalidInputError
 from lance_format.core.types import LanceField
 from lance_format.encodings.base import EncodedPage, expand_ranges
 from lance_format.encodings.v21 import model as m
+from lance_format.encodings.v21.encode._dict import dictionary_strings
 from lance_format.encodings.v21.encode._serde import page_layout_bytes
 from lance_format.encodings.v21.encode.fsst import fsst_compress
 from lance_format.encodings.v21.encode.fullzip import encode_all_null, encode_fullzip
 from lance_format.encodings.v21.encode.levels import LeafLevels, leaf_levels
 from lance_format.encodings.v21.encode.miniblock import TooLarge, encode_miniblock
-from lance_format.encodings.v21.encode.values import FixedVals, VarVals, extract
+from lance_format.encodings.v21.encode.values import FixedVals, PageBuffers, VarVals, extract
 
-__all__ = ["FULLZIP_MIN_VALUE_BYTES", "encode_field"]
+__all__ = ["FULLZIP_MIN_VALUE_BYTES", "encode_field", "has_blobs"]
 
 #: Values of at least this many bytes (on average, or per fixed-width row) go full-zip, as pylance
 #: does: a random read then fetches one value instead of a whole chunk.
@@ -64,18 +65,34 @@ def _dictionary(
     and reads a dictionary field back only from a page that has a dictionary."""
     if vals.n == 0:
         return None
+    if index_bits is None:
+        if not isinstance(vals, VarVals):
+            return None
+        # A compiled hash build that stops once the values are too many to pay.
+        valid = None
+        if arr.null_count:
+            valid = np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        built = dictionary_strings(vals.data, vals.offsets, valid, vals.n // DICT_DIVISOR)
+        if built is None:
+            return None
+        idx32, firsts = built
+        lens = vals.offsets[firsts + 1] - vals.offsets[firsts]
+        item_offs = np.zeros(len(firsts) + 1, dtype=np.int64)
+        np.cumsum(lens, out=item_offs[1:])
+        items: FixedVals | VarVals = VarVals(
+            item_offs, vals.data[expand_ranges(vals.offsets[firsts], lens)], vals.large
+        )
+        u = len(firsts)
+        plain = len(vals.data) + 4 * vals.n
+        as_dict = int(item_offs[-1]) + 4 * u + vals.n * max(1, u.bit_length()) // 8
+        if as_dict >= plain:
+            return None
+        idx = idx32.astype("<u4", copy=False)
+        return FixedVals(idx.view(np.uint8), 4, vals.n, int_bits=32), items
     enc = arr.dictionary_encode()
     items = extract(enc.dictionary)
-    if index_bits is None:
-        if not isinstance(items, VarVals) or not isinstance(vals, VarVals):
-            return None
-        u = items.n
-        plain = len(vals.data) + 4 * vals.n
-        as_dict = len(items.data) + 4 * u + vals.n * max(1, u.bit_length()) // 8
-        if u * DICT_DIVISOR > vals.n or as_dict >= plain:
-            return None
-    # Indices as wide as a dictionary field's key type (pylance checks), else 32 bits.
-    bits = index_bits or 32
+    # Indices as wide as a dictionary field's key type (pylance checks).
+    bits = index_bits
     idx = enc.indices.fill_null(0).to_numpy(zero_copy_only=False).astype(f"<u{bits // 8}")
     return FixedVals(idx.view(np.uint8), bits // 8, vals.n, int_bits=bits), items
 
@@ -97,9 +114,14 @@ def _is_blob(field: LanceField) -> bool:
     return field.logical_type == "large_binary" and flag in ("true", "1")
 
 
+def has_blobs(field: LanceField) -> bool:
+    """Whether a field stores blob bytes out of line (its encoding then writes to the file)."""
+    return any(_is_blob(f) for f in field.walk())
+
+
 def _encode_blob(
     ll: LeafLevels, vals: VarVals, large: bool, write_external: WriteExternal
-) -> tuple[m.PageLayout, list[bytes]]:
+) -> tuple[m.PageLayout, PageBuffers]:
     """A blob page: the bytes out of line (one write, each blob 64-byte aligned as pylance lays
     them out), and (position, size) descriptions in a mini-block packed struct. A null or empty
     blob has size 0 and position ``def << 16`` (0 = empty)."""
@@ -124,7 +146,7 @@ def _encode_blob(
     return m.BlobLayout(inner, ll.layers), bufs
 
 
-def _encode_empty_struct(ll: LeafLevels) -> tuple[m.PageLayout, list[bytes]]:
+def _encode_empty_struct(ll: LeafLevels) -> tuple[m.PageLayout, PageBuffers]:
     """A ``struct<>`` column: pylance writes a page without levels or values (every row is ``{}``)
     and refuses nulls in such a struct or above it, and lists of them: so do we."""
     if ll.rep is not None or (ll.defs is not None and bool(ll.defs.any())):
@@ -137,17 +159,19 @@ def _encode_empty_struct(ll: LeafLevels) -> tuple[m.PageLayout, list[bytes]]:
 
 def _encode_leaf(
     ll: LeafLevels, large: bool, write_external: WriteExternal | None = None
-) -> tuple[m.PageLayout, list[bytes]]:
+) -> tuple[m.PageLayout, PageBuffers]:
     if ll.field.is_empty_struct:
         return _encode_empty_struct(ll)
     slots = ll.slots
-    vis_mask = slots >= 0
     arr = ll.values
-    vis = slots[vis_mask]
-    if len(vis) == len(arr) and (len(vis) == 0 or (int(vis[0]) == 0 and bool((np.diff(vis) == 1).all()))):
+    if ll.dense:
+        vis_mask = np.ones(len(slots), dtype=bool)
         taken = arr
     else:
-        taken = arr.take(pa.array(vis, type=pa.int64()))
+        vis_mask = slots >= 0
+        vis = slots[vis_mask]
+        dense = len(vis) == 0 or (int(vis[0]) == 0 and bool((np.diff(vis) == 1).all()))
+        taken = arr if len(vis) == len(arr) and dense else arr.take(pa.array(vis, type=pa.int64()))
     if len(taken) == 0 or taken.null_count == len(taken):
         return encode_all_null(ll.rep, ll.defs, ll.layers)
     vals = extract(taken)

@@ -35,125 +35,155 @@ MAX_FSST_VALUE = 4096
 _MASKS = np.array([0] + [(1 << (8 * k)) - 1 for k in range(1, 8)] + [2**64 - 1], dtype=np.uint64)
 
 
-#: Symbols of 3..8 bytes are found through an open-addressing hash table of this many slots (a
-#: power of two, four times the 255 symbols so probes stay short), keyed by (masked window, length),
-#: and probed only for the lengths present among symbols starting with the window's first two bytes.
-#: Symbols of 1 and 2 bytes are looked up directly.
-_HASH_SLOTS = 1024
-_HASH_SHIFT = np.uint64(64 - 10)
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+#: Symbols of 3..8 bytes: the first three bytes at a position pick one of this many buckets (a
+#: hash, FSST's scheme), which says which symbol lengths start there; each of those lengths, longest
+#: first, is one probe of an exact open-addressing table keyed by (bytes, length). Usually one or two
+#: probes per code. Symbols of 1 and 2 bytes are looked up directly.
+_BUCKET_BITS = 12
+_BUCKET_MULT = np.uint64(0x9E3779B1)
+#: Exact table: 2048 slots for at most 253 long symbols keep probe chains about one slot long.
+_EXACT_BITS = 11
+_EXACT_MULT = np.uint64(0x9E3779B97F4A7C15)
+
+I16 = npt.NDArray[np.int16]
+U16 = npt.NDArray[np.uint16]
+Lookup = tuple[U16, U64, I64, I16, I16, U8, I16]
+
+
+def _buckets(vals: U64) -> I64:
+    """Bucket of each symbol's first three bytes (the kernel computes the same inline)."""
+    p = np.asarray(vals, dtype=np.uint64) & np.uint64(0xFFFFFF)
+    return (((p * _BUCKET_MULT) & np.uint64(0xFFFFFFFF)) >> np.uint64(32 - _BUCKET_BITS)).astype(np.int64)
+
+
+def _exact_slot(val: int, k: int) -> int:
+    """Slot of symbol ``val`` of ``k`` bytes in the exact table (the kernel computes the same)."""
+    return (((val ^ k) * int(_EXACT_MULT)) & (2**64 - 1)) >> (64 - _EXACT_BITS)
 
 
 class _Table:
-    """Symbols (zero-padded little-endian u64) with their lengths, and the kernel's lookup arrays
-    (see :func:`_build_lookup`)."""
+    """Symbols (zero-padded little-endian u64) with their lengths, and the kernel's lookup arrays:
+    per bucket a bit mask of the lengths of the 3+ byte symbols in it; the exact table (symbol,
+    length (0 = empty slot), code); per two bytes the code of the longest symbol they start (2 or 1
+    bytes, -1 = escape) and its length; per byte its 1-byte code."""
 
     def __init__(self, vals: U64, lens: I64) -> None:
         self.vals = np.ascontiguousarray(vals, dtype=np.uint64)
         self.lens = np.ascontiguousarray(lens, dtype=np.int64)
-        self.slots, self.first, self.short = _build_lookup(self.vals, self.lens)
+        long = np.flatnonzero(self.lens >= 3)
+        lenmask = np.zeros(1 << _BUCKET_BITS, dtype=np.uint16)
+        np.bitwise_or.at(lenmask, _buckets(self.vals[long]), (1 << self.lens[long]).astype(np.uint16))
+        xval = np.zeros(1 << _EXACT_BITS, dtype=np.uint64)
+        xlen = np.zeros(1 << _EXACT_BITS, dtype=np.int64)
+        xcode = np.full(1 << _EXACT_BITS, -1, dtype=np.int16)
+        for c in long.tolist():
+            v, k = int(self.vals[c]), int(self.lens[c])
+            h = _exact_slot(v, k)
+            while xlen[h]:
+                h = (h + 1) & ((1 << _EXACT_BITS) - 1)
+            xval[h], xlen[h], xcode[h] = v, k, c
+        code1 = np.full(256, -1, dtype=np.int16)
+        one = np.flatnonzero(self.lens == 1)
+        code1[self.vals[one].astype(np.intp)] = one
+        # Two bytes: the 1-byte code of the first byte, unless a 2-byte symbol matches.
+        code2 = np.tile(code1, 256)
+        len2 = np.ones(1 << 16, dtype=np.uint8)
+        two = np.flatnonzero(self.lens == 2)
+        code2[self.vals[two].astype(np.intp)] = two
+        len2[self.vals[two].astype(np.intp)] = 2
+        self._lookup: Lookup = (lenmask, xval, xlen, xcode, code2, len2, code1)
 
-    def lookup(self) -> tuple[U64, I64, I16, U16, I16]:
-        return self.vals, self.lens, self.slots, self.first, self.short
-
-
-I16 = npt.NDArray[np.int16]
-U16 = npt.NDArray[np.uint16]
-
-
-@kernel
-def _slot(w: np.uint64, k: int) -> np.int64:  # pragma: no cover - compiled
-    return np.int64(((w ^ np.uint64(k)) * _GOLDEN) >> _HASH_SHIFT)
-
-
-@kernel
-def _build_lookup(vals: U64, lens: I64) -> tuple[I16, U16, I16]:  # pragma: no cover - compiled
-    """(hash slots -> code for symbols of 3+ bytes; per first two bytes, a bit mask of those symbols'
-    lengths; direct codes: ``[b0]`` for 1-byte symbols, ``[256 + b0 + 256 * b1]`` for 2-byte ones)."""
-    slots = np.full(_HASH_SLOTS, -1, dtype=np.int16)
-    first = np.zeros(1 << 16, dtype=np.uint16)
-    short = np.full(256 + (1 << 16), -1, dtype=np.int16)
-    for c in range(vals.shape[0]):
-        k = lens[c]
-        if k == 1:
-            short[int(vals[c] & np.uint64(0xFF))] = c
-        elif k == 2:
-            short[256 + int(vals[c] & np.uint64(0xFFFF))] = c
-        else:
-            h = _slot(vals[c], k)
-            while slots[h] >= 0:
-                h = (h + np.int64(1)) & np.int64(_HASH_SLOTS - 1)
-            slots[h] = c
-            first[int(vals[c] & np.uint64(0xFFFF))] |= np.uint16(1 << k)
-    return slots, first, short
+    def lookup(self) -> Lookup:
+        return self._lookup
 
 
 @kernel
-def _longest(
-    data: U8, pos: int, remaining: int, vals: U64, lens: I64, slots: I16, first: U16, short: I16
-) -> tuple[int, int]:  # pragma: no cover - compiled
-    """Longest symbol at ``pos`` (at most ``remaining`` bytes): (code or -1 for an escape, length)."""
-    top = min(8, remaining)
-    w = np.uint64(0)
-    for j in range(top):
-        w |= np.uint64(data[pos + j]) << np.uint64(8 * j)
-    two = int(w & np.uint64(0xFFFF))
-    if top >= 3:
-        present = first[two]
-        if present:
-            for k in range(top, 2, -1):
-                if not (present >> k) & 1:
-                    continue
-                mw = w if k == 8 else w & ((np.uint64(1) << np.uint64(8 * k)) - np.uint64(1))
-                h = _slot(mw, k)
-                while slots[h] >= 0:
-                    c = slots[h]
-                    if lens[c] == k and vals[c] == mw:
-                        return int(c), k
-                    h = (h + np.int64(1)) & np.int64(_HASH_SLOTS - 1)
-    if top >= 2:
-        c2 = short[256 + two]
-        if c2 >= 0:
-            return int(c2), 2
-    c1 = short[two & 0xFF]
-    if c1 >= 0:
-        return int(c1), 1
-    return -1, 1
+def _code_strings(
+    data: U8,
+    offsets: I64,
+    lenmask: U16,
+    xval: U64,
+    xlen: I64,
+    xcode: I16,
+    code2: I16,
+    len2: U8,
+    code1: I16,
+    record: bool,
+) -> tuple[I64, U8, I64]:  # pragma: no cover - compiled
+    """Greedy longest-symbol coding of every string: (new offsets, codes with 255 + literal
+    escapes, and when ``record``: per code its string, code (-1 = escape), start and length, as
+    the rows of a ``(4, codes)`` array).
 
-
-@kernel
-def _string_bytes(offsets: I64) -> int:  # pragma: no cover - compiled
-    """Bytes in all strings (empty or reversed ranges count 0): at most one code per byte."""
+    One function for compression and the training parse, so both see the same symbols; the lookup
+    is written inline (a call per code costs more than the lookup itself)."""
+    n = offsets.shape[0] - 1
     cap = 0
-    for i in range(offsets.shape[0] - 1):
+    for i in range(n):
         if offsets[i + 1] > offsets[i]:
             cap += offsets[i + 1] - offsets[i]
-    return cap
-
-
-@kernel
-def _parse_kernel(
-    data: U8, offsets: I64, vals: U64, lens: I64, slots: I16, first: U16, short: I16
-) -> tuple[I64, I64, I64, I64]:  # pragma: no cover - compiled
-    n = offsets.shape[0] - 1
-    cap = _string_bytes(offsets)
-    s = np.empty(cap, dtype=np.int64)
-    code = np.empty(cap, dtype=np.int64)
-    pos = np.empty(cap, dtype=np.int64)
-    ln = np.empty(cap, dtype=np.int64)
+    out = np.empty(2 * cap, dtype=np.uint8)
+    new = np.zeros(n + 1, dtype=np.int64)
+    rec = np.empty((4, cap if record else 0), dtype=np.int64)
+    xmask = np.uint64((1 << _EXACT_BITS) - 1)
     m = 0
+    r = 0
     for i in range(n):
         cur = offsets[i]
         end = offsets[i + 1]
         while cur < end:
-            c, k = _longest(data, cur, end - cur, vals, lens, slots, first, short)
-            s[m] = i
-            code[m] = c
-            pos[m] = cur
-            ln[m] = k
-            m += 1
+            rem = end - cur
+            w = np.uint64(0)
+            if rem >= 8:
+                for j in range(8):
+                    w |= np.uint64(data[cur + j]) << np.uint64(8 * j)
+            else:
+                for j in range(rem):
+                    w |= np.uint64(data[cur + j]) << np.uint64(8 * j)
+            c = np.int64(-1)
+            k = np.int64(0)
+            if rem >= 3:
+                b = ((w & np.uint64(0xFFFFFF)) * _BUCKET_MULT & np.uint64(0xFFFFFFFF)) >> np.uint64(
+                    32 - _BUCKET_BITS
+                )
+                present = np.int64(lenmask[b])
+                kk = min(8, rem)
+                while present and kk >= 3:
+                    if (present >> kk) & 1:
+                        mw = w if kk == 8 else w & ((np.uint64(1) << np.uint64(8 * kk)) - np.uint64(1))
+                        h = ((mw ^ np.uint64(kk)) * _EXACT_MULT) >> np.uint64(64 - _EXACT_BITS)
+                        while xlen[h]:
+                            if xlen[h] == kk and xval[h] == mw:
+                                c = np.int64(xcode[h])
+                                k = kk
+                                break
+                            h = (h + np.uint64(1)) & xmask
+                        if k:
+                            break
+                    kk -= 1
+            if k == 0:
+                if rem >= 2:
+                    two = w & np.uint64(0xFFFF)
+                    c = np.int64(code2[two])
+                    k = np.int64(len2[two])
+                else:
+                    c = np.int64(code1[w & np.uint64(0xFF)])
+                    k = np.int64(1)
+            if record:
+                rec[0, r] = i
+                rec[1, r] = c
+                rec[2, r] = cur
+                rec[3, r] = k
+                r += 1
+            if c < 0:
+                out[m] = _ESC
+                out[m + 1] = data[cur]
+                m += 2
+            else:
+                out[m] = c
+                m += 1
             cur += k
-    return s[:m], code[:m], pos[:m], ln[:m]
+        new[i + 1] = m
+    return new, out[:m], rec[:, :r]
 
 
 class _Windows:
@@ -171,38 +201,13 @@ class _Windows:
 def _parse(table: _Table, data: U8, offsets: I64) -> tuple[I64, I64, I64, I64]:
     """Greedy parse of every string: per code, its string, its code (-1 = escape), its start and
     length, in string order."""
-    return _parse_kernel(
+    _new, _out, rec = _code_strings(
         np.ascontiguousarray(data, dtype=np.uint8),
         np.ascontiguousarray(offsets, dtype=np.int64),
         *table.lookup(),
+        True,
     )
-
-
-@kernel
-def _compress_kernel(
-    data: U8, offsets: I64, vals: U64, lens: I64, slots: I16, first: U16, short: I16
-) -> tuple[I64, U8]:  # pragma: no cover - compiled
-    """Greedy longest-symbol coding of every string: (new offsets, codes with 255 + literal escapes)."""
-    n = offsets.shape[0] - 1
-    cap = _string_bytes(offsets)
-    out = np.empty(2 * cap, dtype=np.uint8)
-    new = np.zeros(n + 1, dtype=np.int64)
-    m = 0
-    for i in range(n):
-        cur = offsets[i]
-        end = offsets[i + 1]
-        while cur < end:
-            c, k = _longest(data, cur, end - cur, vals, lens, slots, first, short)
-            if c < 0:
-                out[m] = _ESC
-                out[m + 1] = data[cur]
-                m += 2
-            else:
-                out[m] = c
-                m += 1
-            cur += k
-        new[i + 1] = m
-    return new, out[:m]
+    return rec[0], rec[1], rec[2], rec[3]
 
 
 def _train(data: U8, offsets: I64) -> _Table:
@@ -273,10 +278,11 @@ def fsst_compress(data: U8, offsets: I64) -> tuple[bytes, I64, U8] | None:
     if int(lens.max()) > MAX_FSST_VALUE:
         return None
     table = _train(data, offsets)
-    new, out = _compress_kernel(
+    new, out, _ = _code_strings(
         np.ascontiguousarray(data, dtype=np.uint8),
         np.ascontiguousarray(offsets, dtype=np.int64),
         *table.lookup(),
+        False,
     )
     if len(out) + TABLE_SIZE >= total:
         return None
@@ -284,9 +290,12 @@ def fsst_compress(data: U8, offsets: I64) -> tuple[bytes, I64, U8] | None:
 
 
 def warm_up() -> None:
-    """Compile (or load) the training and compression kernels for the argument types used."""
+    """Compile (or load) the coding kernel for the argument types used (strings read from Arrow
+    buffers are read-only arrays)."""
     data = np.frombuffer(b"abcabcab", dtype=np.uint8).copy()
     offsets = np.array([0, 3, 8], dtype=np.int64)
-    table = _Table(np.array([0x636261], dtype=np.uint64), np.array([3], dtype=np.int64))
-    _parse(table, data, offsets)
-    warm(_compress_kernel, data, offsets, *table.lookup(), readonly=(0, 1))
+    table = _Table(np.array([0x636261, 0x61, 0x6362], dtype=np.uint64), np.array([3, 1, 2], dtype=np.int64))
+    # Offsets are always the writer's own arrays and training codes a copied sample: only the
+    # compressed bytes may be a read-only Arrow buffer.
+    warm(_code_strings, data, offsets, *table.lookup(), False, readonly=(0,))
+    _code_strings(data, offsets, *table.lookup(), True)

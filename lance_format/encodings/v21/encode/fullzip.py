@@ -11,12 +11,13 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from lance_format.encodings.base import expand_ranges
+from lance_format.core.jit import kernel, warm
 from lance_format.encodings.v21 import model as m
-from lance_format.encodings.v21.encode.values import FixedVals, VarVals
+from lance_format.encodings.v21.encode.values import FixedVals, PageBuffers, VarVals
 
-__all__ = ["encode_all_null", "encode_fullzip"]
+__all__ = ["encode_all_null", "encode_fullzip", "warm_up"]
 
+U8 = npt.NDArray[np.uint8]
 U16 = npt.NDArray[np.uint16]
 I64 = npt.NDArray[np.int64]
 
@@ -25,9 +26,42 @@ def _cw_bytes(bits: int) -> int:
     return 0 if bits == 0 else 1 if bits <= 8 else 2 if bits <= 16 else 4
 
 
-def _scatter_uint(out: npt.NDArray[np.uint8], pos: I64, vals: I64, nbytes: int) -> None:
-    for b in range(nbytes):
-        out[pos + b] = ((vals >> (8 * b)) & 0xFF).astype(np.uint8)
+@kernel
+def _zip(
+    word: I64, cw: int, carry: npt.NDArray[np.bool_], lens: I64, src: I64, lb: int, data: U8
+) -> tuple[U8, I64]:  # pragma: no cover - compiled
+    """Per entry: its control word (``cw`` bytes), then when it carries a value, its length
+    (``lb`` bytes, none for fixed width) and its ``lens`` bytes from ``data[src:]``. Returns the
+    zipped bytes and each entry's start."""
+    n = word.shape[0]
+    starts = np.empty(n, dtype=np.int64)
+    total = 0
+    for e in range(n):
+        starts[e] = total
+        total += cw
+        if carry[e]:
+            total += lb + lens[e]
+    out = np.empty(total, dtype=np.uint8)
+    for e in range(n):
+        p = starts[e]
+        w = word[e]
+        for b in range(cw):
+            out[p + b] = (w >> (8 * b)) & 0xFF
+        p += cw
+        if carry[e]:
+            ln = lens[e]
+            for b in range(lb):
+                out[p + b] = (ln >> (8 * b)) & 0xFF
+            p += lb
+            s = src[e]
+            out[p : p + ln] = data[s : s + ln]
+    return out, starts
+
+
+def warm_up() -> None:
+    """Compile (or load) the zipping kernel (value bytes may be a read-only Arrow buffer)."""
+    one = np.ones(1, dtype=np.int64)
+    warm(_zip, one, 1, np.ones(1, np.bool_), one, one - 1, 4, np.zeros(2, np.uint8), readonly=(6,))
 
 
 def _fixed_rows(v: FixedVals) -> tuple[npt.NDArray[np.uint8], int, m.CompressiveEncoding, int]:
@@ -66,7 +100,7 @@ def encode_fullzip(
     visible: npt.NDArray[np.bool_],
     layers: tuple[m.RepDefLayer, ...],
     fsst_table: bytes | None = None,
-) -> tuple[m.FullZipLayout, list[bytes]]:
+) -> tuple[m.FullZipLayout, PageBuffers]:
     """Layout and buffers of one full-zip page (``visible``: per entry, carries a value;
     ``fsst_table``: the values are FSST codes of that table)."""
     nent = len(visible)
@@ -89,7 +123,6 @@ def encode_fullzip(
         item_of = np.cumsum(visible) - 1
         lens[carry] = lens_v[item_of[carry]]
         lb = 8 if values.large else 4
-        size = cw + np.where(carry, lb + lens, 0)
         src = np.zeros(nent, dtype=np.int64)
         src[carry] = values.offsets[item_of[carry]]
         data, row_bytes = values.data, 0
@@ -102,24 +135,22 @@ def encode_fullzip(
         data, row_bytes, comp, bits = _fixed_rows(values)
         carry = visible
         lens = np.where(visible, row_bytes, 0).astype(np.int64)
-        size = cw + lens
         item_of = np.cumsum(visible) - 1
         src = np.where(visible, item_of * row_bytes, 0)
         bits_value = bits
     if cw == 0 and bits_value is not None:
         layout = m.FullZipLayout(0, 0, bits_value, None, nent, int(visible.sum()), comp, layers)
-        return layout, [np.ascontiguousarray(data).tobytes()]
-    starts = np.cumsum(size) - size
-    total = int(size.sum())
-    out = np.zeros(total, dtype=np.uint8)
-    if cw:
-        _scatter_uint(out, starts, word, cw)
-    body = starts + cw
-    if bits_value is None:
-        _scatter_uint(out, starts[carry] + cw, lens[carry], lb)
-        body = body + lb
-    sel = np.flatnonzero(lens > 0)
-    out[expand_ranges(body[sel], lens[sel])] = data[expand_ranges(src[sel], lens[sel])]
+        return layout, [np.ascontiguousarray(data)]
+    out, starts = _zip(
+        np.ascontiguousarray(word),
+        cw,
+        np.ascontiguousarray(carry, dtype=np.bool_),
+        np.ascontiguousarray(lens, dtype=np.int64),
+        np.ascontiguousarray(src, dtype=np.int64),
+        lb if bits_value is None else 0,
+        np.ascontiguousarray(data, dtype=np.uint8),
+    )
+    total = len(out)
     row_start = np.flatnonzero(rep == max_rep) if rep is not None else np.arange(nent)
     index = np.concatenate((starts[row_start], [total])).astype(np.int64)
     top = int(index[-1])
@@ -134,12 +165,12 @@ def encode_fullzip(
         comp,
         layers,
     )
-    return layout, [out.tobytes(), index.astype(f"<u{ib}").tobytes()]
+    return layout, [out, index.astype(f"<u{ib}")]
 
 
 def encode_all_null(
     rep: U16 | None, defs: U16 | None, layers: tuple[m.RepDefLayer, ...]
-) -> tuple[m.AllNullLayout, list[bytes]]:
+) -> tuple[m.AllNullLayout, PageBuffers]:
     """A page without values: levels (plain u16, rep then def) only when they say more than
     "every row is null at the leaf"."""
     # pylance reads levels-free all-null pages only for a single (item) layer.

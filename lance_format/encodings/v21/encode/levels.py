@@ -17,6 +17,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from lance_format.core.types import LanceField
+from lance_format.encodings.v21.encode._levels import expand_lists
 from lance_format.encodings.v21.model import RepDefLayer
 
 __all__ = ["LeafLevels", "leaf_levels"]
@@ -54,6 +55,8 @@ class LeafLevels:
     num_rows: int
     #: Key width of an Arrow dictionary leaf (its values were decoded into ``values``), else None.
     index_bits: int | None = None
+    #: Every entry is its own slot (``slots == arange(len(values))``): a top-level leaf.
+    dense: bool = False
 
     @property
     def visible(self) -> I64:
@@ -81,7 +84,7 @@ def _valid(arr: pa.Array) -> Bools:
 
 
 def _list_offsets(arr: pa.Array) -> I64:
-    return np.asarray(arr.offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
+    return np.ascontiguousarray(arr.offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
 def _plain(arr: pa.Array) -> pa.Array:
@@ -111,6 +114,15 @@ def leaf_levels(field: LanceField, arr: pa.Array, columns_of: dict[int, int]) ->
         In column order.
     """
     n = len(arr)
+    top = _plain(arr)
+    if field.id in columns_of and not _nested(top.type):
+        # A top-level leaf: one entry per row, null or not; no walk needed.
+        is_dict = arr.type.index_type.bit_width if pa.types.is_dictionary(arr.type) else None
+        nullable = top.null_count > 0
+        defs = (~_valid(top)).astype(np.uint16) if nullable else None
+        kind = RepDefLayer.NULLABLE_ITEM if nullable else RepDefLayer.ALL_VALID_ITEM
+        slots = np.arange(n, dtype=np.int64)
+        return [LeafLevels(field, top, slots, None, defs, (kind,), n, is_dict, dense=True)]
     out: list[LeafLevels] = []
     _walk(
         field,
@@ -125,6 +137,10 @@ def leaf_levels(field: LanceField, arr: pa.Array, columns_of: dict[int, int]) ->
         out,
     )
     return out
+
+
+def _nested(t: pa.DataType) -> bool:
+    return bool(pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_struct(t))
 
 
 def _walk(
@@ -193,32 +209,10 @@ def _walk_list(
     offsets = _list_offsets(arr)
     # Entries already null above (a null struct around this list) stay single and invisible:
     # Arrow may hold any list in their slot.
-    live = (slots >= 0) & (null_at < 0)
-    li = slots[live]
-    lengths = np.zeros(len(slots), dtype=np.int64)
-    lengths[live] = offsets[li + 1] - offsets[li]
-    begin = np.zeros(len(slots), dtype=np.int64)
-    begin[live] = offsets[li]
-    is_null = np.zeros(len(slots), dtype=bool)
-    is_null[live] = ~valid[li]
-    lengths[is_null] = 0
-    is_empty = live & ~is_null & (lengths == 0)
-    layer = _Layer(True, bool(is_null.any()), bool(is_empty.any()))
-    # Entries that stay single: invisible ones (from above or here); others expand to their items.
-    count = np.where(lengths > 0, lengths, 1)
-    total = int(count.sum())
-    parent = np.repeat(np.arange(len(slots), dtype=np.int64), count)
-    first = np.cumsum(count) - count
-    pos_in = np.arange(total, dtype=np.int64) - first[parent]
-    new_slots = np.where(lengths[parent] > 0, begin[parent] + pos_in, -1)
-    new_null_at = null_at[parent].copy()
-    new_kind = kind[parent].copy()
-    here = (is_null | is_empty)[parent]
-    new_null_at[here] = depth
-    new_kind[here] = is_empty[parent][here].astype(np.int64)
-    # ``starts`` holds the outer-first list depth each entry starts (a new top row is -1); items
-    # after the first continue this list: they start an item of list ``depth``.
-    new_starts = np.where(pos_in == 0, starts[parent], depth)
+    new_slots, new_null_at, new_kind, new_starts, has_null, has_empty = expand_lists(
+        slots, null_at, kind, starts, offsets, valid, depth
+    )
+    layer = _Layer(True, bool(has_null), bool(has_empty))
     layers = [*layers, layer]
     _walk(
         field.children[0],

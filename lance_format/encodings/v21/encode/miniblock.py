@@ -15,10 +15,16 @@ import numpy.typing as npt
 from lance_format.encodings import buffer_compression
 from lance_format.encodings.v21 import model as m
 from lance_format.encodings.v21._kernels import FL_BLOCK
-from lance_format.encodings.v21.encode.bitpack import bit_widths, pack_blocks
-from lance_format.encodings.v21.encode.values import FixedVals, VarVals
+from lance_format.encodings.v21.encode._chunks import (
+    Stream,
+    assemble_chunks,
+    bitpack_chunks,
+    pack_level_chunks,
+    variable_chunks,
+)
+from lance_format.encodings.v21.encode.values import FixedVals, PageBuffers, VarVals
 
-__all__ = ["TooLarge", "dictionary_block", "encode_miniblock", "pack_levels"]
+__all__ = ["PageBuffers", "TooLarge", "dictionary_block", "encode_miniblock"]
 
 U8 = npt.NDArray[np.uint8]
 I64 = npt.NDArray[np.int64]
@@ -32,7 +38,11 @@ VAR_CHUNK_BYTES = 4096
 MAX_CHUNK_VALUES = 4096
 #: A 2.1 chunk's size is a 12-bit count of 8-byte words.
 MAX_CHUNK_BYTES_21 = 32 * 1024
-_PAD = 0xFE
+_TOO_LARGE = {
+    1: "too many levels in one chunk",
+    2: "value buffer too large for a 2.1 chunk",
+    3: "chunk larger than 32 KiB",
+}
 
 
 class TooLarge(Exception):
@@ -42,7 +52,7 @@ class TooLarge(Exception):
 @dataclass
 class _Chunked:
     counts: I64  # values per chunk
-    buffers: list[list[bytes]]  # per chunk, its value buffers
+    buffers: list[Stream]  # per value buffer, its bytes for every chunk
     compression: m.CompressiveEncoding
     num_buffers: int
 
@@ -50,38 +60,28 @@ class _Chunked:
 def _pow2_counts(n: int, per: int) -> I64:
     per = max(1, min(MAX_CHUNK_VALUES, 1 << (max(1, per).bit_length() - 1)))
     full, rest = divmod(n, per)
-    counts = [per] * full + ([rest] if rest else [])
-    return np.array(counts, dtype=np.int64)
+    counts = np.full(full + (1 if rest else 0), per, dtype=np.int64)
+    if rest:
+        counts[-1] = rest
+    return counts
 
 
 def _bitpacked(v: FixedVals) -> _Chunked:
-    t = v.width * 8
-    dt = np.dtype(f"<u{v.width}")
-    vals = v.data.view(dt)
+    vals = v.data[: v.n * v.width].view(np.dtype(f"<u{v.width}"))
     nchunks = -(-v.n // FL_BLOCK)
-    grid = np.zeros((nchunks, FL_BLOCK), dtype=dt)
-    grid.reshape(-1)[: v.n] = vals
-    widths = bit_widths(grid)
-    out: list[bytes | None] = [None] * nchunks
-    for w in np.unique(widths).tolist():
-        sel = np.flatnonzero(widths == w)
-        packed = pack_blocks(grid[sel], int(w))
-        head = np.array([w], dtype=dt).tobytes()
-        for i, row in zip(sel.tolist(), packed, strict=True):
-            out[i] = head + row.tobytes()
     counts = np.full(nchunks, FL_BLOCK, dtype=np.int64)
     if nchunks:
         counts[-1] = v.n - FL_BLOCK * (nchunks - 1)
-    return _Chunked(counts, [[b] for b in out if b is not None], m.InlineBitpacking(t), 1)
+    return _Chunked(counts, [bitpack_chunks(vals)], m.InlineBitpacking(v.width * 8), 1)
 
 
-def _bitmap_slices(bits: npt.NDArray[np.bool_], counts: I64, per_value: int) -> list[bytes]:
-    starts = (np.cumsum(counts) - counts) * per_value
-    packed = [
-        np.packbits(bits[s : s + c * per_value], bitorder="little").tobytes()
-        for s, c in zip(starts.tolist(), counts.tolist(), strict=True)
-    ]
-    return packed
+def _bitmap_stream(bits: npt.NDArray[np.bool_], counts: I64, per_value: int) -> Stream:
+    """Each chunk's ``count * per_value`` bits as a bitmap: chunks start on whole bytes (the
+    callers make sure), so one bitmap of all bits cut at those bytes is every chunk's bitmap."""
+    flat = np.packbits(bits[: int(counts.sum()) * per_value], bitorder="little")
+    offs = np.zeros(len(counts) + 1, dtype=np.int64)
+    offs[1:] = (np.cumsum(counts) * per_value + 7) // 8
+    return flat, offs
 
 
 def _flat(v: FixedVals) -> _Chunked:
@@ -91,62 +91,68 @@ def _flat(v: FixedVals) -> _Chunked:
         counts = _pow2_counts(v.n, (FIXED_CHUNK_BYTES * 8) // max(1, items))
         if (counts[:-1] * items % 8).any():
             counts = _pow2_counts(v.n, max(8, (FIXED_CHUNK_BYTES * 8) // max(1, items)))
-        bufs = [[b] for b in _bitmap_slices(v.bools, counts, items)]
+        values = _bitmap_stream(v.bools, counts, items)
         inner: m.CompressiveEncoding = m.Flat(1)
     else:
         row = v.width * items
         counts = _pow2_counts(v.n, FIXED_CHUNK_BYTES // row)
-        ends = np.cumsum(counts) * row
-        starts = ends - counts * row
-        bufs = [[v.data[s:e].tobytes()] for s, e in zip(starts.tolist(), ends.tolist(), strict=True)]
+        offs = np.zeros(len(counts) + 1, dtype=np.int64)
+        np.cumsum(counts * row, out=offs[1:])
+        values = (v.data[: int(offs[-1])], offs)
         inner = m.Flat(v.width * 8)
-    nbuf = 1
-    if v.dims:
-        # One item bitmap per level with nulls (outermost first), before the values.
-        per = 1
-        maps: list[list[bytes]] = [[] for _ in counts]
-        flags = []
-        for d, valid in zip(v.dims, v.level_valid, strict=True):
-            per *= d
-            flags.append(valid is not None)
-            if valid is None:
-                continue
-            if (counts[:-1] * per % 8).any():
-                raise TooLarge("item validity of fixed-size lists needs byte-aligned chunks")
-            for c, b in enumerate(_bitmap_slices(valid, counts, per)):
-                maps[c].append(b)
-            nbuf += 1
-        bufs = [[*mp, *b] for mp, b in zip(maps, bufs, strict=True)]
-        for d, flag in zip(reversed(v.dims), reversed(flags), strict=True):
-            inner = m.FixedSizeList(d, inner, flag)
-    return _Chunked(counts, bufs, inner, nbuf)
+    # One item bitmap per level with nulls (outermost first), before the values.
+    streams: list[Stream] = []
+    per = 1
+    flags = []
+    for d, valid in zip(v.dims, v.level_valid, strict=True):
+        per *= d
+        flags.append(valid is not None)
+        if valid is None:
+            continue
+        if (counts[:-1] * per % 8).any():
+            raise TooLarge("item validity of fixed-size lists needs byte-aligned chunks")
+        streams.append(_bitmap_stream(valid, counts, per))
+    for d, flag in zip(reversed(v.dims), reversed(flags), strict=True):
+        inner = m.FixedSizeList(d, inner, flag)
+    return _Chunked(counts, [*streams, values], inner, len(streams) + 1)
 
 
 def _variable(v: VarVals) -> _Chunked:
-    n = v.n
-    offs = v.offsets
-    ob = 8 if v.large else 4
-    counts_l: list[int] = []
-    bufs: list[list[bytes]] = []
-    s = 0
-    while s < n:
-        cand = 1 << (min(MAX_CHUNK_VALUES, n - s).bit_length() - 1)
-        while cand > 1 and int(offs[s + cand] - offs[s]) + ob * (cand + 1) > VAR_CHUNK_BYTES:
-            cand //= 2
-        k = cand
-        if s + k < n and n - s <= MAX_CHUNK_VALUES:
-            # The last chunk may hold any count: take the rest when it fits.
-            rest = n - s
-            if int(offs[n] - offs[s]) + ob * (rest + 1) <= VAR_CHUNK_BYTES:
-                k = rest
-        local = offs[s : s + k + 1] - offs[s] + ob * (k + 1)
-        body = v.data[offs[s] : offs[s + k]]
-        raw = local.astype(f"<u{ob}").tobytes() + body.tobytes()
-        # pylance wants the buffer size to be a multiple of the offset width.
-        bufs.append([raw + b"\0" * (-len(raw) % ob)])
-        counts_l.append(k)
-        s += k
-    return _Chunked(np.array(counts_l, dtype=np.int64), bufs, m.Variable(m.Flat(8 * ob)), 1)
+    counts, values = variable_chunks(v.offsets, v.data, v.large, VAR_CHUNK_BYTES, MAX_CHUNK_VALUES)
+    return _Chunked(counts, [values], m.Variable(m.Flat(64 if v.large else 32)), 1)
+
+
+def _compressed(ch: _Chunked, general: m.BufferCompression) -> _Chunked:
+    """Each chunk's (single) value buffer compressed with LZ4 or ZSTD on its own."""
+    assert general.scheme is not None
+    flat, offs = ch.buffers[0]
+    parts = [
+        buffer_compression.compress(general.scheme, flat[a:b].tobytes(), general.level)
+        for a, b in zip(offs[:-1].tolist(), offs[1:].tolist(), strict=True)
+    ]
+    new = np.zeros(len(parts) + 1, dtype=np.int64)
+    np.cumsum([len(x) for x in parts], out=new[1:])
+    joined = np.frombuffer(b"".join(parts), dtype=np.uint8)
+    return _Chunked(ch.counts, [(joined, new)], m.General(general, ch.compression), 1)
+
+
+def _rep_index(rep: npt.NDArray[np.uint16], bounds: I64, max_rep: int) -> I64:
+    """Per chunk: (rows that end in it, levels of a row that continues into the next chunk)."""
+    nchunks = len(bounds) - 1
+    is_start = rep == max_rep
+    before = np.concatenate(([0], np.cumsum(is_start)))
+    a, b = bounds[:-1], bounds[1:]
+    nstarts = before[b] - before[a]
+    nxt_is_start = np.ones(nchunks, dtype=bool)
+    nxt_is_start[:-1] = is_start[b[:-1]]
+    first_is_start = is_start[a]
+    ends = nstarts - (~nxt_is_start) + (~first_is_start)
+    # Last row start at or before each position (-1: none yet).
+    last = np.maximum.accumulate(np.where(is_start, np.arange(len(rep)), -1))
+    last_in = last[b - 1]
+    has = last_in >= a
+    trailing = np.where(nxt_is_start, 0, np.where(has, b - last_in, b - a))
+    return np.stack((ends, trailing), axis=1).astype(np.int64)
 
 
 def dictionary_block(d: FixedVals | VarVals) -> bytes:
@@ -169,41 +175,6 @@ def dictionary_block(d: FixedVals | VarVals) -> bytes:
     return head + offs.astype(f"<u{ob}").tobytes() + d.data[d.offsets[0] : d.offsets[-1]].tobytes()  # type: ignore[no-any-return]
 
 
-def pack_levels(levels: npt.NDArray[np.uint16], bounds: I64, width: int) -> list[bytes]:
-    """Out-of-line bit-packing of each chunk's u16 levels (``levels[bounds[c]:bounds[c + 1]]``)
-    with one ``width``: whole 1024-level blocks packed, a short tail stored raw. All chunks' blocks
-    are packed in one call."""
-    a, b = bounds[:-1], bounds[1:]
-    count = b - a
-    full, tail = count // FL_BLOCK, count % FL_BLOCK
-    block_bytes = FL_BLOCK * width // 8
-    packed_tail = (tail > 0) & (tail * 2 > block_bytes)
-    nblocks = full + packed_tail
-    owner = np.repeat(np.arange(len(count)), nblocks)
-    first = np.cumsum(nblocks) - nblocks
-    k = np.arange(int(nblocks.sum()), dtype=np.int64) - first[owner]
-    starts = a[owner] + k * FL_BLOCK
-    idx = starts[:, None] + np.arange(FL_BLOCK, dtype=np.int64)[None, :]
-    inside = idx < b[owner][:, None]
-    grid = np.where(inside, levels[np.minimum(idx, max(len(levels) - 1, 0))], 0).astype(np.uint16)
-    words = pack_blocks(grid, width).reshape(len(grid), -1) if len(grid) else np.zeros((0, 0), np.uint16)
-    raw = words.tobytes()
-    row = block_bytes
-    out = []
-    for c in range(len(count)):
-        f0, nb = int(first[c]), int(nblocks[c])
-        part = raw[f0 * row : (f0 + nb) * row]
-        if tail[c] and not packed_tail[c]:
-            part += levels[int(b[c]) - int(tail[c]) : int(b[c])].astype("<u2").tobytes()
-        out.append(part)
-    return out
-
-
-def _pad8(b: bytes) -> bytes:
-    rem = len(b) % 8
-    return b + bytes([_PAD]) * (8 - rem) if rem else b
-
-
 def encode_miniblock(
     values: FixedVals | VarVals,
     rep: npt.NDArray[np.uint16] | None,
@@ -215,8 +186,8 @@ def encode_miniblock(
     fsst_table: bytes | None = None,
     general: m.BufferCompression | None = None,
     bitpack: bool = True,
-) -> tuple[m.MiniBlockLayout, list[bytes]]:
-    """Layout and buffers of one mini-block page.
+) -> tuple[m.MiniBlockLayout, PageBuffers]:
+    """Layout and buffers of one mini-block page (buffers are bytes or uint8 arrays).
 
     Parameters
     ----------
@@ -253,13 +224,7 @@ def encode_miniblock(
         if values.packed_bits:
             ch.compression = m.PackedStruct(values.packed_bits, ch.compression)
     if general is not None and ch.num_buffers == 1:
-        assert general.scheme is not None
-        ch = _Chunked(
-            ch.counts,
-            [[buffer_compression.compress(general.scheme, b[0], general.level)] for b in ch.buffers],
-            m.General(general, ch.compression),
-            1,
-        )
+        ch = _compressed(ch, general)
     counts = ch.counts
     nchunks = len(counts)
     # Entry range of each chunk: a chunk starts at the entry of its first value.
@@ -273,50 +238,24 @@ def encode_miniblock(
         bounds[0] = 0
     rep_w = int(rep.max()).bit_length() if rep is not None and len(rep) else 0
     def_w = int(defs.max()).bit_length() if defs is not None and len(defs) else 0
-    size_dt = "<u4" if large else "<u2"
-    chunks: list[bytes] = []
-    words: list[int] = []
-    rep_index: list[tuple[int, int]] = []
     max_rep = sum(1 for x in layers if x.is_list)
     bounds = bounds.astype(np.int64)
-    rep_parts = pack_levels(rep, bounds, max(rep_w, 1)) if rep is not None else None
-    def_parts = pack_levels(defs, bounds, max(def_w, 1)) if defs is not None else None
-    for c in range(nchunks):
-        a, b = int(bounds[c]), int(bounds[c + 1])
-        nlev = b - a
-        head = [nlev]
-        body: list[bytes] = []
-        if rep_parts is not None:
-            rb = rep_parts[c]
-            head.append(len(rb))
-            body.append(_pad8(rb))
-        if def_parts is not None:
-            db = def_parts[c]
-            head.append(len(db))
-            body.append(_pad8(db))
-        if nlev > 0xFFFF or any(h > 0xFFFF for h in head):
-            raise TooLarge("too many levels in one chunk")
-        sizes = [len(x) for x in ch.buffers[c]]
-        if not large and any(s > 0xFFFF for s in sizes):
-            raise TooLarge("value buffer too large for a 2.1 chunk")
-        header = np.array(head, dtype="<u2").tobytes() + np.array(sizes, dtype=size_dt).tobytes()
-        chunk = _pad8(header) + b"".join(body) + b"".join(_pad8(x) for x in ch.buffers[c])
-        if not large and len(chunk) > MAX_CHUNK_BYTES_21:
-            raise TooLarge("chunk larger than 32 KiB")
-        chunks.append(chunk)
-        cnt = int(counts[c])
-        log = cnt.bit_length() - 1 if c < nchunks - 1 else 0
-        words.append(((len(chunk) // 8 - 1) << 4) | log)
-        if rep is not None:
-            r = rep[a:b]
-            starts = np.flatnonzero(r == max_rep)
-            nxt_is_start = c == nchunks - 1 or int(rep[b]) == max_rep
-            ends = len(starts) - (0 if nxt_is_start else 1) + (0 if (len(r) and r[0] == max_rep) else 1)
-            trailing = 0 if nxt_is_start else (nlev - int(starts[-1]) if len(starts) else nlev)
-            rep_index.append((ends, trailing))
-    if not large and any(w > 0xFFFF for w in words):
+    levels: list[Stream] = []
+    if rep is not None:
+        levels.append(pack_level_chunks(rep, bounds, max(rep_w, 1)))
+    if defs is not None:
+        levels.append(pack_level_chunks(defs, bounds, max(def_w, 1)))
+    logs = np.zeros(nchunks, dtype=np.int64)
+    if nchunks > 1:
+        logs[:-1] = np.log2(counts[:-1]).astype(np.int64)
+    chunks, words, err = assemble_chunks(
+        levels, ch.buffers, np.diff(bounds), logs, large, 0 if large else MAX_CHUNK_BYTES_21
+    )
+    if err:
+        raise TooLarge(_TOO_LARGE[err])
+    if not large and nchunks and int(words.max()) > 0xFFFF:
         raise TooLarge("chunk metadata word overflows u16")
-    bufs = [np.array(words, dtype="<u4" if large else "<u2").tobytes(), b"".join(chunks)]
+    bufs: PageBuffers = [words.astype("<u4" if large else "<u2"), chunks]
     dict_ce: m.CompressiveEncoding | None = None
     if dictionary is not None:
         bufs.append(dictionary_block(dictionary))
@@ -327,7 +266,7 @@ def encode_miniblock(
     depth = 0
     if rep is not None:
         depth = 1
-        bufs.append(np.array(rep_index, dtype="<u8").reshape(-1).tobytes())
+        bufs.append(_rep_index(rep, bounds, max_rep).astype("<u8").reshape(-1))
     layout = m.MiniBlockLayout(
         rep_compression=m.OutOfLineBitpacking(16, m.Flat(max(rep_w, 1))) if rep is not None else None,
         def_compression=m.OutOfLineBitpacking(16, m.Flat(max(def_w, 1))) if defs is not None else None,

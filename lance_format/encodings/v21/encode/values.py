@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -10,10 +11,12 @@ import pyarrow as pa
 
 from lance_format.core.errors import NotSupportedError
 
-__all__ = ["FixedVals", "VarVals", "extract"]
+__all__ = ["FixedVals", "PageBuffers", "VarVals", "extract"]
 
 U8 = npt.NDArray[np.uint8]
 I64 = npt.NDArray[np.int64]
+#: A page's buffers: bytes or arrays the writer takes as they are (no copy to bytes).
+PageBuffers = list[bytes | npt.NDArray[Any]]
 
 
 @dataclass(frozen=True)
