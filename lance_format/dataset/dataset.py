@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -20,8 +21,15 @@ from lance_format.dataset.cache import cached_manifest
 from lance_format.dataset.cleanup import CleanupStats
 from lance_format.dataset.filters import Filter
 from lance_format.dataset.fragment import FragmentReader, ReaderCache
-from lance_format.dataset.operations import FragmentMetadata, commit_batch, create_fragment
-from lance_format.dataset.operations import commit as commit_operation
+from lance_format.dataset.operations import (
+    Committable,
+    FragmentMetadata,
+    Target,
+    commit_batch_operations,
+    commit_operation,
+    create_fragment,
+)
+from lance_format.dataset.operations import Transaction as PlannedTransaction
 from lance_format.dataset.scan_options import scan_options
 from lance_format.dataset.scanner import LanceScanner
 from lance_format.dataset.session import Session
@@ -111,7 +119,7 @@ class LanceFragment(ArrowFragmentMixin, pds.Fragment):  # type: ignore[misc]
         when no row is left) to commit with ``LanceOperation.Delete``."""
         from lance_format.dataset.fragment_api import delete_in_fragment
 
-        return delete_in_fragment(self._ds, self.fragment, predicate)
+        return delete_in_fragment(self._ds.snapshot, self.fragment, predicate)
 
     def merge_columns(
         self,
@@ -124,7 +132,7 @@ class LanceFragment(ArrowFragmentMixin, pds.Fragment):  # type: ignore[misc]
         ``(metadata, schema)`` to commit with ``LanceOperation.Merge``."""
         from lance_format.dataset.fragment_api import merge_columns
 
-        return merge_columns(self._ds, self.fragment, value_func, columns, batch_size, reader_schema)
+        return merge_columns(self._ds.snapshot, self.fragment, value_func, columns, batch_size, reader_schema)
 
     def update_columns(
         self,
@@ -140,7 +148,7 @@ class LanceFragment(ArrowFragmentMixin, pds.Fragment):  # type: ignore[misc]
         from lance_format.dataset.fragment_api import update_columns
 
         return update_columns(
-            self._ds, self.fragment, data_obj, left_on, right_on, schema, with_offsets=with_offsets
+            self._ds.snapshot, self.fragment, data_obj, left_on, right_on, schema, with_offsets=with_offsets
         )
 
     def scanner(self, schema: pa.Schema | None = None, **kwargs: Any) -> LanceScanner:
@@ -528,7 +536,9 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         """
         from lance_format.dataset.indices import create_scalar_index
 
-        self.adopt(create_scalar_index(self._snapshot, column, index_type, name, replace, rows_per_zone))
+        snap = self._snapshot
+        scan = partial(LanceScanner, snap)
+        self.adopt(create_scalar_index(snap, column, index_type, name, replace, rows_per_zone, scan))
 
     # -- writing ---------------------------------------------------------------------------------
     def delete(self, predicate: Filter) -> dict[str, int]:
@@ -582,7 +592,7 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
             return
         from lance_format.dataset.fragment_api import add_computed_columns
 
-        self.adopt(add_computed_columns(self, transforms, read_columns, reader_schema, batch_size))
+        self.adopt(add_computed_columns(self._snapshot, transforms, read_columns, reader_schema, batch_size))
 
     def drop_columns(self, columns: list[str]) -> None:
         """Remove columns from the schema; data files holding only dropped columns leave the
@@ -855,7 +865,7 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         returns this dataset, moved to that version."""
         from lance_format.dataset.multibase import add_bases
 
-        self.adopt(add_bases(self, new_bases, transaction_properties))
+        self.adopt(add_bases(self._snapshot, new_bases, transaction_properties))
         return self
 
     def base_paths(self) -> dict[int, DatasetBasePath]:
@@ -864,8 +874,52 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
 
         return base_paths(self.manifest)
 
-    commit = staticmethod(commit_operation)
-    commit_batch = staticmethod(commit_batch)
+    @staticmethod
+    def commit(
+        base_uri: Target,
+        operation: Committable,
+        read_version: int | None = None,
+        commit_lock: Any = None,
+        storage_options: dict[str, str] | None = None,
+        enable_v2_manifest_paths: bool | None = None,
+        detached: bool | None = False,
+        max_retries: int = 20,
+        *,
+        commit_message: str | None = None,
+        enable_stable_row_ids: bool | None = None,
+        **unsupported: Any,
+    ) -> LanceDataset:
+        """The dataset at a new version committing ``operation`` (see ``operations.commit_operation``)."""
+        snapshot = commit_operation(
+            base_uri,
+            operation,
+            read_version,
+            commit_lock,
+            storage_options,
+            enable_v2_manifest_paths,
+            detached,
+            max_retries,
+            commit_message=commit_message,
+            enable_stable_row_ids=enable_stable_row_ids,
+            **unsupported,
+        )
+        return LanceDataset.from_snapshot(snapshot)
+
+    @staticmethod
+    def commit_batch(
+        dest: Target,
+        transactions: Sequence[PlannedTransaction],
+        commit_lock: Any = None,
+        storage_options: dict[str, str] | None = None,
+        enable_v2_manifest_paths: bool | None = None,
+        detached: bool | None = False,
+        max_retries: int = 20,
+        **unsupported: Any,
+    ) -> dict[str, Any]:
+        """Commit append transactions as one version: ``{"dataset": ..., "merged": Transaction}``."""
+        tail = (commit_lock, storage_options, enable_v2_manifest_paths, detached, max_retries)
+        snapshot, merged = commit_batch_operations(dest, transactions, *tail, **unsupported)
+        return {"dataset": LanceDataset.from_snapshot(snapshot), "merged": merged}
 
     def __len__(self) -> int:
         return self.count_rows()

@@ -30,7 +30,7 @@ from lance_format.table.model import DataFile, DataFragment, Manifest, Merge, Tr
 from lance_format.table.naming import data_file_name
 
 if TYPE_CHECKING:
-    from lance_format.dataset.dataset import LanceDataset
+    from lance_format.dataset.snapshot import Snapshot
 
 __all__ = ["add_computed_columns", "delete_in_fragment", "merge_columns", "update_columns"]
 
@@ -38,7 +38,7 @@ __all__ = ["add_computed_columns", "delete_in_fragment", "merge_columns", "updat
 TOMBSTONE_FIELD = -2
 
 
-def delete_in_fragment(ds: LanceDataset, frag: DataFragment, predicate: Filter) -> FragmentMetadata | None:
+def delete_in_fragment(ds: Snapshot, frag: DataFragment, predicate: Filter) -> FragmentMetadata | None:
     """``frag`` with the rows matching ``predicate`` deleted (a new deletion file is written);
     ``None`` when no row is left, as pylance's ``LanceFragment.delete``."""
     bound = parse_filter(predicate, LanceScanner.filter_schema(ds.schema))
@@ -53,7 +53,7 @@ def delete_in_fragment(ds: LanceDataset, frag: DataFragment, predicate: Filter) 
     return FragmentMetadata.of(replace(frag, deletion_file=d))
 
 
-def _new_schema(ds: LanceDataset, added: pa.Schema) -> tuple[LanceSchema, LanceSchema]:
+def _new_schema(ds: Snapshot, added: pa.Schema) -> tuple[LanceSchema, LanceSchema]:
     """``(the dataset's schema with the new columns, the new columns' own fields)``."""
     for f in added:
         if f.name in ds.schema.names:
@@ -65,7 +65,7 @@ def _new_schema(ds: LanceDataset, added: pa.Schema) -> tuple[LanceSchema, LanceS
     return LanceSchema(full.fields, dict(ds.lance_schema.metadata)), new
 
 
-def _sql_udf(ds: LanceDataset, exprs: dict[str, str]) -> tuple[BatchUDF, list[str]]:
+def _sql_udf(ds: Snapshot, exprs: dict[str, str]) -> tuple[BatchUDF, list[str]]:
     parsed, used = {}, set()
     for name, sql in exprs.items():
         if not isinstance(name, str) or not isinstance(sql, str):
@@ -82,7 +82,7 @@ def _sql_udf(ds: LanceDataset, exprs: dict[str, str]) -> tuple[BatchUDF, list[st
 
 
 def merge_columns(
-    ds: LanceDataset,
+    ds: Snapshot,
     frag: DataFragment,
     value_func: Any,
     columns: Sequence[str] | None = None,
@@ -106,7 +106,7 @@ def merge_columns(
 
 
 def add_computed_columns(
-    ds: LanceDataset,
+    ds: Snapshot,
     transforms: Any,
     read_columns: Sequence[str] | None,
     reader_schema: pa.Schema | None,
@@ -118,10 +118,10 @@ def add_computed_columns(
     frags = tuple(fragment_with_new_columns(ds, f, values(f), new) for f in ds.manifest.fragments)
     finish()
     txn = Transaction(ds.version, str(uuid.uuid4()), Merge(frags, full))
-    return commit_transaction(ds.store, txn, ds.manifest, ds.manifest_naming)
+    return commit_transaction(ds.store, txn, ds.manifest, ds.naming)
 
 
-def _keys(ds: LanceDataset, frag: DataFragment, column: str) -> pa.ChunkedArray | pa.Array:
+def _keys(ds: Snapshot, frag: DataFragment, column: str) -> pa.ChunkedArray | pa.Array:
     """``column`` (or ``_rowid`` / ``_rowaddr``) for every physical row of ``frag``."""
     addr = (np.uint64(frag.id) << np.uint64(32)) | np.arange(frag.physical_rows, dtype=np.uint64)
     if column == ROWADDR or (column == ROWID and not ds.has_stable_row_ids):
@@ -134,7 +134,7 @@ def _keys(ds: LanceDataset, frag: DataFragment, column: str) -> pa.ChunkedArray 
 
 
 def update_columns(
-    ds: LanceDataset,
+    ds: Snapshot,
     frag: DataFragment,
     data_obj: Any,
     left_on: str = ROWID,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import replace
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from lance_format.core.errors import InvalidInputError, NotSupportedError
@@ -67,8 +67,14 @@ def create_scalar_index(
     name: str | None,
     replace_existing: bool,
     rows_per_zone: int | None,
+    scan: Callable[..., Any],
 ) -> Manifest:
-    """Build a ZONEMAP, BTREE or BITMAP index over ``column`` and commit it; the new manifest."""
+    """Build a ZONEMAP, BTREE or BITMAP index over ``column`` and commit it; the new manifest.
+
+    ``scan`` makes a scanner of ``ds`` from scanner keyword arguments (``columns``,
+    ``with_row_id``): BTREE and BITMAP builds read the column through it. The caller passes it so
+    this module, which the scan planner reads indices through, does not import the scanner.
+    """
     from lance_format.dataset.zonemap import build_zonemap, write_zonemap
 
     kind = str(index_type).upper()
@@ -80,13 +86,11 @@ def create_scalar_index(
         if rows_per_zone is not None:
             raise InvalidInputError("rows_per_zone is for ZONEMAP indices")
         from lance_format.dataset.scalar_index.search import build_index
-        from lance_format.dataset.scanner import LanceScanner
 
         name = name or f"{column}_idx"
         existing = [i for i in dataset_indices(ds) if i.name == name]
         if existing and not replace_existing:
             raise InvalidInputError(f"index {name!r} already exists (pass replace=True to rebuild it)")
-        scan = partial(LanceScanner, ds)
         index = build_index(ds, column, kind, name, scan)
         txn = Transaction(ds.version, str(uuid.uuid4()), CreateIndex((index,), tuple(existing)))
         return replace(commit_transaction(ds.store, txn, ds.manifest, ds.naming), index_section_bytes=None)

@@ -21,7 +21,7 @@ from lance_format.table.model import BasePath, Manifest, Transaction, UpdateBase
 from lance_format.table.transaction import assign_base_ids
 
 if TYPE_CHECKING:
-    from lance_format.dataset.dataset import LanceDataset
+    from lance_format.dataset.snapshot import Snapshot
 
 __all__ = [
     "DatasetBasePath",
@@ -117,16 +117,17 @@ def resolve_targets(
 
 
 def add_bases(
-    ds: LanceDataset, new: Iterable[Any], transaction_properties: dict[str, str] | None = None
+    ds: Snapshot, new: Iterable[Any], transaction_properties: dict[str, str] | None = None
 ) -> Manifest:
-    """Commit more base paths (ids assigned after the largest in use)."""
+    """Commit more base paths on top of ``ds`` (ids assigned after the largest in use); the new
+    manifest."""
     added = as_base_paths(new)
     if not added:
         raise InvalidInputError("add_bases needs at least one base path")
     assign_base_ids(ds.manifest.base_paths, added)  # names and paths unique: refuse before writing
     props = dict(transaction_properties or {})
     txn = Transaction(ds.version, str(uuid.uuid4()), UpdateBases(added), properties=props)
-    return commit_transaction(ds.store, txn, ds.manifest, ds.manifest_naming)
+    return commit_transaction(ds.store, txn, ds.manifest, ds.naming)
 
 
 def base_paths(manifest: Manifest) -> dict[int, DatasetBasePath]:

@@ -1,11 +1,13 @@
 """pylance's distributed-write API: ``LanceOperation.*``, ``Transaction``, ``FragmentMetadata``,
-``LanceDataset.commit`` / ``commit_batch`` and ``write_fragments``.
+the commits behind ``LanceDataset.commit`` / ``commit_batch``, and ``write_fragments``.
 
 Workers (Spark executors, Ray tasks) write fragments with :func:`write_fragments` and ship their
-:class:`FragmentMetadata` as JSON to one committer, which commits them with :func:`commit` and a
-``LanceOperation``. The operations here are pylance-shaped front ends: at commit time each becomes
-the table model's operation (:mod:`lance_format.table.model`) planned against ``read_version``, and
-concurrent commits are resolved by the table's conflict rules
+:class:`FragmentMetadata` as JSON to one committer, which commits them with
+:func:`commit_operation` (``LanceDataset.commit``) and a ``LanceOperation``. Commits return the
+:class:`~lance_format.dataset.snapshot.Snapshot` of the new version; the facade wraps it. The
+operations here are pylance-shaped front ends: at commit time each becomes the table model's
+operation (:mod:`lance_format.table.model`) planned against ``read_version``, and concurrent
+commits are resolved by the table's conflict rules
 (:func:`lance_format.table.transaction.check_conflict`).
 """
 
@@ -17,13 +19,14 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import pyarrow as pa
 
 from lance_format.core.errors import InvalidInputError, NotFoundError, NotSupportedError
 from lance_format.core.types import LanceField, LanceSchema, fields_from_arrow
 from lance_format.dataset.multibase import new_bases, resolve_targets
+from lance_format.dataset.snapshot import Snapshot, SnapshotSource, reader_cache
 from lance_format.dataset.write import (
     DEFAULT_MAX_BYTES_PER_FILE,
     DEFAULT_MAX_ROWS_PER_FILE,
@@ -39,16 +42,14 @@ from lance_format.table.model import DataFile, DataFragment, DataStorageFormat, 
 from lance_format.table.naming import ManifestNaming
 from lance_format.table.versions import load_manifest
 
-if TYPE_CHECKING:
-    from lance_format.dataset.dataset import LanceDataset
-
 __all__ = [
-    "BulkCommitResult",
+    "Committable",
     "FragmentMetadata",
     "LanceOperation",
+    "Target",
     "Transaction",
-    "commit",
-    "commit_batch",
+    "commit_batch_operations",
+    "commit_operation",
     "create_fragment",
     "schema_against",
     "write_fragments",
@@ -197,7 +198,7 @@ class _Operation:
 
 @dataclass
 class _Planned(_Operation):
-    """A table-model operation given to :func:`commit` directly."""
+    """A table-model operation given to :func:`commit_operation` directly."""
 
     op: model.Operation
 
@@ -210,7 +211,7 @@ class _Planned(_Operation):
 
 
 class LanceOperation:
-    """The operations :func:`commit` takes (pylance's ``lance.LanceOperation`` namespace)."""
+    """The operations :func:`commit_operation` takes (pylance's ``lance.LanceOperation`` namespace)."""
 
     BaseOperation = _Operation
 
@@ -478,21 +479,28 @@ class Transaction:
     transaction_properties: dict[str, str] | None = field(default_factory=dict)
 
 
-#: ``commit_batch``'s result: ``{"dataset": LanceDataset, "merged": Transaction}``.
-BulkCommitResult = dict[str, Any]
+#: What :func:`commit_operation` commits: a ``LanceOperation``, a :class:`Transaction` of one, or
+#: a table-model operation (passed through as it is).
+Committable = _Operation | Transaction | model.Operation
+
+#: Where a commit or a fragment write goes: a path or URI, or an open dataset (a ``LanceDataset``
+#: or a :class:`~lance_format.dataset.snapshot.Snapshot`).
+Target = str | Path | SnapshotSource
 
 
-def _target(base_uri: Any, storage_options: dict[str, str] | None) -> tuple[str, ObjectStore]:
-    from lance_format.dataset.dataset import LanceDataset
-
-    if isinstance(base_uri, LanceDataset):
-        return base_uri.uri, base_uri.store
-    if not isinstance(base_uri, str | Path | os.PathLike):
+def _target(
+    base_uri: Any, storage_options: dict[str, str] | None
+) -> tuple[str, ObjectStore, Snapshot | None]:
+    """``(uri, store, the snapshot when an open dataset was given)``."""
+    if isinstance(base_uri, str | Path | os.PathLike):
+        uri = os.fspath(base_uri)
+        return uri, store_for_uri(uri, storage_options), None
+    snap = getattr(base_uri, "snapshot", None)
+    if not isinstance(snap, Snapshot):
         raise InvalidInputError(
             f"base_uri must be a path, URI or LanceDataset, got {type(base_uri).__name__}"
         )
-    uri = os.fspath(base_uri)
-    return uri, store_for_uri(uri, storage_options)
+    return snap.uri, snap.store, snap
 
 
 def _format_of(fragments: Sequence[DataFragment]) -> DataStorageFormat | None:
@@ -503,9 +511,9 @@ def _format_of(fragments: Sequence[DataFragment]) -> DataStorageFormat | None:
     return None
 
 
-def commit(
-    base_uri: str | Path | LanceDataset,
-    operation: _Operation | Transaction,
+def commit_operation(
+    base_uri: Target,
+    operation: Committable,
     read_version: int | None = None,
     commit_lock: Any = None,
     storage_options: dict[str, str] | None = None,
@@ -516,13 +524,14 @@ def commit(
     commit_message: str | None = None,
     enable_stable_row_ids: bool | None = None,
     **unsupported: Any,
-) -> LanceDataset:
-    """Commit ``operation`` (or a :class:`Transaction`) planned against ``read_version``.
+) -> Snapshot:
+    """Commit ``operation`` (or a :class:`Transaction`) planned against ``read_version``
+    (``LanceDataset.commit``).
 
     Parameters
     ----------
     base_uri:
-        The dataset (path, URI or :class:`LanceDataset`).
+        The dataset (path, URI, ``LanceDataset`` or :class:`Snapshot`).
     operation:
         A ``LanceOperation.*`` or a :class:`Transaction` (whose ``read_version`` is used).
     read_version:
@@ -543,11 +552,9 @@ def commit(
 
     Returns
     -------
-    LanceDataset
-        The dataset at the new version.
+    Snapshot
+        The new version (of the same session and caches when ``base_uri`` was an open dataset).
     """
-    from lance_format.dataset.dataset import LanceDataset
-
     given = {k: v for k, v in unsupported.items() if v is not None and k != "commit_timeout"}
     if commit_lock is not None or detached or given:
         names = ["commit_lock"] * (commit_lock is not None) + ["detached"] * bool(detached) + sorted(given)
@@ -569,7 +576,7 @@ def commit(
     if not isinstance(operation, _Operation):
         raise InvalidInputError(f"expected a LanceOperation or Transaction, got {type(operation).__name__}")
     properties.update(commit_properties(commit_message))
-    uri, store = _target(base_uri, storage_options)
+    uri, store, source = _target(base_uri, storage_options)
     base: Manifest | None
     naming: ManifestNaming | None
     try:
@@ -590,11 +597,14 @@ def commit(
     )
     txn = model.Transaction(base.version if base else 0, txn_uuid, op, properties=properties)
     manifest = commit_transaction(store, txn, base, naming, options)
-    return LanceDataset(uri, store=store, manifest=manifest, naming=naming or options.naming)
+    if source is not None:
+        return source.at(manifest, naming or options.naming)
+    cache = reader_cache(store, storage_options)
+    return Snapshot(uri, store, manifest, naming or options.naming, cache, storage_options)
 
 
-def commit_batch(
-    dest: str | Path | LanceDataset,
+def commit_batch_operations(
+    dest: Target,
     transactions: Sequence[Transaction],
     commit_lock: Any = None,
     storage_options: dict[str, str] | None = None,
@@ -602,10 +612,11 @@ def commit_batch(
     detached: bool | None = False,
     max_retries: int = 20,
     **unsupported: Any,
-) -> BulkCommitResult:
-    """Commit several append transactions as one version (pylance's rule: appends only).
+) -> tuple[Snapshot, Transaction]:
+    """Commit several append transactions as one version (pylance's rule: appends only), as
+    ``LanceDataset.commit_batch``.
 
-    Returns ``{"dataset": the new version, "merged": the one Transaction committed}``.
+    Returns ``(the new version, the one Transaction committed)``.
     """
     txns = list(transactions)
     if not txns:
@@ -619,7 +630,7 @@ def commit_batch(
     merged = Transaction(
         first.read_version, LanceOperation.Append(frags), first.uuid, first.transaction_properties
     )
-    ds = commit(
+    snapshot = commit_operation(
         dest,
         merged,
         commit_lock=commit_lock,
@@ -629,7 +640,7 @@ def commit_batch(
         max_retries=max_retries,
         **unsupported,
     )
-    return {"dataset": ds, "merged": merged}
+    return snapshot, merged
 
 
 _WRITE_MODES = ("append", "overwrite", "create")
@@ -644,7 +655,7 @@ def _current(store: ObjectStore) -> Manifest | None:
 
 def write_fragments(
     data: Any,
-    dataset_uri: str | Path | LanceDataset,
+    dataset_uri: Target,
     schema: pa.Schema | None = None,
     *,
     return_transaction: bool = False,
@@ -679,7 +690,7 @@ def write_fragments(
         raise NotSupportedError("the legacy (0.1) file format")
     if mode not in _WRITE_MODES:
         raise InvalidInputError(f"mode must be one of {_WRITE_MODES}, got {mode!r}")
-    uri, store = _target(dataset_uri, storage_options)
+    uri, store, _ = _target(dataset_uri, storage_options)
     base = _current(store)
     overwrite = mode == "overwrite" or base is None
     if initial_bases and not overwrite:
@@ -711,7 +722,7 @@ def write_fragments(
 
 
 def create_fragment(
-    dataset_uri: str | Path | LanceDataset,
+    dataset_uri: Target,
     data: Any,
     fragment_id: int | None = None,
     schema: pa.Schema | None = None,

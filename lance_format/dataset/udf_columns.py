@@ -33,7 +33,7 @@ from lance_format.table.model import DataFile, DataFragment
 from lance_format.table.naming import data_file_name
 
 if TYPE_CHECKING:
-    from lance_format.dataset.dataset import LanceDataset
+    from lance_format.dataset.snapshot import Snapshot
 
 __all__ = [
     "BatchUDF",
@@ -124,7 +124,7 @@ def _read_spec(read_columns: Sequence[str] | None) -> tuple[list[str] | None, bo
 
 
 def _live_batches(
-    ds: LanceDataset,
+    ds: Snapshot,
     frags: Sequence[DataFragment],
     read_columns: Sequence[str] | None,
     batch_size: int | None,
@@ -153,7 +153,7 @@ def _nothing() -> None:
 
 
 def new_columns_source(
-    ds: LanceDataset,
+    ds: Snapshot,
     transform: Any,
     read_columns: Sequence[str] | None,
     reader_schema: pa.Schema | None,
@@ -217,7 +217,7 @@ def _rebatch(reader: pa.RecordBatchReader) -> Any:
 
 
 def fragment_with_new_columns(
-    ds: LanceDataset,
+    ds: Snapshot,
     frag: DataFragment,
     values: Iterator[pa.RecordBatch],
     new_fields: LanceSchema,

@@ -134,3 +134,30 @@ def test_a_scanner_takes_a_dataset_or_its_snapshot(tmp_path: Path) -> None:
     assert ds.snapshot.snapshot is ds.snapshot
     for source in (ds, ds.snapshot):
         assert LanceScanner(source, filter="a > 1").to_table().column("a").to_pylist() == [2, 3]
+
+
+def test_commits_take_a_snapshot_and_the_facade_wraps_them(tmp_path: Path) -> None:
+    # operations.commit_operation returns a Snapshot (of the session of the dataset it is given);
+    # LanceDataset.commit wraps it, as pylance's staticmethod returns a dataset.
+    import pyarrow as pa
+
+    import lance_format
+    from lance_format.dataset import Snapshot
+    from lance_format.dataset.operations import LanceOperation, commit_operation, write_fragments
+
+    session = lance_format.Session()
+    uri = str(tmp_path / "t.lance")
+    lance_format.write_dataset(pa.table({"a": [1, 2]}), uri)
+    ds = lance_format.dataset(uri, session=session)
+    frags = write_fragments(pa.table({"a": [3]}), ds.snapshot)
+    assert isinstance(frags, list)
+    snap = commit_operation(ds.snapshot, LanceOperation.Append(frags), read_version=ds.version)
+    assert isinstance(snap, Snapshot)
+    assert snap.session is session
+    assert snap.version == 2
+    more = write_fragments(pa.table({"a": [4]}), ds)
+    assert isinstance(more, list)
+    new = lance_format.LanceDataset.commit(ds, LanceOperation.Append(more), read_version=2)
+    assert isinstance(new, lance_format.LanceDataset)
+    assert new.session is session
+    assert new.to_table().column("a").to_pylist() == [1, 2, 3, 4]
