@@ -29,7 +29,12 @@ from lance_format.core.errors import (
 from lance_format.core.types import fields_from_arrow
 from lance_format.dataset import DEFAULT_DATA_STORAGE_VERSION
 from lance_format.dataset import commit as commit_operation
-from lance_format.dataset.staging import check_data_file, discard_staged, forget_staged
+from lance_format.dataset.staging import (
+    check_data_file,
+    check_staged_fragments,
+    discard_staged,
+    forget_staged,
+)
 from lance_format.io import cache_stats, io_stats
 from lance_format.io.store import store_for_uri
 from lance_format.table.fragment_json import fragment_from_json
@@ -268,6 +273,11 @@ def _commit(catalog: Catalog, req: ActionRequest) -> ActionResult:
         else:
             schema = fields_from_arrow(req.schema)
         op = Overwrite(frags, schema)
+    check_staged_fragments(
+        store_for_uri(uri, catalog.storage_options or None),
+        op.schema if isinstance(op, Overwrite) else ds.lance_schema,
+        frags,
+    )
     ds = commit_operation(
         uri,
         op,

@@ -346,6 +346,12 @@ def fields_from_arrow(schema: pa.Schema, first_id: int = 0) -> LanceSchema:
             meta.update(_JSON_FIELD_METADATA)
         return LanceField(fid, parent, f.name, logical, f.nullable, meta, tuple(kids), _legacy_encoding(t))
 
+    seen: set[str] = set()
+    for name in schema.names:
+        # As pylance: a second top-level column of one name could never be projected or read back.
+        if name in seen:
+            raise InvalidInputError(f"duplicate field name {name!r} in schema")
+        seen.add(name)
     fields = tuple(convert(f, -1) for f in schema)
     return LanceSchema(fields, utf8_metadata(schema.metadata, "schema"))
 
