@@ -52,6 +52,8 @@ class ActionSpec:
     run: Callable[..., ActionResult]
     #: ``run`` takes the caller's principal as a third argument (actions on what the caller owns).
     with_caller: bool = False
+    #: ``run`` takes ``checkpoint=``: long work calls it and stops with what it raises.
+    cancellable: bool = False
 
 
 def _state(req: ActionRequest, ds: LanceDataset) -> ActionResult:
@@ -187,9 +189,9 @@ def _drop_columns(catalog: Catalog, req: ActionRequest) -> ActionResult:
 DEFAULT_TARGET_ROWS = 1024 * 1024
 
 
-def _compact(catalog: Catalog, req: ActionRequest) -> ActionResult:
+def _compact(catalog: Catalog, req: ActionRequest, *, checkpoint: Callable[[], None]) -> ActionResult:
     ds = _latest(catalog, req)
-    stats = ds.compact_files(req.target_rows_per_fragment or DEFAULT_TARGET_ROWS)
+    stats = ds.compact_files(req.target_rows_per_fragment or DEFAULT_TARGET_ROWS, checkpoint=checkpoint)
     return ActionResult(
         req.dataset, ds.version, ds.count_rows(), counters={k: int(v) for k, v in stats.items()}
     )
@@ -353,7 +355,9 @@ ACTIONS: dict[str, ActionSpec] = {
     "restore": ActionSpec("Make an old version the latest again: dataset, version | tag", True, _restore),
     "add_columns": ActionSpec("Add columns from SQL expressions: dataset, transforms", True, _add_columns),
     "drop_columns": ActionSpec("Remove columns: dataset, columns", True, _drop_columns),
-    "compact": ActionSpec("Compact small fragments: dataset [, target_rows_per_fragment]", True, _compact),
+    "compact": ActionSpec(
+        "Compact small fragments: dataset [, target_rows_per_fragment]", True, _compact, cancellable=True
+    ),
     "cleanup": ActionSpec(
         "Remove old versions: dataset [, older_than_seconds, delete_unverified]", True, _cleanup
     ),
@@ -371,14 +375,29 @@ ACTIONS: dict[str, ActionSpec] = {
 }
 
 
-def run_action(catalog: Catalog, name: str, req: ActionRequest, caller: str = "") -> ActionResult:
-    """Run action ``name`` for ``caller`` (the principal's name; ``""`` without authentication)."""
+def _no_checkpoint() -> None:
+    return None
+
+
+def run_action(
+    catalog: Catalog,
+    name: str,
+    req: ActionRequest,
+    caller: str = "",
+    checkpoint: Callable[[], None] = _no_checkpoint,
+) -> ActionResult:
+    """Run action ``name`` for ``caller`` (the principal's name; ``""`` without authentication).
+
+    Long actions (compaction) call ``checkpoint`` as they go and stop with what it raises: the
+    server passes one that raises when the call's deadline has passed or its client has gone.
+    """
     spec = ACTIONS.get(name)
     if spec is None:
         raise InvalidInputError(f"unknown action {name!r}; list_actions shows the available ones")
     if name not in ("cache_stats", "health"):
         catalog.uri(req.dataset)  # validates the name before anything else
-    return spec.run(catalog, req, caller) if spec.with_caller else spec.run(catalog, req)
+    args: tuple[object, ...] = (catalog, req, caller) if spec.with_caller else (catalog, req)
+    return spec.run(*args, checkpoint=checkpoint) if spec.cancellable else spec.run(*args)
 
 
 def schema_of(result: ActionResult) -> pa.Schema | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -560,12 +560,21 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
 
         self.manifest = with_retries(self, lambda ds: alter_columns(ds, list(alterations)))
 
-    def compact_files(self, target_rows_per_fragment: int = 1024 * 1024) -> dict[str, int]:
-        """Rewrite small fragments (or fragments with deletions) into fewer, full ones."""
+    def compact_files(
+        self, target_rows_per_fragment: int = 1024 * 1024, *, checkpoint: Callable[[], None] | None = None
+    ) -> dict[str, int]:
+        """Rewrite small fragments (or fragments with deletions) into fewer, full ones.
+
+        ``checkpoint`` (optional) is called between fragments; what it raises stops the compaction
+        with nothing committed (a server passes one that raises when its caller has gone).
+        """
         from lance_format.dataset.compact import compact_files
         from lance_format.dataset.mutate import with_retries
 
-        self.manifest, stats = with_retries(self, lambda ds: compact_files(ds, target_rows_per_fragment))
+        check = checkpoint or (lambda: None)
+        self.manifest, stats = with_retries(
+            self, lambda ds: compact_files(ds, target_rows_per_fragment, check)
+        )
         self._row_index = None
         return stats
 

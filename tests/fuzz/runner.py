@@ -26,7 +26,7 @@ import pyarrow.flight as flight
 from flight_server.errors import ERROR_CODES
 from flight_server.requests import END_OF_WRITE
 from tests.fuzz.generate import Call, Context, Generator, PutData
-from tests.fuzz.server import FuzzServer, ServerLimits, populate
+from tests.fuzz.server import FuzzServer, ServerLimits, bound_datasets, populate
 from tests.fuzz.wire import describe, parse_text, simpler
 
 __all__ = ["Failure", "FuzzReport", "Outcome", "execute", "run_fuzz"]
@@ -34,6 +34,9 @@ __all__ = ["Failure", "FuzzReport", "Outcome", "execute", "run_fuzz"]
 #: Seconds one fuzz call may take: every call is on a small dataset, so a call that needs more is
 #: stuck (or doing unbounded work), which is a finding in itself.
 CALL_TIMEOUT_S = 30.0
+#: Calls between checks that the fixture datasets are still small (:func:`bound_datasets`): a
+#: check is a few ``stats`` calls, and 500 calls append to one dataset a handful of times at most.
+BOUND_EVERY = 500
 #: Seconds to wait for the server to exit after an UNAVAILABLE answer (it may be dying).
 UNAVAILABLE_GRACE_S = 1.0
 #: Calls tried while shrinking one failure (each a round trip; a crash costs a server restart).
@@ -317,6 +320,8 @@ class FuzzReport:
     rpcs: dict[str, int] = field(default_factory=dict)
     failures: list[Failure] = field(default_factory=list)
     restarts: int = 0
+    #: Fixture datasets rewritten small again (:func:`bound_datasets`).
+    rewrites: int = 0
     max_rss: int = 0
     elapsed_s: float = 0.0
     unique: dict[tuple[str, ...], Failure] = field(default_factory=dict)
@@ -324,7 +329,8 @@ class FuzzReport:
     def summary(self) -> str:
         lines = [
             f"fuzz: seed={self.seed} calls={self.calls} failures={len(self.failures)} "
-            f"(distinct {len(self.unique)}) restarts={self.restarts} max_rss={self.max_rss >> 20}MiB "
+            f"(distinct {len(self.unique)}) restarts={self.restarts} rewrites={self.rewrites} "
+            f"max_rss={self.max_rss >> 20}MiB "
             f"in {self.elapsed_s:.0f}s",
             "  rpcs: " + ", ".join(f"{k}={v}" for k, v in sorted(self.rpcs.items())),
             "  statuses: " + ", ".join(f"{k}={v}" for k, v in sorted(self.statuses.items())),
@@ -459,6 +465,8 @@ def run_fuzz(
                     report.restarts += 1
                 if stop_after is not None and len(report.unique) >= stop_after:
                     break
+            if (index + 1) % BOUND_EVERY == 0 and session.server.alive:
+                report.rewrites += bound_datasets(session.server.location)
             if progress_every and (index + 1) % progress_every == 0:
                 log(
                     f"fuzz: {index + 1} calls, {len(report.failures)} failures "
