@@ -398,13 +398,15 @@ def stage_fragments(
     data_storage_version: str | None = None,
     storage_options: dict[str, str] | None = None,
     store: ObjectStore | None = None,
+    progress: Any = None,
 ) -> list[DataFragment]:
     """Write data files without committing; commit the fragments later with :func:`commit`.
 
     Against an existing dataset the data must match its schema (field ids are the dataset's); for a
     new dataset the fragments belong with ``Overwrite(fragments, fields_from_arrow(schema))``.
     ``store`` (the store of ``uri``) lets a caller see each file written, e.g. to remove them when
-    the stream fails half-way (the Flight server's stage mode does).
+    the stream fails half-way (the Flight server's stage mode does); ``progress`` hears each file
+    begin and complete (as in :func:`write_dataset`; what it raises stops the stage).
     """
     store = store or store_for_uri(os.fspath(uri), storage_options)
     reader = to_reader(data, schema)
@@ -418,7 +420,7 @@ def stage_fragments(
     else:
         reader = to_reader(reader, _check_schema(reader.schema, base))
         lance_schema, version = base.schema, base.data_format.version
-    return write_fragments(store, reader, lance_schema, version, max_rows_per_file)
+    return write_fragments(store, reader, lance_schema, version, max_rows_per_file, progress=progress)
 
 
 def commit(

@@ -7,12 +7,18 @@ dataset into INTERNAL: such input must be refused up front as INVALID_ARGUMENT.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pytest
 
-from flight_server.requests import ActionRequest
+from flight_server.catalog import Catalog
+from flight_server.handlers.put import StreamCancelled, write_stream
+from flight_server.requests import END_OF_WRITE, ActionRequest, WriteRequest
+from lance_format.core.errors import NotFoundError
 from tests.server.service_fixtures import Served, seed, table
 
 
@@ -174,3 +180,46 @@ def test_compact_action_stops_when_the_call_is_cancelled(served: Served) -> None
         run_action(served.server.catalog, "compact", ActionRequest("ds"), checkpoint=cancelled)
     assert c.stats("ds")["fragments"] == 6
     assert c.compact("ds")["fragments_removed"] == 6
+
+
+@dataclass
+class _Chunk:
+    data: pa.RecordBatch | None
+    app_metadata: pa.Buffer | None = None
+
+
+class _Stream:
+    """What write_stream reads of a do_put reader: one batch and the end-of-write marker."""
+
+    def __init__(self, batch: pa.RecordBatch) -> None:
+        self.schema = batch.schema
+        self.chunks = [_Chunk(batch), _Chunk(None, pa.py_buffer(END_OF_WRITE))]
+
+    def __iter__(self) -> Iterator[_Chunk]:
+        yield from self.chunks
+
+
+def _cancelled_after(n: int) -> Callable[[], bool]:
+    calls = [0]
+
+    def cancelled() -> bool:
+        calls[0] += 1
+        return calls[0] > n
+
+    return cancelled
+
+
+@pytest.mark.parametrize("mode", ["create", "stage"])
+def test_write_stops_between_files_when_the_call_is_cancelled(tmp_path: Path, mode: str) -> None:
+    # The fuzz run's do_put of 144 rows x 300 columns with max_rows_per_file=10 (one file per ten
+    # rows) ran past the client's deadline: the stream had ended, so nothing looked again.
+    catalog = Catalog(str(tmp_path))
+    batch = table(40).to_batches()[0]
+    req = WriteRequest("ds", mode, 1, end_marker=True)
+    with pytest.raises(StreamCancelled):
+        write_stream(catalog, req, _Stream(batch), 1 << 30, cancelled=_cancelled_after(3))
+    data = tmp_path / "ds" / "data"
+    written = list(data.iterdir()) if data.exists() else []
+    assert len(written) <= (0 if mode == "stage" else 3)  # a failed stage removes its files
+    with pytest.raises(NotFoundError):
+        catalog.open("ds", shared=False)
