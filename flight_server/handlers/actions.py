@@ -272,6 +272,10 @@ def _commit(catalog: Catalog, req: ActionRequest) -> ActionResult:
             if not exists:
                 raise InvalidInputError("committing to a new dataset needs the schema of the staged data")
             schema = catalog.open(req.dataset).lance_schema
+        elif exists and same_schema(req.schema, catalog.open(req.dataset).schema):
+            # Staged against the dataset's own schema, the files carry its field ids (see
+            # handlers.put._stage), which fresh ids would not match after columns were dropped.
+            schema = catalog.open(req.dataset).lance_schema
         else:
             schema = fields_from_arrow(req.schema)
         op = Overwrite(frags, schema)
