@@ -26,7 +26,7 @@ from lance_format.core.errors import (
     InvalidInputError,
     SchemaMismatchError,
 )
-from lance_format.core.types import fields_from_arrow
+from lance_format.core.types import check_column_names, fields_from_arrow
 from lance_format.dataset import DEFAULT_DATA_STORAGE_VERSION
 from lance_format.dataset import commit as commit_operation
 from lance_format.dataset.staging import (
@@ -277,6 +277,7 @@ def _commit(catalog: Catalog, req: ActionRequest) -> ActionResult:
             # handlers.put._stage), which fresh ids would not match after columns were dropped.
             schema = catalog.open(req.dataset).lance_schema
         else:
+            check_column_names(req.schema.names)
             schema = fields_from_arrow(req.schema)
         op = Overwrite(frags, schema)
     check_staged_fragments(

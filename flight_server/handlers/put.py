@@ -31,7 +31,7 @@ from flight_server.requests import END_OF_WRITE, WriteRequest, WriteResult
 from flight_server.streams import Lease
 from lance_format import write_dataset
 from lance_format.core.errors import InvalidInputError, NotFoundError
-from lance_format.core.types import fields_from_arrow
+from lance_format.core.types import check_column_names, fields_from_arrow
 from lance_format.dataset import stage_fragments
 from lance_format.dataset.staging import StagingStore
 from lance_format.dataset.write import DEFAULT_MAX_ROWS_PER_FILE, resolve_storage_version, write_fragments
@@ -224,6 +224,7 @@ def _stage(
     # A requested version is checked like any write's; without one the dataset keeps its own.
     version = resolve_storage_version(req.data_storage_version or ds.data_storage_version)
     max_rows = int(options.get("max_rows_per_file", DEFAULT_MAX_ROWS_PER_FILE))
+    check_column_names(reader.schema.names)
     schema = fields_from_arrow(reader.schema)
     return write_fragments(store, reader, schema, version, max_rows, progress=options.get("progress"))
 

@@ -17,7 +17,7 @@ from lance_format.core.errors import (
     NotSupportedError,
     SchemaMismatchError,
 )
-from lance_format.core.types import LanceSchema, fields_from_arrow
+from lance_format.core.types import LanceSchema, check_column_names, fields_from_arrow
 from lance_format.file import LanceFileVersion, LanceFileWriter
 from lance_format.file.reader import assign_columns
 from lance_format.io.store import ObjectStore, store_for_uri
@@ -359,6 +359,7 @@ def write_dataset(
         lance_schema = base.schema
         version = base.data_format.version
     else:
+        check_column_names(reader.schema.names)
         lance_schema = fields_from_arrow(reader.schema)
         version = resolve_storage_version(data_storage_version)
     if version not in _WRITABLE_VERSIONS:
@@ -413,6 +414,7 @@ def stage_fragments(
     try:
         base, _ = load_manifest(store)
     except NotFoundError:
+        check_column_names(reader.schema.names)
         lance_schema, version = (
             fields_from_arrow(reader.schema),
             resolve_storage_version(data_storage_version),

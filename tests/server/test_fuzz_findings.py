@@ -239,3 +239,21 @@ def test_overwrite_commit_of_data_staged_on_an_evolved_dataset_reads_back(served
     staged = c.stage("ds", data)
     c.commit("ds", [staged], mode="overwrite")
     assert c.scan("ds").equals(data)
+
+
+@pytest.mark.parametrize("column", ["_rowid", "_rowaddr", "_rowoffset"])
+def test_dataset_columns_cannot_take_reserved_names(served: Served, column: str) -> None:
+    # The fuzz run wrote a column named "_rowid" into a dataset; every take with_row_id of it then
+    # selected a column that existed twice (a bare KeyError: INTERNAL). pylance refuses the name.
+    c = served.client
+    data = pa.table({column: pa.array([1, 2], pa.uint64()), "a": [1, 2]})
+    with pytest.raises(pa.ArrowInvalid, match="reserved name"):
+        c.write("fresh", data)
+    seed(served, "ds", n=20)
+    with pytest.raises(pa.ArrowInvalid, match="reserved name"):
+        c.write("ds", data, mode="overwrite")
+    with pytest.raises(pa.ArrowInvalid, match="reserved name"):
+        c.add_columns("ds", {column: "id * 2"})
+    with pytest.raises(pa.ArrowInvalid, match="reserved name"):
+        c.stage("ds", data)  # staged under its own schema (for an overwrite)
+    assert c.scan("ds", with_row_id=True).num_rows == 20
