@@ -189,25 +189,32 @@ MAX_FIXTURE_FRAGMENTS = 16
 
 
 def bound_datasets(location: str) -> int:
-    """Overwrite each fixture dataset whose latest version has grown past
-    :data:`MAX_FIXTURE_FRAGMENTS` with its fixture rows (history and tags stay); how many were.
+    """Rewrite each fixture dataset that drifted from what the generator knows; how many were.
 
-    Long runs append to the fixtures thousands of times; this keeps them the small datasets the
-    checker's per-call time limit assumes, while the calls still see every kind of history.
+    A dataset whose latest version has grown past :data:`MAX_FIXTURE_FRAGMENTS`, whose schema is
+    no longer the fixture's (an overwrite with random columns) or that was dropped is written again
+    with its fixture rows (overwrite keeps history and tags). Long runs append to the fixtures
+    thousands of times, drop and replace them: this keeps them the small datasets the checker's
+    per-call time limit assumes, and keeps the generator's columns and compiled filters meaningful,
+    while the calls still see every kind of history.
     """
     rewritten = 0
     with LanceFlightClient(location, timeout=60.0) as client:
         for name, parts in _fixture_tables().items():
+            mode = "overwrite"
             try:
-                if int(client.stats(name)["fragments"]) <= MAX_FIXTURE_FRAGMENTS:
+                small = int(client.stats(name)["fragments"]) <= MAX_FIXTURE_FRAGMENTS
+                if small and client.schema(name).equals(parts[0].schema):
                     continue
+            except pa.ArrowKeyError:
+                mode = "create"  # NOT_FOUND: dropped
             except (flight.FlightError, pa.ArrowException):
-                continue  # dropped or unreadable: the calls find out for themselves
+                pass  # unreadable: overwrite it
             try:
-                client.write(name, pa.concat_tables(parts), mode="overwrite")
+                client.write(name, pa.concat_tables(parts), mode=mode)
                 rewritten += 1
             except (flight.FlightError, pa.ArrowException):
-                pass  # e.g. its schema was changed: the next check tries again
+                pass  # e.g. a concurrent change: the next check tries again
     return rewritten
 
 
