@@ -88,6 +88,17 @@ def _caller(context: flight.ServerCallContext) -> str:
     return str(getattr(principal, "name", "") or "")
 
 
+def _checkpoint(context: flight.ServerCallContext) -> Callable[[], None]:
+    """Raises :class:`CallCancelled` once the call's deadline has passed or its client has gone
+    (long actions call it between steps, so nobody's abandoned work runs on)."""
+
+    def check() -> None:
+        if context.is_cancelled():
+            raise CallCancelled()
+
+    return check
+
+
 class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
     """Serves the Lance datasets under ``settings.root`` over Arrow Flight.
 
@@ -546,7 +557,7 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
             validate(request, self._limits)
             self._note(context, request.dataset)
             try:
-                result = run_action(self.catalog, name, request, _caller(context))
+                result = run_action(self.catalog, name, request, _caller(context), _checkpoint(context))
             finally:
                 if spec is not None and spec.writes and request.dataset:
                     self.catalog.written(request.dataset)  # a later "latest" read must see it

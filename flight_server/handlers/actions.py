@@ -26,10 +26,15 @@ from lance_format.core.errors import (
     InvalidInputError,
     SchemaMismatchError,
 )
-from lance_format.core.types import fields_from_arrow
+from lance_format.core.types import check_column_names, fields_from_arrow
 from lance_format.dataset import DEFAULT_DATA_STORAGE_VERSION
 from lance_format.dataset import commit as commit_operation
-from lance_format.dataset.staging import check_data_file, discard_staged, forget_staged
+from lance_format.dataset.staging import (
+    check_data_file,
+    check_staged_fragments,
+    discard_staged,
+    forget_staged,
+)
 from lance_format.io import cache_stats, io_stats
 from lance_format.io.store import store_for_uri
 from lance_format.table.fragment_json import fragment_from_json
@@ -47,6 +52,8 @@ class ActionSpec:
     run: Callable[..., ActionResult]
     #: ``run`` takes the caller's principal as a third argument (actions on what the caller owns).
     with_caller: bool = False
+    #: ``run`` takes ``checkpoint=``: long work calls it and stops with what it raises.
+    cancellable: bool = False
 
 
 def _state(req: ActionRequest, ds: LanceDataset) -> ActionResult:
@@ -182,9 +189,9 @@ def _drop_columns(catalog: Catalog, req: ActionRequest) -> ActionResult:
 DEFAULT_TARGET_ROWS = 1024 * 1024
 
 
-def _compact(catalog: Catalog, req: ActionRequest) -> ActionResult:
+def _compact(catalog: Catalog, req: ActionRequest, *, checkpoint: Callable[[], None]) -> ActionResult:
     ds = _latest(catalog, req)
-    stats = ds.compact_files(req.target_rows_per_fragment or DEFAULT_TARGET_ROWS)
+    stats = ds.compact_files(req.target_rows_per_fragment or DEFAULT_TARGET_ROWS, checkpoint=checkpoint)
     return ActionResult(
         req.dataset, ds.version, ds.count_rows(), counters={k: int(v) for k, v in stats.items()}
     )
@@ -265,9 +272,19 @@ def _commit(catalog: Catalog, req: ActionRequest) -> ActionResult:
             if not exists:
                 raise InvalidInputError("committing to a new dataset needs the schema of the staged data")
             schema = catalog.open(req.dataset).lance_schema
+        elif exists and same_schema(req.schema, catalog.open(req.dataset).schema):
+            # Staged against the dataset's own schema, the files carry its field ids (see
+            # handlers.put._stage), which fresh ids would not match after columns were dropped.
+            schema = catalog.open(req.dataset).lance_schema
         else:
+            check_column_names(req.schema.names)
             schema = fields_from_arrow(req.schema)
         op = Overwrite(frags, schema)
+    check_staged_fragments(
+        store_for_uri(uri, catalog.storage_options or None),
+        op.schema if isinstance(op, Overwrite) else ds.lance_schema,
+        frags,
+    )
     ds = commit_operation(
         uri,
         op,
@@ -343,7 +360,9 @@ ACTIONS: dict[str, ActionSpec] = {
     "restore": ActionSpec("Make an old version the latest again: dataset, version | tag", True, _restore),
     "add_columns": ActionSpec("Add columns from SQL expressions: dataset, transforms", True, _add_columns),
     "drop_columns": ActionSpec("Remove columns: dataset, columns", True, _drop_columns),
-    "compact": ActionSpec("Compact small fragments: dataset [, target_rows_per_fragment]", True, _compact),
+    "compact": ActionSpec(
+        "Compact small fragments: dataset [, target_rows_per_fragment]", True, _compact, cancellable=True
+    ),
     "cleanup": ActionSpec(
         "Remove old versions: dataset [, older_than_seconds, delete_unverified]", True, _cleanup
     ),
@@ -361,14 +380,29 @@ ACTIONS: dict[str, ActionSpec] = {
 }
 
 
-def run_action(catalog: Catalog, name: str, req: ActionRequest, caller: str = "") -> ActionResult:
-    """Run action ``name`` for ``caller`` (the principal's name; ``""`` without authentication)."""
+def _no_checkpoint() -> None:
+    return None
+
+
+def run_action(
+    catalog: Catalog,
+    name: str,
+    req: ActionRequest,
+    caller: str = "",
+    checkpoint: Callable[[], None] = _no_checkpoint,
+) -> ActionResult:
+    """Run action ``name`` for ``caller`` (the principal's name; ``""`` without authentication).
+
+    Long actions (compaction) call ``checkpoint`` as they go and stop with what it raises: the
+    server passes one that raises when the call's deadline has passed or its client has gone.
+    """
     spec = ACTIONS.get(name)
     if spec is None:
         raise InvalidInputError(f"unknown action {name!r}; list_actions shows the available ones")
     if name not in ("cache_stats", "health"):
         catalog.uri(req.dataset)  # validates the name before anything else
-    return spec.run(catalog, req, caller) if spec.with_caller else spec.run(catalog, req)
+    args: tuple[object, ...] = (catalog, req, caller) if spec.with_caller else (catalog, req)
+    return spec.run(*args, checkpoint=checkpoint) if spec.cancellable else spec.run(*args)
 
 
 def schema_of(result: ActionResult) -> pa.Schema | None:

@@ -31,7 +31,7 @@ from flight_server.requests import END_OF_WRITE, WriteRequest, WriteResult
 from flight_server.streams import Lease
 from lance_format import write_dataset
 from lance_format.core.errors import InvalidInputError, NotFoundError
-from lance_format.core.types import fields_from_arrow
+from lance_format.core.types import check_column_names, fields_from_arrow
 from lance_format.dataset import stage_fragments
 from lance_format.dataset.staging import StagingStore
 from lance_format.dataset.write import DEFAULT_MAX_ROWS_PER_FILE, resolve_storage_version, write_fragments
@@ -173,6 +173,22 @@ class _Counted:
         return pa.RecordBatchReader.from_batches(self.reader.schema, iter(self))
 
 
+class _StopWhenCancelled:
+    """Write progress that stops the write before each new data file once the call is cancelled:
+    one small batch with ``max_rows_per_file=1`` is hundreds of files (seconds each on wide
+    schemas), so checking only when the stream ends would let abandoned work run on."""
+
+    def __init__(self, cancelled: Callable[[], bool]) -> None:
+        self.cancelled = cancelled
+
+    def begin(self, fragment: DataFragment) -> None:
+        if self.cancelled():
+            raise StreamCancelled("the call was cancelled while its data was being written")
+
+    def complete(self, fragment: DataFragment) -> None:
+        return None
+
+
 def same_schema(data: pa.Schema, target: pa.Schema) -> bool:
     """Same column names (any order) with the same types."""
     return sorted(data.names) == sorted(target.names) and all(
@@ -208,7 +224,9 @@ def _stage(
     # A requested version is checked like any write's; without one the dataset keeps its own.
     version = resolve_storage_version(req.data_storage_version or ds.data_storage_version)
     max_rows = int(options.get("max_rows_per_file", DEFAULT_MAX_ROWS_PER_FILE))
-    return write_fragments(store, reader, fields_from_arrow(reader.schema), version, max_rows)
+    check_column_names(reader.schema.names)
+    schema = fields_from_arrow(reader.schema)
+    return write_fragments(store, reader, schema, version, max_rows, progress=options.get("progress"))
 
 
 def write_stream(
@@ -265,6 +283,8 @@ def write_stream(
     options: dict[str, Any] = {}
     if req.max_rows_per_file:
         options["max_rows_per_file"] = req.max_rows_per_file
+    if cancelled is not None:
+        options["progress"] = _StopWhenCancelled(cancelled)
     storage = catalog.storage_options or None
     if req.mode == "stage":
         store = StagingStore(store_for_uri(uri, storage), owner)

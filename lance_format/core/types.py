@@ -8,7 +8,7 @@ convert both ways.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -25,10 +25,12 @@ from lance_format.core.jsonb import (
 )
 
 __all__ = [
+    "RESERVED_COLUMNS",
     "LanceField",
     "LanceSchema",
     "LegacyEncoding",
     "arrow_type_to_logical",
+    "check_column_names",
     "empty_array",
     "fields_from_arrow",
     "json_from_storage",
@@ -324,6 +326,23 @@ def _legacy_encoding(t: pa.DataType) -> int:
     return LegacyEncoding.PLAIN
 
 
+#: Names of the columns a scan or take adds itself (row ids, addresses, offsets, row versions):
+#: a dataset column of one of these names could not be told apart from them, so pylance refuses
+#: them in a dataset and so do we.
+RESERVED_COLUMNS = frozenset(
+    {"_rowid", "_rowaddr", "_rowoffset", "_row_created_at_version", "_row_last_updated_at_version"}
+)
+
+
+def check_column_names(names: Iterable[str]) -> None:
+    """Refuse top-level dataset column names in :data:`RESERVED_COLUMNS` (:class:`InvalidInputError`)."""
+    for name in names:
+        if name in RESERVED_COLUMNS:
+            raise InvalidInputError(
+                f"the column {name} is a reserved name and cannot be used in a Lance dataset"
+            )
+
+
 def fields_from_arrow(schema: pa.Schema, first_id: int = 0) -> LanceSchema:
     """Assign Lance field ids depth-first from ``first_id`` and build the tree."""
     next_id = first_id
@@ -346,6 +365,12 @@ def fields_from_arrow(schema: pa.Schema, first_id: int = 0) -> LanceSchema:
             meta.update(_JSON_FIELD_METADATA)
         return LanceField(fid, parent, f.name, logical, f.nullable, meta, tuple(kids), _legacy_encoding(t))
 
+    seen: set[str] = set()
+    for name in schema.names:
+        # As pylance: a second top-level column of one name could never be projected or read back.
+        if name in seen:
+            raise InvalidInputError(f"duplicate field name {name!r} in schema")
+        seen.add(name)
     fields = tuple(convert(f, -1) for f in schema)
     return LanceSchema(fields, utf8_metadata(schema.metadata, "schema"))
 

@@ -1,8 +1,8 @@
 """Datasets: open, scan, take, write, delete, versions and tags (mirrors pylance's API)."""
 
 from lance_format.dataset.cleanup import CleanupStats
-from lance_format.dataset.dataset import LanceDataset, LanceFragment, dataset
-from lance_format.dataset.entry import commit, write_dataset
+from lance_format.dataset.dataset import LanceDataset, LanceFragment
+from lance_format.dataset.entry import commit, dataset, write_dataset
 from lance_format.dataset.merge_insert import MergeInsertBuilder, MergeInsertConflictError, MergeInsertError
 from lance_format.dataset.scan_options import ColumnOrdering
 from lance_format.dataset.scanner import LanceScanner

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -35,8 +36,20 @@ def _groups(frags: tuple[DataFragment, ...], target: int) -> list[list[DataFragm
     return [g for g in groups if len(g) > 1 or (g and g[0].deletion_file is not None)]
 
 
-def compact_files(ds: Snapshot, target_rows_per_fragment: int) -> tuple[Manifest, dict[str, int]]:
-    """Commit a Rewrite; returns the new manifest and pylance-like metrics."""
+def _no_checkpoint() -> None:
+    return None
+
+
+def compact_files(
+    ds: Snapshot, target_rows_per_fragment: int, checkpoint: Callable[[], None] = _no_checkpoint
+) -> tuple[Manifest, dict[str, int]]:
+    """Commit a Rewrite; returns the new manifest and pylance-like metrics.
+
+    ``checkpoint`` is called before each fragment is read and before the commit; whatever it
+    raises (a server's "the caller is gone") stops the compaction with nothing committed (files
+    already written are orphans that cleanup removes). The work grows with fragments x columns,
+    so a caller with a deadline needs a way to stop it.
+    """
     if target_rows_per_fragment <= 0:
         raise InvalidInputError("target_rows_per_fragment must be positive")
     groups = _groups(ds.manifest.fragments, target_rows_per_fragment)
@@ -51,6 +64,7 @@ def compact_files(ds: Snapshot, target_rows_per_fragment: int) -> tuple[Manifest
         tables = []
         ids = []
         for frag in group:
+            checkpoint()
             reader = ds.fragment_reader(frag)
             table = reader.read_range(names, 0, frag.physical_rows)
             keep = reader.keep_mask()
@@ -76,5 +90,6 @@ def compact_files(ds: Snapshot, target_rows_per_fragment: int) -> tuple[Manifest
         stats["fragments_added"] += len(new)
         stats["files_removed"] += sum(len(f.files) for f in group)
         stats["files_added"] += sum(len(f.files) for f in new)
+    checkpoint()
     txn = Transaction(ds.version, str(uuid.uuid4()), Rewrite(tuple(out)))
     return commit_transaction(ds.store, txn, ds.manifest, ds.naming), stats

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from lance_format.dataset.stats import LanceStats
     from lance_format.file import LanceFileReader
 
-__all__ = ["LanceDataset", "LanceFragment", "dataset"]
+__all__ = ["LanceDataset", "LanceFragment"]
 
 
 class LanceFragment(ArrowFragmentMixin, pds.Fragment):  # type: ignore[misc]
@@ -613,13 +613,20 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
 
         self.adopt(with_retries(self._snapshot, lambda snap: alter_columns(snap, list(alterations))))
 
-    def compact_files(self, target_rows_per_fragment: int = 1024 * 1024) -> dict[str, int]:
-        """Rewrite small fragments (or fragments with deletions) into fewer, full ones."""
+    def compact_files(
+        self, target_rows_per_fragment: int = 1024 * 1024, *, checkpoint: Callable[[], None] | None = None
+    ) -> dict[str, int]:
+        """Rewrite small fragments (or fragments with deletions) into fewer, full ones.
+
+        ``checkpoint`` (optional) is called between fragments; what it raises stops the compaction
+        with nothing committed (a server passes one that raises when its caller has gone).
+        """
         from lance_format.dataset.compact import compact_files
         from lance_format.dataset.mutate import with_retries
 
         rows = target_rows_per_fragment
-        manifest, stats = with_retries(self._snapshot, lambda snap: compact_files(snap, rows))
+        check = checkpoint or (lambda: None)
+        manifest, stats = with_retries(self._snapshot, lambda snap: compact_files(snap, rows, check))
         self.adopt(manifest)
         return stats
 
@@ -949,49 +956,3 @@ def _version_entry(m: Manifest) -> dict[str, Any]:
     ns = m.timestamp_ns
     ts = datetime.fromtimestamp(ns // 1e9) + timedelta(microseconds=(ns % 1e9) // 1e3)
     return {"version": m.version, "timestamp": ts, "metadata": meta}
-
-
-def dataset(
-    uri: str | os.PathLike[str],
-    version: int | str | None = None,
-    storage_options: dict[str, str] | None = None,
-    *,
-    asof: datetime | None = None,
-    session: Session | None = None,
-) -> LanceDataset:
-    """Open a Lance dataset.
-
-    Parameters
-    ----------
-    uri:
-        Local path, ``file://`` or ``memory://`` URI of the dataset root.
-    version:
-        Version number or tag name; the latest version when omitted.
-    storage_options:
-        Options for the object store.
-    asof:
-        Open the newest version committed at or before this time (naive datetimes are local time,
-        as in pylance). Not combinable with ``version``.
-    session:
-        The :class:`~lance_format.dataset.session.Session` whose caches and object stores serve
-        the dataset (the default session when omitted), as pylance's ``session=``.
-
-    Returns
-    -------
-    LanceDataset
-    """
-    if asof is None:
-        return LanceDataset(uri, version, storage_options, session=session)
-    if version is not None:
-        raise InvalidInputError("pass either version or asof, not both")
-    ds = LanceDataset(uri, None, storage_options, session=session)
-    cutoff = int(asof.timestamp() * 1_000_000_000)
-    found = None
-    for v in reversed(sorted(VersionInfo(ds.store).entries)):
-        m = ds.checkout_version(v).manifest
-        if m.timestamp_ns <= cutoff:
-            found = v
-            break
-    if found is None:
-        raise NotFoundError(f"{ds.uri}: no version was committed at or before {asof.isoformat()}")
-    return ds.checkout_version(found)

@@ -1,20 +1,24 @@
-"""The package's entry points that write and return a :class:`LanceDataset`: ``write_dataset`` and
-``commit`` (pylance's names). The work is in :mod:`lance_format.dataset.write`, which returns
-snapshots; this module wraps them in the facade.
+"""The package's entry points that open or write and return a :class:`LanceDataset`: ``dataset``,
+``write_dataset`` and ``commit`` (pylance's names). The work is in :mod:`lance_format.dataset.write`,
+which returns snapshots; this module wraps them in the facade.
 """
 
 from __future__ import annotations
 
 import os
+from datetime import datetime
 from typing import Any
 
 import pyarrow as pa
 
+from lance_format.core.errors import InvalidInputError, NotFoundError
 from lance_format.dataset import write
 from lance_format.dataset.dataset import LanceDataset
+from lance_format.dataset.session import Session
 from lance_format.table.model import Operation
+from lance_format.table.versions import VersionInfo
 
-__all__ = ["commit", "write_dataset"]
+__all__ = ["commit", "dataset", "write_dataset"]
 
 
 def write_dataset(
@@ -135,3 +139,49 @@ def commit(
         data_storage_version=data_storage_version,
     )
     return LanceDataset.from_snapshot(snapshot)
+
+
+def dataset(
+    uri: str | os.PathLike[str],
+    version: int | str | None = None,
+    storage_options: dict[str, str] | None = None,
+    *,
+    asof: datetime | None = None,
+    session: Session | None = None,
+) -> LanceDataset:
+    """Open a Lance dataset.
+
+    Parameters
+    ----------
+    uri:
+        Local path, ``file://`` or ``memory://`` URI of the dataset root.
+    version:
+        Version number or tag name; the latest version when omitted.
+    storage_options:
+        Options for the object store.
+    asof:
+        Open the newest version committed at or before this time (naive datetimes are local time,
+        as in pylance). Not combinable with ``version``.
+    session:
+        The :class:`~lance_format.dataset.session.Session` whose caches and object stores serve
+        the dataset (the default session when omitted), as pylance's ``session=``.
+
+    Returns
+    -------
+    LanceDataset
+    """
+    if asof is None:
+        return LanceDataset(uri, version, storage_options, session=session)
+    if version is not None:
+        raise InvalidInputError("pass either version or asof, not both")
+    ds = LanceDataset(uri, None, storage_options, session=session)
+    cutoff = int(asof.timestamp() * 1_000_000_000)
+    found = None
+    for v in reversed(sorted(VersionInfo(ds.store).entries)):
+        m = ds.checkout_version(v).manifest
+        if m.timestamp_ns <= cutoff:
+            found = v
+            break
+    if found is None:
+        raise NotFoundError(f"{ds.uri}: no version was committed at or before {asof.isoformat()}")
+    return ds.checkout_version(found)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import pyarrow as pa
 
 from lance_format.core.errors import InvalidInputError
-from lance_format.core.types import LanceField, LanceSchema, fields_from_arrow
+from lance_format.core.types import LanceField, LanceSchema, check_column_names, fields_from_arrow
 from lance_format.dataset.filters import evaluate, parse_value
 from lance_format.dataset.scanner import LanceScanner
 from lance_format.dataset.write import file_columns
@@ -62,6 +62,7 @@ def alter_columns(ds: Snapshot, alterations: list[dict[str, Any]]) -> Manifest:
         if "name" in alt:
             if not isinstance(new, str) or not new or (new in names and new != old):
                 raise InvalidInputError(f"cannot rename {old!r} to {new!r}")
+            check_column_names([new])
             fields[i] = replace(fields[i], name=new)
             names[i] = new
         if "nullable" in alt:
@@ -102,6 +103,7 @@ ColumnsToAdd: TypeAlias = "dict[str, str] | pa.Field | list[pa.Field] | pa.Schem
 def add_null_columns(ds: Snapshot, fields: pa.Schema) -> Manifest:
     """Commit all-null columns as a metadata-only change, as pylance does: the schema grows, no
     data file is written, and readers return nulls for fields no data file holds."""
+    check_column_names(fields.names)
     for f in fields:
         if f.name in ds.schema.names:
             raise InvalidInputError(f"column {f.name!r} already exists in the dataset")
@@ -131,6 +133,7 @@ def add_columns(ds: Snapshot, transforms: ColumnsToAdd) -> Manifest:
     if not transforms:
         raise InvalidInputError("add_columns needs at least one column")
     arrow = ds.schema
+    check_column_names(transforms)
     for name in transforms:
         if name in arrow.names:
             raise InvalidInputError(f"column {name!r} already exists")

@@ -23,16 +23,28 @@ import logging
 import threading
 from collections.abc import Iterable, Iterator
 
-from lance_format.core.errors import InvalidInputError, NotFoundError
+from lance_format.core.errors import CorruptFileError, InvalidInputError, NotFoundError
+from lance_format.core.types import LanceSchema
 from lance_format.dataset.cleanup import files_of_every_version
+from lance_format.file import LanceFileReader
 from lance_format.io.store import ObjectStore
+from lance_format.table.model import DataFragment
 from lance_format.table.naming import staged_key
 
-__all__ = ["StagingStore", "check_data_file", "discard_staged", "forget_staged", "staged_owner"]
+__all__ = [
+    "StagingStore",
+    "check_data_file",
+    "check_staged_fragments",
+    "discard_staged",
+    "forget_staged",
+    "staged_owner",
+]
 
 log = logging.getLogger("lance_format.staging")
 
 _DATA = "data/"
+#: A data file's ``fields`` entry for a column whose field was dropped (Lance's tombstone).
+_TOMBSTONE = -2
 
 
 def check_data_file(name: object) -> str:
@@ -152,3 +164,67 @@ def forget_staged(store: ObjectStore, data_files: Iterable[str]) -> None:
             store.delete(staged_key(check_data_file(name)))
         except Exception:
             log.warning("could not remove a staging record", extra={"file": name}, exc_info=True)
+
+
+def check_staged_fragments(store: ObjectStore, schema: LanceSchema, frags: Iterable[DataFragment]) -> None:
+    """Refuse fragment documents a commit must not write into a manifest.
+
+    A commit takes fragment metadata from the client; a document that does not describe its data
+    files would make every later read of the version fail (or read the wrong columns). Each
+    fragment must have data files in this dataset's ``data/`` that exist, hold ``physical_rows``
+    rows, are of the file version and size the document says, and store fields of ``schema``
+    (each once), in columns the file has. A deletion file is refused: fragment ids (which name
+    deletion files) are assigned by the commit.
+
+    Raises :class:`InvalidInputError` for the first problem found.
+    """
+    known = {f.id for f in schema.walk()}
+    for frag in frags:
+        if frag.deletion_file is not None:
+            raise InvalidInputError(
+                "a staged fragment cannot carry a deletion file (ids are assigned at commit)"
+            )
+        if not frag.files:
+            raise InvalidInputError("a staged fragment has no data files")
+        seen: set[int] = set()
+        for data_file in frag.files:
+            name = check_data_file(data_file.path)
+            ids = [i for i in data_file.fields if i != _TOMBSTONE]
+            unknown = [i for i in ids if i not in known]
+            if unknown:
+                raise InvalidInputError(
+                    f"data file {name!r} stores field {unknown[0]}, which the schema lacks"
+                )
+            twice = seen.intersection(ids)
+            if twice or len(set(ids)) != len(ids):
+                raise InvalidInputError(f"a staged fragment stores field {min(twice or ids)} twice")
+            seen.update(ids)
+            if data_file.column_indices and len(data_file.column_indices) != len(data_file.fields):
+                raise InvalidInputError(
+                    f"data file {name!r} has {len(data_file.fields)} fields but "
+                    f"{len(data_file.column_indices)} column indices"
+                )
+            try:
+                meta = LanceFileReader(f"{_DATA}{name}", store=store).metadata()
+            except NotFoundError:
+                raise InvalidInputError(f"staged data file {name!r} does not exist") from None
+            except CorruptFileError:
+                raise InvalidInputError(f"staged data file {name!r} is not a Lance data file") from None
+            if meta.num_rows != frag.physical_rows:
+                raise InvalidInputError(
+                    f"data file {name!r} holds {meta.num_rows} rows, its fragment says {frag.physical_rows}"
+                )
+            recorded = (data_file.file_major_version, data_file.file_minor_version)
+            if recorded != meta.version.manifest:
+                raise InvalidInputError(
+                    f"data file {name!r} is file version {meta.version.manifest}, "
+                    f"its fragment says {recorded}"
+                )
+            if data_file.file_size_bytes not in (0, meta.file_size):
+                raise InvalidInputError(
+                    f"data file {name!r} is {meta.file_size} bytes, "
+                    f"its fragment says {data_file.file_size_bytes}"
+                )
+            bad = [c for c in data_file.column_indices if not -1 <= c < len(meta.columns)]
+            if bad:
+                raise InvalidInputError(f"data file {name!r} has no column {bad[0]}")

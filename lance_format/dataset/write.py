@@ -17,7 +17,7 @@ from lance_format.core.errors import (
     NotSupportedError,
     SchemaMismatchError,
 )
-from lance_format.core.types import LanceSchema, fields_from_arrow
+from lance_format.core.types import LanceSchema, check_column_names, fields_from_arrow
 from lance_format.dataset.multibase import WriteTarget, new_bases, resolve_targets
 from lance_format.dataset.snapshot import Snapshot, reader_cache
 from lance_format.file import LanceFileVersion, LanceFileWriter
@@ -329,6 +329,7 @@ def write_snapshot(
         lance_schema = base.schema
         version = base.data_format.version
     else:
+        check_column_names(reader.schema.names)
         lance_schema = fields_from_arrow(reader.schema)
         version = resolve_storage_version(data_storage_version)
     if version not in _WRITABLE_VERSIONS:
@@ -384,7 +385,8 @@ def stage_fragments(
     new dataset, or with ``overwrite``, the fragments belong with
     ``Overwrite(fragments, fields_from_arrow(schema))``.
     ``store`` (the store of ``uri``) lets a caller see each file written, e.g. to remove them when
-    the stream fails half-way (the Flight server's stage mode does).
+    the stream fails half-way (the Flight server's stage mode does); ``progress`` hears each file
+    begin and complete (as in :func:`write_dataset`; what it raises stops the stage).
     """
     store = store or store_for_uri(os.fspath(uri), storage_options)
     reader = to_reader(data, schema)
@@ -393,6 +395,7 @@ def stage_fragments(
             raise NotFoundError("overwrite: the data's own schema")
         base, _ = load_manifest(store)
     except NotFoundError:
+        check_column_names(reader.schema.names)
         lance_schema, version = (
             fields_from_arrow(reader.schema),
             resolve_storage_version(data_storage_version),

@@ -49,18 +49,42 @@ def fragment_to_json(frag: DataFragment) -> dict[str, Any]:
     }
 
 
+#: Bit widths of the manifest fields a fragment document fills (``DataFragment.id`` and the row
+#: counts are ``uint64``, file versions and base ids ``uint32``, field ids and column indices
+#: ``int32``): a value outside its field cannot be written to a manifest.
+_U64 = (0, (1 << 64) - 1)
+_U32 = (0, (1 << 32) - 1)
+_I32 = (-(1 << 31), (1 << 31) - 1)
+
+
+def _int(value: Any, what: str, bounds: tuple[int, int]) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInputError(f"bad fragment metadata: {what} must be an integer, got {value!r:.40}")
+    if not bounds[0] <= value <= bounds[1]:
+        raise InvalidInputError(f"bad fragment metadata: {what} {value} is outside {bounds[0]}..{bounds[1]}")
+    return int(value)
+
+
+def _opt(value: Any, what: str, bounds: tuple[int, int]) -> int | None:
+    return None if value is None else _int(value, what, bounds)
+
+
 def fragment_from_json(doc: dict[str, Any]) -> DataFragment:
-    """The inverse of :func:`fragment_to_json` (also reads pylance's output)."""
+    """The inverse of :func:`fragment_to_json` (also reads pylance's output).
+
+    Raises :class:`InvalidInputError` for a malformed document, including integers that do not fit
+    their manifest field.
+    """
     try:
         files = tuple(
             DataFile(
                 str(f["path"]),
-                tuple(int(x) for x in f["fields"]),
-                tuple(int(x) for x in f.get("column_indices", [])),
-                int(f.get("file_major_version", 0)),
-                int(f.get("file_minor_version", 0)),
-                int(f.get("file_size_bytes") or 0),
-                None if f.get("base_id") is None else int(f["base_id"]),
+                tuple(_int(x, "field id", _I32) for x in f["fields"]),
+                tuple(_int(x, "column index", _I32) for x in f.get("column_indices", [])),
+                _int(f.get("file_major_version", 0), "file_major_version", _U32),
+                _int(f.get("file_minor_version", 0), "file_minor_version", _U32),
+                _int(f.get("file_size_bytes") or 0, "file_size_bytes", _U64),
+                _opt(f.get("base_id"), "base_id", _U32),
             )
             for f in doc["files"]
         )
@@ -70,11 +94,14 @@ def fragment_from_json(doc: dict[str, Any]) -> DataFragment:
             kind = DeletionFileType.BITMAP if d["file_type"] == "bitmap" else DeletionFileType.ARROW_ARRAY
             deletion = DeletionFile(
                 kind,
-                int(d["read_version"]),
-                int(d["id"]),
-                int(d.get("num_deleted_rows") or 0),
-                None if d.get("base_id") is None else int(d["base_id"]),
+                _int(d["read_version"], "deletion read_version", _U64),
+                _int(d["id"], "deletion id", _U64),
+                _int(d.get("num_deleted_rows") or 0, "num_deleted_rows", _U64),
+                _opt(d.get("base_id"), "deletion base_id", _U32),
             )
-        return DataFragment(int(doc.get("id", 0)), files, int(doc["physical_rows"]), deletion)
+        frag_id = _int(doc.get("id", 0), "fragment id", _U64)
+        return DataFragment(frag_id, files, _int(doc["physical_rows"], "physical_rows", _U64), deletion)
+    except InvalidInputError:
+        raise
     except (KeyError, TypeError, ValueError) as e:
         raise InvalidInputError(f"bad fragment metadata: {e!r}") from None

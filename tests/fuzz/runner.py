@@ -26,14 +26,21 @@ import pyarrow.flight as flight
 from flight_server.errors import ERROR_CODES
 from flight_server.requests import END_OF_WRITE
 from tests.fuzz.generate import Call, Context, Generator, PutData
-from tests.fuzz.server import FuzzServer, ServerLimits, populate
-from tests.fuzz.wire import describe, parse_text, simpler
+from tests.fuzz.server import FuzzServer, ServerLimits, bound_datasets, populate
+from tests.fuzz.wire import Entry, Msg, describe, parse_text, simpler
 
 __all__ = ["Failure", "FuzzReport", "Outcome", "execute", "run_fuzz"]
 
 #: Seconds one fuzz call may take: every call is on a small dataset, so a call that needs more is
 #: stuck (or doing unbounded work), which is a finding in itself.
 CALL_TIMEOUT_S = 30.0
+#: Calls between checks that the fixture datasets are still small (:func:`bound_datasets`): a
+#: check is a few ``stats`` calls, and 500 calls append to one dataset a handful of times at most.
+BOUND_EVERY = 500
+#: Seconds a probe of the server may take after a call ran out of time: a server that answers a
+#: cheap call on the same dataset within this is busy with big work (a 300-column write split
+#: into hundreds of files, a compaction), not stuck; one that does not is hung.
+PROBE_TIMEOUT_S = 20.0
 #: Seconds to wait for the server to exit after an UNAVAILABLE answer (it may be dying).
 UNAVAILABLE_GRACE_S = 1.0
 #: Calls tried while shrinking one failure (each a round trip; a crash costs a server restart).
@@ -95,6 +102,8 @@ def status_of(exc: BaseException) -> Outcome:
     else:
         if match:
             status = match.group(1)
+        elif message.startswith("Flight returned timeout error"):
+            status = "DEADLINE_EXCEEDED"  # get_schema raises a bare OSError for its timeout
         elif "RESOURCE_EXHAUSTED" in message or "larger than max" in message:
             status = "RESOURCE_EXHAUSTED"
     extra = getattr(exc, "extra_info", b"") or b""
@@ -277,6 +286,48 @@ def refused_by_transport(call: Call | None, outcome: Outcome) -> bool:
     )
 
 
+def _dataset_of(call: Call | None) -> bytes | None:
+    """The dataset name a call names first (its path, or a ``dataset`` field anywhere)."""
+    if call is None:
+        return None
+    if call.path:
+        return call.path[0]
+    todo = [call.msg] if call.msg is not None else []
+    while todo:
+        msg = todo.pop()
+        for entry in msg.entries:
+            if isinstance(entry, Entry) and isinstance(entry.value, Msg):
+                todo.append(entry.value)
+            elif (
+                isinstance(entry, Entry) and entry.label == "dataset" and isinstance(entry.value, str | bytes)
+            ):
+                value = entry.value
+                return value.encode("utf-8", "surrogatepass") if isinstance(value, str) else value
+    return None
+
+
+def responsive(server: FuzzServer, call: Call | None) -> bool:
+    """Whether the server answers a cheap call on the dataset ``call`` named (any answer: NOT_FOUND
+    is one) within :data:`PROBE_TIMEOUT_S`: busy with the slow call, not stuck."""
+    if not server.alive:
+        return False
+    dataset = _dataset_of(call)
+    probe = Call("get_schema", path=(dataset,)) if dataset else Call("list_actions")
+    client = flight.FlightClient(server.location)
+    try:
+        opts = flight.FlightCallOptions(timeout=PROBE_TIMEOUT_S)
+        try:
+            if probe.path is not None:
+                client.get_schema(flight.FlightDescriptor.for_path(*probe.path), opts)
+            else:
+                list(client.list_actions(opts))
+        except (flight.FlightError, pa.ArrowException, OSError) as exc:
+            return status_of(exc).status not in ("DEADLINE_EXCEEDED", "UNAVAILABLE")
+        return True
+    finally:
+        client.close()
+
+
 def check(server: FuzzServer, outcome: Outcome, call: Call | None = None) -> tuple[str, str] | None:
     """The first check ``outcome`` (and the server after it) fails, as (check, detail)."""
     if outcome.status == "UNAVAILABLE":
@@ -284,8 +335,8 @@ def check(server: FuzzServer, outcome: Outcome, call: Call | None = None) -> tup
         server.wait_exit(UNAVAILABLE_GRACE_S)
     if not server.alive:
         return "crash", f"server exited with status {server.proc.returncode}"
-    if outcome.status == "DEADLINE_EXCEEDED":
-        return "hang", f"no answer within {CALL_TIMEOUT_S:.0f}s"
+    if outcome.status == "DEADLINE_EXCEEDED" and not responsive(server, call):
+        return "hang", f"no answer within {CALL_TIMEOUT_S:.0f}s, nor to a probe within {PROBE_TIMEOUT_S:.0f}s"
     bad_status = outcome.status == "INTERNAL" or (
         outcome.status == "UNKNOWN" and outcome.code in (None, "INTERNAL")
     )
@@ -317,6 +368,11 @@ class FuzzReport:
     rpcs: dict[str, int] = field(default_factory=dict)
     failures: list[Failure] = field(default_factory=list)
     restarts: int = 0
+    #: Fixture datasets rewritten small again (:func:`bound_datasets`).
+    rewrites: int = 0
+    #: Calls that ran out of time while the server stayed responsive (big work, not a hang).
+    slow: int = 0
+    slow_kinds: set[str] = field(default_factory=set)
     max_rss: int = 0
     elapsed_s: float = 0.0
     unique: dict[tuple[str, ...], Failure] = field(default_factory=dict)
@@ -324,7 +380,8 @@ class FuzzReport:
     def summary(self) -> str:
         lines = [
             f"fuzz: seed={self.seed} calls={self.calls} failures={len(self.failures)} "
-            f"(distinct {len(self.unique)}) restarts={self.restarts} max_rss={self.max_rss >> 20}MiB "
+            f"(distinct {len(self.unique)}) slow={self.slow} restarts={self.restarts} "
+            f"rewrites={self.rewrites} max_rss={self.max_rss >> 20}MiB "
             f"in {self.elapsed_s:.0f}s",
             "  rpcs: " + ", ".join(f"{k}={v}" for k, v in sorted(self.rpcs.items())),
             "  statuses: " + ", ".join(f"{k}={v}" for k, v in sorted(self.statuses.items())),
@@ -443,6 +500,13 @@ def run_fuzz(
             report.statuses[outcome.status] = report.statuses.get(outcome.status, 0) + 1
             report.max_rss = max(report.max_rss, session.server.rss())
             bad = check(session.server, outcome, call)
+            if bad is None and outcome.status == "DEADLINE_EXCEEDED":
+                report.slow += 1
+                kind = f"{call.rpc} {call.action}".strip()
+                if kind not in report.slow_kinds:  # the first of each kind, for the record
+                    report.slow_kinds.add(kind)
+                    what = describe(call.msg)[:300] if call.msg else ""
+                    log(f"[slow, server responsive] call #{index}: {kind}: {what}")
             if bad is not None:
                 failure = Failure(bad[0], call, outcome if bad[0] != "crash" else None, bad[1], index)
                 if bad[0] == "crash":
@@ -459,6 +523,8 @@ def run_fuzz(
                     report.restarts += 1
                 if stop_after is not None and len(report.unique) >= stop_after:
                     break
+            if (index + 1) % BOUND_EVERY == 0 and session.server.alive:
+                report.rewrites += bound_datasets(session.server.location)
             if progress_every and (index + 1) % progress_every == 0:
                 log(
                     f"fuzz: {index + 1} calls, {len(report.failures)} failures "
