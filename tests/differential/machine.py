@@ -46,6 +46,10 @@ COLLECT = os.environ.get("LANCE_DIFF_COLLECT", "") not in ("", "0")
 #: Sequences between progress lines on stderr in :data:`COLLECT` mode.
 PROGRESS_EVERY = 10
 
+#: Most data files one write makes: a dataset's read cost grows with its fragments, and a few per
+#: write (appends pile them up; compaction merges them) already cross every fragment boundary.
+MAX_FILES_PER_WRITE = 4
+
 SIDES = st.sampled_from(["ours", "pylance"])
 SEEDS = st.integers(0, 2**32 - 1)
 
@@ -131,6 +135,12 @@ class DifferentialMachine(RuleBasedStateMachine):
         self.stable = False
         self.tainted = False
         self.new_names = 0
+        #: pylance's full scan of the latest version, read by the last comparison (None: read anew).
+        self.table: pa.Table | None = None
+        #: The manifests the last data comparison saw.
+        self.seen_manifests: tuple[str, ...] = ()
+        #: Older versions read through ``checkout_version`` since the last cleanup.
+        self.checked_versions: set[int] = set()
         STATS.sequences += 1
         if COLLECT and STATS.sequences % PROGRESS_EVERY == 0:
             print(STATS.summary().splitlines()[0], file=sys.stderr, flush=True)
@@ -226,34 +236,95 @@ class DifferentialMachine(RuleBasedStateMachine):
             self._differ(f"{what}: ours {got[0]!r} != pylance {got[1]!r}")
 
     def _current(self) -> pa.Table:
-        """The latest version as pylance reads it (the source of predicates and new rows' schema)."""
-        return self._theirs().to_table()
+        """The latest version as pylance reads it (the source of predicates and new rows' schema):
+        the table the last comparison read, or a fresh read when it had none."""
+        if self.table is None:
+            self.table = self._theirs().to_table()
+        return self.table
+
+    def _manifests(self) -> tuple[str, ...]:
+        """The manifest files on disk: an operation that changed nothing (both sides refused it, or a
+        no-op) leaves them as they were, and the data reads after it are then skipped."""
+        try:
+            return tuple(sorted(os.listdir(os.path.join(self.uri, "_versions"))))
+        except FileNotFoundError:
+            return ()
 
     # -- the comparison after every step ----------------------------------------------------------
     def _compare(self, seed: int) -> None:
+        """Everything both sides read after a step.
+
+        The data reads (scans, takes, counts, filters) run when the manifests changed; the
+        metadata reads (version, versions list, tags, an older version) after every step.
+        """
         rng = np.random.default_rng(seed)
+        manifests = self._manifests()
         ours, theirs = self._ours(), self._theirs()
-        self.stable = bool(theirs.has_stable_row_ids)
         self._same_value("version", lambda: ours.version, lambda: theirs.version)
-        self._same_value("schema", lambda: ours.schema, lambda: theirs.schema)
-        table = self._same_table("full scan", ours.to_table, theirs.to_table)
-        if table is None:
-            return  # both refused to read it (a later step may still make it readable)
-        n = table.num_rows
-        self._same_value("count_rows()", ours.count_rows, theirs.count_rows)
-        self._same_table(
+        if manifests != self.seen_manifests or self.table is None:
+            self.stable = bool(theirs.has_stable_row_ids)
+            self.table = None
+            self._same_value("schema", lambda: ours.schema, lambda: theirs.schema)
+            self.table = self._compare_data(ours, theirs, rng)
+            self.seen_manifests = manifests
+        listed: list[dict[str, Any]] = []
+
+        def their_versions() -> list[tuple[Any, ...]]:
+            listed.extend(theirs.versions())
+            return [(v["version"], v["timestamp"], v["metadata"]) for v in listed]
+
+        self._same_value(
+            "versions()",
+            lambda: [(v["version"], v["timestamp"], v["metadata"]) for v in ours.versions()],
+            their_versions,
+        )
+        self._same_value(
+            "tags",
+            lambda: {k: v["version"] for k, v in ours.tags.list().items()},
+            lambda: {k: v["version"] for k, v in theirs.tags.list().items()},
+        )
+        # An older version not read since it was written or since the last cleanup (versions do not
+        # change once written; a cleanup may delete their files), scanned with its row ids.
+        versions = [v["version"] for v in listed if v["version"] not in self.checked_versions]
+        versions = [v for v in versions if v != theirs.version]
+        if versions:
+            old = int(rng.choice(versions))
+            self.checked_versions.add(old)
+            self._same_table(
+                f"checkout_version({old}).to_table(with_row_id=True)",
+                lambda: ours.checkout_version(old).to_table(with_row_id=True),
+                lambda: theirs.checkout_version(old).to_table(with_row_id=True),
+            )
+
+    def _compare_data(
+        self, ours: lance_format.LanceDataset, theirs: lance.LanceDataset, rng: np.random.Generator
+    ) -> pa.Table | None:
+        """Scans, takes, counts and filtered reads of the latest version; pylance's full scan."""
+        with_ids = self._same_table(
             "scan with_row_id",
             lambda: ours.to_table(with_row_id=True),
             lambda: theirs.to_table(with_row_id=True),
         )
-        if n:
-            idx = rng.integers(0, n, int(rng.integers(1, 12))).tolist()
-            self._same_table(f"take({idx})", lambda: ours.take(idx), lambda: theirs.take(idx))
-            with_ids = theirs.to_table(columns=["id"], with_row_id=True)
-            ids = with_ids["_rowid"].to_numpy()[rng.integers(0, n, int(rng.integers(1, 12)))].tolist()
-            self._same_table(f"take_rows({ids})", lambda: ours.take_rows(ids), lambda: theirs._take_rows(ids))
+        if with_ids is None:
+            return None  # both refused to read it (a later step may still make it readable)
+        # pylance's plain scan is its row-id scan without the row ids; ours is read on its own path.
+        table = with_ids.drop_columns(["_rowid"])
+        self._same_table("full scan", ours.to_table, lambda: table)
+        n = table.num_rows
+        self._same_value("count_rows()", ours.count_rows, theirs.count_rows)
         names = table.schema.names
         cols = sorted(rng.choice(names, size=int(rng.integers(1, len(names) + 1)), replace=False).tolist())
+        if n:
+            # By offset (all columns or a random projection) and by row id.
+            idx = rng.integers(0, n, int(rng.integers(1, 12))).tolist()
+            take_cols = cols if rng.random() < 0.5 else None
+            self._same_table(
+                f"take({idx}, columns={take_cols})",
+                lambda: ours.take(idx, columns=take_cols),
+                lambda: theirs.take(idx, columns=take_cols),
+            )
+            ids = with_ids["_rowid"].to_numpy()[rng.integers(0, n, int(rng.integers(1, 12)))].tolist()
+            self._same_table(f"take_rows({ids})", lambda: ours.take_rows(ids), lambda: theirs._take_rows(ids))
         pred = predicate(table, rng)
         limit, offset = int(rng.integers(0, n + 3)), int(rng.integers(0, 6))
         self._same_table(
@@ -261,46 +332,26 @@ class DifferentialMachine(RuleBasedStateMachine):
             lambda: ours.to_table(columns=cols, filter=pred, limit=limit, offset=offset),
             lambda: theirs.to_table(columns=cols, filter=pred, limit=limit, offset=offset),
         )
-        if n:
-            idx = rng.integers(0, n, int(rng.integers(1, 12))).tolist()
-            self._same_table(
-                f"take({idx}, columns={cols})",
-                lambda: ours.take(idx, columns=cols),
-                lambda: theirs.take(idx, columns=cols),
-            )
-        for _ in range(3):
-            pred = predicate(table, rng)
-            self._same_table(
-                f"to_table(filter={pred!r})",
-                lambda p=pred: ours.to_table(filter=p),  # type: ignore[misc]
-                lambda p=pred: theirs.to_table(filter=p),  # type: ignore[misc]
-            )
-            self._same_value(
-                f"count_rows({pred!r})",
-                lambda p=pred: ours.count_rows(p),  # type: ignore[misc]
-                lambda p=pred: theirs.count_rows(p),  # type: ignore[misc]
-            )
-        self._same_value(
-            "versions()",
-            lambda: [(v["version"], v["timestamp"], v["metadata"]) for v in ours.versions()],
-            lambda: [(v["version"], v["timestamp"], v["metadata"]) for v in theirs.versions()],
-        )
-        self._same_value(
-            "tags",
-            lambda: {k: v["version"] for k, v in ours.tags.list().items()},
-            lambda: {k: v["version"] for k, v in theirs.tags.list().items()},
-        )
-        versions = [v["version"] for v in theirs.versions()]
-        old = int(rng.choice(versions))
+        pred = predicate(table, rng)
         self._same_table(
-            f"checkout_version({old}).to_table(with_row_id=True)",
-            lambda: ours.checkout_version(old).to_table(with_row_id=True),
-            lambda: theirs.checkout_version(old).to_table(with_row_id=True),
+            f"to_table(filter={pred!r})",
+            lambda: ours.to_table(filter=pred),
+            lambda: theirs.to_table(filter=pred),
         )
+        pred = predicate(table, rng)
+        self._same_value(
+            f"count_rows({pred!r})", lambda: ours.count_rows(pred), lambda: theirs.count_rows(pred)
+        )
+        return table
 
     # -- operations ---------------------------------------------------------------------------------
+    @staticmethod
+    def _per_file(n: int, per_file: int) -> int:
+        """``max_rows_per_file`` raised so that ``n`` rows make at most :data:`MAX_FILES_PER_WRITE` files."""
+        return max(per_file, -(-n // MAX_FILES_PER_WRITE))
+
     def _rows(self, n: int, seed: int, schema: pa.Schema | None = None) -> pa.Table:
-        schema = schema if schema is not None else self._theirs().schema
+        schema = schema if schema is not None else self._current().schema
         rows = make_rows(schema, n, self.next_id, seed, struct_nulls=self.version != "2.0")
         self.next_id += n
         return rows
@@ -315,6 +366,7 @@ class DifferentialMachine(RuleBasedStateMachine):
     )
     @_guarded
     def create(self, side: str, version: str, stable: bool, n: int, per_file: int, seed: int) -> None:
+        per_file = self._per_file(n, per_file)
         self.version, self.stable = version, stable
         schema = pick_columns(np.random.default_rng(seed))
         rows = self._rows(n, seed, schema)
@@ -335,6 +387,7 @@ class DifferentialMachine(RuleBasedStateMachine):
     @rule(side=SIDES, n=st.integers(0, 80), per_file=st.integers(5, 60), seed=SEEDS)
     @_guarded
     def append(self, side: str, n: int, per_file: int, seed: int) -> None:
+        per_file = self._per_file(n, per_file)
         rows = self._rows(n, seed)
         self._apply(
             side,
@@ -347,6 +400,7 @@ class DifferentialMachine(RuleBasedStateMachine):
     @rule(side=SIDES, n=st.integers(0, 80), per_file=st.integers(5, 60), new_schema=st.booleans(), seed=SEEDS)
     @_guarded
     def overwrite(self, side: str, n: int, per_file: int, new_schema: bool, seed: int) -> None:
+        per_file = self._per_file(n, per_file)
         schema = pick_columns(np.random.default_rng(seed)) if new_schema else None
         rows = self._rows(n, seed, schema)
         kw: dict[str, Any] = {
@@ -393,7 +447,7 @@ class DifferentialMachine(RuleBasedStateMachine):
     @_guarded
     def add_column(self, side: str, seed: int) -> None:
         rng = np.random.default_rng(seed)
-        schema = self._theirs().schema
+        schema = self._current().schema
         self.new_names += 1
         name = f"c{self.new_names}"
         # Not "id + 0.5": pylance refuses a float literal against an int64 column; ours answers.
@@ -413,7 +467,7 @@ class DifferentialMachine(RuleBasedStateMachine):
     @rule(side=SIDES, seed=SEEDS)
     @_guarded
     def drop_column(self, side: str, seed: int) -> None:
-        names = [n for n in self._theirs().schema.names if n != "id"]
+        names = [n for n in self._current().schema.names if n != "id"]
         if not names:
             return
         col = str(np.random.default_rng(seed).choice(names))
@@ -428,7 +482,7 @@ class DifferentialMachine(RuleBasedStateMachine):
     @rule(side=SIDES, seed=SEEDS)
     @_guarded
     def rename_column(self, side: str, seed: int) -> None:
-        names = [n for n in self._theirs().schema.names if n != "id"]
+        names = [n for n in self._current().schema.names if n != "id"]
         if not names:
             return
         col = str(np.random.default_rng(seed).choice(names))
@@ -445,7 +499,7 @@ class DifferentialMachine(RuleBasedStateMachine):
     @rule(side=SIDES, seed=SEEDS, nullable=st.booleans())
     @_guarded
     def set_nullable(self, side: str, seed: int, nullable: bool) -> None:
-        names = [n for n in self._theirs().schema.names if n != "id"]
+        names = [n for n in self._current().schema.names if n != "id"]
         if not names:
             return
         alt = {"path": str(np.random.default_rng(seed).choice(names)), "nullable": nullable}
@@ -462,7 +516,7 @@ class DifferentialMachine(RuleBasedStateMachine):
     def widen_column(self, seed: int) -> None:
         """pylance only: ``alter_columns`` with a ``data_type`` (ours renames only) rewrites a column."""
         widen = {pa.int8(): pa.int32(), pa.int32(): pa.int64(), pa.float32(): pa.float64()}
-        schema = self._theirs().schema
+        schema = self._current().schema
         names = [f.name for f in schema if f.type in widen]
         if not names:
             return
@@ -492,6 +546,7 @@ class DifferentialMachine(RuleBasedStateMachine):
     def cleanup(self, side: str, seed: int) -> None:
         # Both sides take pylance's arguments; with tagged old versions the default refuses on both.
         strict = bool(seed % 2)
+        self.checked_versions.clear()  # the cleanup may delete what an old version reads
         self._apply(
             side,
             f"cleanup_old_versions(older_than=0, error_if_tagged_old_versions={strict})",
