@@ -596,3 +596,55 @@ class DifferentialMachine(RuleBasedStateMachine):
                 lambda: self._theirs().tags.create(name, v),
             )
         self._compare(seed)
+
+    @rule(
+        side=SIDES,
+        n=st.integers(0, 40),
+        matched=st.sampled_from(["update", "delete", "nothing"]),
+        insert=st.booleans(),
+        by_source=st.sampled_from(["keep", "delete", "delete where"]),
+        seed=SEEDS,
+    )
+    @_guarded
+    def merge_insert(self, side: str, n: int, matched: str, insert: bool, by_source: str, seed: int) -> None:
+        """``merge_insert("id")`` of rows half of which have the ids of existing rows (a repeated
+        source key is refused by both sides alike)."""
+        rng = np.random.default_rng(seed)
+        table = self._current()
+        rows = self._rows(n, seed)
+        existing = table["id"].to_numpy()
+        if len(existing) and n:
+            ids = rows["id"].to_numpy().copy()
+            hit = rng.random(n) < 0.5
+            k = int(hit.sum())
+            # Mostly distinct keys; sometimes a repeated one, which both sides refuse as ambiguous.
+            repeat = rng.random() < 0.1 or k > len(existing)
+            ids[hit] = rng.choice(existing, size=k, replace=repeat)
+            rows = rows.set_column(0, "id", pa.array(ids, pa.int64()))
+        where = predicate(table, rng) if by_source == "delete where" and table.num_rows else None
+        if matched == "delete" and by_source != "keep":
+            # pylance fails "matched delete + not matched by source delete" without an insert
+            # ("Dataset field ... missing from merge insert input schema ... a logical plan pruning
+            # bug" in DataFusion): not generated.
+            insert = True
+
+        def build(ds: Any) -> Any:
+            b = ds.merge_insert("id")
+            if matched == "update":
+                b = b.when_matched_update_all()
+            elif matched == "delete":
+                b = b.when_matched_delete()
+            if insert:
+                b = b.when_not_matched_insert_all()
+            if by_source != "keep":
+                b = b.when_not_matched_by_source_delete(where)
+            return b
+
+        self._apply(
+            side,
+            f"merge_insert('id') matched={matched} insert={insert} by_source={by_source} where={where!r} "
+            f"with {n} rows (seed={seed})",
+            lambda: build(self._ours()).execute(rows),
+            lambda: build(self._theirs()).execute(rows),
+        )
+        self._compare(seed)
