@@ -144,9 +144,26 @@ class _Optimize:
     def __init__(self, ds: LanceDataset) -> None:
         self._ds = ds
 
-    def compact_files(self, *, target_rows_per_fragment: int = 1024 * 1024) -> dict[str, int]:
-        """Rewrite small fragments and fragments with deletions into full ones."""
-        return self._ds.compact_files(target_rows_per_fragment)
+    def compact_files(
+        self,
+        *,
+        target_rows_per_fragment: int = 1024 * 1024,
+        max_rows_per_group: int = 1024,
+        max_bytes_per_file: int | None = None,
+        materialize_deletions: bool = True,
+        materialize_deletions_threshold: float = 0.1,
+        num_threads: int | None = None,
+        batch_size: int | None = None,
+    ) -> dict[str, int]:
+        """Rewrite small fragments and fragments with deletions into full ones, planned as pylance
+        plans them. ``max_rows_per_group``, ``max_bytes_per_file``, ``num_threads`` and
+        ``batch_size`` are accepted for pylance's signature and change nothing in the result."""
+        del max_rows_per_group, max_bytes_per_file, num_threads, batch_size
+        return self._ds.compact_files(
+            target_rows_per_fragment,
+            materialize_deletions=materialize_deletions,
+            materialize_deletions_threshold=materialize_deletions_threshold,
+        )
 
 
 class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
@@ -560,12 +577,26 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
 
         self.manifest = with_retries(self, lambda ds: alter_columns(ds, list(alterations)))
 
-    def compact_files(self, target_rows_per_fragment: int = 1024 * 1024) -> dict[str, int]:
+    def compact_files(
+        self,
+        target_rows_per_fragment: int = 1024 * 1024,
+        *,
+        materialize_deletions: bool = True,
+        materialize_deletions_threshold: float = 0.1,
+    ) -> dict[str, int]:
         """Rewrite small fragments (or fragments with deletions) into fewer, full ones."""
         from lance_format.dataset.compact import compact_files
         from lance_format.dataset.mutate import with_retries
 
-        self.manifest, stats = with_retries(self, lambda ds: compact_files(ds, target_rows_per_fragment))
+        self.manifest, stats = with_retries(
+            self,
+            lambda ds: compact_files(
+                ds,
+                target_rows_per_fragment,
+                materialize_deletions=materialize_deletions,
+                materialize_deletions_threshold=materialize_deletions_threshold,
+            ),
+        )
         self._row_index = None
         return stats
 

@@ -336,7 +336,7 @@ def update_values(schema: pa.Schema, rng: np.random.Generator) -> dict[str, str]
         if f.name == "id":
             continue
         if pa.types.is_integer(t):
-            options[f.name] = ["7", "0", "id % 5"]
+            options[f.name] = ["7", "0", "id % 5", f"{f.name} + 1", f"{f.name} * 2"]
         elif pa.types.is_floating(t):
             options[f.name] = ["1.5", "-0.25", "CAST('NaN' AS DOUBLE)"]
         elif pa.types.is_string(t) or pa.types.is_large_string(t):

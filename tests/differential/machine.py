@@ -122,6 +122,13 @@ def _guarded(step: F) -> F:
     return run  # type: ignore[return-value]
 
 
+def _layout(uri: str) -> list[tuple[int, int | None, int]]:
+    """``(id, physical rows, live rows)`` of each fragment, as pylance reads them."""
+    return [
+        (f.fragment_id, f.metadata.physical_rows, f.count_rows()) for f in lance.dataset(uri).get_fragments()
+    ]
+
+
 class DifferentialMachine(RuleBasedStateMachine):
     """Random operation sequences applied alternately through both engines on one dataset."""
 
@@ -452,9 +459,10 @@ class DifferentialMachine(RuleBasedStateMachine):
         name = f"c{self.new_names}"
         # Not "id + 0.5": pylance refuses a float literal against an int64 column; ours answers.
         exprs = ["id * 2", "CAST(id AS DOUBLE) / 3", "id % 3 = 0", "CAST(id AS DOUBLE) + 0.5"]
-        # No narrow-integer arithmetic: pylance wraps on overflow (int8 100 * 2 = -56), ours refuses
-        # with an overflow error. Reported to the lead; not generated.
         exprs += [f"{f.name} * 2" for f in schema if pa.types.is_floating(f.type)]
+        # Integer arithmetic with a literal: pylance computes it in the column's type and wraps.
+        ints = [f.name for f in schema if pa.types.is_integer(f.type)]
+        exprs += [f"{n} {op}" for n in ints for op in ("* 2", "+ 1", "- 1")]
         sql = str(rng.choice(exprs))
         self._apply(
             side,
@@ -530,15 +538,43 @@ class DifferentialMachine(RuleBasedStateMachine):
         )
         self._compare(seed)
 
-    @rule(side=SIDES, rows=st.integers(5, 200), seed=SEEDS)
+    @rule(
+        side=SIDES,
+        rows=st.integers(5, 200),
+        materialize=st.booleans(),
+        threshold=st.sampled_from([0.1, 0.0, 0.3, 1.0]),
+        seed=SEEDS,
+    )
     @_guarded
-    def compact(self, side: str, rows: int, seed: int) -> None:
+    def compact(self, side: str, rows: int, materialize: bool, threshold: float, seed: int) -> None:
+        """Compaction through one side; the other side compacts a copy of the same version, and
+        both must lay the fragments out alike (ids, physical and live rows)."""
+        kw: dict[str, Any] = {
+            "target_rows_per_fragment": rows,
+            "materialize_deletions": materialize,
+            "materialize_deletions_threshold": threshold,
+            "max_rows_per_group": int(np.random.default_rng(seed).integers(1, 2048)),
+        }
+        shadow = os.path.join(self.root, "shadow")
+        shutil.rmtree(shadow, ignore_errors=True)
+        shutil.copytree(self.uri, shadow)
         self._apply(
             side,
-            f"optimize.compact_files(target_rows_per_fragment={rows})",
-            lambda: self._ours().optimize.compact_files(target_rows_per_fragment=rows),
-            lambda: self._theirs().optimize.compact_files(target_rows_per_fragment=rows),
+            f"optimize.compact_files(**{kw})",
+            lambda: self._ours().optimize.compact_files(**kw),
+            lambda: self._theirs().optimize.compact_files(**kw),
         )
+        if not self.steps[-1].endswith("]"):  # applied (not refused by both)
+            other: Any = lance_format if side == "pylance" else lance
+            try:
+                other.dataset(shadow).optimize.compact_files(**kw)
+            except Exception as e:
+                self._differ(f"compaction of a copy through the other side raised {_short(e)}")
+            self._same_value(
+                "fragment layout after compaction (ours, pylance)",
+                lambda: _layout(self.uri if side == "ours" else shadow),
+                lambda: _layout(self.uri if side == "pylance" else shadow),
+            )
         self._compare(seed)
 
     @rule(side=SIDES, seed=SEEDS)
