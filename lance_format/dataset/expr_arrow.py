@@ -274,6 +274,13 @@ def _is_number(t: pa.DataType) -> bool:
     return bool(pa.types.is_integer(t) or pa.types.is_floating(t))
 
 
+def _float_result(types: list[pa.DataType]) -> pa.DataType:
+    """The float type numbers meet in, as DataFusion coerces them: the widest float among them,
+    whatever the integers (``f32 * 2`` is a float32, so it overflows to infinity as pylance's does)."""
+    floats = [t for t in types if pa.types.is_floating(t)]
+    return max(floats, key=lambda t: t.bit_width) if floats else pa.float64()
+
+
 def _wider_int(a: pa.DataType, b: pa.DataType) -> pa.DataType:
     """The integer type both ``a`` and ``b`` widen to (signed when either is)."""
     if pa.types.is_signed_integer(a) == pa.types.is_signed_integer(b):
@@ -319,8 +326,7 @@ class ToArrow(Visitor[pc.Expression]):
             types = [self.type_of(a) for a in children(node)]
             if all(_is_number(t) for t in types):
                 if any(pa.types.is_floating(t) for t in types):
-                    floats = [t for t in types if pa.types.is_floating(t)]
-                    t = floats[0] if len(set(floats)) == 1 and len(floats) == len(types) else pa.float64()
+                    t = _float_result(types)
                 else:
                     t = types[0]
                     for other in types[1:]:
@@ -421,7 +427,8 @@ class ToArrow(Visitor[pc.Expression]):
         if pa.types.is_integer(ta) and pa.types.is_integer(tb):
             wide = _wider_int(ta, tb)
             return left.cast(wide), right.cast(wide)
-        return left.cast(pa.float64(), safe=False), right.cast(pa.float64(), safe=False)
+        t = _float_result([ta, tb])
+        return left.cast(t, safe=False), right.cast(t, safe=False)
 
     def visit_and(self, node: And) -> pc.Expression:
         out = self.visit(node.args[0])
