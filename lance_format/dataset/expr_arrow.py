@@ -281,6 +281,22 @@ def _float_result(types: list[pa.DataType]) -> pa.DataType:
     return max(floats, key=lambda t: t.bit_width) if floats else pa.float64()
 
 
+#: uint64 meeting a signed integer: DataFusion computes in a 20-digit decimal (exact: ``u - 6 < 0``
+#: holds for 5, ``u + 1`` of 2**64 - 1 is 2**64); 256 bits so a product's 41 digits fit.
+_EXACT = pa.decimal256(20, 0)
+#: Digits of a truncated quotient of two such decimals (for ``%``).
+_EXACT_QUOTIENT_DIGITS = 41
+
+
+def _exact_decimal(a: pa.DataType, b: pa.DataType) -> bool:
+    """Whether integers of types ``a`` and ``b`` meet in :data:`_EXACT` (no integer type holds both)."""
+    if not (pa.types.is_integer(a) and pa.types.is_integer(b)):
+        return False
+    return bool(a == pa.uint64() and pa.types.is_signed_integer(b)) or (
+        b == pa.uint64() and pa.types.is_signed_integer(a)
+    )
+
+
 def _wider_int(a: pa.DataType, b: pa.DataType) -> pa.DataType:
     """The integer type both ``a`` and ``b`` widen to (signed when either is)."""
     if pa.types.is_signed_integer(a) == pa.types.is_signed_integer(b):
@@ -327,12 +343,15 @@ class ToArrow(Visitor[pc.Expression]):
             if all(_is_number(t) for t in types):
                 if any(pa.types.is_floating(t) for t in types):
                     t = _float_result(types)
-                else:
+                elif not any(_exact_decimal(a, b) for a in types for b in types):
                     t = types[0]
                     for other in types[1:]:
                         t = _wider_int(t, other)
-                self._types[node] = t
-                return t
+                else:
+                    t = None  # a decimal: its precision and scale as pyarrow computes them, below
+                if t is not None:
+                    self._types[node] = t
+                    return t
         import pyarrow.dataset as pds  # imported on first use: it pulls in much of pyarrow
 
         empty = self.schema.empty_table()
@@ -424,6 +443,8 @@ class ToArrow(Visitor[pc.Expression]):
         ta, tb = self.type_of(left_node), self.type_of(right_node)
         if ta == tb or not (_is_number(ta) and _is_number(tb)):
             return left, right
+        if _exact_decimal(ta, tb):
+            return left.cast(_EXACT), right.cast(_EXACT)
         if pa.types.is_integer(ta) and pa.types.is_integer(tb):
             wide = _wider_int(ta, tb)
             return left.cast(wide), right.cast(wide)
@@ -525,7 +546,10 @@ class ToArrow(Visitor[pc.Expression]):
     def visit_arith(self, node: Arith) -> pc.Expression:
         a, b = self.numeric(node.left, node.right, self.visit(node.left), self.visit(node.right))
         if node.op == "mod":
-            return a - pc.multiply(pc.divide(a, b), b)
+            quotient = pc.divide(a, b)
+            if _exact_decimal(self.type_of(node.left), self.type_of(node.right)):
+                quotient = quotient.cast(pa.decimal256(_EXACT_QUOTIENT_DIGITS, 0), safe=False)  # truncates
+            return a - pc.multiply(quotient, b)
         return _ARITH[node.op](a, b)
 
     def visit_negate(self, node: Negate) -> pc.Expression:

@@ -397,3 +397,28 @@ def test_float32_arithmetic_stays_float32(tmp_path: Path, sql: str) -> None:
     )
     ours, theirs = _both(tmp_path, table)
     assert_tables_equal(ours.to_table(filter=sql), theirs.to_table(filter=sql), context=sql)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "u - 6 < 0",
+        "u + 1 > 18446744073709551615",
+        "u * 2 > 18446744073709551615",
+        "u % 3 = 2",
+        "u / 2 = 9223372036854775807",
+        "u - i > 3",
+        "u > i",
+    ],
+)
+def test_uint64_arithmetic_with_signed_operands_is_exact(tmp_path: Path, sql: str) -> None:
+    # Found: ours computed uint64 with an int64 operand in int64 ("Integer value ... not in range"
+    # above 2**63); pylance computes exactly, as a 20-digit decimal.
+    table = pa.table(
+        {
+            "u": pa.array([0, 5, 2**63, 2**64 - 1, None], pa.uint64()),
+            "i": pa.array([0, 1, -2, 3, 4], pa.int64()),
+        }
+    )
+    ours, theirs = _both(tmp_path, table)
+    assert_tables_equal(ours.to_table(filter=sql), theirs.to_table(filter=sql), context=sql)
