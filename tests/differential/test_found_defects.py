@@ -377,31 +377,26 @@ def test_value_arithmetic_in_the_columns_type_like_pylance(
     assert_tables_equal(got["ours"], got["theirs"], context=sql)
 
 
+_ARITHMETIC = pa.table(
+    {
+        "f": pa.array([3.4028234663852886e38, 1.5, -3e38, float("nan"), None], pa.float32()),
+        "u": pa.array([0, 5, 2**63, 2**64 - 1, None], pa.uint64()),
+        "i": pa.array([0, 1, -2, 3, 4], pa.int64()),
+    }
+)
+
+
 @pytest.mark.parametrize(
     "sql",
     [
+        # Found by the long run: ours computed `f32 * 2` in float64, so the float32 maximum doubled
+        # was finite; pylance (DataFusion) computes in float32 with an integer: infinity.
         "f * 2 = CAST('Infinity' AS DOUBLE)",
         "f * 2 > 1e38",
         "f + i > 1e38",
         "f * 2.0 = CAST('Infinity' AS DOUBLE)",
-    ],
-)
-def test_float32_arithmetic_stays_float32(tmp_path: Path, sql: str) -> None:
-    # Found by the long run: ours computed `f32 * 2` in float64, so the float32 maximum doubled was
-    # finite; pylance (DataFusion) computes in float32 with an integer and overflows to infinity.
-    table = pa.table(
-        {
-            "f": pa.array([3.4028234663852886e38, 1.5, -3e38, float("nan"), None], pa.float32()),
-            "i": pa.array([1, 2, 3, 4, 5], pa.int64()),
-        }
-    )
-    ours, theirs = _both(tmp_path, table)
-    assert_tables_equal(ours.to_table(filter=sql), theirs.to_table(filter=sql), context=sql)
-
-
-@pytest.mark.parametrize(
-    "sql",
-    [
+        # Found: ours computed uint64 with an int64 operand in int64 ("Integer value ... not in
+        # range" above 2**63); pylance computes exactly, as a 20-digit decimal.
         "u - 6 < 0",
         "u + 1 > 18446744073709551615",
         "u * 2 > 18446744073709551615",
@@ -411,14 +406,6 @@ def test_float32_arithmetic_stays_float32(tmp_path: Path, sql: str) -> None:
         "u > i",
     ],
 )
-def test_uint64_arithmetic_with_signed_operands_is_exact(tmp_path: Path, sql: str) -> None:
-    # Found: ours computed uint64 with an int64 operand in int64 ("Integer value ... not in range"
-    # above 2**63); pylance computes exactly, as a 20-digit decimal.
-    table = pa.table(
-        {
-            "u": pa.array([0, 5, 2**63, 2**64 - 1, None], pa.uint64()),
-            "i": pa.array([0, 1, -2, 3, 4], pa.int64()),
-        }
-    )
-    ours, theirs = _both(tmp_path, table)
+def test_arithmetic_in_datafusions_common_type(tmp_path: Path, sql: str) -> None:
+    ours, theirs = _both(tmp_path, _ARITHMETIC)
     assert_tables_equal(ours.to_table(filter=sql), theirs.to_table(filter=sql), context=sql)
