@@ -22,37 +22,89 @@ if TYPE_CHECKING:
 __all__ = ["compact_files"]
 
 
-def _groups(frags: tuple[DataFragment, ...], target: int) -> list[list[DataFragment]]:
-    """Runs of adjacent candidate fragments worth rewriting."""
-    groups: list[list[DataFragment]] = []
-    run: list[DataFragment] = []
+#: pylance's defaults (``CompactionOptions``): fragments under a million rows are merged; a fragment
+#: with more than 10% of its rows deleted is rewritten to drop them.
+DEFAULT_TARGET_ROWS = 1024 * 1024
+DEFAULT_DELETIONS_THRESHOLD = 0.1
+
+
+def _groups(
+    frags: tuple[DataFragment, ...], target: int, materialize_deletions: bool, threshold: float
+) -> list[list[DataFragment]]:
+    """The groups of adjacent fragments to rewrite, planned as pylance plans them.
+
+    A fragment is rewritten on its own account when more than ``threshold`` of its physical rows
+    are deleted (compared in 32-bit floats, as pylance does), or with its neighbours when it has
+    fewer than ``target`` physical rows. A run of such fragments is one candidate (a lone small
+    fragment is left alone), then cut into groups of at least ``target`` live rows, the remainder
+    going to the last group.
+    """
+    own = materialize_deletions and threshold < 1.0
+    runs: list[list[tuple[DataFragment, bool]]] = [[]]
     for f in frags:
-        if f.physical_rows < target or f.deletion_file is not None:
-            run.append(f)
+        itself = (
+            own
+            and f.physical_rows > 0
+            and (np.float32(f.num_deleted_rows) / np.float32(f.physical_rows) > np.float32(threshold))
+        )
+        if itself or f.physical_rows < target:
+            runs[-1].append((f, bool(itself)))
+        elif runs[-1]:
+            runs.append([])
+    groups: list[list[DataFragment]] = []
+    for run in runs:
+        if not run or (len(run) == 1 and not run[0][1]):
             continue
-        groups.append(run)
-        run = []
-    groups.append(run)
-    return [g for g in groups if len(g) > 1 or (g and g[0].deletion_file is not None)]
+        live = [f.physical_rows - f.num_deleted_rows for f, _ in run]
+        start = 0
+        while True:
+            end, rows = start, 0
+            while rows < target and end < len(run):
+                rows += live[end]
+                end += 1
+            if sum(live[end:]) >= target:
+                groups.append([f for f, _ in run[start:end]])
+                start = end
+            else:
+                groups.append([f for f, _ in run[start:]])
+                break
+    return groups
 
 
 def _no_checkpoint() -> None:
     return None
 
 
+def _file_sizes(rows: int, target: int) -> list[int]:
+    """Rows of each file a rewritten group makes: ``rows // target`` files (at least one) of sizes
+    as equal as can be, the larger first (pylance's compaction output)."""
+    if rows == 0:
+        return []
+    n = max(1, rows // target)
+    base, extra = divmod(rows, n)
+    return [base + 1] * extra + [base] * (n - extra)
+
+
 def compact_files(
-    ds: Snapshot, target_rows_per_fragment: int, checkpoint: Callable[[], None] = _no_checkpoint
+    ds: Snapshot,
+    target_rows_per_fragment: int = DEFAULT_TARGET_ROWS,
+    *,
+    materialize_deletions: bool = True,
+    materialize_deletions_threshold: float = DEFAULT_DELETIONS_THRESHOLD,
+    checkpoint: Callable[[], None] = _no_checkpoint,
 ) -> tuple[Manifest, dict[str, int]]:
-    """Commit a Rewrite; returns the new manifest and pylance-like metrics.
+    """Commit a Rewrite planned as pylance's ``compact_files`` plans it (same groups, same fragment
+    sizes); returns the new manifest and pylance's metrics. Nothing to do commits nothing.
 
     ``checkpoint`` is called before each fragment is read and before the commit; whatever it
     raises (a server's "the caller is gone") stops the compaction with nothing committed (files
     already written are orphans that cleanup removes). The work grows with fragments x columns,
     so a caller with a deadline needs a way to stop it.
     """
-    if target_rows_per_fragment <= 0:
-        raise InvalidInputError("target_rows_per_fragment must be positive")
-    groups = _groups(ds.manifest.fragments, target_rows_per_fragment)
+    target = target_rows_per_fragment
+    if isinstance(target, bool) or not isinstance(target, int) or target < 0:
+        raise InvalidInputError(f"target_rows_per_fragment must be a non-negative integer, got {target!r}")
+    groups = _groups(ds.manifest.fragments, target, materialize_deletions, materialize_deletions_threshold)
     stats = {"fragments_removed": 0, "fragments_added": 0, "files_removed": 0, "files_added": 0}
     if not groups:
         return ds.manifest, stats
@@ -75,9 +127,12 @@ def compact_files(
                 rid = reader.row_ids()
                 ids.append(rid[keep] if keep is not None else rid)
         data = pa.concat_tables(tables)
-        new = write_fragments(
-            ds.store, data.to_reader(), schema, ds.data_storage_version, target_rows_per_fragment
-        )
+        new = []
+        start = 0
+        for size in _file_sizes(data.num_rows, target):
+            part = data.slice(start, size)
+            start += size
+            new += write_fragments(ds.store, part.to_reader(), schema, ds.data_storage_version, size)
         if stable:
             all_ids = np.concatenate(ids)
             start = 0
@@ -88,7 +143,7 @@ def compact_files(
         out.append(RewriteGroup(tuple(group), tuple(new)))
         stats["fragments_removed"] += len(group)
         stats["fragments_added"] += len(new)
-        stats["files_removed"] += sum(len(f.files) for f in group)
+        stats["files_removed"] += sum(len(f.files) + (f.deletion_file is not None) for f in group)
         stats["files_added"] += sum(len(f.files) for f in new)
     checkpoint()
     txn = Transaction(ds.version, str(uuid.uuid4()), Rewrite(tuple(out)))

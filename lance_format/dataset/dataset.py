@@ -208,9 +208,26 @@ class _Optimize:
     def __init__(self, ds: LanceDataset) -> None:
         self._ds = ds
 
-    def compact_files(self, *, target_rows_per_fragment: int = 1024 * 1024) -> dict[str, int]:
-        """Rewrite small fragments and fragments with deletions into full ones."""
-        return self._ds.compact_files(target_rows_per_fragment)
+    def compact_files(
+        self,
+        *,
+        target_rows_per_fragment: int = 1024 * 1024,
+        max_rows_per_group: int = 1024,
+        max_bytes_per_file: int | None = None,
+        materialize_deletions: bool = True,
+        materialize_deletions_threshold: float = 0.1,
+        num_threads: int | None = None,
+        batch_size: int | None = None,
+    ) -> dict[str, int]:
+        """Rewrite small fragments and fragments with deletions into full ones, planned as pylance
+        plans them. ``max_rows_per_group``, ``max_bytes_per_file``, ``num_threads`` and
+        ``batch_size`` are accepted for pylance's signature and change nothing in the result."""
+        del max_rows_per_group, max_bytes_per_file, num_threads, batch_size
+        return self._ds.compact_files(
+            target_rows_per_fragment,
+            materialize_deletions=materialize_deletions,
+            materialize_deletions_threshold=materialize_deletions_threshold,
+        )
 
 
 class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
@@ -614,7 +631,12 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         self.adopt(with_retries(self._snapshot, lambda snap: alter_columns(snap, list(alterations))))
 
     def compact_files(
-        self, target_rows_per_fragment: int = 1024 * 1024, *, checkpoint: Callable[[], None] | None = None
+        self,
+        target_rows_per_fragment: int = 1024 * 1024,
+        *,
+        materialize_deletions: bool = True,
+        materialize_deletions_threshold: float = 0.1,
+        checkpoint: Callable[[], None] | None = None,
     ) -> dict[str, int]:
         """Rewrite small fragments (or fragments with deletions) into fewer, full ones.
 
@@ -624,9 +646,16 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         from lance_format.dataset.compact import compact_files
         from lance_format.dataset.mutate import with_retries
 
-        rows = target_rows_per_fragment
-        check = checkpoint or (lambda: None)
-        manifest, stats = with_retries(self._snapshot, lambda snap: compact_files(snap, rows, check))
+        manifest, stats = with_retries(
+            self._snapshot,
+            lambda snap: compact_files(
+                snap,
+                target_rows_per_fragment,
+                materialize_deletions=materialize_deletions,
+                materialize_deletions_threshold=materialize_deletions_threshold,
+                checkpoint=checkpoint or (lambda: None),
+            ),
+        )
         self.adopt(manifest)
         return stats
 

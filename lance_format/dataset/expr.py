@@ -278,6 +278,11 @@ def may_be_nan(node: Node) -> bool:
         return bool(pa.types.is_floating(node.to))
     if isinstance(node, Call) and node.name in _FLOAT_PRESERVING and node.args:
         return may_be_nan(node.args[0])
+    if isinstance(node, Call) and node.name == "sqrt":
+        return True  # of a negative number
+    if isinstance(node, Call) and node.name == "list_get" and isinstance(node.args[0], Column):
+        lt = node.args[0].type
+        return bool(pa.types.is_floating(getattr(lt, "value_type", lt)))
     if isinstance(node, Literal):  # only a cast of 'NaN' makes one
         v = node.value.as_py() if pa.types.is_floating(node.type) else None
         return v is not None and v != v

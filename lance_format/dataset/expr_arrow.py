@@ -187,23 +187,71 @@ def _pattern(fn: Callable[..., pc.Expression]) -> Callable[[ToArrow, tuple[Node,
     return lambda b, args: fn(b.visit(args[0]), pattern=_literal_str(args[1], fn.__name__))
 
 
+#: The NaN x86's square root (and so DataFusion's) gives for a negative number: the sign bit set, so
+#: it orders below every number (pyarrow's kernel returns a positive NaN instead).
+_NEGATIVE_NAN = pc.scalar(-math.nan)
+
+
+def _sqrt(value: pc.Expression) -> pc.Expression:
+    return pc.if_else(pc.less(value, 0), _NEGATIVE_NAN, pc.sqrt(value))
+
+
+def _string_parts(b: ToArrow, args: tuple[Node, ...]) -> tuple[list[pc.Expression], pc.Expression]:
+    """The arguments of a concatenation and its empty separator, all large strings when any is
+    (the kernel takes one string type)."""
+    parts = [b.visit(a) for a in args]
+    if any(pa.types.is_large_string(b.type_of(a)) for a in args):
+        return [p.cast(pa.large_string()) for p in parts], pc.scalar(pa.scalar("", pa.large_string()))
+    return parts, pc.scalar("")
+
+
 def _concat(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
     # concat() skips NULL arguments (DataFusion); `||` (op "concat_op") propagates them.
-    parts = [pc.coalesce(b.visit(a), pc.scalar("")) for a in args]
-    return pc.binary_join_element_wise(*parts, pc.scalar(""))
+    parts, empty = _string_parts(b, args)
+    return pc.binary_join_element_wise(*(pc.coalesce(p, empty) for p in parts), empty)
+
+
+def _concat_op(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
+    parts, empty = _string_parts(b, args)
+    return pc.binary_join_element_wise(*parts, empty)
+
+
+def _case_map(upper: bool) -> Callable[[ToArrow, tuple[Node, ...]], pc.Expression]:
+    def build(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
+        t = b.type_of(args[0])
+        if not (pa.types.is_string(t) or pa.types.is_large_string(t)):
+            raise InvalidInputError(f"{'upper' if upper else 'lower'}() needs a string, got {t}")
+        return udfs.call(udfs.case_map(t, upper), [b.visit(args[0])])
+
+    return build
+
+
+def _coalesce(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
+    # Integer literals take the type of the first integer argument that is not one (as in
+    # DataFusion, where coalesce(u64, 3) holds every uint64; pyarrow would cast to int64).
+    types = [b.type_of(a) for a in args]
+    target = next((t for a, t in zip(args, types, strict=True) if not isinstance(a, Literal)), None)
+    parts = [b.visit(a) for a in args]
+    if target is not None and pa.types.is_integer(target):
+        for i, a in enumerate(args):
+            if isinstance(a, Literal) and pa.types.is_integer(a.type):
+                scalar, _ = exact_integer_literal(a.value, target)
+                if scalar is not None:
+                    parts[i] = pc.scalar(scalar)
+    return pc.coalesce(*parts)
 
 
 #: Scalar functions of the dialect: name -> (arity range, builder).
 FUNCTIONS: dict[str, tuple[tuple[int, int], Callable[[ToArrow, tuple[Node, ...]], pc.Expression]]] = {
-    "lower": ((1, 1), _unary(pc.utf8_lower)),
-    "upper": ((1, 1), _unary(pc.utf8_upper)),
+    "lower": ((1, 1), _case_map(upper=False)),
+    "upper": ((1, 1), _case_map(upper=True)),
     "length": ((1, 1), _unary(lambda e: pc.utf8_length(e).cast(pa.int64()))),
     "octet_length": ((1, 1), _unary(lambda e: pc.binary_length(e).cast(pa.int64()))),
     "reverse": ((1, 1), _unary(pc.utf8_reverse)),
     "abs": ((1, 1), _unary(pc.abs_checked)),
     "ceil": ((1, 1), _unary(pc.ceil)),
     "floor": ((1, 1), _unary(pc.floor)),
-    "sqrt": ((1, 1), _unary(pc.sqrt)),
+    "sqrt": ((1, 1), _unary(_sqrt)),
     "starts_with": ((2, 2), _pattern(pc.starts_with)),
     "ends_with": ((2, 2), _pattern(pc.ends_with)),
     "contains": ((2, 2), _pattern(pc.match_substring)),
@@ -215,11 +263,11 @@ FUNCTIONS: dict[str, tuple[tuple[int, int], Callable[[ToArrow, tuple[Node, ...]]
     "regexp_like": ((2, 3), _regexp),
     "regexp_match": ((2, 3), _regexp_match),
     "concat": ((1, 64), _concat),
-    "concat_op": ((2, 2), lambda b, a: pc.binary_join_element_wise(b.visit(a[0]), b.visit(a[1]), "")),
+    "concat_op": ((2, 2), _concat_op),
     "array_has": ((2, 2), _array_has),
     "array_length": ((1, 1), _array_length),
     "list_get": ((2, 2), _list_get),
-    "coalesce": ((1, 64), lambda b, a: pc.coalesce(*(b.visit(x) for x in a))),
+    "coalesce": ((1, 64), _coalesce),
 }
 
 #: Integer arithmetic wraps around on overflow, as DataFusion's does (pylance answers, not errors).
@@ -239,6 +287,29 @@ _UNSIGNED = {8: pa.uint8(), 16: pa.uint16(), 32: pa.uint32(), 64: pa.uint64()}
 
 def _is_number(t: pa.DataType) -> bool:
     return bool(pa.types.is_integer(t) or pa.types.is_floating(t))
+
+
+def _float_result(types: list[pa.DataType]) -> pa.DataType:
+    """The float type numbers meet in, as DataFusion coerces them: the widest float among them,
+    whatever the integers (``f32 * 2`` is a float32, so it overflows to infinity as pylance's does)."""
+    floats = [t for t in types if pa.types.is_floating(t)]
+    return max(floats, key=lambda t: t.bit_width) if floats else pa.float64()
+
+
+#: uint64 meeting a signed integer: DataFusion computes in a 20-digit decimal (exact: ``u - 6 < 0``
+#: holds for 5, ``u + 1`` of 2**64 - 1 is 2**64); 256 bits so a product's 41 digits fit.
+_EXACT = pa.decimal256(20, 0)
+#: Digits of a truncated quotient of two such decimals (for ``%``).
+_EXACT_QUOTIENT_DIGITS = 41
+
+
+def _exact_decimal(a: pa.DataType, b: pa.DataType) -> bool:
+    """Whether integers of types ``a`` and ``b`` meet in :data:`_EXACT` (no integer type holds both)."""
+    if not (pa.types.is_integer(a) and pa.types.is_integer(b)):
+        return False
+    return bool(a == pa.uint64() and pa.types.is_signed_integer(b)) or (
+        b == pa.uint64() and pa.types.is_signed_integer(a)
+    )
 
 
 def _wider_int(a: pa.DataType, b: pa.DataType) -> pa.DataType:
@@ -286,14 +357,16 @@ class ToArrow(Visitor[pc.Expression]):
             types = [self.type_of(a) for a in children(node)]
             if all(_is_number(t) for t in types):
                 if any(pa.types.is_floating(t) for t in types):
-                    floats = [t for t in types if pa.types.is_floating(t)]
-                    t = floats[0] if len(set(floats)) == 1 and len(floats) == len(types) else pa.float64()
-                else:
+                    t = _float_result(types)
+                elif not any(_exact_decimal(a, b) for a in types for b in types):
                     t = types[0]
                     for other in types[1:]:
                         t = _wider_int(t, other)
-                self._types[node] = t
-                return t
+                else:
+                    t = None  # a decimal: its precision and scale as pyarrow computes them, below
+                if t is not None:
+                    self._types[node] = t
+                    return t
         import pyarrow.dataset as pds  # imported on first use: it pulls in much of pyarrow
 
         empty = self.schema.empty_table()
@@ -316,12 +389,33 @@ class ToArrow(Visitor[pc.Expression]):
                 raise NotSupportedError(f"ordering comparison {node.op!r} of lists")
             equal = udfs.call(udfs.list_equal(lt, self.type_of(node.right)), [left, right])
             return equal if node.op == "eq" else ~equal
+        unwrapped = self.unwrap_integer_cast(node)
+        if unwrapped is not None:
+            return self.visit(unwrapped)
         exact = self.integer_literal_compare(node.op, node.left, node.right, left, right)
         if exact is not None:
             return exact
         ra, rb = self.nan_rank(node.left, left), self.nan_rank(node.right, right)
         left, right = self.numeric(node.left, node.right, left, right)
         return _nan_ordered(node.op, left, right, ra, rb)
+
+    def unwrap_integer_cast(self, node: Compare) -> Compare | None:
+        """``CAST(x AS <int>) <op> literal`` as ``x <op> literal`` when ``x`` is an integer whose type
+        holds the literal: DataFusion's planner rewrites it so (and then never evaluates the cast,
+        which would fail on a value outside the target type). ``None``: not such a comparison."""
+        cast, lit, op = node.left, node.right, node.op
+        if isinstance(cast, Literal):
+            cast, lit, op = lit, cast, FLIPPED[op]
+        if not (isinstance(cast, Cast) and cast.safe and isinstance(lit, Literal)):
+            return None
+        source = self.type_of(cast.arg)
+        if not (
+            pa.types.is_integer(source) and pa.types.is_integer(cast.to) and pa.types.is_integer(lit.type)
+        ):
+            return None
+        if exact_integer_literal(lit.value, source)[0] is None:
+            return None
+        return Compare(op, cast.arg, lit)
 
     def integer_literal_compare(
         self, op: str, a: Node, b: Node, ea: pc.Expression, eb: pc.Expression
@@ -366,10 +460,13 @@ class ToArrow(Visitor[pc.Expression]):
             return self.decimal_operands(left_node, right_node, left, right, ta, tb)
         if ta == tb or not (_is_number(ta) and _is_number(tb)):
             return left, right
+        if _exact_decimal(ta, tb):
+            return left.cast(_EXACT), right.cast(_EXACT)
         if pa.types.is_integer(ta) and pa.types.is_integer(tb):
             wide = _wider_int(ta, tb)
             return left.cast(wide), right.cast(wide)
-        return left.cast(pa.float64(), safe=False), right.cast(pa.float64(), safe=False)
+        t = _float_result([ta, tb])
+        return left.cast(t, safe=False), right.cast(t, safe=False)
 
     def decimal_operands(
         self,
@@ -486,6 +583,8 @@ class ToArrow(Visitor[pc.Expression]):
         if pa.types.is_decimal(source) and pa.types.is_decimal(node.to) and node.to.scale < source.scale:
             # SQL rounds a decimal to fewer digits (half away from zero); pyarrow refuses the loss.
             value = pc.round(value, ndigits=node.to.scale, round_mode="half_towards_infinity")
+        if pa.types.is_integer(source) and pa.types.is_floating(node.to):
+            return value.cast(node.to, safe=False)  # rounds above 2**53, as DataFusion's cast does
         if node.safe and not (pa.types.is_floating(source) and pa.types.is_integer(node.to)):
             return value.cast(node.to)
         # Floats truncate to integers, and TRY_CAST gives NULL where a value does not convert:
@@ -495,7 +594,10 @@ class ToArrow(Visitor[pc.Expression]):
     def visit_arith(self, node: Arith) -> pc.Expression:
         a, b = self.numeric(node.left, node.right, self.visit(node.left), self.visit(node.right))
         if node.op == "mod":
-            return a - pc.multiply(pc.divide(a, b), b)
+            quotient = pc.divide(a, b)
+            if _exact_decimal(self.type_of(node.left), self.type_of(node.right)):
+                quotient = quotient.cast(pa.decimal256(_EXACT_QUOTIENT_DIGITS, 0), safe=False)  # truncates
+            return a - pc.multiply(quotient, b)
         if node.op == "div":
             ta, tb = self.type_of(node.left), self.type_of(node.right)
             if pa.types.is_decimal(ta) or pa.types.is_decimal(tb):

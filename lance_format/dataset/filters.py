@@ -8,6 +8,7 @@ one is never parsed again (scanners, pruning and the server all pass the Predica
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TypeAlias
 
 import pyarrow as pa
@@ -15,7 +16,15 @@ import pyarrow.compute as pc
 
 from lance_format.core.errors import InvalidInputError, NotSupportedError
 from lance_format.core.types import empty_array
-from lance_format.dataset.expr import Node, Predicate, columns_of
+from lance_format.dataset.expr import (
+    Arith,
+    Column,
+    Literal,
+    Node,
+    Predicate,
+    columns_of,
+    exact_integer_literal,
+)
 
 __all__ = [
     "Filter",
@@ -114,13 +123,34 @@ def parse_value(sql: str, schema: pa.Schema, to: pa.DataType | None = None) -> t
     from lance_format.dataset.expr import Cast
     from lance_format.dataset.sql import parse_sql
 
-    tree = parse_sql(sql, schema)
+    tree = _literal_in_column_type(parse_sql(sql, schema))
     if to is not None:
         tree = Cast(tree, to)
     try:
         return to_arrow(tree, schema), columns_of(tree)
     except _EVAL_ERRORS as e:
         raise InvalidInputError(f"invalid expression {sql!r}: {e}") from None
+
+
+def _literal_in_column_type(tree: Node) -> Node:
+    """``col <op> literal`` (or ``literal <op> col``) with the integer literal in ``col``'s integer
+    type when it holds it, as pylance's planner types a value expression whose operand is a column:
+    the arithmetic then happens, and wraps, in that type (``i8 * 2`` of 100 is -56, ``u64 - 1`` of
+    0 is 2**64 - 1). Only at the top: deeper, or in a filter, DataFusion's wider type applies."""
+    if not isinstance(tree, Arith):
+        return tree
+    for col, lit, side in ((tree.left, tree.right, "right"), (tree.right, tree.left, "left")):
+        if not (isinstance(col, Column) and isinstance(lit, Literal)):
+            continue
+        if pa.types.is_integer(col.type) and pa.types.is_integer(lit.type):
+            typed, _ = exact_integer_literal(lit.value, col.type)
+            if typed is not None:
+                return (
+                    replace(tree, right=Literal(typed))
+                    if side == "right"
+                    else replace(tree, left=Literal(typed))
+                )
+    return tree
 
 
 def evaluate(table: pa.Table, exprs: dict[str, pc.Expression]) -> pa.Table:

@@ -9,6 +9,8 @@ under a name that includes the types, and works on whole arrays with numpy (no p
 from __future__ import annotations
 
 import contextlib
+import functools
+import re
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -17,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["array_has", "call", "cast", "list_equal", "list_get"]
+__all__ = ["array_has", "call", "case_map", "cast", "list_equal", "list_get"]
 
 _lock = threading.Lock()
 _registered: set[str] = set()
@@ -216,3 +218,46 @@ def nan_rank(float_type: pa.DataType) -> str:
     above. The sign of a NaN is not visible to any pyarrow compute function.
     """
     return _register(f"lance_nan_rank<{float_type}>", _nan_rank, {"value": float_type}, pa.int8())
+
+
+_BMP = 0x10000
+
+
+@functools.cache
+def _special_case_chars(upper: bool) -> re.Pattern[str]:
+    """A regex class of the characters whose full case mapping is not one character (``ß`` -> ``SS``,
+    ``ﬁ`` -> ``FI``, ``İ`` -> ``i̇``), plus ``Σ`` (lowered to ``ς`` at the end of a word).
+
+    pyarrow's ``utf8_upper``/``utf8_lower`` map one character to one; DataFusion (Rust's
+    ``to_uppercase``) applies the full mappings, as Python's ``str.upper`` does. Built once, on first use.
+    """
+    # All of them are in the Basic Multilingual Plane (the last is U+FB17): scan only that.
+    chars = [chr(c) for c in range(_BMP) if not 0xD800 <= c <= 0xDFFF]
+    special = [c for c in chars if len(c.upper() if upper else c.lower()) != 1]
+    if not upper:
+        special.append("\u03a3")
+    return re.compile("[" + "".join(re.escape(c) for c in special) + "]")
+
+
+def _case_map(values: Any, upper: bool) -> pa.Array:
+    n = len(values) if not isinstance(values, pa.Scalar) else 1
+    arr = _as_array(values, n)
+    simple = pc.utf8_upper(arr) if upper else pc.utf8_lower(arr)
+    pattern = _special_case_chars(upper).pattern
+    special = pc.match_substring_regex(arr, pattern=pattern).fill_null(False)
+    if not pc.any(special).as_py():
+        return simple
+    # Only the rows holding such a character go through Python's full mapping (few in any text).
+    rows = arr.filter(special).to_pylist()
+    fixed = pa.array([s.upper() if upper else s.lower() for s in rows], arr.type)
+    return pc.replace_with_mask(simple, special, fixed)
+
+
+def case_map(string_type: pa.DataType, upper: bool) -> str:
+    """Name of ``upper(s)`` / ``lower(s)`` with Unicode's full case mappings, as DataFusion's."""
+    kind = "upper" if upper else "lower"
+
+    def run(ctx: Any, values: Any) -> pa.Array:
+        return _case_map(values, upper)
+
+    return _register(f"lance_{kind}<{string_type}>", run, {"value": string_type}, string_type)

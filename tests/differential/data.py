@@ -57,8 +57,12 @@ _EDGES: dict[str, list[object]] = {
 
 
 def pick_columns(rng: np.random.Generator) -> pa.Schema:
-    """``id`` and a random subset of :data:`POOL` (2 to 7 columns), some not nullable."""
-    names = sorted(rng.choice(list(POOL), size=int(rng.integers(2, 8)), replace=False))
+    """``id`` and a random subset of :data:`POOL` (1 to 5 columns), some not nullable.
+
+    Few columns a sequence: reads cost per column and fragment, and every type still meets every
+    other over the sequences of a run.
+    """
+    names = sorted(rng.choice(list(POOL), size=int(rng.integers(1, 6)), replace=False))
     fields = [pa.field("id", pa.int64(), nullable=False)]
     for n in names:
         fields.append(pa.field(n, POOL[n], nullable=bool(rng.random() < 0.85)))
@@ -95,6 +99,17 @@ def make_rows(schema: pa.Schema, n: int, start_id: int, seed: int, struct_nulls:
 
 # -- predicates --------------------------------------------------------------------------------------
 
+#: Share of leaf predicates drawn from :func:`_construct_predicate` (functions, casts, typed literals,
+#: list literals and subscripts, truth tests, arithmetic) rather than plain comparisons.
+CONSTRUCTS = 0.35
+
+#: Constructs not generated, each with its reason: pylance refuses ``CEIL``/``FLOOR``/``SUBSTR``/
+#: ``TRIM``, ``IS [NOT] UNKNOWN`` and ``octet_length`` of binary ("not supported SQL in lance"; ours
+#: answers them), and answers arithmetic on dictionary columns inconsistently (``di * 2`` wraps in a
+#: projection but not in a filter), so none of these is generated. The names below are open
+#: differences of ours, switched off until fixed:
+OPEN: set[str] = set()  # none today (uint64 arithmetic in filters was the last, now fixed)
+
 
 def _sql_str(s: str) -> str:
     return "'" + s.replace("'", "''") + "'"
@@ -121,8 +136,14 @@ def _sample(col: pa.ChunkedArray, rng: np.random.Generator) -> object:
     return valid[int(rng.integers(0, len(valid)))].as_py()
 
 
-def _leaf_predicate(name: str, t: pa.DataType, col: pa.ChunkedArray | None, rng: np.random.Generator) -> str:
+def _leaf_predicate(
+    name: str, t: pa.DataType, col: pa.ChunkedArray | None, rng: np.random.Generator, constructs: bool = True
+) -> str:
     """One comparison on column (or struct child path) ``name`` of type ``t``."""
+    if constructs and rng.random() < CONSTRUCTS:
+        fancy = _construct_predicate(name, t, col, rng)
+        if fancy is not None:
+            return fancy
     r = float(rng.random())
     seen = _sample(col, rng) if col is not None else None
     if r < 0.12:
@@ -172,6 +193,113 @@ def _leaf_predicate(name: str, t: pa.DataType, col: pa.ChunkedArray | None, rng:
     return f"{name} IS {'NOT ' if rng.random() < 0.5 else ''}NULL"
 
 
+def _sql_bytes(b: bytes) -> str:
+    return f"X'{b.hex()}'"
+
+
+def _int_value(t: pa.DataType, seen: object, rng: np.random.Generator) -> int:
+    info = np.iinfo(t.to_pandas_dtype())
+    extremes = [int(info.min), int(info.max), 0, 1]
+    if seen is not None and rng.random() < 0.7:
+        return int(seen)  # type: ignore[call-overload]
+    return extremes[int(rng.integers(0, 4))]
+
+
+def _construct_predicate(
+    name: str, t: pa.DataType, col: pa.ChunkedArray | None, rng: np.random.Generator
+) -> str | None:
+    """A predicate with the SQL constructs of docs/filters.md beyond plain comparisons (functions,
+    casts, typed literals, truth tests, list literals and subscripts, arithmetic), or None when
+    ``t`` has none."""
+    seen = _sample(col, rng) if col is not None else None
+    op = str(rng.choice(["=", "<>", "<", ">="]))
+    if pa.types.is_boolean(t):
+        return f"{name} IS {rng.choice(['', 'NOT '])!s}{rng.choice(['TRUE', 'FALSE'])!s}"
+    if pa.types.is_integer(t):
+        lit = _int_value(t, seen, rng)
+        k = int(rng.integers(1, 4))
+        forms = [
+            f"TRY_CAST({name} AS TINYINT) IS NULL",
+            f"{name} IS DISTINCT FROM {_int_lit(lit)}",
+            f"{name} IS NOT DISTINCT FROM {_int_lit(lit)}",
+            f"coalesce({name}, {k}) {op} {_int_lit(lit)}",
+            f"CAST({name} AS BIGINT) {op} {_int_lit(min(lit, 2**63 - 1))}",
+            f"arrow_cast({name}, 'Float64') {op} {float(lit)!r}",
+        ]
+        if t != pa.uint64() or "u64-literal-arith" not in OPEN:
+            forms += [
+                # Arithmetic meets the extreme values spliced into the column.
+                f"{name} + {k} {op} {_int_lit(lit)}",
+                f"{name} - {k} {op} {_int_lit(lit)}",
+                f"{name} * 2 {op} {_int_lit(lit)}",
+                f"{name} % {k + 1} = 0",
+            ]
+        return str(rng.choice(forms))
+    if pa.types.is_floating(t):
+        lit_f = float(seen) if seen is not None and rng.random() < 0.6 else 1.5  # type: ignore[arg-type]
+        forms = [
+            f"CAST({name} AS DOUBLE) {op} {_float_lit(lit_f)}",
+            f"isnan({name})",
+            f"abs({name}) {op} {_float_lit(abs(lit_f))}",
+            f"sqrt({name}) {rng.choice(['>', '<'])!s} 1.0",
+            f"{name} * 2 {op} {_float_lit(lit_f)}",
+        ]
+        return str(rng.choice(forms))
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        lit_s = (
+            str(seen) if seen is not None and rng.random() < 0.6 else str(rng.choice(["", "a", "é", "🦀"]))
+        )
+        part = lit_s[: int(rng.integers(0, 3))]
+        forms = [
+            f"length({name}) {op} {len(lit_s)}",
+            f"char_length({name}) > {int(rng.integers(0, 4))}",
+            f"octet_length({name}) {op} {len(lit_s.encode())}",
+            f"starts_with({name}, {_sql_str(part)})",
+            f"ends_with({name}, {_sql_str(lit_s[-2:])})",
+            f"contains({name}, {_sql_str(part)})",
+            f"strpos({name}, {_sql_str(part)}) > 0",
+            f"reverse({name}) = {_sql_str(lit_s[::-1])}",
+            f"regexp_match({name}, {_sql_str('^' + part)}) IS {rng.choice(['', 'NOT '])!s}NULL",
+            f"regexp_like({name}, {_sql_str('.' + part)})",
+            f"TRY_CAST({name} AS INT) IS NULL",
+            f"{name} IN ({_sql_str(lit_s)}, '', 'é')",
+            f"concat({name}, 'x') = {_sql_str(lit_s + 'x')}",
+            f"{name} || '!' = {_sql_str(lit_s + '!')}",
+            f"lower({name}) {op} {_sql_str(lit_s.lower())}",
+            f"upper({name}) = {_sql_str(lit_s.upper())}",
+        ]
+        return str(rng.choice(forms))
+    if pa.types.is_binary(t):
+        lit_b = bytes(seen) if isinstance(seen, bytes) and rng.random() < 0.7 else b"\x00\xff"
+        return str(rng.choice([f"{name} {op} {_sql_bytes(lit_b)}", f"{name} = X''"]))
+    if pa.types.is_date32(t) and seen is not None:
+        try:
+            return f"{name} {op} DATE '{seen.isoformat()}'"  # type: ignore[attr-defined]
+        except (AttributeError, ValueError):
+            return None
+    if pa.types.is_timestamp(t) and t.tz is None and seen is not None:
+        try:
+            return f"{name} {op} TIMESTAMP '{seen.isoformat(sep=' ')}'"  # type: ignore[attr-defined]
+        except (AttributeError, ValueError):
+            return None
+    if pa.types.is_list(t) and pa.types.is_integer(t.value_type):
+        items = [x for x in (seen or []) if x is not None] or [0, 1]
+        a = int(items[int(rng.integers(0, len(items)))])
+        b = int(rng.integers(-5, 5))
+        forms = [
+            f"array_has({name}, {a})",
+            f"array_has_any({name}, [{a}, {b}])",
+            f"array_has_all({name}, [{a}])",
+            f"{name}[1] {op} {a}",
+            f"{name}[2] IS NULL",
+            f"{name} = [{', '.join(str(x) for x in items)}]",  # pylance refuses the empty `[]`
+        ]
+        return str(rng.choice(forms))
+    if pa.types.is_fixed_size_list(t):
+        return f"{name}[{int(rng.integers(1, t.list_size + 1))}] {op} 0.5"
+    return None
+
+
 def predicate(table: pa.Table, rng: np.random.Generator, depth: int = 0) -> str:
     """A random SQL predicate over the columns of ``table`` (values drawn from its own cells)."""
     r = float(rng.random())
@@ -184,12 +312,15 @@ def predicate(table: pa.Table, rng: np.random.Generator, depth: int = 0) -> str:
     name = names[int(rng.integers(0, len(names)))]
     t = table.schema.field(name).type
     col = table.column(name)
-    if pa.types.is_dictionary(t) and pa.types.is_integer(t.value_type):
-        t, col = t.value_type, col.cast(t.value_type)  # compared as its values, like pylance does
+    if pa.types.is_dictionary(t):
+        # Compared as its values, like pylance does; no functions of it (see OPEN).
+        value_col = col.cast(t.value_type) if pa.types.is_integer(t.value_type) else col
+        return _leaf_predicate(name, t.value_type, value_col, rng, constructs=False)
     if pa.types.is_struct(t) and t.num_fields:
         child = t.field(int(rng.integers(0, t.num_fields)))
         values = pc.struct_field(col, child.name) if table.num_rows else None
-        return _leaf_predicate(f"{name}.{child.name}", child.type, values, rng)
+        path = f"{name}.{child.name}" if rng.random() < 0.7 else f"{name}['{child.name}']"
+        return _leaf_predicate(path, child.type, values, rng)
     return _leaf_predicate(name, t, col, rng)
 
 
@@ -201,7 +332,7 @@ def update_values(schema: pa.Schema, rng: np.random.Generator) -> dict[str, str]
         if f.name == "id":
             continue
         if pa.types.is_integer(t):
-            options[f.name] = ["7", "0", "id % 5"]
+            options[f.name] = ["7", "0", "id % 5", f"{f.name} + 1", f"{f.name} * 2"]
         elif pa.types.is_floating(t):
             options[f.name] = ["1.5", "-0.25", "CAST('NaN' AS DOUBLE)"]
         elif pa.types.is_string(t) or pa.types.is_large_string(t):

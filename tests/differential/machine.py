@@ -46,6 +46,10 @@ COLLECT = os.environ.get("LANCE_DIFF_COLLECT", "") not in ("", "0")
 #: Sequences between progress lines on stderr in :data:`COLLECT` mode.
 PROGRESS_EVERY = 10
 
+#: Most data files one write makes: a dataset's read cost grows with its fragments, and a few per
+#: write (appends pile them up; compaction merges them) already cross every fragment boundary.
+MAX_FILES_PER_WRITE = 4
+
 SIDES = st.sampled_from(["ours", "pylance"])
 SEEDS = st.integers(0, 2**32 - 1)
 
@@ -118,6 +122,13 @@ def _guarded(step: F) -> F:
     return run  # type: ignore[return-value]
 
 
+def _layout(uri: str) -> list[tuple[int, int | None, int]]:
+    """``(id, physical rows, live rows)`` of each fragment, as pylance reads them."""
+    return [
+        (f.fragment_id, f.metadata.physical_rows, f.count_rows()) for f in lance.dataset(uri).get_fragments()
+    ]
+
+
 class DifferentialMachine(RuleBasedStateMachine):
     """Random operation sequences applied alternately through both engines on one dataset."""
 
@@ -131,6 +142,12 @@ class DifferentialMachine(RuleBasedStateMachine):
         self.stable = False
         self.tainted = False
         self.new_names = 0
+        #: pylance's full scan of the latest version, read by the last comparison (None: read anew).
+        self.table: pa.Table | None = None
+        #: The manifests the last data comparison saw.
+        self.seen_manifests: tuple[str, ...] = ()
+        #: Older versions read through ``checkout_version`` since the last cleanup.
+        self.checked_versions: set[int] = set()
         STATS.sequences += 1
         if COLLECT and STATS.sequences % PROGRESS_EVERY == 0:
             print(STATS.summary().splitlines()[0], file=sys.stderr, flush=True)
@@ -226,34 +243,95 @@ class DifferentialMachine(RuleBasedStateMachine):
             self._differ(f"{what}: ours {got[0]!r} != pylance {got[1]!r}")
 
     def _current(self) -> pa.Table:
-        """The latest version as pylance reads it (the source of predicates and new rows' schema)."""
-        return self._theirs().to_table()
+        """The latest version as pylance reads it (the source of predicates and new rows' schema):
+        the table the last comparison read, or a fresh read when it had none."""
+        if self.table is None:
+            self.table = self._theirs().to_table()
+        return self.table
+
+    def _manifests(self) -> tuple[str, ...]:
+        """The manifest files on disk: an operation that changed nothing (both sides refused it, or a
+        no-op) leaves them as they were, and the data reads after it are then skipped."""
+        try:
+            return tuple(sorted(os.listdir(os.path.join(self.uri, "_versions"))))
+        except FileNotFoundError:
+            return ()
 
     # -- the comparison after every step ----------------------------------------------------------
     def _compare(self, seed: int) -> None:
+        """Everything both sides read after a step.
+
+        The data reads (scans, takes, counts, filters) run when the manifests changed; the
+        metadata reads (version, versions list, tags, an older version) after every step.
+        """
         rng = np.random.default_rng(seed)
+        manifests = self._manifests()
         ours, theirs = self._ours(), self._theirs()
-        self.stable = bool(theirs.has_stable_row_ids)
         self._same_value("version", lambda: ours.version, lambda: theirs.version)
-        self._same_value("schema", lambda: ours.schema, lambda: theirs.schema)
-        table = self._same_table("full scan", ours.to_table, theirs.to_table)
-        if table is None:
-            return  # both refused to read it (a later step may still make it readable)
-        n = table.num_rows
-        self._same_value("count_rows()", ours.count_rows, theirs.count_rows)
-        self._same_table(
+        if manifests != self.seen_manifests or self.table is None:
+            self.stable = bool(theirs.has_stable_row_ids)
+            self.table = None
+            self._same_value("schema", lambda: ours.schema, lambda: theirs.schema)
+            self.table = self._compare_data(ours, theirs, rng)
+            self.seen_manifests = manifests
+        listed: list[dict[str, Any]] = []
+
+        def their_versions() -> list[tuple[Any, ...]]:
+            listed.extend(theirs.versions())
+            return [(v["version"], v["timestamp"], v["metadata"]) for v in listed]
+
+        self._same_value(
+            "versions()",
+            lambda: [(v["version"], v["timestamp"], v["metadata"]) for v in ours.versions()],
+            their_versions,
+        )
+        self._same_value(
+            "tags",
+            lambda: {k: v["version"] for k, v in ours.tags.list().items()},
+            lambda: {k: v["version"] for k, v in theirs.tags.list().items()},
+        )
+        # An older version not read since it was written or since the last cleanup (versions do not
+        # change once written; a cleanup may delete their files), scanned with its row ids.
+        versions = [v["version"] for v in listed if v["version"] not in self.checked_versions]
+        versions = [v for v in versions if v != theirs.version]
+        if versions:
+            old = int(rng.choice(versions))
+            self.checked_versions.add(old)
+            self._same_table(
+                f"checkout_version({old}).to_table(with_row_id=True)",
+                lambda: ours.checkout_version(old).to_table(with_row_id=True),
+                lambda: theirs.checkout_version(old).to_table(with_row_id=True),
+            )
+
+    def _compare_data(
+        self, ours: lance_format.LanceDataset, theirs: lance.LanceDataset, rng: np.random.Generator
+    ) -> pa.Table | None:
+        """Scans, takes, counts and filtered reads of the latest version; pylance's full scan."""
+        with_ids = self._same_table(
             "scan with_row_id",
             lambda: ours.to_table(with_row_id=True),
             lambda: theirs.to_table(with_row_id=True),
         )
-        if n:
-            idx = rng.integers(0, n, int(rng.integers(1, 12))).tolist()
-            self._same_table(f"take({idx})", lambda: ours.take(idx), lambda: theirs.take(idx))
-            with_ids = theirs.to_table(columns=["id"], with_row_id=True)
-            ids = with_ids["_rowid"].to_numpy()[rng.integers(0, n, int(rng.integers(1, 12)))].tolist()
-            self._same_table(f"take_rows({ids})", lambda: ours.take_rows(ids), lambda: theirs._take_rows(ids))
+        if with_ids is None:
+            return None  # both refused to read it (a later step may still make it readable)
+        # pylance's plain scan is its row-id scan without the row ids; ours is read on its own path.
+        table = with_ids.drop_columns(["_rowid"])
+        self._same_table("full scan", ours.to_table, lambda: table)
+        n = table.num_rows
+        self._same_value("count_rows()", ours.count_rows, theirs.count_rows)
         names = table.schema.names
         cols = sorted(rng.choice(names, size=int(rng.integers(1, len(names) + 1)), replace=False).tolist())
+        if n:
+            # By offset (all columns or a random projection) and by row id.
+            idx = rng.integers(0, n, int(rng.integers(1, 12))).tolist()
+            take_cols = cols if rng.random() < 0.5 else None
+            self._same_table(
+                f"take({idx}, columns={take_cols})",
+                lambda: ours.take(idx, columns=take_cols),
+                lambda: theirs.take(idx, columns=take_cols),
+            )
+            ids = with_ids["_rowid"].to_numpy()[rng.integers(0, n, int(rng.integers(1, 12)))].tolist()
+            self._same_table(f"take_rows({ids})", lambda: ours.take_rows(ids), lambda: theirs._take_rows(ids))
         pred = predicate(table, rng)
         limit, offset = int(rng.integers(0, n + 3)), int(rng.integers(0, 6))
         self._same_table(
@@ -261,46 +339,26 @@ class DifferentialMachine(RuleBasedStateMachine):
             lambda: ours.to_table(columns=cols, filter=pred, limit=limit, offset=offset),
             lambda: theirs.to_table(columns=cols, filter=pred, limit=limit, offset=offset),
         )
-        if n:
-            idx = rng.integers(0, n, int(rng.integers(1, 12))).tolist()
-            self._same_table(
-                f"take({idx}, columns={cols})",
-                lambda: ours.take(idx, columns=cols),
-                lambda: theirs.take(idx, columns=cols),
-            )
-        for _ in range(3):
-            pred = predicate(table, rng)
-            self._same_table(
-                f"to_table(filter={pred!r})",
-                lambda p=pred: ours.to_table(filter=p),  # type: ignore[misc]
-                lambda p=pred: theirs.to_table(filter=p),  # type: ignore[misc]
-            )
-            self._same_value(
-                f"count_rows({pred!r})",
-                lambda p=pred: ours.count_rows(p),  # type: ignore[misc]
-                lambda p=pred: theirs.count_rows(p),  # type: ignore[misc]
-            )
-        self._same_value(
-            "versions()",
-            lambda: [(v["version"], v["timestamp"], v["metadata"]) for v in ours.versions()],
-            lambda: [(v["version"], v["timestamp"], v["metadata"]) for v in theirs.versions()],
-        )
-        self._same_value(
-            "tags",
-            lambda: {k: v["version"] for k, v in ours.tags.list().items()},
-            lambda: {k: v["version"] for k, v in theirs.tags.list().items()},
-        )
-        versions = [v["version"] for v in theirs.versions()]
-        old = int(rng.choice(versions))
+        pred = predicate(table, rng)
         self._same_table(
-            f"checkout_version({old}).to_table(with_row_id=True)",
-            lambda: ours.checkout_version(old).to_table(with_row_id=True),
-            lambda: theirs.checkout_version(old).to_table(with_row_id=True),
+            f"to_table(filter={pred!r})",
+            lambda: ours.to_table(filter=pred),
+            lambda: theirs.to_table(filter=pred),
         )
+        pred = predicate(table, rng)
+        self._same_value(
+            f"count_rows({pred!r})", lambda: ours.count_rows(pred), lambda: theirs.count_rows(pred)
+        )
+        return table
 
     # -- operations ---------------------------------------------------------------------------------
+    @staticmethod
+    def _per_file(n: int, per_file: int) -> int:
+        """``max_rows_per_file`` raised so that ``n`` rows make at most :data:`MAX_FILES_PER_WRITE` files."""
+        return max(per_file, -(-n // MAX_FILES_PER_WRITE))
+
     def _rows(self, n: int, seed: int, schema: pa.Schema | None = None) -> pa.Table:
-        schema = schema if schema is not None else self._theirs().schema
+        schema = schema if schema is not None else self._current().schema
         rows = make_rows(schema, n, self.next_id, seed, struct_nulls=self.version != "2.0")
         self.next_id += n
         return rows
@@ -315,6 +373,7 @@ class DifferentialMachine(RuleBasedStateMachine):
     )
     @_guarded
     def create(self, side: str, version: str, stable: bool, n: int, per_file: int, seed: int) -> None:
+        per_file = self._per_file(n, per_file)
         self.version, self.stable = version, stable
         schema = pick_columns(np.random.default_rng(seed))
         rows = self._rows(n, seed, schema)
@@ -335,6 +394,7 @@ class DifferentialMachine(RuleBasedStateMachine):
     @rule(side=SIDES, n=st.integers(0, 80), per_file=st.integers(5, 60), seed=SEEDS)
     @_guarded
     def append(self, side: str, n: int, per_file: int, seed: int) -> None:
+        per_file = self._per_file(n, per_file)
         rows = self._rows(n, seed)
         self._apply(
             side,
@@ -347,6 +407,7 @@ class DifferentialMachine(RuleBasedStateMachine):
     @rule(side=SIDES, n=st.integers(0, 80), per_file=st.integers(5, 60), new_schema=st.booleans(), seed=SEEDS)
     @_guarded
     def overwrite(self, side: str, n: int, per_file: int, new_schema: bool, seed: int) -> None:
+        per_file = self._per_file(n, per_file)
         schema = pick_columns(np.random.default_rng(seed)) if new_schema else None
         rows = self._rows(n, seed, schema)
         kw: dict[str, Any] = {
@@ -393,14 +454,15 @@ class DifferentialMachine(RuleBasedStateMachine):
     @_guarded
     def add_column(self, side: str, seed: int) -> None:
         rng = np.random.default_rng(seed)
-        schema = self._theirs().schema
+        schema = self._current().schema
         self.new_names += 1
         name = f"c{self.new_names}"
         # Not "id + 0.5": pylance refuses a float literal against an int64 column; ours answers.
         exprs = ["id * 2", "CAST(id AS DOUBLE) / 3", "id % 3 = 0", "CAST(id AS DOUBLE) + 0.5"]
-        # No narrow-integer arithmetic: pylance wraps on overflow (int8 100 * 2 = -56), ours refuses
-        # with an overflow error. Reported to the lead; not generated.
         exprs += [f"{f.name} * 2" for f in schema if pa.types.is_floating(f.type)]
+        # Integer arithmetic with a literal: pylance computes it in the column's type and wraps.
+        ints = [f.name for f in schema if pa.types.is_integer(f.type)]
+        exprs += [f"{n} {op}" for n in ints for op in ("* 2", "+ 1", "- 1")]
         sql = str(rng.choice(exprs))
         self._apply(
             side,
@@ -413,7 +475,7 @@ class DifferentialMachine(RuleBasedStateMachine):
     @rule(side=SIDES, seed=SEEDS)
     @_guarded
     def drop_column(self, side: str, seed: int) -> None:
-        names = [n for n in self._theirs().schema.names if n != "id"]
+        names = [n for n in self._current().schema.names if n != "id"]
         if not names:
             return
         col = str(np.random.default_rng(seed).choice(names))
@@ -428,7 +490,7 @@ class DifferentialMachine(RuleBasedStateMachine):
     @rule(side=SIDES, seed=SEEDS)
     @_guarded
     def rename_column(self, side: str, seed: int) -> None:
-        names = [n for n in self._theirs().schema.names if n != "id"]
+        names = [n for n in self._current().schema.names if n != "id"]
         if not names:
             return
         col = str(np.random.default_rng(seed).choice(names))
@@ -445,7 +507,7 @@ class DifferentialMachine(RuleBasedStateMachine):
     @rule(side=SIDES, seed=SEEDS, nullable=st.booleans())
     @_guarded
     def set_nullable(self, side: str, seed: int, nullable: bool) -> None:
-        names = [n for n in self._theirs().schema.names if n != "id"]
+        names = [n for n in self._current().schema.names if n != "id"]
         if not names:
             return
         alt = {"path": str(np.random.default_rng(seed).choice(names)), "nullable": nullable}
@@ -462,7 +524,7 @@ class DifferentialMachine(RuleBasedStateMachine):
     def widen_column(self, seed: int) -> None:
         """pylance only: ``alter_columns`` with a ``data_type`` (ours renames only) rewrites a column."""
         widen = {pa.int8(): pa.int32(), pa.int32(): pa.int64(), pa.float32(): pa.float64()}
-        schema = self._theirs().schema
+        schema = self._current().schema
         names = [f.name for f in schema if f.type in widen]
         if not names:
             return
@@ -476,15 +538,43 @@ class DifferentialMachine(RuleBasedStateMachine):
         )
         self._compare(seed)
 
-    @rule(side=SIDES, rows=st.integers(5, 200), seed=SEEDS)
+    @rule(
+        side=SIDES,
+        rows=st.integers(5, 200),
+        materialize=st.booleans(),
+        threshold=st.sampled_from([0.1, 0.0, 0.3, 1.0]),
+        seed=SEEDS,
+    )
     @_guarded
-    def compact(self, side: str, rows: int, seed: int) -> None:
+    def compact(self, side: str, rows: int, materialize: bool, threshold: float, seed: int) -> None:
+        """Compaction through one side; the other side compacts a copy of the same version, and
+        both must lay the fragments out alike (ids, physical and live rows)."""
+        kw: dict[str, Any] = {
+            "target_rows_per_fragment": rows,
+            "materialize_deletions": materialize,
+            "materialize_deletions_threshold": threshold,
+            "max_rows_per_group": int(np.random.default_rng(seed).integers(1, 2048)),
+        }
+        shadow = os.path.join(self.root, "shadow")
+        shutil.rmtree(shadow, ignore_errors=True)
+        shutil.copytree(self.uri, shadow)
         self._apply(
             side,
-            f"optimize.compact_files(target_rows_per_fragment={rows})",
-            lambda: self._ours().optimize.compact_files(target_rows_per_fragment=rows),
-            lambda: self._theirs().optimize.compact_files(target_rows_per_fragment=rows),
+            f"optimize.compact_files(**{kw})",
+            lambda: self._ours().optimize.compact_files(**kw),
+            lambda: self._theirs().optimize.compact_files(**kw),
         )
+        if not self.steps[-1].endswith("]"):  # applied (not refused by both)
+            other: Any = lance_format if side == "pylance" else lance
+            try:
+                other.dataset(shadow).optimize.compact_files(**kw)
+            except Exception as e:
+                self._differ(f"compaction of a copy through the other side raised {_short(e)}")
+            self._same_value(
+                "fragment layout after compaction (ours, pylance)",
+                lambda: _layout(self.uri if side == "ours" else shadow),
+                lambda: _layout(self.uri if side == "pylance" else shadow),
+            )
         self._compare(seed)
 
     @rule(side=SIDES, seed=SEEDS)
@@ -492,6 +582,7 @@ class DifferentialMachine(RuleBasedStateMachine):
     def cleanup(self, side: str, seed: int) -> None:
         # Both sides take pylance's arguments; with tagged old versions the default refuses on both.
         strict = bool(seed % 2)
+        self.checked_versions.clear()  # the cleanup may delete what an old version reads
         self._apply(
             side,
             f"cleanup_old_versions(older_than=0, error_if_tagged_old_versions={strict})",
@@ -540,4 +631,56 @@ class DifferentialMachine(RuleBasedStateMachine):
                 lambda: self._ours().tags.create(name, v),
                 lambda: self._theirs().tags.create(name, v),
             )
+        self._compare(seed)
+
+    @rule(
+        side=SIDES,
+        n=st.integers(0, 40),
+        matched=st.sampled_from(["update", "delete", "nothing"]),
+        insert=st.booleans(),
+        by_source=st.sampled_from(["keep", "delete", "delete where"]),
+        seed=SEEDS,
+    )
+    @_guarded
+    def merge_insert(self, side: str, n: int, matched: str, insert: bool, by_source: str, seed: int) -> None:
+        """``merge_insert("id")`` of rows half of which have the ids of existing rows (a repeated
+        source key is refused by both sides alike)."""
+        rng = np.random.default_rng(seed)
+        table = self._current()
+        rows = self._rows(n, seed)
+        existing = table["id"].to_numpy()
+        if len(existing) and n:
+            ids = rows["id"].to_numpy().copy()
+            hit = rng.random(n) < 0.5
+            k = int(hit.sum())
+            # Mostly distinct keys; sometimes a repeated one, which both sides refuse as ambiguous.
+            repeat = rng.random() < 0.1 or k > len(existing)
+            ids[hit] = rng.choice(existing, size=k, replace=repeat)
+            rows = rows.set_column(0, "id", pa.array(ids, pa.int64()))
+        where = predicate(table, rng) if by_source == "delete where" and table.num_rows else None
+        if matched == "delete" and by_source != "keep":
+            # pylance fails "matched delete + not matched by source delete" without an insert
+            # ("Dataset field ... missing from merge insert input schema ... a logical plan pruning
+            # bug" in DataFusion): not generated.
+            insert = True
+
+        def build(ds: Any) -> Any:
+            b = ds.merge_insert("id")
+            if matched == "update":
+                b = b.when_matched_update_all()
+            elif matched == "delete":
+                b = b.when_matched_delete()
+            if insert:
+                b = b.when_not_matched_insert_all()
+            if by_source != "keep":
+                b = b.when_not_matched_by_source_delete(where)
+            return b
+
+        self._apply(
+            side,
+            f"merge_insert('id') matched={matched} insert={insert} by_source={by_source} where={where!r} "
+            f"with {n} rows (seed={seed})",
+            lambda: build(self._ours()).execute(rows),
+            lambda: build(self._theirs()).execute(rows),
+        )
         self._compare(seed)
