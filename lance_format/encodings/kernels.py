@@ -18,22 +18,10 @@ def compile_kernels() -> float:
     float
         Seconds it took.
     """
-    from lance_format.encodings.v21 import _bytes, _decode_kernels, _fsst, _kernels
-    from lance_format.encodings.v21.encode import _chunks, _dict, _levels, bitpack, fsst, fullzip
+    from lance_format.encodings import v21
+    from lance_format.encodings.v21 import encode
 
     start = time.perf_counter()
-    warm_ups = (
-        _bytes.warm_up,
-        _decode_kernels.warm_up,
-        _fsst.warm_up,
-        fsst.warm_up,
-        _kernels.warm_up,
-        bitpack.warm_up,
-        _dict.warm_up,
-        _chunks.warm_up,
-        _levels.warm_up,
-        fullzip.warm_up,
-    )
-    for warm_up in warm_ups:
-        warm_up()
+    v21.warm_up_kernels()
+    encode.warm_up_kernels()
     return time.perf_counter() - start

@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 
 from lance_format.encodings.v21._bytes import gather
 from lance_format.encodings.v21._fsst import fsst_decompress
-from lance_format.encodings.v21._kernels import fastlanes_unpack
 from lance_format.encodings.v21.encode.bitpack import pack_blocks
 from lance_format.encodings.v21.encode.fsst import fsst_compress
+from lance_format.encodings.v21.fastlanes import fastlanes_unpack
 from tests.encodings.numpy_reference import bitpack as ref_bitpack
 from tests.encodings.numpy_reference import fastlanes as ref_fastlanes
 from tests.encodings.numpy_reference import fsst_decode as ref_fsst_decode
@@ -202,7 +202,7 @@ def test_compile_kernels_covers_what_reads_and_writes_use(tmp_path: Path) -> Non
     import pyarrow as pa
 
     from lance_format.encodings import compile_kernels
-    from lance_format.encodings.v21 import _bytes, _decode_kernels, _fsst, _kernels
+    from lance_format.encodings.v21 import _bytes, _decode_kernels, _fsst, fastlanes
     from lance_format.encodings.v21.encode import _chunks, _dict, _levels, bitpack, fullzip
     from lance_format.encodings.v21.encode import fsst as fsst_encode
     from lance_format.file import LanceFileWriter
@@ -215,7 +215,7 @@ def test_compile_kernels_covers_what_reads_and_writes_use(tmp_path: Path) -> Non
             _bytes,
             _decode_kernels,
             _fsst,
-            _kernels,
+            fastlanes,
             bitpack,
             fsst_encode,
             _chunks,

@@ -26,10 +26,10 @@ from lance_format.encodings.v20 import pages as v20_pages
 from lance_format.encodings.v21 import codecs, page_layout_from_raw, readers
 from lance_format.encodings.v21 import model as m
 from lance_format.encodings.v21._bytes import Bufs
-from lance_format.encodings.v21._kernels import FL_BLOCK
 from lance_format.encodings.v21.encode import _serde as v21_encode_serde
 from lance_format.encodings.v21.encode.bitpack import pack_blocks
 from lance_format.encodings.v21.encode.fsst import fsst_compress
+from lance_format.encodings.v21.fastlanes import FL_BLOCK
 from lance_format.encodings.v21.values import Fixed, Fsl, Nulls, Values, VarBin
 
 

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 
 from lance_format.encodings.v21 import model as m
-from lance_format.encodings.v21._kernels import FL_BLOCK, fastlanes_unpack
+from lance_format.encodings.v21.fastlanes import FL_BLOCK, fastlanes_unpack
 from lance_format.encodings.v21.minitake import _fastlanes_one, _fastlanes_values
 from lance_format.file.reader import LanceFileReader
 

@@ -24,7 +24,7 @@ import pytest
 from lance_format.core.errors import CorruptFileError, LanceError, NotSupportedError
 from lance_format.encodings.v21 import page_layout_from_raw
 from lance_format.encodings.v21._fsst import fsst_decompress
-from lance_format.encodings.v21._kernels import FL_BLOCK, fastlanes_unpack
+from lance_format.encodings.v21.fastlanes import FL_BLOCK, fastlanes_unpack
 from lance_format.encodings.v21.model import MiniBlockLayout, RepDefLayer
 from lance_format.encodings.v21.repdef import concat_layers, unravel
 from lance_format.file.reader import LanceFileReader

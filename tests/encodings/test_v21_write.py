@@ -9,8 +9,8 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from lance_format.encodings.v21._kernels import fastlanes_unpack
 from lance_format.encodings.v21.encode.bitpack import bit_widths, pack_blocks
+from lance_format.encodings.v21.fastlanes import fastlanes_unpack
 from lance_format.file import LanceFileReader, LanceFileWriter
 from tests.interop.compare import assert_tables_equal
 from tests.strategies import TableSpec, table_specs

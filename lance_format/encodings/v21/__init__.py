@@ -10,4 +10,12 @@ over ``miniblock`` (with ``miniblock_meta`` and ``miniblock_merge``), ``fullzip`
 from lance_format.encodings.v21._serde import page_layout_from_raw
 from lance_format.encodings.v21.decode import decode_field
 
-__all__ = ["decode_field", "page_layout_from_raw"]
+__all__ = ["decode_field", "page_layout_from_raw", "warm_up_kernels"]
+
+
+def warm_up_kernels() -> None:
+    """Compile (or load from the kernel cache) the decode kernels of this package."""
+    from lance_format.encodings.v21 import _bytes, _decode_kernels, _fsst, fastlanes
+
+    for module in (_bytes, _decode_kernels, _fsst, fastlanes):
+        module.warm_up()

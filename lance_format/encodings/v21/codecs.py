@@ -31,7 +31,6 @@ from lance_format.encodings.registry import Registry
 from lance_format.encodings.v21 import minitake as mt
 from lance_format.encodings.v21 import model as m
 from lance_format.encodings.v21._bytes import Bufs, gather
-from lance_format.encodings.v21._kernels import uint_dtype
 from lance_format.encodings.v21.compressive import (
     byte_stream_split,
     constant_values,
@@ -49,6 +48,7 @@ from lance_format.encodings.v21.compressive import (
     variable_block,
     variable_mini,
 )
+from lance_format.encodings.v21.fastlanes import uint_dtype
 from lance_format.encodings.v21.values import Fixed, Fsl, Nulls, Values, VarBin, concat_values
 
 __all__ = [

@@ -19,7 +19,7 @@ from lance_format.encodings.v21 import model as m
 from lance_format.encodings.v21._bytes import Bufs, gather, read_uint
 from lance_format.encodings.v21._decode_kernels import variable_chunks
 from lance_format.encodings.v21._fsst import fsst_decompress
-from lance_format.encodings.v21._kernels import FL_BLOCK, fastlanes_unpack, uint_dtype
+from lance_format.encodings.v21.fastlanes import FL_BLOCK, fastlanes_unpack, uint_dtype
 from lance_format.encodings.v21.values import Fixed, Fsl, Nulls, Struct, Values, VarBin
 
 __all__ = [

@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from lance_format.encodings.v21._bytes import Bufs, gather, read_uint
-from lance_format.encodings.v21._kernels import FL_BLOCK, fastlanes_slot, uint_dtype
+from lance_format.encodings.v21.fastlanes import FL_BLOCK, fastlanes_slot, uint_dtype
 from lance_format.encodings.v21.values import Fixed, Fsl, VarBin
 
 __all__ = [

@@ -1,6 +1,6 @@
 """Test oracle, the numpy code before the compiled kernels.
 
-FastLanes bit-packing (the inverse of :func:`lance_format.encodings.v21._kernels.fastlanes_unpack`).
+FastLanes bit-packing (the inverse of :func:`lance_format.encodings.v21.fastlanes.fastlanes_unpack`).
 
 A block is 1024 values of a ``t``-bit type seen as ``t`` rows of ``1024 / t`` lanes; row ``r`` of a
 lane occupies bits ``r * w .. r * w + w`` of that lane's ``w`` words. Packing loops over the ``t``

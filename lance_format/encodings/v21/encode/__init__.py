@@ -9,4 +9,12 @@ Compiled kernels: ``fsst`` (symbol training and coding), ``_dict`` (string dicti
 
 from lance_format.encodings.v21.encode.field import encode_field, has_blobs
 
-__all__ = ["encode_field", "has_blobs"]
+__all__ = ["encode_field", "has_blobs", "warm_up_kernels"]
+
+
+def warm_up_kernels() -> None:
+    """Compile (or load from the kernel cache) the encode kernels of this package."""
+    from lance_format.encodings.v21.encode import _chunks, _dict, _levels, bitpack, fsst, fullzip
+
+    for module in (fsst, bitpack, _dict, _chunks, _levels, fullzip):
+        module.warm_up()

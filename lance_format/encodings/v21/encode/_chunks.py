@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from lance_format.core.jit import kernel, warm
-from lance_format.encodings.v21._kernels import FL_BLOCK, fastlanes_order
+from lance_format.encodings.v21.fastlanes import FL_BLOCK, fastlanes_order
 
 __all__ = [
     "Stream",

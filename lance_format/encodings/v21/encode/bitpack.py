@@ -1,4 +1,4 @@
-"""FastLanes bit-packing (the inverse of :func:`lance_format.encodings.v21._kernels.fastlanes_unpack`).
+"""FastLanes bit-packing (the inverse of :func:`lance_format.encodings.v21.fastlanes.fastlanes_unpack`).
 
 A block is 1024 values of a ``t``-bit type seen as ``t`` rows of ``1024 / t`` lanes; row ``r`` of a
 lane occupies bits ``r * w .. r * w + w`` of that lane's ``w`` words. Packing ORs the values in
@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from lance_format.core.jit import kernel, warm
-from lance_format.encodings.v21._kernels import FL_BLOCK, fastlanes_order, uint_dtype
+from lance_format.encodings.v21.fastlanes import FL_BLOCK, fastlanes_order, uint_dtype
 
 __all__ = ["bit_widths", "pack_blocks", "warm_up"]
 

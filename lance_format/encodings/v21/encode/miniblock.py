@@ -14,7 +14,6 @@ import numpy.typing as npt
 
 from lance_format.encodings import buffer_compression
 from lance_format.encodings.v21 import model as m
-from lance_format.encodings.v21._kernels import FL_BLOCK
 from lance_format.encodings.v21.encode._chunks import (
     Stream,
     assemble_chunks,
@@ -23,6 +22,7 @@ from lance_format.encodings.v21.encode._chunks import (
     variable_chunks,
 )
 from lance_format.encodings.v21.encode.values import FixedVals, PageBuffers, VarVals
+from lance_format.encodings.v21.fastlanes import FL_BLOCK
 
 __all__ = ["PageBuffers", "TooLarge", "dictionary_block", "encode_miniblock"]
 
