@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -19,7 +19,17 @@ from lance_format.table.rowids import encode_row_ids
 if TYPE_CHECKING:
     from lance_format.dataset.snapshot import Snapshot
 
-__all__ = ["compact_files"]
+__all__ = ["CompactionMetrics", "compact_files"]
+
+
+@dataclass(frozen=True)
+class CompactionMetrics:
+    """What a compaction did, as pylance's ``ds.optimize.compact_files`` reports it."""
+
+    fragments_removed: int = 0
+    fragments_added: int = 0
+    files_removed: int = 0
+    files_added: int = 0
 
 
 #: pylance's defaults (``CompactionOptions``): fragments under a million rows are merged; a fragment

@@ -48,6 +48,7 @@ from lance_format.table.naming import ManifestNaming
 from lance_format.table.versions import VersionInfo, read_transaction
 
 if TYPE_CHECKING:
+    from lance_format.dataset.compact import CompactionMetrics
     from lance_format.dataset.evolve import ColumnsToAdd
     from lance_format.dataset.merge_insert import MergeInsertBuilder
     from lance_format.dataset.multibase import DatasetBasePath
@@ -218,16 +219,20 @@ class _Optimize:
         materialize_deletions_threshold: float = 0.1,
         num_threads: int | None = None,
         batch_size: int | None = None,
-    ) -> dict[str, int]:
+    ) -> CompactionMetrics:
         """Rewrite small fragments and fragments with deletions into full ones, planned as pylance
-        plans them. ``max_rows_per_group``, ``max_bytes_per_file``, ``num_threads`` and
-        ``batch_size`` are accepted for pylance's signature and change nothing in the result."""
+        plans them; pylance's ``CompactionMetrics``. ``max_rows_per_group``,
+        ``max_bytes_per_file``, ``num_threads`` and ``batch_size`` are accepted for pylance's
+        signature and change nothing in the result."""
+        from lance_format.dataset.compact import CompactionMetrics
+
         del max_rows_per_group, max_bytes_per_file, num_threads, batch_size
-        return self._ds.compact_files(
+        stats = self._ds.compact_files(
             target_rows_per_fragment,
             materialize_deletions=materialize_deletions,
             materialize_deletions_threshold=materialize_deletions_threshold,
         )
+        return CompactionMetrics(**stats)
 
 
 class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]

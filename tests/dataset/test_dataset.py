@@ -216,8 +216,8 @@ def test_compaction_keeps_rows_and_stable_ids(uri: str) -> None:
     ds.delete("a % 4 = 0")
     before = ds.to_table(with_row_id=True)
     stats = ds.optimize.compact_files(target_rows_per_fragment=100)
-    assert stats["fragments_removed"] == 5
-    assert stats["fragments_added"] == 1
+    assert stats.fragments_removed == 5
+    assert stats.fragments_added == 1
     assert len(ds.get_fragments()) == 1
     assert ds.to_table(with_row_id=True).equals(before)
     assert ds.take_rows([5, 1], columns=["a"])["a"].to_pylist() == [5, 1]

@@ -174,3 +174,23 @@ def test_config_and_metadata_updates_match_pylance(uri: str, tmp_path: Path) -> 
         ours.update_field_metadata({"nope": {"a": "b"}})
     with pytest.raises(InvalidInputError):
         ours.update_metadata({"a": 1})  # type: ignore[dict-item]
+
+
+def test_optimize_compact_files_reports_pylances_metrics(tmp_path: Path) -> None:
+    """``ds.optimize.compact_files()`` returns an object with pylance's four counters, equal to
+    pylance's for the same dataset (code reading ``metrics.fragments_removed`` runs on both)."""
+    import lance
+
+    got = []
+    for engine, path in ((lance, tmp_path / "p"), (lance_format, tmp_path / "o")):
+        for i in range(4):
+            table = pa.table({"id": pa.array(range(i * 10, i * 10 + 10), pa.int64())})
+            engine.write_dataset(table, str(path), mode="append" if i else "create")
+        ds = engine.dataset(str(path))
+        ds.delete("id = 3")
+        metrics = engine.dataset(str(path)).optimize.compact_files(target_rows_per_fragment=100)
+        got.append(
+            (metrics.fragments_removed, metrics.fragments_added, metrics.files_removed, metrics.files_added)
+        )
+    assert got[0] == got[1]
+    assert got[1][:2] == (4, 1)
