@@ -400,6 +400,11 @@ class Transaction:
     properties: dict[str, str] = field(default_factory=dict)
 
     @property
+    def transaction_properties(self) -> dict[str, str]:
+        """The properties under pylance's name (``Transaction.transaction_properties``)."""
+        return self.properties
+
+    @property
     def commit_message(self) -> str | None:
         """The commit message: pylance's property, else the key older versions of ours wrote."""
         props = self.properties

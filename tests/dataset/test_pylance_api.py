@@ -194,3 +194,28 @@ def test_optimize_compact_files_reports_pylances_metrics(tmp_path: Path) -> None
         )
     assert got[0] == got[1]
     assert got[1][:2] == (4, 1)
+
+
+def test_get_transactions_have_pylances_fields(tmp_path: Path) -> None:
+    """Each transaction answers pylance's attributes: read_version, uuid, operation (with the
+    operation's own fields) and transaction_properties."""
+    import lance
+
+    seen = []
+    for engine, path in ((lance, tmp_path / "p"), (lance_format, tmp_path / "o")):
+        engine.write_dataset(pa.table({"a": [1, 2, 3]}), str(path))
+        engine.dataset(str(path)).delete("a = 2")
+        ts = engine.dataset(str(path)).get_transactions()
+        seen.append(
+            [
+                (
+                    t.read_version,
+                    type(t.operation).__name__,
+                    sorted(t.transaction_properties),
+                    isinstance(t.uuid, str),
+                )
+                for t in ts
+            ]
+        )
+        assert list(ts[0].operation.deleted_fragment_ids) == []
+    assert seen[0] == seen[1]
