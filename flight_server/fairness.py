@@ -23,14 +23,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar, cast
 
+from flight_server.settings import DEFAULT_WORK_SLOTS
 from flight_server.streams import CallCancelled
 
 __all__ = ["DEFAULT_WORK_SLOTS", "FairScheduler", "default_work_slots", "scheduled"]
 
-#: ``limits.workSlots`` = 0: one turn per core the process may run on. More turns than cores only
-#: make the GIL switch between more threads (each waits longer); fewer leave a core idle while a
-#: turn waits on I/O.
-DEFAULT_WORK_SLOTS = 0
 #: Seconds between two looks at the call's cancellation flag while waiting for a turn.
 _WAIT_POLL_S = 0.05
 

@@ -19,7 +19,6 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_format.core.config import env_setting
 from lance_format.core.errors import CorruptFileError, NotSupportedError
 from lance_format.file import LanceFileReader, LanceFileWriter
 from lance_format.table.model import IndexMetadata
@@ -47,11 +46,6 @@ _ZONEMAP_OVERHEAD_BYTES = 4096
 
 _U32_COLUMNS = ("null_count", "nan_count")
 _U64_COLUMNS = ("fragment_id", "zone_start", "zone_length")
-
-
-def default_rows_per_zone() -> int:
-    """Rows per zone when none is given: the environment variable, else the default."""
-    return env_setting("zonemap_rows_per_zone")
 
 
 @dataclass(frozen=True)
