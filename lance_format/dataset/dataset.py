@@ -625,12 +625,14 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         self.adopt(with_retries(self._snapshot, lambda snap: drop_columns(snap, columns)))
 
     def alter_columns(self, *alterations: dict[str, Any]) -> None:
-        """Rename columns or change their nullability (metadata only).
+        """Rename columns or struct members, change their nullability, or cast them.
 
-        Each alteration is ``{"path": column, "name": new_name, "nullable": bool}`` (``name`` and
-        ``nullable`` optional). Making a column non-nullable is refused while it holds a null.
+        Each alteration is ``{"path": column, "name": new_name, "nullable": bool, "data_type":
+        pa.DataType}`` (all but ``path`` optional; ``path`` may be ``struct.member``). Renames and
+        nullability are metadata only; a cast rewrites the field into new data files, as pylance.
+        See :func:`lance_format.dataset.alter.alter_columns`.
         """
-        from lance_format.dataset.evolve import alter_columns
+        from lance_format.dataset.alter import alter_columns
         from lance_format.dataset.mutate import with_retries
 
         self.adopt(with_retries(self._snapshot, lambda snap: alter_columns(snap, list(alterations))))

@@ -1,18 +1,17 @@
-"""Schema evolution: add columns (new data files per fragment, or none for all-null columns), drop
-and rename columns."""
+"""Schema evolution: add columns (new data files per fragment, or none for all-null columns) and
+drop columns; renames and casts are :mod:`lance_format.dataset.alter`."""
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 import pyarrow as pa
 
 from lance_format.core.errors import InvalidInputError
 from lance_format.core.types import LanceField, LanceSchema, check_column_names, fields_from_arrow
 from lance_format.dataset.filters import evaluate, parse_value
-from lance_format.dataset.scanner import LanceScanner
 from lance_format.dataset.write import file_columns
 from lance_format.file import LanceFileVersion, LanceFileWriter
 from lance_format.table.commit import commit_transaction
@@ -22,7 +21,7 @@ from lance_format.table.naming import data_file_name
 if TYPE_CHECKING:
     from lance_format.dataset.snapshot import Snapshot
 
-__all__ = ["ColumnsToAdd", "add_columns", "add_null_columns", "alter_columns", "drop_columns"]
+__all__ = ["ColumnsToAdd", "add_columns", "add_null_columns", "drop_columns"]
 
 
 def _commit(ds: Snapshot, op: Project | Merge) -> Manifest:
@@ -42,42 +41,6 @@ def drop_columns(ds: Snapshot, columns: list[str]) -> Manifest:
     if not kept:
         raise InvalidInputError("cannot drop every column of a dataset")
     return _commit(ds, Project(LanceSchema(kept, dict(ds.lance_schema.metadata))))
-
-
-def alter_columns(ds: Snapshot, alterations: list[dict[str, Any]]) -> Manifest:
-    """Commit renames and nullability changes (metadata only, as in pylance).
-
-    Each alteration is ``{"path": name, "name": new_name, "nullable": bool}`` with ``name`` and
-    ``nullable`` optional. Making a column non-nullable is refused while it holds a null.
-    """
-    fields = list(ds.lance_schema.fields)
-    names = [f.name for f in fields]
-    for alt in alterations:
-        old, new = alt.get("path"), alt.get("name")
-        if old not in names:
-            raise InvalidInputError(f"cannot alter {old!r}: no such column; columns are {names}")
-        if set(alt) - {"path", "name", "nullable"}:
-            raise InvalidInputError(f"only renames and nullability changes are supported, got {sorted(alt)}")
-        i = names.index(old)
-        if "name" in alt:
-            if not isinstance(new, str) or not new or (new in names and new != old):
-                raise InvalidInputError(f"cannot rename {old!r} to {new!r}")
-            check_column_names([new])
-            fields[i] = replace(fields[i], name=new)
-            names[i] = new
-        if "nullable" in alt:
-            nullable = alt["nullable"]
-            if not isinstance(nullable, bool):
-                raise InvalidInputError(f"nullable must be a bool, got {nullable!r}")
-            if not nullable and fields[i].nullable:
-                stored = ds.lance_schema.fields[i].name
-                nulls = LanceScanner(ds, columns=[stored]).to_table().column(0).null_count
-                if nulls:
-                    raise InvalidInputError(
-                        f"column {old!r} holds {nulls} nulls and cannot be made non-nullable"
-                    )
-            fields[i] = replace(fields[i], nullable=nullable)
-    return _commit(ds, Project(LanceSchema(tuple(fields), dict(ds.lance_schema.metadata))))
 
 
 def _renumber(f: LanceField, next_id: list[int], parent: int) -> LanceField:

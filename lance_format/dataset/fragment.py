@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
 from lance_format.core.errors import CorruptFileError, InvalidInputError, NotSupportedError
-from lance_format.core.types import LanceField, LanceSchema
+from lance_format.core.types import LanceSchema
+from lance_format.dataset.assemble import LeafPaths, assemble_column, leaf_ids, place_fields
 from lance_format.dataset.cache import METADATA_CACHE, ByteLRU
 from lance_format.file import LanceFileReader
 from lance_format.file.decoded import AdmitBudget, read_range_cached, take_cached
@@ -28,6 +28,10 @@ _READER_OVERHEAD_BYTES = 16 * 1024
 #: Projection plans kept per fragment reader: clients use a handful of column lists; the bound
 #: keeps a client that sends endless distinct projections from growing a handle without limit.
 _MAX_PLANS = 64
+
+#: One data file's share of a read: a projected reader (None: columns no file holds), the dataset
+#: columns it provides, and where each column's leaves sit in it.
+_Part = tuple[LanceFileReader | None, list[str], list[LeafPaths]]
 
 
 class ReaderCache:
@@ -134,7 +138,7 @@ class FragmentReader:
         self.bases = bases or {}
         # Projection plans by column list: takes ask for the same columns again and again, and a
         # plan (projected reader views, name mapping) costs more than a small take's decode.
-        self._plans: dict[tuple[str, ...], list[tuple[LanceFileReader | None, list[str]]]] = {}
+        self._plans: dict[tuple[str, ...], list[_Part]] = {}
 
     @property
     def physical_rows(self) -> int:
@@ -158,8 +162,8 @@ class FragmentReader:
         """Stable row ids of every physical row."""
         return self.cache.row_ids(self.frag)
 
-    def _plan(self, columns: Sequence[str]) -> list[tuple[LanceFileReader | None, list[str]]]:
-        """Per data file: a projected reader and the dataset column names it provides (cached)."""
+    def _plan(self, columns: Sequence[str]) -> list[_Part]:
+        """Per data file: a projected reader and the dataset columns it provides (cached)."""
         key = tuple(columns)
         plan = self._plans.get(key)
         if plan is None:
@@ -168,79 +172,69 @@ class FragmentReader:
                 self._plans[key] = plan
         return plan
 
-    def _make_plan(self, columns: Sequence[str]) -> list[tuple[LanceFileReader | None, list[str]]]:
-        """Per data file: a projected reader and the dataset column names it provides.
+    def _make_plan(self, columns: Sequence[str]) -> list[_Part]:
+        """Per data file: a projected reader, the dataset column names it provides and where
+        each column's leaves sit in it.
 
-        A top-level field lives in the data file whose ``fields`` name it or one of its descendants
-        (2.0 gives every field a column; 2.1+ only leaves, a list keyed by its item). The column
-        found is mapped to the file's own top-level field through the file's schema, so renamed
-        and renumbered fields still resolve.
+        A field's leaves are found through the data file's ``fields``/``column_indices`` and
+        mapped to the file's own fields through the file's schema, so renamed and renumbered
+        fields still resolve, and a struct whose members live in several files is read from
+        each of them (see :mod:`lance_format.dataset.assemble`).
         """
         wanted = [self.schema.field_by_name(c) for c in columns]
-        plan: list[tuple[LanceFileReader | None, list[str]]] = []
-        missing = {f.id: f for f in wanted}
+        plan: list[_Part] = []
+        covered: dict[int, set[int]] = {}
         for df in self.frag.files:
             if df.file_major_version < 2:
                 raise NotSupportedError(
                     f"{self.cache.store.uri}/data/{df.path}: legacy (0.1) data files are not supported"
                 )
             col_of = {fid: c for fid, c in zip(df.fields, df.column_indices, strict=False) if c >= 0}
-            here: list[tuple[LanceField, int]] = []
-            for f in wanted:
-                if f.id not in missing:
-                    continue
-                col = next((col_of[x.id] for x in f.walk() if x.id in col_of), None)
-                if col is not None:
-                    here.append((f, col))
-            if not here:
+            pending = [f for f in wanted if leaf_ids(f) & col_of.keys() - covered.get(f.id, set())]
+            if not pending:
                 continue
             reader = self.cache.reader(df, self.bases)
             file_schema = reader.metadata().lance_schema
             by_col = {c: fid for fid, c in assign_columns(file_schema, reader.version).items()}
-            top_of = {x.id: top for top in file_schema.fields for x in top.walk()}
-            fields = []
-            for f, col in here:
-                file_field = top_of.get(by_col.get(col, -1))
-                if file_field is None:
-                    raise CorruptFileError(
-                        f"{self.cache.store.uri}/data/{df.path}",
-                        f"no column {col} for field {f.name!r}",
-                    )
-                fields.append(file_field)
-                del missing[f.id]
-            plan.append((reader.view(fields), [f.name for f, _ in here]))
-        if missing:
-            plan.append((None, [f.name for f in missing.values()]))
+            placed = place_fields(pending, col_of, file_schema, by_col, covered)
+            if len(placed) < len(pending):
+                lost = next(f for f in pending if all(p.field.id != f.id for p in placed))
+                raise CorruptFileError(
+                    f"{self.cache.store.uri}/data/{df.path}", f"no column for field {lost.name!r}"
+                )
+            plan.append(
+                (
+                    reader.view([p.file_field for p in placed]),
+                    [p.field.name for p in placed],
+                    [p.paths for p in placed],
+                )
+            )
+        absent = [f.name for f in wanted if not covered.get(f.id)]
+        if absent:
+            plan.append((None, absent, [{} for _ in absent]))
         return plan
 
     def _assemble(
-        self, columns: Sequence[str], parts: list[tuple[list[str], list[pa.ChunkedArray]]], n: int
+        self, columns: Sequence[str], parts: list[tuple[_Part, list[pa.ChunkedArray]]], n: int
     ) -> pa.Table:
         if not columns:  # no columns, but the row count still matters
             return pa.table({"_": pa.nulls(n, pa.int8())}).select([])
-        got: dict[str, Any] = {}
-        for names, arrays in parts:
-            got.update(zip(names, arrays, strict=True))
+        sources: dict[str, list[tuple[pa.ChunkedArray, LeafPaths]]] = {}
+        for (_, names, paths), arrays in parts:
+            for name, leaf_paths, arr in zip(names, paths, arrays, strict=True):
+                sources.setdefault(name, []).append((arr, leaf_paths))
         arrow = self.schema.to_arrow()
-        out = []
-        for name in columns:
-            field = arrow.field(name)
-            col = got.get(name)
-            if col is None:
-                col = pa.nulls(n, field.type)
-            elif not col.type.equals(field.type):
-                col = col.cast(field.type)
-            out.append(col)
+        out = [assemble_column(self.schema.field_by_name(c), sources.get(c, []), n) for c in columns]
         return pa.Table.from_arrays(out, schema=pa.schema([arrow.field(c) for c in columns]))
 
     def read_range(self, columns: Sequence[str], start: int, stop: int) -> pa.Table:
         """Physical rows ``[start, stop)``."""
         parts = []
-        for reader, names in self._plan(columns):
-            if reader is None:
+        for part in self._plan(columns):
+            if part[0] is None:
                 continue
-            t = read_range_cached(reader, start, stop, self.cache.decoded)
-            parts.append((names, t.columns))
+            t = read_range_cached(part[0], start, stop, self.cache.decoded)
+            parts.append((part, t.columns))
         return self._assemble(columns, parts, stop - start)
 
     def take(
@@ -252,9 +246,9 @@ class FragmentReader:
         (:mod:`lance_format.file.decoded`); share one between the fragments of one logical take.
         """
         parts = []
-        for reader, names in self._plan(columns):
-            if reader is None:
+        for part in self._plan(columns):
+            if part[0] is None:
                 continue
-            t = take_cached(reader, offsets, budget, self.cache.decoded)
-            parts.append((names, t.columns))
+            t = take_cached(part[0], offsets, budget, self.cache.decoded)
+            parts.append((part, t.columns))
         return self._assemble(columns, parts, len(offsets))
