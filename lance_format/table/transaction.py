@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -39,12 +40,23 @@ WRITER_VERSION = WriterVersion("lance-flight", "0.1.0")
 
 
 def _assign_ids(
-    frags: tuple[DataFragment, ...], first_id: int, next_row_id: int | None, version: int
+    frags: tuple[DataFragment, ...],
+    first_id: int,
+    next_row_id: int | None,
+    version: int,
+    *,
+    keep_given: bool = False,
 ) -> tuple[tuple[DataFragment, ...], int | None]:
-    """Give new fragments ids (and stable row ids when ``next_row_id`` is not ``None``)."""
+    """Give new fragments ids (and stable row ids when ``next_row_id`` is not ``None``).
+
+    With ``keep_given`` (an append, as pylance) a fragment that already has a non-zero id keeps it.
+    """
     out = []
-    for i, f in enumerate(frags):
-        f = replace(f, id=first_id + i)
+    nid = first_id
+    for f in frags:
+        if not (keep_given and f.id):
+            f = replace(f, id=nid)
+            nid += 1
         if next_row_id is not None and f.row_ids is None:
             n = f.physical_rows
             f = replace(
@@ -56,6 +68,18 @@ def _assign_ids(
             next_row_id += n
         out.append(f)
     return tuple(out), next_row_id
+
+
+def _by_id(fragments: tuple[DataFragment, ...]) -> tuple[DataFragment, ...]:
+    """``fragments`` in id order, as pylance orders them after an append (ids it was given may
+    fall between existing ones); two fragments of one id are refused, as pylance does."""
+    counts = Counter(f.id for f in fragments)
+    if len(counts) != len(fragments):
+        dup = next(i for i, n in counts.items() if n > 1)
+        raise InvalidInputError(
+            f"The commit would produce two fragments with id {dup}. Fragment ids must be unique."
+        )
+    return tuple(sorted(fragments, key=lambda f: f.id))
 
 
 def _rewrite(fragments: tuple[DataFragment, ...], op: Rewrite, first_id: int) -> tuple[DataFragment, ...]:
@@ -123,8 +147,8 @@ def build_manifest(
         new = replace(base, version=version, tag="", index_section=None, transaction_section=None)
         index_bytes = base.index_section_bytes
         if isinstance(op, Append):
-            frags, next_row_id = _assign_ids(op.fragments, first_id, next_row_id, version)
-            new = replace(new, fragments=base.fragments + frags)
+            frags, next_row_id = _assign_ids(op.fragments, first_id, next_row_id, version, keep_given=True)
+            new = replace(new, fragments=_by_id(base.fragments + frags))
         elif isinstance(op, Delete):
             updated = {f.id: f for f in op.updated_fragments}
             gone = set(op.deleted_fragment_ids)

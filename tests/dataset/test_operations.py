@@ -319,3 +319,30 @@ def test_pylance_api_doc_examples_run(tmp_path: Path, monkeypatch: pytest.Monkey
     monkeypatch.chdir(tmp_path)
     for block in blocks:
         exec(compile(block, "docs/pylance-api.md", "exec"), {})
+
+
+@pytest.mark.parametrize("module", [lance, lance_format], ids=["pylance", "ours"])
+def test_append_keeps_given_fragment_ids_as_pylance(tmp_path: Path, module: Any) -> None:
+    """An ``Append`` keeps the non-zero ids its fragments carry, numbers the others after the
+    largest id, orders the table's fragments by id and refuses a duplicate id (pylance's rules;
+    we used to renumber every appended fragment)."""
+    uri = str(tmp_path / "ds")
+    module.write_dataset(pa.table({"id": [0]}), uri)
+    given = [(9, 9), (0, 0), (5, 5), (1, 0)]  # (value, fragment id)
+    frags = [module.LanceFragment.create(uri, pa.table({"id": [v]}), fragment_id=i) for v, i in given]
+    module.LanceDataset.commit(uri, module.LanceOperation.Append(frags), read_version=1)
+    ds = module.dataset(uri)
+    assert [f.fragment_id for f in ds.get_fragments()] == [0, 1, 2, 5, 9]
+    assert ds.to_table().column("id").to_pylist() == [0, 0, 1, 5, 9]
+    late = module.LanceFragment.create(uri, pa.table({"id": [3]}), fragment_id=3)
+    module.LanceDataset.commit(uri, module.LanceOperation.Append([late]), read_version=ds.version)
+    module.write_dataset(pa.table({"id": [100]}), uri, mode="append")
+    ds = module.dataset(uri)
+    assert [f.fragment_id for f in ds.get_fragments()] == [0, 1, 2, 3, 5, 9, 10]
+    assert ds.take([3, 6]).column("id").to_pylist() == [3, 100]
+    dup = module.LanceFragment.create(uri, pa.table({"id": [7]}), fragment_id=1)
+    with pytest.raises((OSError, ValueError), match="two fragments with id 1"):
+        module.LanceDataset.commit(uri, module.LanceOperation.Append([dup]), read_version=ds.version)
+    # Each package reads the other's result the same.
+    other = lance_format if module is lance else lance
+    assert other.dataset(uri).to_table().equals(ds.to_table())
