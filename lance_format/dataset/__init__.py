@@ -3,6 +3,7 @@
 from lance_format.dataset.cleanup import CleanupStats
 from lance_format.dataset.dataset import LanceDataset, LanceFragment
 from lance_format.dataset.entry import commit, dataset, write_dataset
+from lance_format.dataset.index_objects import Index, IndexFile
 from lance_format.dataset.merge_insert import MergeInsertBuilder, MergeInsertConflictError, MergeInsertError
 from lance_format.dataset.scan_options import ColumnOrdering
 from lance_format.dataset.scanner import LanceScanner
@@ -18,6 +19,8 @@ __all__ = [
     "DataStatistics",
     "DatasetStats",
     "FieldStatistics",
+    "Index",
+    "IndexFile",
     "LanceDataset",
     "LanceFragment",
     "LanceScanner",

@@ -25,6 +25,7 @@ import pyarrow as pa
 
 from lance_format.core.errors import InvalidInputError, NotFoundError, NotSupportedError
 from lance_format.core.types import LanceField, LanceSchema, fields_from_arrow
+from lance_format.dataset.index_objects import index_metadata
 from lance_format.dataset.multibase import new_bases, resolve_targets
 from lance_format.dataset.snapshot import Snapshot, SnapshotSource, reader_cache
 from lance_format.dataset.write import (
@@ -412,16 +413,15 @@ class LanceOperation:
 
     @dataclass
     class CreateIndex(_Operation):
-        """Add (and drop) index metadata; takes the table model's ``IndexMetadata``."""
+        """Add (and drop) index metadata: :class:`~lance_format.dataset.index_objects.Index`
+        objects as pylance's (or the table model's ``IndexMetadata``); removed ones match by uuid."""
 
         new_indices: list[Any]
         removed_indices: list[Any]
 
         def to_model(self, base: Manifest | None) -> model.Operation:
-            items = [*self.new_indices, *self.removed_indices]
-            if not all(isinstance(i, model.IndexMetadata) for i in items):
-                raise NotSupportedError("LanceOperation.CreateIndex with pylance Index objects")
-            return model.CreateIndex(tuple(self.new_indices), tuple(self.removed_indices))
+            new = tuple(index_metadata(i) for i in self.new_indices)
+            return model.CreateIndex(new, tuple(index_metadata(i) for i in self.removed_indices))
 
     @dataclass
     class Clone(_Operation):

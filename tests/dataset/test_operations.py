@@ -9,6 +9,7 @@ and commit or read with the other.
 
 from __future__ import annotations
 
+import importlib
 import json
 import shutil
 from collections.abc import Callable
@@ -22,6 +23,7 @@ import pytest
 import lance_format
 import lance_format.fragment
 from lance_format.core.errors import CommitConflictError, NotSupportedError
+from lance_format.dataset import Index as OurIndex
 
 lance = pytest.importorskip("lance")
 pytest.importorskip("lance.fragment")  # makes lance.fragment an attribute of lance
@@ -346,3 +348,55 @@ def test_append_keeps_given_fragment_ids_as_pylance(tmp_path: Path, module: Any)
     # Each package reads the other's result the same.
     other = lance_format if module is lance else lance
     assert other.dataset(uri).to_table().equals(ds.to_table())
+
+
+def test_create_index_takes_pylance_index_objects(tmp_path: Path) -> None:
+    """A distributed index build commits ``Index`` objects (here: one pylance built, re-committed
+    under a new name); both engines commit the same operation and then list and use it alike."""
+    src = str(tmp_path / "src")
+    lance.write_dataset(pa.table({"a": list(range(100))}), src, max_rows_per_file=50)
+    lance.dataset(src).create_scalar_index("a", "BTREE")
+    seg = lance.dataset(src).describe_indices()[0].segments[0]
+    listed = []
+    for module, index_cls, sub in (
+        (lance, importlib.import_module("lance.dataset").Index, "theirs"),
+        (lance_format, OurIndex, "ours"),
+    ):
+        uri = str(tmp_path / sub)
+        shutil.copytree(src, uri)
+        old = index_cls(
+            uuid=str(seg.uuid),
+            name="a_idx",
+            fields=[0],
+            dataset_version=seg.dataset_version_at_last_update,
+            fragment_ids={0, 1},
+            index_version=seg.index_version,
+            index_details=("/lance.table.BTreeIndexDetails", b""),
+        )
+        renamed = index_cls(**{**old.__dict__, "name": "by_a"})
+        op = module.LanceOperation.CreateIndex(new_indices=[renamed], removed_indices=[old])
+        module.LanceDataset.commit(uri, op, read_version=2)
+        for reader in (lance, lance_format):
+            ds = reader.dataset(uri)
+            got = [
+                (i["name"], i["type"], str(i["uuid"]), sorted(i["fragment_ids"])) for i in ds.list_indices()
+            ]
+            listed.append(got)
+            assert ds.to_table(filter="a = 42").column("a").to_pylist() == [42]
+    assert listed[0] == [("by_a", "BTree", str(seg.uuid), [0, 1])]
+    assert all(x == listed[0] for x in listed)
+
+
+def test_create_index_refuses_what_it_cannot_record(tmp_path: Path) -> None:
+    uri = str(tmp_path / "ds")
+    lance_format.write_dataset(pa.table({"a": [1, 2]}), uri)
+    bad = OurIndex("u", "n", [0], 1, ["x"], 0)
+    with pytest.raises(ValueError, match="fragment_ids must be integers"):
+        lance_format.LanceDataset.commit(
+            uri, lance_format.LanceOperation.CreateIndex([bad], []), read_version=1
+        )
+    covering = OurIndex("u", "n", [0], 1, {0}, 0, covering_fields=[1])
+    with pytest.raises(NotSupportedError, match="covering"):
+        lance_format.LanceDataset.commit(
+            uri, lance_format.LanceOperation.CreateIndex([covering], []), read_version=1
+        )
