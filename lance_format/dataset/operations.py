@@ -393,8 +393,8 @@ class LanceOperation:
         """Swap data files of columns in place (same rows, new values).
 
         Each group's file replaces the fragment's file holding exactly the same fields; where no
-        file holds any of them (columns added as all-null) the file is added. Committed as an
-        update of those fragments, so it conflicts with concurrent changes to them.
+        file holds any of them (columns added as all-null) the file is added. Recorded as
+        pylance's ``DataReplacement``; it conflicts with concurrent changes to those fragments.
         """
 
         replacements: list[LanceOperation.DataReplacementGroup]
@@ -402,14 +402,7 @@ class LanceOperation:
         def to_model(self, base: Manifest | None) -> model.Operation:
             if base is None:
                 raise InvalidInputError("DataReplacement needs an existing dataset")
-            by_id = {f.id: f for f in base.fragments}
-            changed: dict[int, DataFragment] = {}
-            for group in self.replacements:
-                frag = changed.get(group.fragment_id) or by_id.get(group.fragment_id)
-                if frag is None:
-                    raise InvalidInputError(f"DataReplacement: no fragment {group.fragment_id}")
-                changed[frag.id] = _replace_file(frag, group.file())
-            return model.Update((), tuple(changed.values()), ())
+            return model.DataReplacement(tuple((g.fragment_id, g.file()) for g in self.replacements))
 
     @dataclass
     class CreateIndex(_Operation):
@@ -453,20 +446,6 @@ class LanceOperation:
         """Layer overlay files over fragments (not supported)."""
 
         groups: list[Any]
-
-
-def _replace_file(frag: DataFragment, new_file: DataFile) -> DataFragment:
-    wanted = set(new_file.fields)
-    files = list(frag.files)
-    for i, old in enumerate(files):
-        if set(old.fields) == wanted:
-            files[i] = new_file
-            return replace(frag, files=tuple(files))
-    if any(wanted & set(old.fields) for old in files):
-        raise InvalidInputError(
-            f"DataReplacement: fragment {frag.id} has no data file with exactly fields {sorted(wanted)}"
-        )
-    return replace(frag, files=(*files, new_file))
 
 
 @dataclass

@@ -20,6 +20,7 @@ from lance_format.table.model import (
     CreateIndex,
     DataFile,
     DataFragment,
+    DataReplacement,
     DataStorageFormat,
     Delete,
     DeletionFile,
@@ -305,6 +306,11 @@ def _operation_to_pb(op: Operation, pb: transaction_pb2.Transaction) -> None:
         pb.update.removed_fragment_ids.extend(op.removed_fragment_ids)
         pb.update.updated_fragments.extend(fragment_to_pb(f) for f in op.updated_fragments)
         pb.update.new_fragments.extend(fragment_to_pb(f) for f in op.new_fragments)
+    elif isinstance(op, DataReplacement):
+        for fid, new_file in op.replacements:
+            group = pb.data_replacement.replacements.add()
+            group.fragment_id = fid
+            group.new_file.CopyFrom(_data_file_to_pb(new_file))
     elif isinstance(op, CreateIndex):
         pb.create_index.new_indices.extend(index_to_pb(i) for i in op.new_indices)
         pb.create_index.removed_indices.extend(index_to_pb(i) for i in op.removed_indices)
@@ -384,6 +390,10 @@ def _operation_from_pb(pb: transaction_pb2.Transaction, path: str) -> Operation:
         return CreateIndex(
             tuple(index_from_pb(i, path) for i in ci.new_indices),
             tuple(index_from_pb(i, path) for i in ci.removed_indices),
+        )
+    if kind == "data_replacement":
+        return DataReplacement(
+            tuple((g.fragment_id, _data_file_from_pb(g.new_file)) for g in pb.data_replacement.replacements)
         )
     if kind == "reserve_fragments":
         return ReserveFragments(pb.reserve_fragments.num_fragments)

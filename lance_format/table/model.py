@@ -360,6 +360,14 @@ class ReserveFragments:
 
 
 @dataclass(frozen=True)
+class DataReplacement:
+    """Data files swapped in place: each ``(fragment_id, new_file)`` replaces the fragment's file
+    holding exactly the new file's fields (or joins the fragment where no file holds any of them)."""
+
+    replacements: tuple[tuple[int, DataFile], ...]
+
+
+@dataclass(frozen=True)
 class UnknownOperation:
     """An operation this implementation does not model (treated as conflicting)."""
 
@@ -379,6 +387,7 @@ Operation = (
     | CreateIndex
     | ReserveFragments
     | UpdateBases
+    | DataReplacement
     | UnknownOperation
 )
 

@@ -15,7 +15,9 @@ from lance_format.table.model import (
     Append,
     BasePath,
     CreateIndex,
+    DataFile,
     DataFragment,
+    DataReplacement,
     DataStorageFormat,
     Delete,
     Manifest,
@@ -80,6 +82,32 @@ def _by_id(fragments: tuple[DataFragment, ...]) -> tuple[DataFragment, ...]:
             f"The commit would produce two fragments with id {dup}. Fragment ids must be unique."
         )
     return tuple(sorted(fragments, key=lambda f: f.id))
+
+
+def _replace_files(fragments: tuple[DataFragment, ...], op: DataReplacement) -> tuple[DataFragment, ...]:
+    """``fragments`` with ``op``'s files swapped in: each replaces the file holding exactly its
+    fields, or joins a fragment where no file holds any of them (columns added as all-null)."""
+    by_id = {f.id: f for f in fragments}
+    for fid, new_file in op.replacements:
+        frag = by_id.get(fid)
+        if frag is None:
+            raise InvalidInputError(f"DataReplacement: no fragment {fid}")
+        by_id[fid] = replace(frag, files=_swap_file(frag, new_file))
+    return tuple(by_id[f.id] for f in fragments)
+
+
+def _swap_file(frag: DataFragment, new_file: DataFile) -> tuple[DataFile, ...]:
+    wanted = set(new_file.fields)
+    files = list(frag.files)
+    for i, old in enumerate(files):
+        if set(old.fields) == wanted:
+            files[i] = new_file
+            return tuple(files)
+    if any(wanted & set(old.fields) for old in files):
+        raise InvalidInputError(
+            f"DataReplacement: fragment {frag.id} has no data file with exactly fields {sorted(wanted)}"
+        )
+    return (*files, new_file)
 
 
 def _rewrite(fragments: tuple[DataFragment, ...], op: Rewrite, first_id: int) -> tuple[DataFragment, ...]:
@@ -194,6 +222,9 @@ def build_manifest(
             new = _apply_update_config(new, op)
         elif isinstance(op, UpdateBases):
             new = replace(new, base_paths=assign_base_ids(base.base_paths, op.new_bases))
+        elif isinstance(op, DataReplacement):
+            new = replace(new, fragments=_replace_files(base.fragments, op))
+            index_bytes = _uncover_rewritten(base, new, index_bytes)
         else:
             raise InvalidInputError(f"cannot commit operation {type(op).__name__}")
     ids = [f.id for f in new.fragments]
@@ -300,6 +331,8 @@ def _touched(op: object) -> set[int] | None:
         return {f.id for g in op.groups for f in g.old_fragments}
     if isinstance(op, Update):
         return {f.id for f in op.updated_fragments} | set(op.removed_fragment_ids)
+    if isinstance(op, DataReplacement):
+        return {fid for fid, _ in op.replacements}
     if isinstance(op, Append | UpdateConfig | CreateIndex | ReserveFragments | UpdateBases):
         return set()
     return None

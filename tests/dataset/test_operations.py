@@ -289,7 +289,11 @@ def test_data_replacement(tmp_path: Path) -> None:
         group = mod.LanceOperation.DataReplacementGroup(frag.fragment_id, new_file)
         op = mod.LanceOperation.DataReplacement([group])
         ds = mod.LanceDataset.commit(uri, op, read_version=ds.version)
-        return _rows(ds.to_table()), [len(f.data_files()) for f in ds.get_fragments()]
+        # Recorded as a DataReplacement, as both packages read the transaction back.
+        kinds = [
+            type(m.dataset(uri).get_transactions(1)[0].operation).__name__ for m in (lance, lance_format)
+        ]
+        return _rows(ds.to_table()), [len(f.data_files()) for f in ds.get_fragments()], kinds
 
     base = tmp_path / "base"
     lance.write_dataset(pa.table({"id": pa.array(range(5), pa.int64())}), str(base))
@@ -297,6 +301,7 @@ def test_data_replacement(tmp_path: Path) -> None:
     ours, theirs = _both(tmp_path, base, steps)
     assert ours == theirs
     assert ours[0]["name"] == [f"new{i}" for i in range(5)]
+    assert ours[2] == ["DataReplacement", "DataReplacement"]
 
 
 def test_unsupported_commit_options_are_refused(tmp_path: Path) -> None:
@@ -400,3 +405,28 @@ def test_create_index_refuses_what_it_cannot_record(tmp_path: Path) -> None:
         lance_format.LanceDataset.commit(
             uri, lance_format.LanceOperation.CreateIndex([covering], []), read_version=1
         )
+
+
+def test_data_replacement_takes_replaced_fragments_out_of_an_index(tmp_path: Path) -> None:
+    """The index describes the old values: after a replacement, scans must read the fragment."""
+    uri = str(tmp_path / "ds")
+    lance.write_dataset(pa.table({"id": pa.array(range(5), pa.int64())}), uri)
+    lance.dataset(uri).add_columns({"name": "cast(id as string)"})
+    ds = lance_format.dataset(uri)
+    ds.create_scalar_index("name", "BTREE")
+    scratch = str(tmp_path / "scratch")
+    written = lance_format.fragment.write_fragments(
+        pa.table({"name": [f"new{i}" for i in range(5)]}), scratch
+    )
+    data_file = written[0].files[0]
+    shutil.copy(Path(scratch) / "data" / data_file.path, Path(uri) / "data" / data_file.path)
+    new_file = type(data_file)(
+        data_file.path, [1], [0], data_file.file_major_version, data_file.file_minor_version
+    )
+    op = lance_format.LanceOperation.DataReplacement(
+        [lance_format.LanceOperation.DataReplacementGroup(0, new_file)]
+    )
+    ds = lance_format.LanceDataset.commit(uri, op, read_version=ds.version)
+    assert ds.to_table(filter="name = 'new3'").column("id").to_pylist() == [3]
+    assert ds.to_table(filter="name = '3'").num_rows == 0
+    assert ds.list_indices()[0]["fragment_ids"] == set()
