@@ -190,7 +190,10 @@ class FragmentReader:
                     f"{self.cache.store.uri}/data/{df.path}: legacy (0.1) data files are not supported"
                 )
             col_of = {fid: c for fid, c in zip(df.fields, df.column_indices, strict=False) if c >= 0}
-            pending = [f for f in wanted if leaf_ids(f) & col_of.keys() - covered.get(f.id, set())]
+            # Linear in leaves: a set difference of every column per field would be quadratic.
+            pending = [
+                f for f in wanted if any(x in col_of and x not in covered.get(f.id, ()) for x in leaf_ids(f))
+            ]
             if not pending:
                 continue
             reader = self.cache.reader(df, self.bases)
