@@ -1,34 +1,11 @@
-"""Shared helpers for tunables read from the environment and lazily created thread pools."""
+"""Lazily created thread pools (tunables live in :mod:`lance_format.core.config`)."""
 
 from __future__ import annotations
 
-import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from lance_format.core.errors import InvalidInputError
-
-__all__ = ["LazyPool", "env_positive_int"]
-
-
-def env_positive_int(name: str, default: int, minimum: int = 1) -> int:
-    """The integer (at least ``minimum``) in environment variable ``name``; ``default`` when unset.
-
-    Raises
-    ------
-    InvalidInputError
-        The variable is set but is not an integer of at least ``minimum``.
-    """
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        value = minimum - 1
-    if value < minimum:
-        raise InvalidInputError(f"{name} must be an integer >= {minimum}, got {raw!r}")
-    return value
+__all__ = ["LazyPool"]
 
 
 class LazyPool:

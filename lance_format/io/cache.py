@@ -23,16 +23,12 @@ from typing import Any
 
 from cachetools import LRUCache
 
-from lance_format.core.concurrency import env_positive_int
 from lance_format.core.config import env_setting
 from lance_format.core.errors import InvalidInputError
 from lance_format.io.descriptors import DESCRIPTORS
 
 __all__ = [
     "DECODED_CACHE",
-    "DEFAULT_DECODED_CACHE_BYTES",
-    "DEFAULT_METADATA_CACHE_BYTES",
-    "DEFAULT_PAGE_CACHE_BYTES",
     "METADATA_CACHE",
     "PAGE_CACHE",
     "ByteCache",
@@ -42,19 +38,6 @@ __all__ = [
     "configure_caches",
     "forget_dataset",
 ]
-
-#: Metadata cache capacity. pylance's index/metadata caches default to ~1 GiB; metadata of a dataset
-#: with thousands of files is a few MiB, so 256 MiB holds hundreds of datasets with room to spare
-#: and matches the server's default (LANCE_FLIGHT_METADATA_CACHE_BYTES).
-DEFAULT_METADATA_CACHE_BYTES = 256 * 1024 * 1024
-#: Page cache capacity in-process: off. The OS already caches local files; the server turns it on.
-DEFAULT_PAGE_CACHE_BYTES = 0
-#: Decoded-block cache capacity in-process: off. Decoded data is several times its encoded size
-#: and a short-lived process rarely repeats a take; the server turns it on (cache.decodedBytes).
-DEFAULT_DECODED_CACHE_BYTES = 0
-METADATA_ENV = "LANCE_FORMAT_METADATA_CACHE_BYTES"
-PAGE_ENV = "LANCE_FORMAT_PAGE_CACHE_BYTES"
-DECODED_ENV = "LANCE_FORMAT_DECODED_CACHE_BYTES"
 
 
 class _CountingLRU(LRUCache[Hashable, tuple[Any, int]]):
@@ -242,10 +225,6 @@ class ByteCache:
                 bytes=int(self._lru.currsize),
                 capacity=self.capacity,
             )
-
-
-def _make(name: str, env: str, default: int) -> ByteCache:
-    return ByteCache(env_positive_int(env, default, minimum=0), name)
 
 
 # The process-wide caches (the default session's; lance_format.dataset.session), sized by the
