@@ -9,7 +9,7 @@ __all__ = ["LazyPool"]
 
 
 class LazyPool:
-    """A process-wide :class:`ThreadPoolExecutor` created on first use (after fork-safe import)."""
+    """A :class:`ThreadPoolExecutor` created on first use (so importing starts no thread)."""
 
     def __init__(self, workers: int, prefix: str) -> None:
         self.workers = workers
@@ -22,3 +22,20 @@ class LazyPool:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix=self.prefix)
             return self._pool
+
+    def resize(self, workers: int) -> None:
+        """Use ``workers`` threads from now on (a running pool finishes its tasks and goes)."""
+        with self._lock:
+            if workers == self.workers:
+                return
+            self.workers = workers
+            old, self._pool = self._pool, None
+        if old is not None:
+            old.shutdown(wait=False)
+
+    def shutdown(self) -> None:
+        """Let the threads go once their tasks finish (a later call makes a new pool)."""
+        with self._lock:
+            old, self._pool = self._pool, None
+        if old is not None:
+            old.shutdown(wait=False)

@@ -704,6 +704,7 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         if mode not in ("append", "overwrite", "create"):
             raise InvalidInputError(f"mode must be 'append', 'overwrite' or 'create', got {mode!r}")
         kwargs.setdefault("storage_options", self.storage_options)
+        kwargs.setdefault("session", self.session)
         new = write.write_snapshot(data, self.uri, mode=mode, **kwargs)
         self.adopt(new.manifest)
 

@@ -67,7 +67,9 @@ class ReaderCache:
         with self._lock:
             store = self._stores.get(base.path)
             if store is None:
-                store = self._stores[base.path] = store_for_uri(base.path, self._storage_options)
+                store = self._stores[base.path] = store_for_uri(
+                    base.path, self._storage_options, runtime=self.store.runtime
+                )
         return store, (f"{folder}/{name}" if base.is_dataset_root else name)
 
     def reader(self, f: DataFile, bases: dict[int, BasePath] | None = None) -> LanceFileReader:

@@ -7,7 +7,7 @@ about the dataset; the fragment only reads through its dataset's snapshot.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -24,9 +24,24 @@ from lance_format.dataset.take import as_u64, take_addresses
 from lance_format.table.model import DataFile, DataFragment
 
 if TYPE_CHECKING:
-    from lance_format.dataset.dataset import LanceDataset
+    from lance_format.dataset.snapshot import Snapshot
 
 __all__ = ["LanceFragment"]
+
+
+class _Dataset(Protocol):
+    """What a fragment needs of its ``LanceDataset`` (named structurally: that module imports
+    this one)."""
+
+    @property
+    def schema(self) -> pa.Schema: ...
+
+    @property
+    def snapshot(self) -> Snapshot: ...
+
+    def scanner(self, *args: Any, **kwargs: Any) -> LanceScanner: ...
+
+    def get_fragment(self, fragment_id: int) -> LanceFragment | None: ...
 
 
 class LanceFragment(ArrowFragmentMixin, pds.Fragment):  # type: ignore[misc]
@@ -36,7 +51,7 @@ class LanceFragment(ArrowFragmentMixin, pds.Fragment):  # type: ignore[misc]
     partition, with projection and filter pushed down.
     """
 
-    def __init__(self, ds: LanceDataset, frag: DataFragment) -> None:
+    def __init__(self, ds: _Dataset, frag: DataFragment) -> None:
         self._ds = ds
         #: The table model's fragment (what scans and takes use).
         self.fragment = frag
@@ -170,5 +185,5 @@ class LanceFragment(ArrowFragmentMixin, pds.Fragment):  # type: ignore[misc]
         return f"LanceFragment(id={self.fragment_id}, physical_rows={self.physical_rows})"
 
 
-def _fragment_of(ds: LanceDataset, fragment_id: int) -> LanceFragment | None:
+def _fragment_of(ds: _Dataset, fragment_id: int) -> LanceFragment | None:
     return ds.get_fragment(fragment_id)

@@ -457,7 +457,7 @@ class LanceFileReader:
     def _read_runs(self, runs: RowRuns) -> pa.RecordBatch:
         gens = [decode_field(self.version, self._ctx, f, self._columns_of, runs) for f in self._projection]
         try:
-            arrays = drive(gens, self._io.read)
+            arrays = drive(gens, self._io.read, pool=self._io.store.runtime.decode_pool)
         except LanceError:
             raise
         except (

@@ -1,8 +1,8 @@
 """Ranged reads of one object through the planner and the scheduler, with request accounting.
 
-Reads are planned (coalesced and split), fetched through the process-wide scheduler (bounded
+Reads are planned (coalesced and split), fetched through the scheduler of the store's session (bounded
 requests in flight, priorities), and sliced back into the ranges asked for. Small reads can be
-served from the process-wide page cache, keyed by ``(store, object, block)``.
+served from the page cache of the store's session, keyed by ``(store, object, block)``.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from lance_format.core.errors import CorruptFileError
-from lance_format.io.cache import PAGE_CACHE, ByteCache
+from lance_format.io.cache import ByteCache
 from lance_format.io.planner import PlanLimits, Request, plan_requests
-from lance_format.io.scheduler import in_sequential_read, run_requests
+from lance_format.io.scheduler import in_sequential_read
 from lance_format.io.store import ObjectStore
 
 __all__ = ["IOStats", "RangeReader", "io_stats"]
@@ -100,7 +100,7 @@ class RangeReader:
         self.limits = limits or store.plan_limits
         self.stats = IOStats()
         self._lock = threading.Lock()
-        self._page_cache = PAGE_CACHE if page_cache is None else page_cache
+        self._page_cache = store.runtime.page_cache if page_cache is None else page_cache
 
     @property
     def size(self) -> int:
@@ -137,7 +137,7 @@ class RangeReader:
             parallel = len(requests) > 1
         else:
             parallel = total >= PARALLEL_MIN_BYTES and total >= PARALLEL_MIN_MEAN_BYTES * len(requests)
-        datas = run_requests(
+        datas = self.store.runtime.scheduler.run(
             self._fetch,
             requests,
             parallel=parallel,

@@ -20,6 +20,7 @@ import heapq
 import itertools
 import os
 import threading
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future
@@ -30,10 +31,12 @@ from lance_format.core.config import env_setting
 __all__ = [
     "DEFAULT_READAHEAD_BYTES",
     "MAX_PARALLEL_REQUESTS",
+    "IOScheduler",
     "PriorityGate",
     "ReadAhead",
     "bypass_page_cache",
     "current_priority",
+    "default_scheduler",
     "in_cold_read",
     "in_sequential_read",
     "io_gate",
@@ -124,6 +127,18 @@ class PriorityGate:
     def in_flight(self) -> int:
         return self.permits - self._free
 
+    def resize(self, permits: int) -> None:
+        """Admit ``permits`` requests at once from now on (requests in flight finish first)."""
+        if permits < 1:
+            raise ValueError("a gate needs at least one permit")
+        with self._lock:
+            self._free += permits - self.permits
+            self.permits = permits
+            while self._free > 0 and self._waiters:
+                _, _, ev = heapq.heappop(self._waiters)
+                self._free -= 1
+                ev.set()
+
     def acquire(self, priority: int = DEFAULT_PRIORITY) -> None:
         with self._lock:
             if self._free > 0 and not self._waiters:
@@ -200,15 +215,70 @@ class _Workers:
             fn()
 
 
-_GATE = PriorityGate(MAX_PARALLEL_REQUESTS)
-_WORKERS = _Workers(MAX_PARALLEL_REQUESTS)
+_ALL_WORKERS: weakref.WeakSet[_Workers] = weakref.WeakSet()
+
+
+def _reset_after_fork() -> None:  # in a forked child every scheduler's threads are gone
+    for workers in list(_ALL_WORKERS):
+        workers._reset()
+
+
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_WORKERS._reset)
+    os.register_at_fork(after_in_child=_reset_after_fork)
+
+
+class IOScheduler:
+    """A request gate and the worker threads issuing requests through it.
+
+    Each :class:`~lance_format.dataset.session.Session` owns one (so two sessions keep separate
+    bounds on requests in flight); stores opened by a session pass their requests through it.
+    The default session's is the process-wide :func:`default_scheduler`.
+
+    Parameters
+    ----------
+    parallelism:
+        Requests in flight at once (the gate's permits and the most worker threads).
+    """
+
+    def __init__(self, parallelism: int) -> None:
+        self.gate = PriorityGate(parallelism)
+        self._workers = _Workers(parallelism)
+        _ALL_WORKERS.add(self._workers)
+
+    @property
+    def parallelism(self) -> int:
+        """Requests this scheduler keeps in flight at most."""
+        return self.gate.permits
+
+    def resize(self, parallelism: int) -> None:
+        """Keep ``parallelism`` requests in flight from now on."""
+        self.gate.resize(parallelism)
+        self._workers.threads = parallelism
+
+    def run(
+        self,
+        fetch: Callable[[T], R],
+        requests: Sequence[T],
+        *,
+        parallel: bool,
+        max_parallel: int | None = None,
+        fetch_many: Callable[[Sequence[T]], list[R]] | None = None,
+    ) -> list[R]:
+        """:func:`run_requests` through this scheduler's gate and workers."""
+        return _run(fetch, requests, parallel, max_parallel, self.gate, self._workers, fetch_many)
+
+
+_DEFAULT = IOScheduler(MAX_PARALLEL_REQUESTS)
+
+
+def default_scheduler() -> IOScheduler:
+    """The process-wide scheduler (the default session's; sized by ``io_parallelism``)."""
+    return _DEFAULT
 
 
 def io_gate() -> PriorityGate:
-    """The process-wide request gate."""
-    return _GATE
+    """The process-wide request gate (the default scheduler's)."""
+    return _DEFAULT.gate
 
 
 def run_requests(
@@ -238,8 +308,19 @@ def run_requests(
         Issues several requests one after another; the serial path hands it the whole batch under
         one permit (they run one at a time anyway), saving a gate round trip per request.
     """
+    return _run(fetch, requests, parallel, max_parallel, gate or _DEFAULT.gate, _DEFAULT._workers, fetch_many)
+
+
+def _run(
+    fetch: Callable[[T], R],
+    requests: Sequence[T],
+    parallel: bool,
+    max_parallel: int | None,
+    gate: PriorityGate,
+    workers: _Workers,
+    fetch_many: Callable[[Sequence[T]], list[R]] | None,
+) -> list[R]:
     priority = current_priority()
-    gate = gate or _GATE
     if not parallel or len(requests) <= 1:
         if fetch_many is not None:
             with gate.hold(priority):
@@ -259,7 +340,7 @@ def run_requests(
             if not pending:
                 return
             i = pending.popleft()
-        _WORKERS.submit(priority, lambda: run(i))
+        workers.submit(priority, lambda: run(i))
 
     def run(i: int) -> None:
         fut = futures[i]
