@@ -17,6 +17,7 @@ from lance_format.dataset.filters import Filter, evaluate, parse_filter, parse_v
 from lance_format.dataset.fragment import FragmentReader
 from lance_format.dataset.scan_options import ScanOptions, sort_table, strict_batches
 from lance_format.dataset.session import dataset_pool
+from lance_format.io.cache import ReadPolicy
 from lance_format.io.scheduler import ReadAhead
 
 if TYPE_CHECKING:
@@ -260,7 +261,11 @@ class LanceScanner:
         """One chunk: decoded, deleted rows dropped, row ids added, filtered, projected."""
         offsets = np.arange(start, stop, dtype=np.int64)
         # With nothing to decode, a placeholder column carries the row count.
-        table = reader.read_range(self._read, start, stop) if self._read else pa.table({"__n": offsets})
+        # Scans read each byte once: they leave the page cache to the random takes it exists for.
+        if self._read:
+            table = reader.read_range(self._read, start, stop, ReadPolicy.SCAN)
+        else:
+            table = pa.table({"__n": offsets})
         keep = reader.keep_mask()
         dead: npt.NDArray[np.bool_] | None = None
         if keep is not None and self._options.include_deleted_rows:

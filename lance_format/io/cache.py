@@ -19,7 +19,7 @@ import os
 import threading
 from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from cachetools import LRUCache
 
@@ -34,6 +34,7 @@ __all__ = [
     "ByteCache",
     "CacheCounters",
     "CacheStats",
+    "ReadPolicy",
     "cache_stats",
     "configure_caches",
     "forget_dataset",
@@ -80,6 +81,35 @@ class CacheStats:
     metadata: CacheCounters
     page: CacheCounters
     decoded: CacheCounters
+
+
+@dataclass(frozen=True)
+class ReadPolicy:
+    """Which caches one read may use and fill, passed down the read path with the read.
+
+    Attributes
+    ----------
+    page_cache:
+        Raw pages (:data:`PAGE_CACHE` or a session's). Scans leave it alone: they read each byte
+        once and would evict the hot set of random takes the cache exists for.
+    decoded_cache:
+        Decoded blocks (:mod:`lance_format.file.decoded`).
+    """
+
+    page_cache: bool = True
+    decoded_cache: bool = True
+
+    #: Every cache (takes, metadata-driven reads).
+    CACHED: ClassVar[ReadPolicy]
+    #: Scans: the decoded-block cache (admitted only while it has room) but not the page cache.
+    SCAN: ClassVar[ReadPolicy]
+    #: Cold reads (benchmarks): no cached data of any kind, bytes or decoded.
+    COLD: ClassVar[ReadPolicy]
+
+
+ReadPolicy.CACHED = ReadPolicy()
+ReadPolicy.SCAN = ReadPolicy(page_cache=False)
+ReadPolicy.COLD = ReadPolicy(page_cache=False, decoded_cache=False)
 
 
 class ByteCache:

@@ -1,15 +1,18 @@
-"""The I/O scheduler: a process-wide bound on requests in flight, priorities, and read-ahead budgets.
+"""The I/O scheduler: a bound on requests in flight, priorities, and read-ahead budgets.
 
-* Every request to a store passes a :class:`PriorityGate` with :data:`MAX_PARALLEL_REQUESTS`
-  permits, whether it runs on the caller's thread or on the scheduler's workers; object stores also
-  pass it for the requests they issue outside the scheduler (metadata reads, listings, writes).
-  Waiters are served lowest priority value first, so during scans earlier rows go first.
+* An :class:`IOScheduler` (one per session; the process's is :func:`default_scheduler`, with
+  :data:`MAX_PARALLEL_REQUESTS` permits) holds a :class:`PriorityGate` and the worker threads.
+  Every request to a store passes the gate of the store's session, whether it runs on the
+  caller's thread or on the scheduler's workers; object stores also pass it for the requests
+  they issue outside the scheduler (metadata reads, listings, writes). Waiters are served lowest
+  priority value first, so during scans earlier rows go first.
 * :func:`run_requests` runs one read's requests, in parallel on the scheduler's workers when that
   pays, serially on the caller's thread otherwise.
 * :class:`ReadAhead` runs a stream of tasks ahead of its consumer, in order, bounded by a byte
   budget (backpressure: a slow consumer stops the reading, it does not pile up memory).
 
-The priority of the calling context is set with :func:`io_priority`.
+The priority of the calling context is set with :func:`io_priority`. Which caches a read may
+use is not context: it travels with the read (:class:`lance_format.io.cache.ReadPolicy`).
 """
 
 from __future__ import annotations
@@ -34,11 +37,8 @@ __all__ = [
     "IOScheduler",
     "PriorityGate",
     "ReadAhead",
-    "bypass_page_cache",
     "current_priority",
     "default_scheduler",
-    "in_cold_read",
-    "in_sequential_read",
     "io_gate",
     "io_priority",
     "run_requests",
@@ -62,31 +62,6 @@ DEFAULT_READAHEAD_BYTES = env_setting("readahead_bytes")
 DEFAULT_PRIORITY = 0
 
 _priority: contextvars.ContextVar[int] = contextvars.ContextVar("lance_io_priority", default=DEFAULT_PRIORITY)
-_sequential: contextvars.ContextVar[bool] = contextvars.ContextVar("lance_io_sequential", default=False)
-_cold: contextvars.ContextVar[bool] = contextvars.ContextVar("lance_io_cold", default=False)
-
-
-def in_sequential_read() -> bool:
-    """Whether the calling context is a scan (reads that should not fill the page cache)."""
-    return _sequential.get()
-
-
-@contextlib.contextmanager
-def bypass_page_cache() -> Iterator[None]:
-    """Read the block's bytes from storage, neither using nor filling the page cache (nor the
-    decoded-block cache of :mod:`lance_format.file.decoded`): cold reads, for benchmarks and scans."""
-    token, cold = _sequential.set(True), _cold.set(True)
-    try:
-        yield
-    finally:
-        _cold.reset(cold)
-        _sequential.reset(token)
-
-
-def in_cold_read() -> bool:
-    """Whether the calling context asked for cold reads (:func:`bypass_page_cache`): no cached
-    data of any kind, bytes or decoded."""
-    return _cold.get()
 
 
 def current_priority() -> int:
@@ -426,9 +401,6 @@ class ReadAhead(Generic[R]):
 
             def run(task: Callable[[], R] = task, prio: int = prio, ctx: contextvars.Context = ctx) -> R:
                 def inner() -> R:
-                    # Scans read each byte once: they bypass the page cache so they do not evict
-                    # the hot set of random takes it exists for.
-                    _sequential.set(True)
                     with io_priority(prio):
                         return task()
 
