@@ -324,7 +324,7 @@ def write_snapshot(
     if initial_bases and not creating:
         raise InvalidInputError("initial_bases is only for mode='create' or 'overwrite'")
     bases = new_bases(initial_bases) if initial_bases else (base.base_paths if base else ())
-    targets = resolve_targets(bases, target_bases, target_all_bases, storage_options)
+    targets = resolve_targets(bases, target_bases, target_all_bases, storage_options, store.runtime)
     reader = to_reader(data_obj, schema)
     if base is not None and mode == "append":
         target = _check_schema(reader.schema, base)

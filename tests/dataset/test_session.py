@@ -160,3 +160,16 @@ def test_writers_take_their_settings_from_the_session(
     again = lance_format.write_dataset(table, ds, mode="append")  # the dataset lends its session
     assert again.session is session
     session.close()
+
+
+def test_opened_scalar_indices_are_cached_in_the_session(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t.lance")
+    lance_format.write_dataset(pa.table({"a": list(range(1000))}), uri)
+    session = Session()
+    ds = lance_format.dataset(uri, session=session)
+    ds.create_scalar_index("a", "BTREE")
+    before, mine = METADATA_CACHE.counters().entries, session.metadata_cache.counters().entries
+    assert ds.to_table(filter="a = 5").column("a").to_pylist() == [5]
+    assert METADATA_CACHE.counters().entries == before
+    assert session.metadata_cache.counters().entries > mine
+    session.close()
