@@ -16,7 +16,6 @@ from lance_format.dataset.expr import Predicate
 from lance_format.dataset.filters import Filter, evaluate, parse_filter, parse_value
 from lance_format.dataset.fragment import FragmentReader
 from lance_format.dataset.scan_options import ScanOptions, sort_table, strict_batches
-from lance_format.dataset.session import dataset_pool
 from lance_format.io.cache import ReadPolicy
 from lance_format.io.scheduler import ReadAhead
 
@@ -24,7 +23,7 @@ if TYPE_CHECKING:
     from lance_format.dataset.snapshot import SnapshotSource
     from lance_format.table.model import DataFragment
 
-__all__ = ["DEFAULT_BATCH_SIZE", "LanceScanner", "dataset_pool", "row_id_columns"]
+__all__ = ["DEFAULT_BATCH_SIZE", "LanceScanner", "row_id_columns"]
 
 #: pylance's scan batch size on local disk.
 DEFAULT_BATCH_SIZE = 8192

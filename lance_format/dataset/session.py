@@ -34,18 +34,14 @@ from lance_format.io.cache import DECODED_CACHE, METADATA_CACHE, ByteCache, Cach
 from lance_format.io.runtime import IORuntime, default_runtime
 from lance_format.io.store import ObjectStore, store_for_uri
 
-__all__ = ["DATASET_THREADS", "Session", "dataset_pool"]
+__all__ = ["DATASET_THREADS", "Session"]
 
 #: Worker threads of the dataset layer (scan read-ahead, parallel per-fragment takes). Separate from
 #: the I/O layer's pool, whose fetches these tasks wait on. Setting ``dataset_threads``.
 DATASET_THREADS = env_setting("dataset_threads")
 
+# The default session's dataset-layer pool (never used by the I/O layer, so waiting on it is safe).
 _dataset_pool = LazyPool(DATASET_THREADS, "lance-dataset")
-
-
-def dataset_pool() -> ThreadPoolExecutor:
-    """The dataset layer's worker pool (never used by the I/O layer, so waiting on it is safe)."""
-    return _dataset_pool()
 
 
 class Session:

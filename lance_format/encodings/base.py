@@ -21,7 +21,6 @@ from __future__ import annotations
 import bisect
 import threading
 from collections.abc import Callable, Generator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -71,11 +70,6 @@ _decode_pool = default_runtime().decode_pool
 # and it never waits on either pool, so the two levels cannot deadlock.
 _page_pool = LazyPool(DECODE_THREADS, "lance-decode-page")
 _IN_PAGE_POOL = threading.local()
-
-
-def decode_pool() -> ThreadPoolExecutor:
-    """The process's pool of field decoders (:data:`DECODE_THREADS` threads, made on first use)."""
-    return _decode_pool()
 
 
 Range = tuple[int, int]
@@ -376,14 +370,14 @@ def drive(
         threads (numpy and Arrow release the GIL in their bulk work); default
         :data:`PARALLEL_DECODE_MIN_BYTES`. Small rounds (takes) stay on the caller's thread.
     pool:
-        The threads to decode on (a session's); the process's :func:`decode_pool` by default.
+        The threads to decode on (a session's); the process's (the default runtime's) by default.
     """
     threshold = PARALLEL_DECODE_MIN_BYTES if parallel_min_bytes is None else parallel_min_bytes
 
     def resume(todo: list[IOGen[T]], chunks: list[list[memoryview]], nbytes: int) -> list[tuple[bool, Any]]:
-        threads = DECODE_THREADS if pool is None or pool is _decode_pool else pool.workers
-        if len(todo) > 1 and threads > 1 and nbytes >= threshold:
-            return list((pool or _decode_pool)().map(_step, todo, chunks))
+        fields = _decode_pool if pool is None else pool
+        if len(todo) > 1 and fields.workers > 1 and nbytes >= threshold:
+            return list(fields().map(_step, todo, chunks))
         return [_step(g, c) for g, c in zip(todo, chunks, strict=True)]
 
     runner = _lockstep(gens, resume)
