@@ -173,3 +173,17 @@ def test_opened_scalar_indices_are_cached_in_the_session(tmp_path: Path) -> None
     assert METADATA_CACHE.counters().entries == before
     assert session.metadata_cache.counters().entries > mine
     session.close()
+
+
+def test_for_process_sizes_the_process_wide_gate_and_pools() -> None:
+    from lance_format.io.scheduler import io_gate
+
+    try:
+        session = Session.for_process(io_parallelism=7, decode_threads=3, dataset_threads=2)
+        assert Session.default() is session
+        assert io_gate().permits == 7 == session.io_parallelism
+        assert session.runtime.decode_pool.workers == 3
+        assert session.dataset_pool()._max_workers == 2
+    finally:
+        Session.for_process()  # back to the environment's sizes
+        Session.reset_default()
