@@ -20,7 +20,6 @@ from lance_format import LanceDataset
 from lance_format import dataset as open_dataset
 from lance_format.core.errors import InvalidInputError, NotFoundError
 from lance_format.dataset.session import Session
-from lance_format.io import forget_dataset
 from lance_format.io.store import ObjectStore
 
 __all__ = ["Catalog", "validate_name"]
@@ -208,7 +207,7 @@ class Catalog:
         finally:
             # A dataset re-created under this name starts again at version 1: no cached manifest,
             # footer or page of the old one may answer for it.
-            forget_dataset(uri)
+            self.session.forget(uri)
             self.forget(name)
 
 

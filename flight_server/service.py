@@ -139,7 +139,8 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
             middleware=dict(middleware or {}),
         )
         self.settings = settings
-        # The engine session build_server made from the settings (Session.for_process).
+        # The engine session build_server made from the settings and passed in (the default
+        # session when a test builds the service by hand).
         self.session = session or Session.default()
         self.catalog = Catalog(
             settings.root, _storage_options(settings), settings.latest_version_seconds, session=self.session

@@ -139,8 +139,9 @@ def build_server(
     counted by the auth middleware's ``on_refused`` hook instead.
     """
     # The worker's engine session, from the server's settings (flag > environment > YAML > default,
-    # resolved by flight_server.config): its caches are the process's, which the service opens with.
-    Session.for_process(
+    # resolved by flight_server.config), passed to the service, which opens every dataset with it.
+    # It is also the process's default session (its caches are what cache_stats and metrics read).
+    session = Session.for_process(
         metadata_cache_bytes=settings.metadata_cache_bytes,
         page_cache_bytes=settings.page_cache_bytes,
         decoded_cache_bytes=settings.decoded_cache_bytes,
@@ -174,6 +175,7 @@ def build_server(
             advertise=tuple(advertise),
             middleware=middleware,
             metrics=metrics,
+            session=session,
             **extra,
         )
     except pa.ArrowException as exc:

@@ -112,3 +112,34 @@ def test_ci_runs_the_minimum_versions_job() -> None:
     listed = dev.split("MIN_TESTS=(", 1)[1].split(")", 1)[0].split()
     for path in listed:
         assert (ROOT / path).exists(), path
+
+
+def test_image_constraints_pin_only_the_server_closure() -> None:
+    """Pins outside the dependency closure of ``.[server]`` (s3fs, aiobotocore once s3 moved to
+    obstore) are stale: they install nothing but mislead whoever reads the file."""
+    requirements = pytest.importorskip("packaging.requirements")
+    utils = pytest.importorskip("packaging.utils")
+    from importlib import metadata
+
+    roots = PROJECT["dependencies"] + PROJECT["optional-dependencies"]["server"]
+    todo = [requirements.Requirement(t).name for t in roots]
+    closure: set[str] = set()
+    while todo:
+        name = utils.canonicalize_name(todo.pop())
+        if name in closure:
+            continue
+        closure.add(name)
+        try:
+            requires = metadata.distribution(name).requires or []
+        except metadata.PackageNotFoundError:
+            continue
+        for text in requires:
+            req = requirements.Requirement(text)
+            if req.marker is None or req.marker.evaluate({"extra": ""}):
+                todo.append(req.name)
+    pinned = {
+        utils.canonicalize_name(line.split("==")[0])
+        for line in (ROOT / "deploy" / "constraints.txt").read_text().splitlines()
+        if line.split("#")[0].strip()
+    }
+    assert pinned - closure == set(), "pinned but not needed by lance-flight[server]"

@@ -362,7 +362,13 @@ class SqlEngine:
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
             raise InvalidInputError(f"INSERT values do not fit the table's columns: {e}") from None
         try:
-            write_dataset(data, ds.uri, mode="append", storage_options=self.catalog.storage_options or None)
+            write_dataset(
+                data,
+                ds.uri,
+                mode="append",
+                storage_options=self.catalog.storage_options or None,
+                session=self.catalog.session,
+            )
         finally:
             self.catalog.written(name)
         return int(data.num_rows)

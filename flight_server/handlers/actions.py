@@ -35,8 +35,7 @@ from lance_format.dataset.staging import (
     discard_staged,
     forget_staged,
 )
-from lance_format.io import cache_stats, io_stats
-from lance_format.io.store import store_for_uri
+from lance_format.io import io_stats
 from lance_format.table.fragment_json import fragment_from_json
 from lance_format.table.model import Append, DataFragment, Overwrite
 
@@ -88,6 +87,7 @@ def _create(catalog: Catalog, req: ActionRequest) -> ActionResult:
         data_storage_version=req.data_storage_version or None,  # None: the engine's (pylance's) default
         enable_stable_row_ids=req.enable_stable_row_ids,
         storage_options=catalog.storage_options or None,
+        session=catalog.session,
     )
     catalog.forget(req.dataset)
     return ActionResult(req.dataset, ds.version, 0, schema=ds.schema)
@@ -281,7 +281,7 @@ def _commit(catalog: Catalog, req: ActionRequest) -> ActionResult:
             schema = fields_from_arrow(req.schema)
         op = Overwrite(frags, schema)
     check_staged_fragments(
-        store_for_uri(uri, catalog.storage_options or None),
+        catalog.session.store_for(uri, catalog.storage_options or None),
         op.schema if isinstance(op, Overwrite) else ds.lance_schema,
         frags,
     )
@@ -302,7 +302,7 @@ def _discard(catalog: Catalog, req: ActionRequest, caller: str = "") -> ActionRe
     """Delete the caller's staged files that no version references (see
     :mod:`lance_format.dataset.staging`: anything else named is left alone)."""
     frags = _fragments(req)
-    store = store_for_uri(catalog.uri(req.dataset), catalog.storage_options or None)
+    store = catalog.session.store_for(catalog.uri(req.dataset), catalog.storage_options or None)
     names = [data_file.path for frag in frags for data_file in frag.files]
     removed = discard_staged(store, names, caller)
     return ActionResult(req.dataset, counters={"files_removed": removed})
@@ -326,10 +326,10 @@ def _stats(catalog: Catalog, req: ActionRequest) -> ActionResult:
 
 
 def _cache_stats(catalog: Catalog, req: ActionRequest) -> ActionResult:
-    stats = cache_stats()
+    stats = catalog.session.cache_stats()  # the server's session (build_server made it)
     counters: dict[str, int] = {}
     for name in ("metadata", "page", "decoded"):
-        for key, value in dataclasses.asdict(getattr(stats, name)).items():
+        for key, value in dataclasses.asdict(stats[name]).items():
             counters[f"{name}_{key}"] = int(value)
     io = io_stats()
     counters["io_requests"] = int(io.requests)

@@ -35,7 +35,7 @@ from lance_format.core.types import check_column_names, fields_from_arrow
 from lance_format.dataset import stage_fragments
 from lance_format.dataset.staging import StagingStore
 from lance_format.dataset.write import DEFAULT_MAX_ROWS_PER_FILE, resolve_storage_version, write_fragments
-from lance_format.io.store import ObjectStore, store_for_uri
+from lance_format.io.store import ObjectStore
 from lance_format.table.fragment_json import fragment_to_json
 from lance_format.table.model import DataFragment
 
@@ -287,7 +287,7 @@ def write_stream(
         options["progress"] = _StopWhenCancelled(cancelled)
     storage = catalog.storage_options or None
     if req.mode == "stage":
-        store = StagingStore(store_for_uri(uri, storage), owner)
+        store = StagingStore(catalog.session.store_for(uri, storage), owner)
         try:
             frags = _stage(catalog, req, counted.reader_of(), uri, store, storage, options)
         except BaseException:
@@ -305,6 +305,7 @@ def write_stream(
             data_storage_version=req.data_storage_version,
             enable_stable_row_ids=req.enable_stable_row_ids,
             storage_options=storage,
+            session=catalog.session,
             **options,
         )
         if mode != "append":

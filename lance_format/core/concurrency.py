@@ -1,38 +1,15 @@
-"""Shared helpers for tunables read from the environment and lazily created thread pools."""
+"""Lazily created thread pools (tunables live in :mod:`lance_format.core.config`)."""
 
 from __future__ import annotations
 
-import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from lance_format.core.errors import InvalidInputError
-
-__all__ = ["LazyPool", "env_positive_int"]
-
-
-def env_positive_int(name: str, default: int, minimum: int = 1) -> int:
-    """The integer (at least ``minimum``) in environment variable ``name``; ``default`` when unset.
-
-    Raises
-    ------
-    InvalidInputError
-        The variable is set but is not an integer of at least ``minimum``.
-    """
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        value = minimum - 1
-    if value < minimum:
-        raise InvalidInputError(f"{name} must be an integer >= {minimum}, got {raw!r}")
-    return value
+__all__ = ["LazyPool"]
 
 
 class LazyPool:
-    """A process-wide :class:`ThreadPoolExecutor` created on first use (after fork-safe import)."""
+    """A :class:`ThreadPoolExecutor` created on first use (so importing starts no thread)."""
 
     def __init__(self, workers: int, prefix: str) -> None:
         self.workers = workers
@@ -45,3 +22,20 @@ class LazyPool:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix=self.prefix)
             return self._pool
+
+    def resize(self, workers: int) -> None:
+        """Use ``workers`` threads from now on (a running pool finishes its tasks and goes)."""
+        with self._lock:
+            if workers == self.workers:
+                return
+            self.workers = workers
+            old, self._pool = self._pool, None
+        if old is not None:
+            old.shutdown(wait=False)
+
+    def shutdown(self) -> None:
+        """Let the threads go once their tasks finish (a later call makes a new pool)."""
+        with self._lock:
+            old, self._pool = self._pool, None
+        if old is not None:
+            old.shutdown(wait=False)

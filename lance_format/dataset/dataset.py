@@ -16,18 +16,17 @@ import pyarrow.dataset as pds
 from lance_format.core.errors import InvalidInputError, NotFoundError
 from lance_format.core.types import LanceSchema
 from lance_format.dataset import write
-from lance_format.dataset.arrow_dataset import ArrowDatasetMixin, ArrowFragmentMixin, check_arrow_options
+from lance_format.dataset.arrow_dataset import ArrowDatasetMixin, check_arrow_options
 from lance_format.dataset.cache import cached_manifest
 from lance_format.dataset.cleanup import CleanupStats
 from lance_format.dataset.filters import Filter
-from lance_format.dataset.fragment import FragmentReader, ReaderCache
+from lance_format.dataset.fragment import ReaderCache
+from lance_format.dataset.lance_fragment import LanceFragment
 from lance_format.dataset.operations import (
     Committable,
-    FragmentMetadata,
     Target,
     commit_batch_operations,
     commit_operation,
-    create_fragment,
 )
 from lance_format.dataset.operations import Transaction as PlannedTransaction
 from lance_format.dataset.scan_options import scan_options
@@ -43,7 +42,7 @@ from lance_format.dataset.take import (
 )
 from lance_format.io.store import ObjectStore
 from lance_format.table.flags import STABLE_ROW_IDS
-from lance_format.table.model import DataFile, DataFragment, Manifest, Transaction
+from lance_format.table.model import DataFile, Manifest, Transaction
 from lance_format.table.naming import ManifestNaming
 from lance_format.table.versions import VersionInfo, read_transaction
 
@@ -56,151 +55,6 @@ if TYPE_CHECKING:
     from lance_format.file import LanceFileReader
 
 __all__ = ["LanceDataset", "LanceFragment"]
-
-
-class LanceFragment(ArrowFragmentMixin, pds.Fragment):  # type: ignore[misc]
-    """One fragment of a dataset version (mirrors pylance's ``LanceFragment``).
-
-    Also a ``pyarrow.dataset.Fragment``: DataFusion scans a dataset one ``fragment.scanner(...)`` per
-    partition, with projection and filter pushed down.
-    """
-
-    def __init__(self, ds: LanceDataset, frag: DataFragment) -> None:
-        self._ds = ds
-        #: The table model's fragment (what scans and takes use).
-        self.fragment = frag
-
-    @property
-    def metadata(self) -> FragmentMetadata:
-        """The fragment's metadata, as pylance's ``FragmentMetadata`` (``to_json`` ...)."""
-        return FragmentMetadata.of(self.fragment)
-
-    @property
-    def schema(self) -> pa.Schema:
-        """The dataset version's schema."""
-        return self._ds.schema
-
-    @property
-    def _arrow_schema(self) -> pa.Schema:
-        return self._ds.schema
-
-    @property
-    def fragment_id(self) -> int:
-        """The fragment's id (the high 32 bits of its row addresses)."""
-        return self.fragment.id
-
-    @property
-    def physical_rows(self) -> int:
-        """Rows stored in the fragment's files, deleted ones included."""
-        return self.fragment.physical_rows
-
-    @property
-    def num_deletions(self) -> int:
-        """Rows of this fragment marked deleted."""
-        return self.fragment.num_deleted_rows
-
-    def count_rows(self, filter: Filter | None = None, **arrow_options: Any) -> int:
-        """Live rows of this fragment (matching ``filter`` when given)."""
-        check_arrow_options(arrow_options)
-        if filter is None:
-            return self.fragment.num_rows
-        return self.scanner(columns=[], filter=filter).count_rows()
-
-    def data_files(self) -> list[DataFile]:
-        """The fragment's data files (:class:`~lance_format.table.model.DataFile`)."""
-        return list(self.fragment.files)
-
-    def deletion_file(self) -> str | None:
-        """The path of the fragment's deletion file (relative to the dataset root), or ``None``."""
-        d = self.fragment.deletion_file
-        return None if d is None else d.key(self.fragment.id)
-
-    def delete(self, predicate: Filter) -> FragmentMetadata | None:
-        """Write a deletion file for the rows matching ``predicate``; the new metadata (``None``
-        when no row is left) to commit with ``LanceOperation.Delete``."""
-        from lance_format.dataset.fragment_api import delete_in_fragment
-
-        return delete_in_fragment(self._ds.snapshot, self.fragment, predicate)
-
-    def merge_columns(
-        self,
-        value_func: Any,
-        columns: list[str] | None = None,
-        batch_size: int | None = None,
-        reader_schema: pa.Schema | None = None,
-    ) -> tuple[FragmentMetadata, LanceSchema]:
-        """Write new columns for this fragment (see :meth:`LanceDataset.add_columns`); returns
-        ``(metadata, schema)`` to commit with ``LanceOperation.Merge``."""
-        from lance_format.dataset.fragment_api import merge_columns
-
-        return merge_columns(self._ds.snapshot, self.fragment, value_func, columns, batch_size, reader_schema)
-
-    def update_columns(
-        self,
-        data_obj: Any,
-        left_on: str = "_rowid",
-        right_on: str | None = None,
-        schema: pa.Schema | None = None,
-        *,
-        with_offsets: bool = False,
-    ) -> tuple[FragmentMetadata, list[int]] | tuple[FragmentMetadata, list[int], bytes]:
-        """Rewrite existing columns from ``data_obj`` joined on ``left_on`` = ``right_on``; commit
-        the result with ``LanceOperation.Update(updated_fragments=[...])``."""
-        from lance_format.dataset.fragment_api import update_columns
-
-        return update_columns(
-            self._ds.snapshot, self.fragment, data_obj, left_on, right_on, schema, with_offsets=with_offsets
-        )
-
-    def scanner(self, schema: pa.Schema | None = None, **kwargs: Any) -> LanceScanner:
-        """A scan of this fragment only; takes the parameters of :meth:`LanceDataset.scanner`.
-
-        ``schema`` (pyarrow's first argument, the dataset schema) must be this version's schema.
-        """
-        if schema is not None and not schema.equals(self._ds.schema):
-            raise InvalidInputError("a Lance fragment is scanned with its dataset's own schema")
-        return self._ds.scanner(fragments=[self], **kwargs)
-
-    def to_table(self, schema: pa.Schema | None = None, **kwargs: Any) -> pa.Table:
-        """Read this fragment; takes the parameters of :meth:`LanceDataset.to_table`."""
-        return self.scanner(schema, **kwargs).to_table()
-
-    def to_batches(self, schema: pa.Schema | None = None, **kwargs: Any) -> Iterator[pa.RecordBatch]:
-        """Stream this fragment's batches; takes the parameters of :meth:`LanceDataset.scanner`."""
-        return self.scanner(schema, **kwargs).to_batches()
-
-    def head(self, num_rows: int, **kwargs: Any) -> pa.Table:
-        """The fragment's first ``num_rows`` live rows."""
-        return self.scanner(limit=num_rows, **kwargs).to_table()
-
-    def take(
-        self,
-        indices: Sequence[int] | npt.ArrayLike,
-        columns: Sequence[str] | None = None,
-        **arrow_options: Any,
-    ) -> pa.Table:
-        """Rows at live-row offsets within this fragment, in the order given."""
-        check_arrow_options(arrow_options)
-        wanted = as_u64(indices, "indices")
-        keep = self._ds.snapshot.fragment_reader(self.fragment).keep_mask()
-        live = np.arange(self.physical_rows, dtype=np.uint64) if keep is None else np.flatnonzero(keep)
-        if wanted.size and int(wanted.max()) >= len(live):
-            bad = int(wanted.max())
-            raise InvalidInputError(f"index {bad} out of range: the fragment has {len(live)} rows")
-        addresses = (np.uint64(self.fragment_id) << np.uint64(32)) | live[wanted].astype(np.uint64)
-        return take_addresses(self._ds.snapshot, addresses, columns)
-
-    create = staticmethod(create_fragment)
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_fragment_of, (self._ds, self.fragment_id))
-
-    def __repr__(self) -> str:
-        return f"LanceFragment(id={self.fragment_id}, physical_rows={self.physical_rows})"
-
-
-def _fragment_of(ds: LanceDataset, fragment_id: int) -> LanceFragment | None:
-    return ds.get_fragment(fragment_id)
 
 
 class _Optimize:
@@ -660,7 +514,7 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
                 target_rows_per_fragment,
                 materialize_deletions=materialize_deletions,
                 materialize_deletions_threshold=materialize_deletions_threshold,
-                checkpoint=checkpoint or (lambda: None),
+                checkpoint=checkpoint,
             ),
         )
         self.adopt(manifest)
@@ -798,14 +652,6 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         """How this dataset names its manifests (V1 or V2)."""
         return self._snapshot.naming
 
-    def fragment_reader(self, fragment: DataFragment) -> FragmentReader:
-        """The reader of one of this version's fragments (physical rows, row ids, deletions)."""
-        return self._snapshot.fragment_reader(fragment)
-
-    def deleted_offsets(self, fragment: DataFragment) -> npt.NDArray[np.uint64]:
-        """Sorted physical offsets of ``fragment``'s deleted rows."""
-        return self._snapshot.deleted_offsets(fragment)
-
     def adopt(self, manifest: Manifest) -> None:
         """Point this handle at ``manifest``, a version an operation just committed."""
         self._snapshot = self._snapshot.at(manifest)
@@ -860,6 +706,7 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         if mode not in ("append", "overwrite", "create"):
             raise InvalidInputError(f"mode must be 'append', 'overwrite' or 'create', got {mode!r}")
         kwargs.setdefault("storage_options", self.storage_options)
+        kwargs.setdefault("session", self.session)
         new = write.write_snapshot(data, self.uri, mode=mode, **kwargs)
         self.adopt(new.manifest)
 

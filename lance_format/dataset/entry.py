@@ -40,6 +40,7 @@ def write_dataset(
     initial_bases: list[Any] | None = None,
     target_bases: list[str] | None = None,
     target_all_bases: bool | None = None,
+    session: Session | None = None,
 ) -> LanceDataset:
     """Write Arrow data as a Lance dataset (create, append to or overwrite one).
 
@@ -87,6 +88,10 @@ def write_dataset(
     target_bases, target_all_bases:
         Write the new data files to these bases (names or paths; in turn), or to all of them;
         the dataset's own ``data/`` otherwise.
+    session:
+        The :class:`~lance_format.dataset.session.Session` to write through (its object stores,
+        encode threads and writer settings) and that serves the returned dataset; a
+        ``LanceDataset`` passed as ``uri`` lends its own; the default session otherwise.
 
     Returns
     -------
@@ -95,6 +100,7 @@ def write_dataset(
     """
     if isinstance(uri, LanceDataset):
         storage_options = storage_options or uri.storage_options
+        session = session or uri.session
         uri = uri.uri
     snapshot = write.write_snapshot(
         data_obj,
@@ -114,6 +120,7 @@ def write_dataset(
         initial_bases=initial_bases,
         target_bases=target_bases,
         target_all_bases=target_all_bases,
+        session=session,
     )
     return LanceDataset.from_snapshot(snapshot)
 

@@ -280,6 +280,17 @@ _ARITH: dict[str, Callable[[Any, Any], pc.Expression]] = {
 _SIGNED = {8: pa.int8(), 16: pa.int16(), 32: pa.int32(), 64: pa.int64()}
 #: Decimal digits that hold every integer of a bit width (DataFusion's integer-to-decimal types).
 _INT_DIGITS = {8: 3, 16: 5, 32: 10, 64: 20}
+
+
+def _int_as_decimal(node: Node, t: pa.DataType, decimal: pa.DataType) -> tuple[int, int]:
+    """(precision, scale) DataFusion gives integer operand ``node`` (type ``t``) next to a
+    ``decimal``: a literal takes the decimal's own, a column the decimal that holds all its values
+    (Int32 -> Decimal(10, 0)). The one copy of the rule, for comparisons and arithmetic."""
+    if isinstance(node, Literal) and pa.types.is_decimal(decimal):
+        return decimal.precision, decimal.scale
+    return _INT_DIGITS[t.bit_width], 0
+
+
 #: Digits DataFusion adds to the dividend's scale for a decimal quotient.
 _DECIMAL_DIV_SCALE = 4
 _UNSIGNED = {8: pa.uint8(), 16: pa.uint16(), 32: pa.uint32(), 64: pa.uint64()}
@@ -493,7 +504,7 @@ class ToArrow(Visitor[pc.Expression]):
             except (pa.ArrowException, ValueError, OverflowError, TypeError):
                 raise InvalidInputError(f"{node.value} does not fit {decimal}") from None
         else:
-            converted = expr.cast(pa.decimal128(_INT_DIGITS[t.bit_width], 0))
+            converted = expr.cast(pa.decimal128(*_int_as_decimal(node, t, decimal)))
         return (left, converted) if decimal_left else (converted, right)
 
     def visit_and(self, node: And) -> pc.Expression:
@@ -623,9 +634,7 @@ class ToArrow(Visitor[pc.Expression]):
         if pa.types.is_decimal(t):
             return t.precision, t.scale
         if pa.types.is_integer(t):
-            if isinstance(node, Literal) and pa.types.is_decimal(other):
-                return other.precision, other.scale
-            return _INT_DIGITS[t.bit_width], 0
+            return _int_as_decimal(node, t, other)
         return None
 
     def visit_negate(self, node: Negate) -> pc.Expression:

@@ -16,6 +16,7 @@ from lance_format.dataset.cache import METADATA_CACHE, ByteLRU
 from lance_format.file import LanceFileReader
 from lance_format.file.decoded import AdmitBudget, read_range_cached, take_cached
 from lance_format.file.reader import assign_columns
+from lance_format.io.cache import ReadPolicy
 from lance_format.io.store import ObjectStore, store_for_uri
 from lance_format.table.deletion import read_deletion_file
 from lance_format.table.model import BasePath, DataFile, DataFragment, ExternalFile
@@ -71,7 +72,9 @@ class ReaderCache:
         with self._lock:
             store = self._stores.get(base.path)
             if store is None:
-                store = self._stores[base.path] = store_for_uri(base.path, self._storage_options)
+                store = self._stores[base.path] = store_for_uri(
+                    base.path, self._storage_options, runtime=self.store.runtime
+                )
         return store, (f"{folder}/{name}" if base.is_dataset_root else name)
 
     def reader(self, f: DataFile, bases: dict[int, BasePath] | None = None) -> LanceFileReader:
@@ -230,18 +233,25 @@ class FragmentReader:
         out = [assemble_column(self.schema.field_by_name(c), sources.get(c, []), n) for c in columns]
         return pa.Table.from_arrays(out, schema=pa.schema([arrow.field(c) for c in columns]))
 
-    def read_range(self, columns: Sequence[str], start: int, stop: int) -> pa.Table:
-        """Physical rows ``[start, stop)``."""
+    def read_range(
+        self, columns: Sequence[str], start: int, stop: int, policy: ReadPolicy = ReadPolicy.CACHED
+    ) -> pa.Table:
+        """Physical rows ``[start, stop)`` (``policy``: the caches the read may use; scans pass
+        :attr:`ReadPolicy.SCAN`)."""
         parts = []
         for part in self._plan(columns):
             if part[0] is None:
                 continue
-            t = read_range_cached(part[0], start, stop, self.cache.decoded)
+            t = read_range_cached(part[0], start, stop, self.cache.decoded, policy)
             parts.append((part, t.columns))
         return self._assemble(columns, parts, stop - start)
 
     def take(
-        self, columns: Sequence[str], offsets: npt.NDArray[np.int64], budget: AdmitBudget | None = None
+        self,
+        columns: Sequence[str],
+        offsets: npt.NDArray[np.int64],
+        budget: AdmitBudget | None = None,
+        policy: ReadPolicy = ReadPolicy.CACHED,
     ) -> pa.Table:
         """Physical rows at ``offsets`` (sorted unique is cheapest; any order works).
 
@@ -252,6 +262,6 @@ class FragmentReader:
         for part in self._plan(columns):
             if part[0] is None:
                 continue
-            t = take_cached(part[0], offsets, budget, self.cache.decoded)
+            t = take_cached(part[0], offsets, budget, self.cache.decoded, policy)
             parts.append((part, t.columns))
         return self._assemble(columns, parts, len(offsets))

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lance_format.core.errors import InvalidInputError
+from lance_format.io.runtime import IORuntime
 from lance_format.io.store import ObjectStore, store_for_uri
 from lance_format.table.commit import commit_transaction
 from lance_format.table.model import BasePath, Manifest, Transaction, UpdateBases
@@ -90,9 +91,11 @@ def resolve_targets(
     target_bases: Sequence[str] | None,
     target_all_bases: bool | None,
     storage_options: dict[str, str] | None,
+    runtime: IORuntime | None = None,
 ) -> list[WriteTarget] | None:
     """Where new files go: the bases named (by name or path) in ``target_bases``, or all of them;
-    ``None`` for the dataset's own ``data/``."""
+    ``None`` for the dataset's own ``data/``. Their stores use ``runtime`` (the dataset store's:
+    its session's gate, pools and writer settings)."""
     if target_all_bases:
         if target_bases:
             raise InvalidInputError("pass either target_bases or target_all_bases, not both")
@@ -111,7 +114,11 @@ def resolve_targets(
     else:
         return None
     return [
-        WriteTarget(store_for_uri(b.path, storage_options), "data/" if b.is_dataset_root else "", b.id)
+        WriteTarget(
+            store_for_uri(b.path, storage_options, runtime=runtime),
+            "data/" if b.is_dataset_root else "",
+            b.id,
+        )
         for b in chosen
     ]
 

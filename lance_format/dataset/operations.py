@@ -675,7 +675,7 @@ def write_fragments(
     if initial_bases and not overwrite:
         raise InvalidInputError("initial_bases is only for a new dataset or mode='overwrite'")
     bases = new_bases(initial_bases) if initial_bases else (base.base_paths if base else ())
-    targets = resolve_targets(bases, target_bases, target_all_bases, storage_options)
+    targets = resolve_targets(bases, target_bases, target_all_bases, storage_options, store.runtime)
     if base is not None and not overwrite and data_storage_version is None:
         data_storage_version = base.data_format.version
     reader = to_reader(data, schema)

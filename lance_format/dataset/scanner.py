@@ -16,14 +16,14 @@ from lance_format.dataset.expr import Predicate
 from lance_format.dataset.filters import Filter, evaluate, parse_filter, parse_value
 from lance_format.dataset.fragment import FragmentReader
 from lance_format.dataset.scan_options import ScanOptions, sort_table, strict_batches
-from lance_format.dataset.session import dataset_pool
+from lance_format.io.cache import ReadPolicy
 from lance_format.io.scheduler import ReadAhead
 
 if TYPE_CHECKING:
     from lance_format.dataset.snapshot import SnapshotSource
     from lance_format.table.model import DataFragment
 
-__all__ = ["DEFAULT_BATCH_SIZE", "LanceScanner", "dataset_pool", "row_id_columns"]
+__all__ = ["DEFAULT_BATCH_SIZE", "LanceScanner", "row_id_columns"]
 
 #: pylance's scan batch size on local disk.
 DEFAULT_BATCH_SIZE = 8192
@@ -260,7 +260,11 @@ class LanceScanner:
         """One chunk: decoded, deleted rows dropped, row ids added, filtered, projected."""
         offsets = np.arange(start, stop, dtype=np.int64)
         # With nothing to decode, a placeholder column carries the row count.
-        table = reader.read_range(self._read, start, stop) if self._read else pa.table({"__n": offsets})
+        # Scans read each byte once: they leave the page cache to the random takes it exists for.
+        if self._read:
+            table = reader.read_range(self._read, start, stop, ReadPolicy.SCAN)
+        else:
+            table = pa.table({"__n": offsets})
         keep = reader.keep_mask()
         dead: npt.NDArray[np.bool_] | None = None
         if keep is not None and self._options.include_deleted_rows:

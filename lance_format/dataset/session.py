@@ -1,19 +1,24 @@
 """``Session``: the runtime a set of datasets shares (caches, pools, I/O gate, object stores, config).
 
 As in Lance's Rust crate (and pylance's ``lance.Session``), a session is passed to
-:func:`lance_format.dataset` (``session=``); datasets opened with it share its caches and its
-object-store registry. Calls without one use :meth:`Session.default`, which owns the process-wide
-caches, so pylance-style code needs no session at all. The Flight server builds its session from
-its settings (:meth:`Session.for_process`) and opens every dataset with it.
+:func:`lance_format.dataset` / :func:`lance_format.write_dataset` (``session=``); datasets opened
+with it read and write through what it owns:
 
-What a session owns and what the process shares:
+* the engine config (:class:`~lance_format.core.config.EngineConfig`, one ``LANCE_FORMAT_*`` table);
+* the metadata cache (manifests, footers, deletion vectors, row-id indexes, index metadata), the
+  decoded-block cache and the page cache of raw bytes;
+* the I/O scheduler (the gate bounding object-store requests in flight, and its workers), the
+  threads decoding columns and the dataset layer's threads (scan read-ahead, per-fragment takes),
+  bundled below the dataset layer as an :class:`~lance_format.io.runtime.IORuntime`;
+* the object-store registry (one store per root and storage options, each bound to the session's
+  I/O runtime).
 
-* per session: the engine config (:class:`~lance_format.core.config.EngineConfig`), the metadata
-  cache (manifests, footers, deletion vectors, row-id indexes, index metadata), the decoded-block
-  cache, and the object-store registry (one store per root and storage options);
-* per process, exposed here: the page cache, the I/O gate (requests in flight) and the decode and
-  dataset thread pools. They bound the process's memory, connections and threads, which two
-  sessions in one process must not each claim in full. :meth:`for_process` sizes them.
+Two sessions share none of these, so one can be sized differently from another in the same
+process. Calls without a session use :meth:`Session.default`, which owns the process-wide objects
+(``lance_format.io.cache.PAGE_CACHE`` and the others that module-level helpers such as
+``cache_stats()`` report): pylance-style code needs no session at all. A server builds its session
+with :meth:`Session.for_process`, which sizes those process-wide objects from its config, and passes
+it explicitly to every dataset it opens.
 """
 
 from __future__ import annotations
@@ -25,23 +30,18 @@ from typing import Any, ClassVar
 
 from lance_format.core.concurrency import LazyPool
 from lance_format.core.config import EngineConfig, env_setting, resolve_config
-from lance_format.encodings.base import decode_pool
-from lance_format.io.cache import DECODED_CACHE, METADATA_CACHE, PAGE_CACHE, ByteCache, CacheCounters
-from lance_format.io.scheduler import MAX_PARALLEL_REQUESTS
+from lance_format.io.cache import DECODED_CACHE, METADATA_CACHE, ByteCache, CacheCounters, forget_dataset
+from lance_format.io.runtime import IORuntime, default_runtime
 from lance_format.io.store import ObjectStore, store_for_uri
 
-__all__ = ["DATASET_THREADS", "Session", "dataset_pool"]
+__all__ = ["DATASET_THREADS", "Session"]
 
 #: Worker threads of the dataset layer (scan read-ahead, parallel per-fragment takes). Separate from
 #: the I/O layer's pool, whose fetches these tasks wait on. Setting ``dataset_threads``.
 DATASET_THREADS = env_setting("dataset_threads")
 
+# The default session's dataset-layer pool (never used by the I/O layer, so waiting on it is safe).
 _dataset_pool = LazyPool(DATASET_THREADS, "lance-dataset")
-
-
-def dataset_pool() -> ThreadPoolExecutor:
-    """The dataset layer's worker pool (never used by the I/O layer, so waiting on it is safe)."""
-    return _dataset_pool()
 
 
 class Session:
@@ -69,13 +69,31 @@ class Session:
         self, config: EngineConfig | Mapping[str, Any] | None = None, **settings: int | None
     ) -> None:
         resolved = resolve_config(settings, config)
-        metadata = ByteCache(resolved.metadata_cache_bytes, "metadata")
-        self._init(resolved, metadata, ByteCache(resolved.decoded_cache_bytes, "decoded"), registry=True)
+        self._init(
+            resolved,
+            ByteCache(resolved.metadata_cache_bytes, "metadata"),
+            ByteCache(resolved.decoded_cache_bytes, "decoded"),
+            IORuntime.build(resolved),
+            LazyPool(resolved.dataset_threads, "lance-dataset"),
+            registry=True,
+        )
 
-    def _init(self, config: EngineConfig, metadata: ByteCache, decoded: ByteCache, *, registry: bool) -> None:
+    def _init(
+        self,
+        config: EngineConfig,
+        metadata: ByteCache,
+        decoded: ByteCache,
+        runtime: IORuntime,
+        datasets: LazyPool,
+        *,
+        registry: bool,
+    ) -> None:
         self.config = config
         self.metadata_cache = metadata
         self.decoded_cache = decoded
+        #: Scheduler, page cache and decode threads: what the stores this session opens carry.
+        self.runtime = runtime
+        self._datasets = datasets
         # The default session opens a store per dataset, as plain calls always did (credentials
         # set in the environment later still apply); explicit sessions keep one per root.
         self._registry = registry
@@ -85,12 +103,14 @@ class Session:
     @classmethod
     def _shared(cls, config: EngineConfig, *, registry: bool) -> Session:
         session = cls.__new__(cls)
-        session._init(config, METADATA_CACHE, DECODED_CACHE, registry=registry)
+        shared = (METADATA_CACHE, DECODED_CACHE, default_runtime(), _dataset_pool)
+        session._init(config, *shared, registry=registry)
         return session
 
     @classmethod
     def default(cls) -> Session:
-        """The process's default session: the process-wide caches, configured by the environment.
+        """The process's default session: the process-wide caches, pools and I/O gate, configured
+        by the environment.
 
         Datasets opened without ``session=`` use it.
         """
@@ -104,12 +124,19 @@ class Session:
         cls, config: EngineConfig | Mapping[str, Any] | None = None, **settings: int | None
     ) -> Session:
         """Make the default session one built from ``config`` and ``settings`` (precedence as in
-        :class:`Session`), resizing the process-wide caches to match; a server calls this once.
+        :class:`Session`), resizing the process-wide caches, I/O gate and thread pools to match;
+        a server calls this once and passes the result to what it opens.
         """
         resolved = resolve_config(settings, config)
         METADATA_CACHE.resize(resolved.metadata_cache_bytes)
-        PAGE_CACHE.resize(resolved.page_cache_bytes)
         DECODED_CACHE.resize(resolved.decoded_cache_bytes)
+        runtime = default_runtime()
+        runtime.page_cache.resize(resolved.page_cache_bytes)
+        runtime.scheduler.resize(resolved.io_parallelism)
+        runtime.decode_pool.resize(resolved.decode_threads)
+        runtime.encode_pool.resize(resolved.encode_threads)
+        runtime.config = resolved  # what writers of the process's stores read
+        _dataset_pool.resize(resolved.dataset_threads)
         session = cls._shared(resolved, registry=True)
         with cls._default_lock:
             cls._default = session
@@ -130,39 +157,58 @@ class Session:
         with cls._default_lock:
             cls._default = None
 
-    # -- what the process shares -------------------------------------------------------------------
+    # -- what the session owns ---------------------------------------------------------------------
     @property
     def page_cache(self) -> ByteCache:
-        """Raw pages of random reads (process-wide)."""
-        return PAGE_CACHE
+        """Raw pages of random reads."""
+        return self.runtime.page_cache
 
     @property
     def io_parallelism(self) -> int:
-        """Object-store requests the process keeps in flight (the I/O gate's permits)."""
-        return MAX_PARALLEL_REQUESTS
+        """Object-store requests this session keeps in flight (its I/O gate's permits)."""
+        return self.runtime.scheduler.parallelism
 
     def decode_pool(self) -> ThreadPoolExecutor:
-        """Threads decoding the columns of large reads (process-wide)."""
-        return decode_pool()
+        """Threads decoding the columns of large reads."""
+        return self.runtime.decode_pool()
 
     def dataset_pool(self) -> ThreadPoolExecutor:
-        """Threads of scan read-ahead and per-fragment takes (process-wide)."""
-        return dataset_pool()
+        """Threads of scan read-ahead and per-fragment takes."""
+        return self._datasets()
+
+    def close(self) -> None:
+        """Let this session's threads go (they come back if it is used again). The default
+        session's are the process's and stay."""
+        if self._datasets is not _dataset_pool:
+            self._datasets.shutdown()
+        if self.runtime is not default_runtime():
+            self.runtime.decode_pool.shutdown()
+            self.runtime.encode_pool.shutdown()
 
     # -- the object-store registry -----------------------------------------------------------------
     def store_for(self, uri: str, storage_options: Mapping[str, str] | None = None) -> ObjectStore:
         """The object store of ``uri`` with ``storage_options`` (one per root and options, reused:
         its connections, credentials and listings are shared by every dataset under it)."""
+        options = dict(storage_options) if storage_options else None
         if not self._registry:
-            return store_for_uri(uri, dict(storage_options) if storage_options else None)
+            return store_for_uri(uri, options, runtime=self.runtime)
         key = (uri, tuple(sorted((str(k), str(v)) for k, v in (storage_options or {}).items())))
         with self._lock:
             store = self._stores.get(key)
         if store is None:
-            store = store_for_uri(uri, dict(storage_options) if storage_options else None)
+            store = store_for_uri(uri, options, runtime=self.runtime)
             with self._lock:
                 store = self._stores.setdefault(key, store)
         return store
+
+    def forget(self, uri: str) -> None:
+        """Drop every cached entry of the dataset (or root) at ``uri`` from this session's caches,
+        and its open local files (:func:`lance_format.io.forget_dataset`): a dataset deleted and
+        created again under the same name starts at version 1, whose manifest must not be an old one.
+        """
+        forget_dataset(uri)
+        for cache in (self.metadata_cache, self.page_cache, self.decoded_cache):
+            cache.invalidate(uri)
 
     def cache_stats(self) -> dict[str, CacheCounters]:
         """Counters of the caches this session reads through."""
@@ -175,5 +221,7 @@ class Session:
     def __repr__(self) -> str:
         return (
             f"Session(metadata_cache_bytes={self.metadata_cache.capacity}, "
-            f"decoded_cache_bytes={self.decoded_cache.capacity}, stores={len(self._stores)})"
+            f"decoded_cache_bytes={self.decoded_cache.capacity}, "
+            f"page_cache_bytes={self.page_cache.capacity}, io_parallelism={self.io_parallelism}, "
+            f"stores={len(self._stores)})"
         )

@@ -19,6 +19,7 @@ from lance_format.core.errors import (
 )
 from lance_format.core.types import LanceSchema, check_column_names, fields_from_arrow
 from lance_format.dataset.multibase import WriteTarget, new_bases, resolve_targets
+from lance_format.dataset.session import Session
 from lance_format.dataset.snapshot import Snapshot, reader_cache
 from lance_format.file import LanceFileVersion, LanceFileWriter
 from lance_format.file.reader import assign_columns
@@ -291,6 +292,7 @@ def write_snapshot(
     initial_bases: list[Any] | None = None,
     target_bases: list[str] | None = None,
     target_all_bases: bool | None = None,
+    session: Session | None = None,
 ) -> Snapshot:
     """Write Arrow data as a Lance dataset version; the snapshot of the version written.
 
@@ -308,7 +310,8 @@ def write_snapshot(
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise InvalidInputError(f"{name} must be a positive integer, got {value!r}")
     uri = os.fspath(uri)
-    store = store_for_uri(uri, storage_options)
+    # The session's store: its writers take the session's settings and threads.
+    store = (session or Session.default()).store_for(uri, storage_options)
     base: Manifest | None
     naming: ManifestNaming | None
     try:
@@ -321,7 +324,7 @@ def write_snapshot(
     if initial_bases and not creating:
         raise InvalidInputError("initial_bases is only for mode='create' or 'overwrite'")
     bases = new_bases(initial_bases) if initial_bases else (base.base_paths if base else ())
-    targets = resolve_targets(bases, target_bases, target_all_bases, storage_options)
+    targets = resolve_targets(bases, target_bases, target_all_bases, storage_options, store.runtime)
     reader = to_reader(data_obj, schema)
     if base is not None and mode == "append":
         target = _check_schema(reader.schema, base)
@@ -361,8 +364,8 @@ def write_snapshot(
         create_only=mode == "create",
     )
     manifest = commit_transaction(store, txn, base, naming, options)
-    cache = reader_cache(store, storage_options)
-    return Snapshot(uri, store, manifest, naming or options.naming, cache, storage_options)
+    cache = reader_cache(store, storage_options, session)
+    return Snapshot(uri, store, manifest, naming or options.naming, cache, storage_options, session)
 
 
 def stage_fragments(

@@ -21,7 +21,6 @@ from __future__ import annotations
 import bisect
 import threading
 from collections.abc import Callable, Generator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -30,6 +29,7 @@ import numpy.typing as npt
 
 from lance_format.core.concurrency import LazyPool
 from lance_format.core.config import env_setting
+from lance_format.io.runtime import default_runtime
 
 __all__ = [
     "ColumnInfo",
@@ -64,16 +64,12 @@ DECODE_THREADS = env_setting("decode_threads")
 # decoder to a thread costs ~20-50 us, which only bulk decoding (scans, big ranges) repays.
 PARALLEL_DECODE_MIN_BYTES = 4 * 1024 * 1024
 
-_decode_pool = LazyPool(DECODE_THREADS, "lance-decode")
+# The process's (the default session's) field decoders; a session's own are in its IORuntime.
+_decode_pool = default_runtime().decode_pool
 # A second pool for the pages of one column: field decoders running on the first pool wait on it,
 # and it never waits on either pool, so the two levels cannot deadlock.
 _page_pool = LazyPool(DECODE_THREADS, "lance-decode-page")
 _IN_PAGE_POOL = threading.local()
-
-
-def decode_pool() -> ThreadPoolExecutor:
-    """The process's pool of field decoders (:data:`DECODE_THREADS` threads, made on first use)."""
-    return _decode_pool()
 
 
 Range = tuple[int, int]
@@ -358,6 +354,8 @@ def drive(
     gens: list[IOGen[T]],
     read: Callable[[list[Range]], list[memoryview]],
     parallel_min_bytes: int | None = None,
+    *,
+    pool: LazyPool | None = None,
 ) -> list[T]:
     """Run decoders to completion, batching each round's ranges into one ``read`` call.
 
@@ -371,12 +369,15 @@ def drive(
         A round that fetched at least this many bytes for several decoders resumes them on
         threads (numpy and Arrow release the GIL in their bulk work); default
         :data:`PARALLEL_DECODE_MIN_BYTES`. Small rounds (takes) stay on the caller's thread.
+    pool:
+        The threads to decode on (a session's); the process's (the default runtime's) by default.
     """
     threshold = PARALLEL_DECODE_MIN_BYTES if parallel_min_bytes is None else parallel_min_bytes
 
     def resume(todo: list[IOGen[T]], chunks: list[list[memoryview]], nbytes: int) -> list[tuple[bool, Any]]:
-        if len(todo) > 1 and DECODE_THREADS > 1 and nbytes >= threshold:
-            return list(_decode_pool().map(_step, todo, chunks))
+        fields = _decode_pool if pool is None else pool
+        if len(todo) > 1 and fields.workers > 1 and nbytes >= threshold:
+            return list(fields().map(_step, todo, chunks))
         return [_step(g, c) for g, c in zip(todo, chunks, strict=True)]
 
     runner = _lockstep(gens, resume)

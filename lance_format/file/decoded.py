@@ -15,8 +15,8 @@ so a random workload larger than the cache does not thrash it.
 
 Scans read cached blocks when every block of their range is there, and add the blocks they decode
 only while the cache has room without evicting (a scan must not push out the hot set of the
-takes; a dataset that fits is then scanned again from memory). Reads under
-:func:`~lance_format.io.scheduler.bypass_page_cache` neither use nor fill it. The cache is off
+takes; a dataset that fits is then scanned again from memory). Reads whose
+:class:`~lance_format.io.cache.ReadPolicy` says so (``COLD``) neither use nor fill it. The cache is off
 in-process (capacity 0) unless configured; the server turns it on (``cache.decodedBytes``).
 """
 
@@ -32,8 +32,7 @@ import pyarrow as pa
 from cachetools import LRUCache
 
 from lance_format.core.types import LanceField
-from lance_format.io.cache import DECODED_CACHE, ByteCache
-from lance_format.io.scheduler import in_cold_read
+from lance_format.io.cache import DECODED_CACHE, ByteCache, ReadPolicy
 
 if TYPE_CHECKING:
     from lance_format.file.reader import LanceFileReader
@@ -101,10 +100,10 @@ def _array_bytes(arr: pa.Array) -> int:
     return int(arr.get_total_buffer_size())
 
 
-def _decode_block(reader: LanceFileReader, field: LanceField, block: int) -> pa.Array:
+def _decode_block(reader: LanceFileReader, field: LanceField, block: int, policy: ReadPolicy) -> pa.Array:
     start = block * DECODED_BLOCK_ROWS
     rows = min(DECODED_BLOCK_ROWS, reader.num_rows() - start)
-    return reader.view([field]).read_range(start, rows).to_table().column(0).combine_chunks()
+    return reader.view([field]).read_range(start, rows, policy=policy).to_table().column(0).combine_chunks()
 
 
 def _admit(cache: ByteCache, keys: list[_Key], budget: AdmitBudget) -> list[_Key]:
@@ -129,6 +128,7 @@ def take_cached(
     offsets: npt.NDArray[np.int64],
     budget: AdmitBudget | None = None,
     cache: ByteCache | None = None,
+    policy: ReadPolicy = ReadPolicy.CACHED,
 ) -> pa.Table:
     """Rows at ``offsets`` (physical, sorted unique is cheapest) of ``reader``'s projection.
 
@@ -146,14 +146,16 @@ def take_cached(
         logical take. A fresh :class:`AdmitBudget` when omitted.
     cache:
         The decoded-block cache; :data:`~lance_format.io.cache.DECODED_CACHE` by default.
+    policy:
+        The caches this read may use (:attr:`ReadPolicy.COLD`: neither this one nor the pages).
     """
     cache = DECODED_CACHE if cache is None else cache
-    if not cache.enabled or not len(offsets) or in_cold_read():
-        return reader.take_rows(offsets).to_table()
+    if not cache.enabled or not len(offsets) or not policy.decoded_cache:
+        return reader.take_rows(offsets, policy=policy).to_table()
     blocks = offsets // DECODED_BLOCK_ROWS
     if len(blocks) > 1 and not bool((offsets[1:] >= offsets[:-1]).all()):
         order = np.argsort(offsets, kind="stable")
-        result = take_cached(reader, offsets[order], budget, cache)
+        result = take_cached(reader, offsets[order], budget, cache, policy)
         inverse = np.empty_like(order)
         inverse[order] = np.arange(len(order))
         return result.take(pa.array(inverse))
@@ -174,7 +176,7 @@ def take_cached(
         if missing:
             admit = _admit(cache, missing, budget)
             block_of = dict(zip(keys, block_list, strict=True))
-            fresh = {k: _decode_block(reader, field, block_of[k]) for k in admit}
+            fresh = {k: _decode_block(reader, field, block_of[k], policy) for k in admit}
             for k, arr in fresh.items():
                 cache.put(k, arr, _array_bytes(arr))
             found = [v if v is not None else fresh.get(k) for k, v in zip(keys, found, strict=True)]
@@ -187,11 +189,15 @@ def take_cached(
             local = offsets[bounds[i] : bounds[i + 1]] - b * DECODED_BLOCK_ROWS
             parts.append(arr.take(pa.array(local)))
         arrays.append(parts[0] if len(parts) == 1 else pa.concat_arrays(parts))
-    return _merge(reader, fields, arrays, lambda view: view.take_rows(offsets).to_table())
+    return _merge(reader, fields, arrays, lambda view: view.take_rows(offsets, policy=policy).to_table())
 
 
 def read_range_cached(
-    reader: LanceFileReader, start: int, stop: int, cache: ByteCache | None = None
+    reader: LanceFileReader,
+    start: int,
+    stop: int,
+    cache: ByteCache | None = None,
+    policy: ReadPolicy = ReadPolicy.CACHED,
 ) -> pa.Table:
     """Rows ``[start, stop)`` of ``reader``'s projection, from cached blocks where all are there.
 
@@ -200,8 +206,8 @@ def read_range_cached(
     ``reader.read_range(start, stop - start).to_table()``.
     """
     cache = DECODED_CACHE if cache is None else cache
-    if not cache.enabled or stop <= start or in_cold_read():
-        return reader.read_range(start, stop - start).to_table()
+    if not cache.enabled or stop <= start or not policy.decoded_cache:
+        return reader.read_range(start, stop - start, policy=policy).to_table()
     first, last = start // DECODED_BLOCK_ROWS, (stop - 1) // DECODED_BLOCK_ROWS
     block_list = list(range(first, last + 1))
     fields = reader.projection
@@ -219,7 +225,9 @@ def read_range_cached(
             hi = min(stop - b * DECODED_BLOCK_ROWS, len(arr))
             parts.append(arr.slice(lo, hi - lo))
         arrays.append(parts[0] if len(parts) == 1 else pa.chunked_array(parts))
-    table = _merge(reader, fields, arrays, lambda view: view.read_range(start, stop - start).to_table())
+    table = _merge(
+        reader, fields, arrays, lambda view: view.read_range(start, stop - start, policy=policy).to_table()
+    )
     # Whole blocks only: the range starts on a block and ends on one (or at the end of the file).
     if start % DECODED_BLOCK_ROWS == 0 and (stop % DECODED_BLOCK_ROWS == 0 or stop == reader.num_rows()):
         for i, (field, arr) in enumerate(zip(fields, arrays, strict=True)):

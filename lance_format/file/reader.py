@@ -26,6 +26,7 @@ from lance_format.encodings.base import (
 )
 from lance_format.file import _serde
 from lance_format.file.format import FOOTER_LEN, Footer, LanceFileVersion, parse_footer, parse_offset_table
+from lance_format.io.cache import ReadPolicy
 from lance_format.io.reader import IOStats, RangeReader
 from lance_format.io.store import ObjectStore, split_uri, store_for_uri
 
@@ -107,15 +108,18 @@ class ReaderResults:
         runs: RowRuns,
         batch_size: int,
         order: npt.NDArray[np.int64] | None = None,
+        policy: ReadPolicy = ReadPolicy.CACHED,
     ) -> None:
         self._reader = reader
         self._runs = runs
         self._batch_size = batch_size
         self._order = order
+        self._policy = policy
 
     def to_table(self) -> pa.Table:
         """All selected rows as one table."""
-        table = pa.Table.from_batches([self._reader._read_runs(self._runs)], self._reader.schema)
+        batch = self._reader._read_runs(self._runs, self._policy)
+        table = pa.Table.from_batches([batch], self._reader.schema)
         if self._order is not None:
             table = table.take(pa.array(self._order))
         return table
@@ -132,7 +136,7 @@ class ReaderResults:
         while done < total:
             stop = min(done + STREAM_CHUNK_ROWS, total)
             chunk = _slice_runs(runs, ends, done, stop)
-            batch = self._reader._read_runs(chunk)
+            batch = self._reader._read_runs(chunk, self._policy)
             for off in range(0, batch.num_rows, self._batch_size):
                 yield batch.slice(off, self._batch_size)
             done = stop
@@ -226,7 +230,8 @@ class LanceFileReader:
             raise CorruptFileError(path, "file descriptor is not before the column metadata")
         if meta_start < tail_start:
             # The metadata did not fit the first read: one more request for the missing prefix.
-            head = self._io.read([(meta_start, tail_start - meta_start)])[0]
+            # Metadata bytes are parsed once (and the reader cached): not for the page cache.
+            head = self._io.read([(meta_start, tail_start - meta_start)], ReadPolicy.SCAN)[0]
             tail = memoryview(bytes(head) + bytes(tail))
             tail_start = meta_start
         cmo = parse_offset_table(
@@ -393,23 +398,36 @@ class LanceFileReader:
     def version(self) -> LanceFileVersion:
         return self._meta.version
 
-    def read_all(self, *, batch_size: int = DEFAULT_BATCH_SIZE) -> ReaderResults:
-        """Every row."""
-        return ReaderResults(self, runs_for_range(0, self._meta.num_rows), _check_batch(batch_size))
+    def read_all(
+        self, *, batch_size: int = DEFAULT_BATCH_SIZE, policy: ReadPolicy = ReadPolicy.CACHED
+    ) -> ReaderResults:
+        """Every row (``policy``: the caches the read may use, see :class:`ReadPolicy`)."""
+        runs = runs_for_range(0, self._meta.num_rows)
+        return ReaderResults(self, runs, _check_batch(batch_size), policy=policy)
 
-    def read_range(self, start: int, num_rows: int, *, batch_size: int = DEFAULT_BATCH_SIZE) -> ReaderResults:
+    def read_range(
+        self,
+        start: int,
+        num_rows: int,
+        *,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        policy: ReadPolicy = ReadPolicy.CACHED,
+    ) -> ReaderResults:
         """Rows ``[start, start + num_rows)``."""
         n = self._meta.num_rows
         if not (isinstance(start, int | np.integer) and isinstance(num_rows, int | np.integer)):
             raise InvalidInputError("start and num_rows must be integers")
         if start < 0 or num_rows < 0 or start + num_rows > n:
             raise InvalidInputError(f"{self.path}: range [{start}, {start + num_rows}) is outside 0..{n}")
-        return ReaderResults(
-            self, runs_for_range(int(start), int(start + num_rows)), _check_batch(batch_size)
-        )
+        runs = runs_for_range(int(start), int(start + num_rows))
+        return ReaderResults(self, runs, _check_batch(batch_size), policy=policy)
 
     def take_rows(
-        self, indices: Sequence[int] | npt.ArrayLike, *, batch_size: int = DEFAULT_BATCH_SIZE
+        self,
+        indices: Sequence[int] | npt.ArrayLike,
+        *,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        policy: ReadPolicy = ReadPolicy.CACHED,
     ) -> ReaderResults:
         """Rows at ``indices``, in the order given; repeats allowed."""
         idx = _as_indices(indices)
@@ -418,11 +436,10 @@ class LanceFileReader:
             bad = int(idx[(idx < 0) | (idx >= n)][0])
             raise InvalidInputError(f"{self.path}: row index {bad} is out of range for {n} rows")
         if len(idx) <= 1 or bool((idx[1:] > idx[:-1]).all()):
-            return ReaderResults(self, runs_from_sorted_indices(idx), _check_batch(batch_size))
+            return ReaderResults(self, runs_from_sorted_indices(idx), _check_batch(batch_size), policy=policy)
         uniq, inverse = np.unique(idx, return_inverse=True)
-        return ReaderResults(
-            self, runs_from_sorted_indices(uniq), _check_batch(batch_size), order=inverse.astype(np.int64)
-        )
+        order = inverse.astype(np.int64)
+        return ReaderResults(self, runs_from_sorted_indices(uniq), _check_batch(batch_size), order, policy)
 
     @property
     def projection(self) -> list[LanceField]:
@@ -454,10 +471,15 @@ class LanceFileReader:
         return view
 
     # -- decoding ------------------------------------------------------------------------------
-    def _read_runs(self, runs: RowRuns) -> pa.RecordBatch:
+    def _read_runs(self, runs: RowRuns, policy: ReadPolicy = ReadPolicy.CACHED) -> pa.RecordBatch:
         gens = [decode_field(self.version, self._ctx, f, self._columns_of, runs) for f in self._projection]
+        io = self._io
+
+        def read(ranges: list[tuple[int, int]]) -> list[memoryview]:
+            return io.read(ranges, policy)
+
         try:
-            arrays = drive(gens, self._io.read)
+            arrays = drive(gens, read, pool=io.store.runtime.decode_pool)
         except LanceError:
             raise
         except (

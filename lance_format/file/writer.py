@@ -11,8 +11,6 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_format.core.concurrency import LazyPool
-from lance_format.core.config import env_setting
 from lance_format.core.errors import InvalidInputError, LanceError, SchemaMismatchError
 from lance_format.core.types import LanceField, LanceSchema, empty_array, fields_from_arrow, json_to_storage
 from lance_format.encodings.base import EncodedPage
@@ -27,17 +25,16 @@ __all__ = ["EncodedPage", "LanceFileWriter"]
 
 # Bytes buffered per top-level column before a page is encoded. pylance's default (8 MiB per column)
 # gives pages large enough that per-page overhead vanishes in scans. Override per writer
-# (`data_cache_bytes`, split across columns) or with LANCE_FILE_WRITER_DATA_CACHE_BYTES.
+# (`data_cache_bytes`, split across columns) or with setting ``file_writer_data_cache_bytes``.
 DEFAULT_PAGE_BUFFER_BYTES = 8 * 1024 * 1024
 
 # Upper bound on one page's bytes (pylance's MAX_PAGE_BYTES for 2.0): keeps any single read and
 # decode bounded. Override with `max_page_bytes` or setting ``file_writer_max_page_bytes``.
 DEFAULT_MAX_PAGE_BYTES = 32 * 1024 * 1024
 
-# Threads that encode pages of a file's columns side by side (2.1+ files): setting
-# ``encode_threads`` (LANCE_FORMAT_ENCODE_THREADS; see lance_format.core.config for why its default),
-# or per writer (`encode_threads`, 1 = encode on the calling thread).
-_encode_pool = LazyPool(env_setting("encode_threads"), "lance-encode")
+# Threads that encode pages of a file's columns side by side (2.1+ files) are the session's
+# (IORuntime.encode_pool, setting ``encode_threads``; see lance_format.core.config for why its
+# default), or per writer (`encode_threads`, 1 = encode on the calling thread).
 
 
 @dataclass
@@ -108,9 +105,12 @@ class LanceFileWriter:
         self._store = store
         self._key = key
         self.version = LanceFileVersion.parse(version)
-        self._cache_bytes = data_cache_bytes or env_setting("file_writer_data_cache_bytes") or None
-        self._max_page = max_page_bytes or env_setting("file_writer_max_page_bytes")
-        self._threads = encode_threads or env_setting("encode_threads")
+        # Settings not given come from the session that opened the store (the process's otherwise).
+        config = store.runtime.config
+        self._cache_bytes = data_cache_bytes or config.file_writer_data_cache_bytes or None
+        self._max_page = max_page_bytes or config.file_writer_max_page_bytes
+        self._threads = encode_threads or config.encode_threads
+        self._encode_pool = store.runtime.encode_pool
         # Pages being encoded on the pool, added to the file in submission order (so the bytes are
         # the same whatever the threads).
         self._inflight: deque[Future[list[EncodedPage]]] = deque()
@@ -203,7 +203,7 @@ class LanceFileWriter:
                 self._next_row[i] += len(piece)
                 if self._threads > 1 and not has_blobs(top):
                     # Blob fields write their bytes to the file while encoding: those stay inline.
-                    fut = _encode_pool().submit(encode_field, top, piece, self._columns_of, first, large)
+                    fut = self._encode_pool().submit(encode_field, top, piece, self._columns_of, first, large)
                     self._inflight.append(fut)
                     self._drain(self._threads)
                     continue

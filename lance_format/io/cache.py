@@ -19,42 +19,26 @@ import os
 import threading
 from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from cachetools import LRUCache
 
-from lance_format.core.concurrency import env_positive_int
 from lance_format.core.config import env_setting
 from lance_format.core.errors import InvalidInputError
 from lance_format.io.descriptors import DESCRIPTORS
 
 __all__ = [
     "DECODED_CACHE",
-    "DEFAULT_DECODED_CACHE_BYTES",
-    "DEFAULT_METADATA_CACHE_BYTES",
-    "DEFAULT_PAGE_CACHE_BYTES",
     "METADATA_CACHE",
     "PAGE_CACHE",
     "ByteCache",
     "CacheCounters",
     "CacheStats",
+    "ReadPolicy",
     "cache_stats",
     "configure_caches",
     "forget_dataset",
 ]
-
-#: Metadata cache capacity. pylance's index/metadata caches default to ~1 GiB; metadata of a dataset
-#: with thousands of files is a few MiB, so 256 MiB holds hundreds of datasets with room to spare
-#: and matches the server's default (LANCE_FLIGHT_METADATA_CACHE_BYTES).
-DEFAULT_METADATA_CACHE_BYTES = 256 * 1024 * 1024
-#: Page cache capacity in-process: off. The OS already caches local files; the server turns it on.
-DEFAULT_PAGE_CACHE_BYTES = 0
-#: Decoded-block cache capacity in-process: off. Decoded data is several times its encoded size
-#: and a short-lived process rarely repeats a take; the server turns it on (cache.decodedBytes).
-DEFAULT_DECODED_CACHE_BYTES = 0
-METADATA_ENV = "LANCE_FORMAT_METADATA_CACHE_BYTES"
-PAGE_ENV = "LANCE_FORMAT_PAGE_CACHE_BYTES"
-DECODED_ENV = "LANCE_FORMAT_DECODED_CACHE_BYTES"
 
 
 class _CountingLRU(LRUCache[Hashable, tuple[Any, int]]):
@@ -97,6 +81,35 @@ class CacheStats:
     metadata: CacheCounters
     page: CacheCounters
     decoded: CacheCounters
+
+
+@dataclass(frozen=True)
+class ReadPolicy:
+    """Which caches one read may use and fill, passed down the read path with the read.
+
+    Attributes
+    ----------
+    page_cache:
+        Raw pages (:data:`PAGE_CACHE` or a session's). Scans leave it alone: they read each byte
+        once and would evict the hot set of random takes the cache exists for.
+    decoded_cache:
+        Decoded blocks (:mod:`lance_format.file.decoded`).
+    """
+
+    page_cache: bool = True
+    decoded_cache: bool = True
+
+    #: Every cache (takes, metadata-driven reads).
+    CACHED: ClassVar[ReadPolicy]
+    #: Scans: the decoded-block cache (admitted only while it has room) but not the page cache.
+    SCAN: ClassVar[ReadPolicy]
+    #: Cold reads (benchmarks): no cached data of any kind, bytes or decoded.
+    COLD: ClassVar[ReadPolicy]
+
+
+ReadPolicy.CACHED = ReadPolicy()
+ReadPolicy.SCAN = ReadPolicy(page_cache=False)
+ReadPolicy.COLD = ReadPolicy(page_cache=False, decoded_cache=False)
 
 
 class ByteCache:
@@ -242,10 +255,6 @@ class ByteCache:
                 bytes=int(self._lru.currsize),
                 capacity=self.capacity,
             )
-
-
-def _make(name: str, env: str, default: int) -> ByteCache:
-    return ByteCache(env_positive_int(env, default, minimum=0), name)
 
 
 # The process-wide caches (the default session's; lance_format.dataset.session), sized by the

@@ -41,7 +41,6 @@ from lance_format.io.retry import (
     call_with_retries,
     retry_policy,
 )
-from lance_format.io.scheduler import io_gate
 from lance_format.io.store import LevelListingStore
 
 __all__ = ["FSSPEC_IO_PARALLELISM", "FsspecStore", "is_fsspec_protocol"]
@@ -189,9 +188,9 @@ class FsspecStore(LevelListingStore):
         return f"{self._uri}/{key}" if key else self._uri
 
     def _retry(self, key: str, fn: Callable[[], T], passthrough: tuple[type[BaseException], ...] = ()) -> T:
-        # Every request holds a permit of the process-wide gate (reentrant: reads the scheduler
+        # Every request holds a permit of its session's gate (reentrant: reads the scheduler
         # issues hold one already), as for S3.
-        with io_gate().hold():
+        with self.runtime.scheduler.gate.hold():
             return call_with_retries(fn, self._display(key), self.retry, passthrough=passthrough)
 
     # -- reads ---------------------------------------------------------------------------------

@@ -1,8 +1,8 @@
 """Ranged reads of one object through the planner and the scheduler, with request accounting.
 
-Reads are planned (coalesced and split), fetched through the process-wide scheduler (bounded
+Reads are planned (coalesced and split), fetched through the scheduler of the store's session (bounded
 requests in flight, priorities), and sliced back into the ranges asked for. Small reads can be
-served from the process-wide page cache, keyed by ``(store, object, block)``.
+served from the page cache of the store's session, keyed by ``(store, object, block)``.
 """
 
 from __future__ import annotations
@@ -15,9 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from lance_format.core.errors import CorruptFileError
-from lance_format.io.cache import PAGE_CACHE, ByteCache
+from lance_format.io.cache import ByteCache, ReadPolicy
 from lance_format.io.planner import PlanLimits, Request, plan_requests
-from lance_format.io.scheduler import in_sequential_read, run_requests
 from lance_format.io.store import ObjectStore
 
 __all__ = ["IOStats", "RangeReader", "io_stats"]
@@ -100,7 +99,7 @@ class RangeReader:
         self.limits = limits or store.plan_limits
         self.stats = IOStats()
         self._lock = threading.Lock()
-        self._page_cache = PAGE_CACHE if page_cache is None else page_cache
+        self._page_cache = store.runtime.page_cache if page_cache is None else page_cache
 
     @property
     def size(self) -> int:
@@ -137,7 +136,7 @@ class RangeReader:
             parallel = len(requests) > 1
         else:
             parallel = total >= PARALLEL_MIN_BYTES and total >= PARALLEL_MIN_MEAN_BYTES * len(requests)
-        datas = run_requests(
+        datas = self.store.runtime.scheduler.run(
             self._fetch,
             requests,
             parallel=parallel,
@@ -147,12 +146,17 @@ class RangeReader:
         self._count(len(requests), sum(len(d) for d in datas))
         return datas
 
-    def read(self, ranges: Sequence[tuple[int, int]]) -> list[memoryview]:
-        """Fetch ``(offset, length)`` ranges; returns one buffer per range, in the order given."""
+    def read(
+        self, ranges: Sequence[tuple[int, int]], policy: ReadPolicy = ReadPolicy.CACHED
+    ) -> list[memoryview]:
+        """Fetch ``(offset, length)`` ranges; returns one buffer per range, in the order given.
+
+        ``policy``: whether the page cache may serve and keep these bytes (not for scans).
+        """
         if (
             self._page_cache.enabled
             and ranges
-            and not in_sequential_read()
+            and policy.page_cache
             and sum(n for _, n in ranges if n > 0) <= PAGE_CACHE_MAX_READ_BYTES
         ):
             cached = self._read_blocks(ranges)
@@ -271,10 +275,14 @@ class RangeReader:
         return out
 
     def read_tail(self, nbytes: int) -> tuple[int, memoryview]:
-        """The last ``nbytes`` of the object (or all of it), in one request; ``(offset, bytes)``."""
+        """The last ``nbytes`` of the object (or all of it), in one request; ``(offset, bytes)``.
+
+        Not through the page cache: a file's tail is parsed once and its result cached (the
+        metadata cache), so keeping its bytes too would only take room from data pages.
+        """
         if self._size is not None:
             start = max(0, self._size - nbytes)
-            return start, self.read([(start, self._size - start)])[0]
+            return start, self.read([(start, self._size - start)], ReadPolicy.SCAN)[0]
         size, data = self.store.read_tail(self.key, nbytes)
         self._size = size
         self._count(1, len(data))

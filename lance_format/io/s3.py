@@ -30,7 +30,6 @@ from typing import Any, cast
 from lance_format.core.errors import InvalidInputError, NotFoundError, NotSupportedError, StorageError
 from lance_format.io.planner import OBJECT_STORE_PLAN
 from lance_format.io.retry import DEFAULT_RETRY, RetryPolicy, call_with_retries, retry_policy
-from lance_format.io.scheduler import io_gate
 from lance_format.io.store import LevelListingStore
 
 __all__ = ["S3Options", "S3Store", "s3_options"]
@@ -301,9 +300,9 @@ class S3Store(LevelListingStore):
         return f"{self.uri}/{key}"
 
     def _retry(self, key: str, fn: Any, passthrough: tuple[type[BaseException], ...] = ()) -> Any:
-        # Every request holds a permit of the process-wide gate (reentrant: data reads that the
+        # Every request holds a permit of its session's gate (reentrant: data reads that the
         # scheduler issues hold one already), so metadata reads and writes count against the bound.
-        with io_gate().hold():
+        with self.runtime.scheduler.gate.hold():
             return call_with_retries(fn, self._path(key), self.options.retry, passthrough=passthrough)
 
     def _head(self, key: str) -> dict[str, Any]:

@@ -1,15 +1,18 @@
-"""The I/O scheduler: a process-wide bound on requests in flight, priorities, and read-ahead budgets.
+"""The I/O scheduler: a bound on requests in flight, priorities, and read-ahead budgets.
 
-* Every request to a store passes a :class:`PriorityGate` with :data:`MAX_PARALLEL_REQUESTS`
-  permits, whether it runs on the caller's thread or on the scheduler's workers; object stores also
-  pass it for the requests they issue outside the scheduler (metadata reads, listings, writes).
-  Waiters are served lowest priority value first, so during scans earlier rows go first.
+* An :class:`IOScheduler` (one per session; the process's is :func:`default_scheduler`, with
+  :data:`MAX_PARALLEL_REQUESTS` permits) holds a :class:`PriorityGate` and the worker threads.
+  Every request to a store passes the gate of the store's session, whether it runs on the
+  caller's thread or on the scheduler's workers; object stores also pass it for the requests
+  they issue outside the scheduler (metadata reads, listings, writes). Waiters are served lowest
+  priority value first, so during scans earlier rows go first.
 * :func:`run_requests` runs one read's requests, in parallel on the scheduler's workers when that
   pays, serially on the caller's thread otherwise.
 * :class:`ReadAhead` runs a stream of tasks ahead of its consumer, in order, bounded by a byte
   budget (backpressure: a slow consumer stops the reading, it does not pile up memory).
 
-The priority of the calling context is set with :func:`io_priority`.
+The priority of the calling context is set with :func:`io_priority`. Which caches a read may
+use is not context: it travels with the read (:class:`lance_format.io.cache.ReadPolicy`).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import heapq
 import itertools
 import os
 import threading
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future
@@ -30,12 +34,11 @@ from lance_format.core.config import env_setting
 __all__ = [
     "DEFAULT_READAHEAD_BYTES",
     "MAX_PARALLEL_REQUESTS",
+    "IOScheduler",
     "PriorityGate",
     "ReadAhead",
-    "bypass_page_cache",
     "current_priority",
-    "in_cold_read",
-    "in_sequential_read",
+    "default_scheduler",
     "io_gate",
     "io_priority",
     "run_requests",
@@ -59,31 +62,6 @@ DEFAULT_READAHEAD_BYTES = env_setting("readahead_bytes")
 DEFAULT_PRIORITY = 0
 
 _priority: contextvars.ContextVar[int] = contextvars.ContextVar("lance_io_priority", default=DEFAULT_PRIORITY)
-_sequential: contextvars.ContextVar[bool] = contextvars.ContextVar("lance_io_sequential", default=False)
-_cold: contextvars.ContextVar[bool] = contextvars.ContextVar("lance_io_cold", default=False)
-
-
-def in_sequential_read() -> bool:
-    """Whether the calling context is a scan (reads that should not fill the page cache)."""
-    return _sequential.get()
-
-
-@contextlib.contextmanager
-def bypass_page_cache() -> Iterator[None]:
-    """Read the block's bytes from storage, neither using nor filling the page cache (nor the
-    decoded-block cache of :mod:`lance_format.file.decoded`): cold reads, for benchmarks and scans."""
-    token, cold = _sequential.set(True), _cold.set(True)
-    try:
-        yield
-    finally:
-        _cold.reset(cold)
-        _sequential.reset(token)
-
-
-def in_cold_read() -> bool:
-    """Whether the calling context asked for cold reads (:func:`bypass_page_cache`): no cached
-    data of any kind, bytes or decoded."""
-    return _cold.get()
 
 
 def current_priority() -> int:
@@ -123,6 +101,18 @@ class PriorityGate:
     @property
     def in_flight(self) -> int:
         return self.permits - self._free
+
+    def resize(self, permits: int) -> None:
+        """Admit ``permits`` requests at once from now on (requests in flight finish first)."""
+        if permits < 1:
+            raise ValueError("a gate needs at least one permit")
+        with self._lock:
+            self._free += permits - self.permits
+            self.permits = permits
+            while self._free > 0 and self._waiters:
+                _, _, ev = heapq.heappop(self._waiters)
+                self._free -= 1
+                ev.set()
 
     def acquire(self, priority: int = DEFAULT_PRIORITY) -> None:
         with self._lock:
@@ -200,15 +190,70 @@ class _Workers:
             fn()
 
 
-_GATE = PriorityGate(MAX_PARALLEL_REQUESTS)
-_WORKERS = _Workers(MAX_PARALLEL_REQUESTS)
+_ALL_WORKERS: weakref.WeakSet[_Workers] = weakref.WeakSet()
+
+
+def _reset_after_fork() -> None:  # in a forked child every scheduler's threads are gone
+    for workers in list(_ALL_WORKERS):
+        workers._reset()
+
+
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_WORKERS._reset)
+    os.register_at_fork(after_in_child=_reset_after_fork)
+
+
+class IOScheduler:
+    """A request gate and the worker threads issuing requests through it.
+
+    Each :class:`~lance_format.dataset.session.Session` owns one (so two sessions keep separate
+    bounds on requests in flight); stores opened by a session pass their requests through it.
+    The default session's is the process-wide :func:`default_scheduler`.
+
+    Parameters
+    ----------
+    parallelism:
+        Requests in flight at once (the gate's permits and the most worker threads).
+    """
+
+    def __init__(self, parallelism: int) -> None:
+        self.gate = PriorityGate(parallelism)
+        self._workers = _Workers(parallelism)
+        _ALL_WORKERS.add(self._workers)
+
+    @property
+    def parallelism(self) -> int:
+        """Requests this scheduler keeps in flight at most."""
+        return self.gate.permits
+
+    def resize(self, parallelism: int) -> None:
+        """Keep ``parallelism`` requests in flight from now on."""
+        self.gate.resize(parallelism)
+        self._workers.threads = parallelism
+
+    def run(
+        self,
+        fetch: Callable[[T], R],
+        requests: Sequence[T],
+        *,
+        parallel: bool,
+        max_parallel: int | None = None,
+        fetch_many: Callable[[Sequence[T]], list[R]] | None = None,
+    ) -> list[R]:
+        """:func:`run_requests` through this scheduler's gate and workers."""
+        return _run(fetch, requests, parallel, max_parallel, self.gate, self._workers, fetch_many)
+
+
+_DEFAULT = IOScheduler(MAX_PARALLEL_REQUESTS)
+
+
+def default_scheduler() -> IOScheduler:
+    """The process-wide scheduler (the default session's; sized by ``io_parallelism``)."""
+    return _DEFAULT
 
 
 def io_gate() -> PriorityGate:
-    """The process-wide request gate."""
-    return _GATE
+    """The process-wide request gate (the default scheduler's)."""
+    return _DEFAULT.gate
 
 
 def run_requests(
@@ -238,8 +283,19 @@ def run_requests(
         Issues several requests one after another; the serial path hands it the whole batch under
         one permit (they run one at a time anyway), saving a gate round trip per request.
     """
+    return _run(fetch, requests, parallel, max_parallel, gate or _DEFAULT.gate, _DEFAULT._workers, fetch_many)
+
+
+def _run(
+    fetch: Callable[[T], R],
+    requests: Sequence[T],
+    parallel: bool,
+    max_parallel: int | None,
+    gate: PriorityGate,
+    workers: _Workers,
+    fetch_many: Callable[[Sequence[T]], list[R]] | None,
+) -> list[R]:
     priority = current_priority()
-    gate = gate or _GATE
     if not parallel or len(requests) <= 1:
         if fetch_many is not None:
             with gate.hold(priority):
@@ -259,7 +315,7 @@ def run_requests(
             if not pending:
                 return
             i = pending.popleft()
-        _WORKERS.submit(priority, lambda: run(i))
+        workers.submit(priority, lambda: run(i))
 
     def run(i: int) -> None:
         fut = futures[i]
@@ -345,9 +401,6 @@ class ReadAhead(Generic[R]):
 
             def run(task: Callable[[], R] = task, prio: int = prio, ctx: contextvars.Context = ctx) -> R:
                 def inner() -> R:
-                    # Scans read each byte once: they bypass the page cache so they do not evict
-                    # the hot set of random takes it exists for.
-                    _sequential.set(True)
                     with io_priority(prio):
                         return task()
 

@@ -23,6 +23,7 @@ from urllib.parse import urlparse
 from lance_format.core.errors import NotFoundError, NotSupportedError, StorageError
 from lance_format.io.descriptors import DESCRIPTORS, DescriptorCache
 from lance_format.io.planner import LOCAL_PLAN, PlanLimits
+from lance_format.io.runtime import IORuntime, default_runtime
 
 __all__ = ["LevelListingStore", "LocalStore", "MemoryStore", "ObjectStore", "split_uri", "store_for_uri"]
 
@@ -38,6 +39,14 @@ class ObjectStore(ABC):
     #: Whether reads pay network latency (object stores): then even small reads go parallel and the
     #: page cache is worth its copy.
     remote: bool = False
+    #: The session resources (scheduler, page cache, decode threads) this store's requests use;
+    #: ``None``: the process's. Set when a session opens the store (:func:`store_for_uri`).
+    _runtime: IORuntime | None = None
+
+    @property
+    def runtime(self) -> IORuntime:
+        """The :class:`~lance_format.io.runtime.IORuntime` this store's reads and requests use."""
+        return self._runtime or default_runtime()
 
     @property
     @abstractmethod
@@ -391,14 +400,22 @@ def split_uri(uri: str) -> tuple[str, str]:
     return head or "/", name
 
 
-def store_for_uri(uri: str, storage_options: dict[str, str] | None = None) -> ObjectStore:
+def store_for_uri(
+    uri: str, storage_options: dict[str, str] | None = None, *, runtime: IORuntime | None = None
+) -> ObjectStore:
     """Open the store rooted at ``uri``: a local path, ``file://``, ``memory://``, ``s3://`` or any
     other scheme fsspec knows (``gs://``, ``az://``, ``hf://``, ...; needs its implementation package).
 
     ``storage_options`` configure object-store clients (see :mod:`lance_format.io.s3` and
-    :mod:`lance_format.io.fsspec_store`).
+    :mod:`lance_format.io.fsspec_store`). ``runtime``: the session resources its requests go
+    through (the process's when omitted).
     """
-    uri = os.fspath(uri)
+    store = _open_store(os.fspath(uri), storage_options)
+    store._runtime = runtime
+    return store
+
+
+def _open_store(uri: str, storage_options: dict[str, str] | None) -> ObjectStore:
     parsed = urlparse(uri)
     scheme = parsed.scheme.lower()
     if scheme in ("", "file") or (len(scheme) == 1 and os.name == "nt"):

@@ -108,3 +108,82 @@ def test_an_explicit_session_config_applies_to_index_building(tmp_path: Path) ->
 
     zm = load_zonemap(ds.snapshot, dataset_indices(ds.snapshot)[0])
     assert len(zm.zone_start) == 10  # 100 rows in zones of 10, from the session's config
+
+
+def test_a_session_owns_its_caches_gate_and_pools(tmp_path: Path) -> None:
+    """A second session's page-cache size and I/O parallelism take effect for its datasets and
+    leave the default session's objects alone."""
+    from lance_format.io.cache import PAGE_CACHE
+    from lance_format.io.scheduler import MAX_PARALLEL_REQUESTS, io_gate
+
+    uri = str(tmp_path / "t.lance")
+    lance_format.write_dataset(pa.table({"a": list(range(5000)), "s": [str(i) for i in range(5000)]}), uri)
+    small = Session(page_cache_bytes=4 * 1024 * 1024, io_parallelism=3, decode_threads=2, dataset_threads=2)
+    other = Session(io_parallelism=5)
+    default = Session.default()
+    assert small.page_cache is not PAGE_CACHE
+    assert small.page_cache is not other.page_cache
+    assert small.page_cache.capacity == 4 * 1024 * 1024
+    assert (small.io_parallelism, other.io_parallelism) == (3, 5)
+    assert default.io_parallelism == MAX_PARALLEL_REQUESTS == io_gate().permits
+    assert small.runtime.scheduler.gate is not io_gate()
+    assert small.decode_pool() is not default.decode_pool()
+    assert small.dataset_pool() is not default.dataset_pool()
+    assert small.dataset_pool()._max_workers == 2
+
+    page_before = PAGE_CACHE.counters()
+    default_peak = io_gate().max_in_flight
+    ds = lance_format.dataset(uri, session=small)
+    assert ds.store.runtime is small.runtime  # its store reads through the session's runtime
+    for _ in range(2):
+        assert ds.take([1, 4000, 2500], columns=["s"]).column("s").to_pylist() == ["1", "4000", "2500"]
+    assert small.page_cache.counters().entries > 0  # the take's pages went to the session's cache
+    assert small.page_cache.counters().hits > 0
+    assert PAGE_CACHE.counters().entries == page_before.entries
+    assert 1 <= small.runtime.scheduler.gate.max_in_flight <= 3
+    assert io_gate().max_in_flight == default_peak
+    small.close()
+    other.close()
+
+
+def test_writers_take_their_settings_from_the_session(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table = pa.table({"a": list(range(20000))})
+    monkeypatch.setenv("LANCE_FORMAT_FILE_WRITER_MAX_PAGE_BYTES", "1000000000")  # not the session's
+    session = Session(file_writer_max_page_bytes=4096, encode_threads=1)
+    ds = lance_format.write_dataset(table, str(tmp_path / "s.lance"), session=session)
+    assert ds.session is session
+    pages = ds.data_file_reader(ds.snapshot.manifest.fragments[0].files[0]).metadata().columns[0].pages
+    assert len(pages) > 10  # 160 KB of values in pages of at most 4 KiB
+    assert ds.to_table().equals(table)
+    again = lance_format.write_dataset(table, ds, mode="append")  # the dataset lends its session
+    assert again.session is session
+    session.close()
+
+
+def test_opened_scalar_indices_are_cached_in_the_session(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t.lance")
+    lance_format.write_dataset(pa.table({"a": list(range(1000))}), uri)
+    session = Session()
+    ds = lance_format.dataset(uri, session=session)
+    ds.create_scalar_index("a", "BTREE")
+    before, mine = METADATA_CACHE.counters().entries, session.metadata_cache.counters().entries
+    assert ds.to_table(filter="a = 5").column("a").to_pylist() == [5]
+    assert METADATA_CACHE.counters().entries == before
+    assert session.metadata_cache.counters().entries > mine
+    session.close()
+
+
+def test_for_process_sizes_the_process_wide_gate_and_pools() -> None:
+    from lance_format.io.scheduler import io_gate
+
+    try:
+        session = Session.for_process(io_parallelism=7, decode_threads=3, dataset_threads=2)
+        assert Session.default() is session
+        assert io_gate().permits == 7 == session.io_parallelism
+        assert session.runtime.decode_pool.workers == 3
+        assert session.dataset_pool()._max_workers == 2
+    finally:
+        Session.for_process()  # back to the environment's sizes
+        Session.reset_default()

@@ -13,8 +13,11 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from lance_format.core.config import EngineConfig
 from lance_format.encodings import base
 from lance_format.file.reader import LanceFileReader
+from lance_format.io.runtime import IORuntime
+from lance_format.io.store import store_for_uri
 
 
 @pytest.mark.interop
@@ -39,8 +42,10 @@ def test_threaded_decode_matches_pylance(tmp_path: Any, monkeypatch: Any, versio
         for batch in table.to_batches(max_chunksize=2048):
             w.write_batch(batch)
     monkeypatch.setattr(base, "PARALLEL_DECODE_MIN_BYTES", 0)
-    monkeypatch.setattr(base, "DECODE_THREADS", 2)
-    reader = LanceFileReader(path)
+    monkeypatch.setattr(base, "DECODE_THREADS", 2)  # the page pool's (process-wide)
+    # The field decoders are the session's: one with two threads whatever the machine's cores.
+    runtime = IORuntime.build(EngineConfig(decode_threads=2))
+    reader = LanceFileReader("t.lance", store=store_for_uri(os.fspath(tmp_path), runtime=runtime))
     assert max(len(c.pages) for c in reader.metadata().columns) > 1
     theirs = TheirReader(path).read_all().to_table()
     assert reader.read_all().to_table().equals(theirs)

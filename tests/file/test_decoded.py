@@ -16,8 +16,7 @@ from hypothesis import strategies as st
 
 from lance_format.file import LanceFileReader, LanceFileWriter
 from lance_format.file import decoded as dec
-from lance_format.io.cache import ByteCache
-from lance_format.io.scheduler import bypass_page_cache
+from lance_format.io.cache import ByteCache, ReadPolicy
 from tests.interop.compare import assert_tables_equal
 from tests.strategies import TableSpec, table_specs
 
@@ -137,10 +136,9 @@ def test_ranges_come_from_cached_blocks_and_scans_fill_only_free_room(reader: La
 def test_cold_reads_neither_use_nor_fill_the_cache(reader: LanceFileReader) -> None:
     cache = ByteCache(64 << 20)
     offsets = np.array([5, 500])
-    with bypass_page_cache():
-        for _ in range(3):
-            dec.take_cached(reader, offsets, cache=cache)
-        dec.read_range_cached(reader, 0, 128, cache=cache)
+    for _ in range(3):
+        dec.take_cached(reader, offsets, cache=cache, policy=ReadPolicy.COLD)
+    dec.read_range_cached(reader, 0, 128, cache=cache, policy=ReadPolicy.COLD)
     assert len(cache) == 0
     assert cache.counters().hits + cache.counters().misses == 0
 

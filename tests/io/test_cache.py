@@ -91,13 +91,13 @@ def test_configure_caches_validates_and_resizes() -> None:
 
 
 def test_bad_env_capacity_is_a_typed_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    from lance_format.io import cache as cache_mod
+    from lance_format.core.config import env_setting
 
     monkeypatch.setenv("LANCE_FORMAT_PAGE_CACHE_BYTES", "ten")
     with pytest.raises(InvalidInputError, match="LANCE_FORMAT_PAGE_CACHE_BYTES"):
-        cache_mod._make("page", "LANCE_FORMAT_PAGE_CACHE_BYTES", 0)
+        env_setting("page_cache_bytes")
     monkeypatch.setenv("LANCE_FORMAT_PAGE_CACHE_BYTES", "-1")
     with pytest.raises(InvalidInputError, match=">= 0"):
-        cache_mod._make("page", "LANCE_FORMAT_PAGE_CACHE_BYTES", 0)
+        env_setting("page_cache_bytes")
     monkeypatch.setenv("LANCE_FORMAT_PAGE_CACHE_BYTES", "0")
-    assert cache_mod._make("page", "LANCE_FORMAT_PAGE_CACHE_BYTES", 5).capacity == 0
+    assert env_setting("page_cache_bytes") == 0

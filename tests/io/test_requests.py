@@ -188,8 +188,10 @@ def test_metadata_cache_counts_hits(tmp_path: Path) -> None:
     assert warm.entries >= 2
 
 
-def test_scans_and_bypassed_reads_leave_the_page_cache_alone(tmp_path: Path) -> None:
-    from lance_format.io.scheduler import bypass_page_cache
+def test_scans_and_cold_reads_leave_the_page_cache_alone(tmp_path: Path) -> None:
+    import numpy as np
+
+    from lance_format.io.cache import ReadPolicy
 
     make_dataset(tmp_path / "ds")
     old = PAGE_CACHE.capacity
@@ -197,11 +199,14 @@ def test_scans_and_bypassed_reads_leave_the_page_cache_alone(tmp_path: Path) -> 
     try:
         ds = LanceDataset(str(tmp_path / "ds"))
         assert ds.to_table().num_rows == N
-        with bypass_page_cache():
-            ds.take([1, 2, 3])
+        frag = ds.snapshot.manifest.fragments[0]
+        reader = ds.snapshot.fragment_reader(frag)
+        names = ds.schema.names
+        cold = reader.take(names, np.array([1, 2, 3]), policy=ReadPolicy.COLD)
         assert PAGE_CACHE.counters().entries == 0
-        ds.take([1, 2, 3])  # a take outside a scan does use it
+        warm = ds.take([1, 2, 3])  # a take outside a scan does use it
         assert PAGE_CACHE.counters().entries > 0
+        assert cold.equals(warm.select(names))
     finally:
         configure_caches(page_bytes=old)
 

@@ -180,16 +180,16 @@ def test_anonymous_and_credential_chain_paths_read_the_same(
         chain.read_range("missing", 0, 1)
 
 
-def test_metadata_requests_wait_for_the_process_wide_gate(
-    s3_server: S3Server, s3_uri: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Sizes, tails, listings and writes issued outside the scheduler still take a permit."""
-    from lance_format.io import scheduler
+def test_metadata_requests_wait_for_their_sessions_gate(s3_server: S3Server, s3_uri: str) -> None:
+    """Sizes, tails, listings and writes issued outside the scheduler still take a permit of the
+    gate of the runtime (session) that opened the store."""
+    from lance_format.core.config import EngineConfig
+    from lance_format.io.runtime import IORuntime
 
-    store = store_for_uri(s3_uri, s3_server.storage_options)
+    runtime = IORuntime.build(EngineConfig(io_parallelism=1))
+    store = store_for_uri(s3_uri, s3_server.storage_options, runtime=runtime)
     store.write("obj", b"x" * 100)
-    gate = scheduler.PriorityGate(1)
-    monkeypatch.setattr(scheduler, "_GATE", gate)
+    gate = runtime.scheduler.gate
     done: list[object] = []
     calls = [
         lambda: store.size("obj"),

@@ -24,4 +24,5 @@ def restore_engine_caches() -> Iterator[None]:
     """
     yield
     configure_caches(*_SIZES)
+    Session.for_process()  # the gate and pools build_server sized, back to the environment's
     Session.reset_default()  # build_server made the server's session the default

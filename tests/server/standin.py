@@ -35,6 +35,7 @@ class StandInService(flight.FlightServerBase):  # type: ignore[misc]
         verify_client: bool = False,
         root_certificates: bytes | None = None,
         metrics: Metrics | None = None,
+        session: Any = None,  # the engine session build_server passes (unused: no engine here)
     ) -> None:
         super().__init__(
             location,

@@ -30,6 +30,9 @@ def test_the_server_session_comes_from_its_settings(tmp_path: Path, monkeypatch:
         ds = server.catalog.open("ds")  # type: ignore[attr-defined]
         assert ds.session is session
         assert ds.store is server.catalog.open("ds", shared=False).store  # the session's registry
+        assert ds.store.runtime is session.runtime  # reads and writes through its gate and pools
+        assert session.dataset_pool()._max_workers == 3
+        assert client.cache_stats()["page_capacity"] == session.page_cache.capacity
     finally:
         client.close()
         server.shutdown()

@@ -22,7 +22,6 @@ import pyarrow as pa
 
 from lance_format.core.config import env_setting
 from lance_format.core.errors import InvalidInputError
-from lance_format.dataset.cache import METADATA_CACHE
 from lance_format.dataset.expr import (
     FLIPPED,
     And,
@@ -63,7 +62,7 @@ _INDEX_OVERHEAD_BYTES = 1024
 
 
 class _Opened:
-    """One index with its column path, opened lazily and cached process-wide."""
+    """One index with its column path, opened lazily and cached in its session's metadata cache."""
 
     def __init__(self, ds: Snapshot, meta: IndexMetadata) -> None:
         self.ds, self.meta = ds, meta
@@ -71,7 +70,8 @@ class _Opened:
     def search(self, query: Query) -> U64:
         ds, meta = self.ds, self.meta
         ckey = (ds.store.uri, "scalar_index", meta.uuid)
-        index: BTreeIndex | BitmapIndex | None = METADATA_CACHE.get(ckey)
+        cache = ds.cache.metadata  # the session's metadata cache
+        index: BTreeIndex | BitmapIndex | None = cache.get(ckey)
         if index is None:
             folder, sizes = f"_indices/{meta.uuid}", dict(meta.files)
             index = (
@@ -79,7 +79,7 @@ class _Opened:
                 if meta.kind == "BTree"
                 else BitmapIndex.open(ds.store, folder, sizes)
             )
-            METADATA_CACHE.put(ckey, index, index.nbytes + _INDEX_OVERHEAD_BYTES)
+            cache.put(ckey, index, index.nbytes + _INDEX_OVERHEAD_BYTES)
         if isinstance(index, BTreeIndex):
             ids = index.search(query)
         else:

@@ -1,0 +1,76 @@
+"""``IORuntime``: what the layers below the dataset run one session's reads and writes on.
+
+A :class:`~lance_format.dataset.session.Session` owns one: the I/O scheduler (the gate bounding
+requests in flight and the workers issuing them), the page cache of raw bytes, the pools of
+threads decoding and encoding columns, and the engine config writers take their settings from.
+A store opened by the session carries it (:attr:`~lance_format.io.store.ObjectStore.runtime`), so
+every reader and writer of the store's files works through that session's resources without a
+global lookup. Stores opened without a session use
+:func:`default_runtime`, the process-wide objects that the default session owns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lance_format.core.concurrency import LazyPool
+from lance_format.core.config import EngineConfig, resolve_config
+from lance_format.io.cache import PAGE_CACHE, ByteCache
+from lance_format.io.scheduler import IOScheduler, default_scheduler
+
+__all__ = ["IORuntime", "default_runtime"]
+
+
+@dataclass
+class IORuntime:
+    """The I/O scheduler, page cache, thread pools and config of one session.
+
+    Parameters
+    ----------
+    scheduler:
+        Gate and workers of the session's object-store requests.
+    page_cache:
+        Raw pages of the session's random reads.
+    decode_pool:
+        Threads decoding the columns of large reads (setting ``decode_threads``).
+    encode_pool:
+        Threads encoding the pages of a file's columns (setting ``encode_threads``).
+    config:
+        The session's settings; file writers read theirs here (page size, buffering, threads).
+    """
+
+    scheduler: IOScheduler
+    page_cache: ByteCache
+    decode_pool: LazyPool
+    encode_pool: LazyPool
+    config: EngineConfig
+
+    @classmethod
+    def build(cls, config: EngineConfig, page_cache: ByteCache | None = None) -> IORuntime:
+        """A runtime of its own sized by ``config`` (``page_cache``: one to share instead)."""
+        return cls(
+            IOScheduler(config.io_parallelism),
+            ByteCache(config.page_cache_bytes, "page") if page_cache is None else page_cache,
+            LazyPool(config.decode_threads, "lance-decode"),
+            LazyPool(config.encode_threads, "lance-encode"),
+            config,
+        )
+
+
+def _process_runtime() -> IORuntime:
+    config = resolve_config()  # the environment, as the process-wide caches are sized
+    return IORuntime(
+        default_scheduler(),
+        PAGE_CACHE,
+        LazyPool(config.decode_threads, "lance-decode"),
+        LazyPool(config.encode_threads, "lance-encode"),
+        config,
+    )
+
+
+_DEFAULT = _process_runtime()
+
+
+def default_runtime() -> IORuntime:
+    """The process-wide runtime (the default session's)."""
+    return _DEFAULT
