@@ -150,6 +150,25 @@ def _compacted(
     return uri
 
 
+def _history(uri: str) -> list[tuple[int, str, int, int | None]]:
+    """``(version, operation, read version, max fragment id)`` of every version, as read by ours
+    (pylance shows a ReserveFragments operation only as ``BaseOperation``)."""
+    ds = lance_format.dataset(uri)
+    out = []
+    for v in range(1, ds.version + 1):
+        txn = ds.read_transaction(v)
+        assert txn is not None
+        out.append(
+            (
+                v,
+                type(txn.operation).__name__,
+                txn.read_version,
+                ds.checkout_version(v).manifest.max_fragment_id,
+            )
+        )
+    return out
+
+
 @pytest.mark.parametrize("stable", [False, True])
 @pytest.mark.parametrize(
     ("sizes", "deleted", "target"),
@@ -328,11 +347,13 @@ def test_compaction_layout_like_pylance(
     layouts = {}
     for side in ("ours", "theirs"):
         ds = lance.dataset(_compacted(tmp_path, side, sizes, deleted, stable, options))
-        # Not the version: pylance commits a ReserveFragments version before the Rewrite (left open).
         layouts[side] = [
             (f.fragment_id, f.metadata.physical_rows, f.count_rows()) for f in ds.get_fragments()
         ]
     assert layouts["ours"] == layouts["theirs"]
+    # Found: ours committed the Rewrite alone, one version short of pylance, which first commits
+    # a ReserveFragments naming the new fragments' ids (a version of its own, same read version).
+    assert _history(str(tmp_path / "ours")) == _history(str(tmp_path / "theirs"))
     assert_tables_equal(
         lance.dataset(str(tmp_path / "ours")).to_table(), lance.dataset(str(tmp_path / "theirs")).to_table()
     )
