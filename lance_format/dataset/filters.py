@@ -54,7 +54,7 @@ def _tree(flt: str | pc.Expression, schema: pa.Schema) -> tuple[Node, str]:
         raise InvalidInputError("filter is empty")
     from lance_format.dataset.sql import as_condition, parse_sql
 
-    return as_condition(parse_sql(flt, schema)), flt
+    return as_condition(parse_sql(flt, schema, predicate=True)), flt
 
 
 def _empty(schema: pa.Schema, names: set[str]) -> pa.Table:
@@ -142,9 +142,17 @@ def _literal_in_column_type(tree: Node) -> Node:
     for col, lit, side in ((tree.left, tree.right, "right"), (tree.right, tree.left, "left")):
         if not (isinstance(col, Column) and isinstance(lit, Literal)):
             continue
-        if pa.types.is_integer(col.type) and pa.types.is_integer(lit.type):
-            typed, _ = exact_integer_literal(lit.value, col.type)
-            if typed is not None:
+        t = col.type.value_type if pa.types.is_dictionary(col.type) else col.type
+        if pa.types.is_integer(t) and lit.value.is_valid and pa.types.is_floating(lit.type):
+            # pylance refuses it too ("Received literal Float64(0.5) and could not convert").
+            raise InvalidInputError(f"the literal {lit.value} does not convert to {col}'s type {t}")
+        if pa.types.is_integer(t) and pa.types.is_integer(lit.type):
+            typed, out_of_range = exact_integer_literal(lit.value, t)
+            if out_of_range:
+                raise InvalidInputError(
+                    f"the literal {lit.value} does not convert to {col}'s type {t} (out of range)"
+                )
+            if typed is not None and t == col.type:
                 return (
                     replace(tree, right=Literal(typed))
                     if side == "right"
