@@ -581,7 +581,7 @@ class ToArrow(Visitor[pc.Expression]):
     def visit_isnull(self, node: IsNull) -> pc.Expression:
         if isinstance(node.arg, Call) and node.arg.name == "regexp_match":
             # regexp_match is NULL exactly when nothing matches (or an input is NULL).
-            return ~pc.coalesce(_regexp(self, node.arg.args), pc.scalar(False))
+            return ~pc.coalesce(_regexp(self, self.call_args(node.arg)), pc.scalar(False))
         return self.visit(node.arg).is_null()
 
     def visit_isnan(self, node: IsNan) -> pc.Expression:
@@ -665,12 +665,14 @@ class ToArrow(Visitor[pc.Expression]):
         (lo, hi), build = spec
         if not lo <= len(node.args) <= hi:
             raise InvalidInputError(f"{node.name}() takes {lo}..{hi} arguments, got {len(node.args)}")
-        # A dictionary argument is its values (the kernels take no dictionaries; DataFusion
-        # unpacks them the same way): length(ds), ds || 'x', upper(ds).
-        args = tuple(
+        return build(self, self.call_args(node))
+
+    def call_args(self, node: Call) -> tuple[Node, ...]:
+        """A function's arguments, a dictionary argument as its values (the kernels take no
+        dictionaries; DataFusion unpacks them the same way): length(ds), ds || 'x', upper(ds)."""
+        return tuple(
             Cast(a, t.value_type) if pa.types.is_dictionary(t := self.type_of(a)) else a for a in node.args
         )
-        return build(self, args)
 
     def visit_opaque(self, node: Opaque) -> pc.Expression:
         return node.expression

@@ -518,6 +518,8 @@ def test_filters_pylance_refuses_are_refused(tmp_path: Path, sql: str) -> None:
         "upper(ds) = 'A'",
         "starts_with(ds, 'a')",
         "regexp_like(ds, 'a')",
+        "regexp_match(ds, '^a') IS NULL",
+        "regexp_match(ds, 'a')",
         "NOT (i8 >= 300)",
         "NOT (i8 BETWEEN 0 AND 1000)",
         "i8 + 0.5 > 0",
