@@ -619,6 +619,13 @@ class ToArrow(Visitor[pc.Expression]):
         return udfs.call(udfs.cast(source, node.to, not node.safe), [value])
 
     def visit_arith(self, node: Arith) -> pc.Expression:
+        left_t, right_t = self.type_of(node.left), self.type_of(node.right)
+        if pa.types.is_dictionary(left_t) or pa.types.is_dictionary(right_t):
+            # A dictionary operand computes as its values, in DataFusion's common type with the
+            # other operand (a filter's di * 2 is an int64, as pylance's is: no int32 wrap).
+            left = Cast(node.left, left_t.value_type) if pa.types.is_dictionary(left_t) else node.left
+            right = Cast(node.right, right_t.value_type) if pa.types.is_dictionary(right_t) else node.right
+            node = Arith(node.op, left, right)
         a, b = self.numeric(node.left, node.right, self.visit(node.left), self.visit(node.right))
         if node.op == "mod":
             quotient = pc.divide(a, b)

@@ -18,6 +18,7 @@ from lance_format.core.errors import InvalidInputError, NotSupportedError
 from lance_format.core.types import empty_array
 from lance_format.dataset.expr import (
     Arith,
+    Cast,
     Column,
     Literal,
     Node,
@@ -152,7 +153,16 @@ def _literal_in_column_type(tree: Node) -> Node:
                 raise InvalidInputError(
                     f"the literal {lit.value} does not convert to {col}'s type {t} (out of range)"
                 )
-            if typed is not None and t == col.type:
+            if typed is not None and t != col.type:
+                # A dictionary column: its values and the literal in their type (pylance wraps
+                # di * 2 in Int32 in a computed column).
+                values = Cast(col, t)
+                return (
+                    replace(tree, left=values, right=Literal(typed))
+                    if side == "right"
+                    else replace(tree, left=Literal(typed), right=values)
+                )
+            if typed is not None:
                 return (
                     replace(tree, right=Literal(typed))
                     if side == "right"
