@@ -433,7 +433,7 @@ class _Binder:
             if type(current) in _COMPARE or isinstance(current, exp.NullSafeEQ | exp.NullSafeNEQ):
                 left, right = _unparen(current.this), _unparen(current.expression)
                 for col, lit in ((left, right), (right, left)):
-                    if isinstance(col, exp.Column | exp.Dot) and _is_literal(lit):
+                    if isinstance(col, exp.Column | exp.Dot | exp.Bracket) and _is_literal(lit):
                         self.check_literal(col, lit)
             elif isinstance(current, exp.In) and _is_plain_column(current.this):
                 for item in current.expressions:
@@ -447,8 +447,8 @@ class _Binder:
     def check_literal(self, column: exp.Expression, literal: exp.Expression) -> None:
         target = self.convert(column)
         lit = self.convert(literal)
-        if not isinstance(lit, Literal) or not lit.value.is_valid:
-            return
+        if not isinstance(target, Column) or not isinstance(lit, Literal) or not lit.value.is_valid:
+            return  # st['x'] is a column; l[1] (a list element) is not checked by pylance either
         t = self.type_of(target)
         if pa.types.is_dictionary(t):
             t = t.value_type

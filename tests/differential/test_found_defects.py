@@ -456,6 +456,7 @@ _MIXED = pa.table(
         "dec": pa.array([1, 2, None, 3], pa.decimal128(12, 3)),
         "ds": pa.array(["a", "b", None, "a"]).dictionary_encode(),
         "di": pa.array([1, 100, None, 127], pa.int32()).dictionary_encode(),
+        "st": pa.array([{"x": 1}, {"x": 2}, None, {"x": 3}], pa.struct([("x", pa.int8())])),
     }
 )
 
@@ -491,6 +492,8 @@ def _outcome(run: Any) -> Any:
         "i8 IN (1, 1000)",
         "i8 NOT BETWEEN 0 AND 1000",
         "i8 IS DISTINCT FROM 1000",
+        "st.x = 1000",
+        "st['x'] < 2147483648",
     ],
 )
 def test_filters_pylance_refuses_are_refused(tmp_path: Path, sql: str) -> None:
@@ -525,6 +528,8 @@ def test_filters_pylance_refuses_are_refused(tmp_path: Path, sql: str) -> None:
         "i8 + 0.5 > 0",
         "btrim(s) = 'b'",
         "ltrim(s) = 'b'",
+        "st.x IN (1, 1000)",  # pylance checks IN lists of plain columns only
+        "st['x'] = 2",
     ],
 )
 def test_filters_pylance_answers_like_pylance(tmp_path: Path, sql: str) -> None:
