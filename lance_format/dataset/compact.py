@@ -13,7 +13,14 @@ import pyarrow as pa
 from lance_format.core.errors import InvalidInputError
 from lance_format.dataset.write import write_fragments
 from lance_format.table.commit import commit_transaction
-from lance_format.table.model import DataFragment, Manifest, Rewrite, RewriteGroup, Transaction
+from lance_format.table.model import (
+    DataFragment,
+    Manifest,
+    ReserveFragments,
+    Rewrite,
+    RewriteGroup,
+    Transaction,
+)
 from lance_format.table.rowids import encode_row_ids
 
 if TYPE_CHECKING:
@@ -153,5 +160,17 @@ def compact_files(
         stats["files_removed"] += sum(len(f.files) + (f.deletion_file is not None) for f in group)
         stats["files_added"] += sum(len(f.files) for f in new)
     step()
+    base = ds.manifest
+    added = stats["fragments_added"]
+    if added:
+        # pylance commits twice: ids for the new fragments are reserved first (a version of its
+        # own), so the Rewrite names them; versions and transactions then read alike on both.
+        reserve = Transaction(ds.version, str(uuid.uuid4()), ReserveFragments(added))
+        base = commit_transaction(ds.store, reserve, base, ds.naming)
+        nid = base.next_fragment_id() - added
+        for i, rg in enumerate(out):
+            named = tuple(replace(f, id=nid + k) for k, f in enumerate(rg.new_fragments))
+            nid += len(named)
+            out[i] = replace(rg, new_fragments=named)
     txn = Transaction(ds.version, str(uuid.uuid4()), Rewrite(tuple(out)))
-    return commit_transaction(ds.store, txn, ds.manifest, ds.naming), stats
+    return commit_transaction(ds.store, txn, base, ds.naming), stats

@@ -241,16 +241,43 @@ def _coalesce(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
     return pc.coalesce(*parts)
 
 
+def _float_operand(b: ToArrow, node: Node) -> pc.Expression:
+    """A number as DataFusion's float functions take it: floats as they are, others as float64."""
+    value = b.visit(node)
+    return value if pa.types.is_floating(b.type_of(node)) else value.cast(pa.float64())
+
+
+def _round(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
+    # DataFusion rounds half away from zero, to n digits as round(x * 10^n) / 10^n.
+    value = _float_operand(b, args[0])
+    digits = 0
+    if len(args) == 2:
+        if not isinstance(args[1], Literal) or not pa.types.is_integer(args[1].type):
+            raise NotSupportedError("round() takes a literal integer number of digits")
+        digits = int(args[1].value.as_py()) if args[1].value.is_valid else 0
+    if digits == 0:
+        return pc.round(value, round_mode="half_towards_infinity")
+    scale = pc.scalar(10.0**digits)
+    return pc.divide(pc.round(pc.multiply(value, scale), round_mode="half_towards_infinity"), scale)
+
+
+def _trunc(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
+    return pc.trunc(_float_operand(b, args[0]))
+
+
 #: Scalar functions of the dialect: name -> (arity range, builder).
 FUNCTIONS: dict[str, tuple[tuple[int, int], Callable[[ToArrow, tuple[Node, ...]], pc.Expression]]] = {
     "lower": ((1, 1), _case_map(upper=False)),
     "upper": ((1, 1), _case_map(upper=True)),
-    "length": ((1, 1), _unary(lambda e: pc.utf8_length(e).cast(pa.int64()))),
-    "octet_length": ((1, 1), _unary(lambda e: pc.binary_length(e).cast(pa.int64()))),
+    # Int32 of strings, Int64 of large strings (the kernels' types are DataFusion's).
+    "length": ((1, 1), _unary(pc.utf8_length)),
+    "octet_length": ((1, 1), _unary(pc.binary_length)),
     "reverse": ((1, 1), _unary(pc.utf8_reverse)),
     "abs": ((1, 1), _unary(pc.abs_checked)),
     "ceil": ((1, 1), _unary(pc.ceil)),
     "floor": ((1, 1), _unary(pc.floor)),
+    "round": ((1, 2), _round),
+    "trunc": ((1, 1), _trunc),
     "sqrt": ((1, 1), _unary(_sqrt)),
     "starts_with": ((2, 2), _pattern(pc.starts_with)),
     "ends_with": ((2, 2), _pattern(pc.ends_with)),
@@ -565,7 +592,7 @@ class ToArrow(Visitor[pc.Expression]):
     def visit_isnull(self, node: IsNull) -> pc.Expression:
         if isinstance(node.arg, Call) and node.arg.name == "regexp_match":
             # regexp_match is NULL exactly when nothing matches (or an input is NULL).
-            return ~pc.coalesce(_regexp(self, node.arg.args), pc.scalar(False))
+            return ~pc.coalesce(_regexp(self, self.call_args(node.arg)), pc.scalar(False))
         return self.visit(node.arg).is_null()
 
     def visit_isnan(self, node: IsNan) -> pc.Expression:
@@ -603,6 +630,13 @@ class ToArrow(Visitor[pc.Expression]):
         return udfs.call(udfs.cast(source, node.to, not node.safe), [value])
 
     def visit_arith(self, node: Arith) -> pc.Expression:
+        left_t, right_t = self.type_of(node.left), self.type_of(node.right)
+        if pa.types.is_dictionary(left_t) or pa.types.is_dictionary(right_t):
+            # A dictionary operand computes as its values, in DataFusion's common type with the
+            # other operand (a filter's di * 2 is an int64, as pylance's is: no int32 wrap).
+            left = Cast(node.left, left_t.value_type) if pa.types.is_dictionary(left_t) else node.left
+            right = Cast(node.right, right_t.value_type) if pa.types.is_dictionary(right_t) else node.right
+            node = Arith(node.op, left, right)
         a, b = self.numeric(node.left, node.right, self.visit(node.left), self.visit(node.right))
         if node.op == "mod":
             quotient = pc.divide(a, b)
@@ -647,7 +681,14 @@ class ToArrow(Visitor[pc.Expression]):
         (lo, hi), build = spec
         if not lo <= len(node.args) <= hi:
             raise InvalidInputError(f"{node.name}() takes {lo}..{hi} arguments, got {len(node.args)}")
-        return build(self, node.args)
+        return build(self, self.call_args(node))
+
+    def call_args(self, node: Call) -> tuple[Node, ...]:
+        """A function's arguments, a dictionary argument as its values (the kernels take no
+        dictionaries; DataFusion unpacks them the same way): length(ds), ds || 'x', upper(ds)."""
+        return tuple(
+            Cast(a, t.value_type) if pa.types.is_dictionary(t := self.type_of(a)) else a for a in node.args
+        )
 
     def visit_opaque(self, node: Opaque) -> pc.Expression:
         return node.expression

@@ -18,6 +18,7 @@ from lance_format.core.errors import InvalidInputError, NotSupportedError
 from lance_format.core.types import empty_array
 from lance_format.dataset.expr import (
     Arith,
+    Cast,
     Column,
     Literal,
     Node,
@@ -54,7 +55,7 @@ def _tree(flt: str | pc.Expression, schema: pa.Schema) -> tuple[Node, str]:
         raise InvalidInputError("filter is empty")
     from lance_format.dataset.sql import as_condition, parse_sql
 
-    return as_condition(parse_sql(flt, schema)), flt
+    return as_condition(parse_sql(flt, schema, predicate=True)), flt
 
 
 def _empty(schema: pa.Schema, names: set[str]) -> pa.Table:
@@ -142,8 +143,25 @@ def _literal_in_column_type(tree: Node) -> Node:
     for col, lit, side in ((tree.left, tree.right, "right"), (tree.right, tree.left, "left")):
         if not (isinstance(col, Column) and isinstance(lit, Literal)):
             continue
-        if pa.types.is_integer(col.type) and pa.types.is_integer(lit.type):
-            typed, _ = exact_integer_literal(lit.value, col.type)
+        t = col.type.value_type if pa.types.is_dictionary(col.type) else col.type
+        if pa.types.is_integer(t) and lit.value.is_valid and pa.types.is_floating(lit.type):
+            # pylance refuses it too ("Received literal Float64(0.5) and could not convert").
+            raise InvalidInputError(f"the literal {lit.value} does not convert to {col}'s type {t}")
+        if pa.types.is_integer(t) and pa.types.is_integer(lit.type):
+            typed, out_of_range = exact_integer_literal(lit.value, t)
+            if out_of_range:
+                raise InvalidInputError(
+                    f"the literal {lit.value} does not convert to {col}'s type {t} (out of range)"
+                )
+            if typed is not None and t != col.type:
+                # A dictionary column: its values and the literal in their type (pylance wraps
+                # di * 2 in Int32 in a computed column).
+                values = Cast(col, t)
+                return (
+                    replace(tree, left=values, right=Literal(typed))
+                    if side == "right"
+                    else replace(tree, left=Literal(typed), right=values)
+                )
             if typed is not None:
                 return (
                     replace(tree, right=Literal(typed))

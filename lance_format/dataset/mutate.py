@@ -114,6 +114,17 @@ def restore_version(ds: Snapshot) -> Manifest:
     return commit_transaction(ds.store, txn, latest, naming)
 
 
+def _encode_dictionaries(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table`` with the values computed for dictionary columns of ``schema`` encoded (pyarrow
+    casts strings to a dictionary, not integers)."""
+    for i, f in enumerate(schema):
+        col = table.column(i)
+        if pa.types.is_dictionary(f.type) and not pa.types.is_dictionary(col.type):
+            encoded = pc.dictionary_encode(col.cast(f.type.value_type))
+            table = table.set_column(i, f.name, encoded.cast(f.type))
+    return table
+
+
 def _plan_update(ds: Snapshot, values: dict[str, str], where: Filter | None) -> tuple[Update, int]:
     """Rows matching ``where`` rewritten with ``values`` into new fragments; old rows deleted."""
     schema = ds.schema
@@ -121,7 +132,9 @@ def _plan_update(ds: Snapshot, values: dict[str, str], where: Filter | None) -> 
     for name, sql in values.items():
         if name not in schema.names:
             raise InvalidInputError(f"cannot update {name!r}: no such column; columns are {schema.names}")
-        exprs[name] = parse_value(sql, schema, schema.field(name).type)[0]
+        t = schema.field(name).type
+        # A dictionary column's value is computed as its values and encoded by the cast below.
+        exprs[name] = parse_value(sql, schema, t.value_type if pa.types.is_dictionary(t) else t)[0]
     if where is not None:
         where = parse_filter(where, LanceScanner.filter_schema(schema))  # once, before touching storage
     stable = ds.has_stable_row_ids
@@ -147,7 +160,7 @@ def _plan_update(ds: Snapshot, values: dict[str, str], where: Filter | None) -> 
         updated.append(replace(frag, deletion_file=d))
     new: list[DataFragment] = []
     if moved:
-        data = pa.concat_tables(moved).cast(schema)
+        data = _encode_dictionaries(pa.concat_tables(moved), schema).cast(schema)
         new = write_fragments(ds.store, data.to_reader(), ds.lance_schema, ds.data_storage_version, 1 << 20)
         if stable:
             all_ids = np.concatenate(ids).astype(np.uint64)

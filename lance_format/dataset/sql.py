@@ -19,8 +19,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 import sqlglot
+from sqlglot import TokenType, tokens
 from sqlglot import expressions as exp
-from sqlglot import tokens
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import SqlglotError
 
@@ -43,6 +43,7 @@ from lance_format.dataset.expr import (
     Node,
     Not,
     Or,
+    exact_integer_literal,
 )
 from lance_format.dataset.expr_arrow import FUNCTIONS, current_date
 
@@ -141,21 +142,23 @@ _FUNCTION_NODES: dict[type[exp.Expression], tuple[str, tuple[str, ...]]] = {
     exp.Upper: ("upper", ("this",)),
     exp.Length: ("length", ("this",)),
     exp.Abs: ("abs", ("this",)),
-    exp.Ceil: ("ceil", ("this",)),
-    exp.Floor: ("floor", ("this",)),
+    exp.Round: ("round", ("this", "decimals")),
+    exp.Trunc: ("trunc", ("this",)),
     exp.Sqrt: ("sqrt", ("this",)),
     exp.StartsWith: ("starts_with", ("this", "expression")),
     exp.EndsWith: ("ends_with", ("this", "expression")),
     exp.Contains: ("contains", ("this", "expression")),
     exp.StrPosition: ("strpos", ("this", "substr")),
-    exp.Substring: ("substr", ("this", "start", "length")),
     exp.RegexpLike: ("regexp_like", ("this", "expression", "flag")),
     exp.ArrayContains: ("array_has", ("this", "expression")),
     exp.ArraySize: ("array_length", ("this",)),
     exp.DPipe: ("concat_op", ("this", "expression")),
     exp.Reverse: ("reverse", ("this",)),
 }
-_TRIMS = {None: "trim", "BOTH": "trim", "LEADING": "ltrim", "TRAILING": "rtrim"}
+#: ``ltrim``/``rtrim`` (sqlglot's Trim with a position); pylance refuses ``TRIM(..)`` itself, as it
+#: refuses ``CEIL``, ``FLOOR`` and ``SUBSTR``/``SUBSTRING`` ("not supported SQL in lance"): its
+#: planner has no case for the syntax nodes they parse to (``btrim`` is a plain function).
+_TRIMS = {"LEADING": "ltrim", "TRAILING": "rtrim"}
 
 
 def _with_offset_as_utc(value: pa.Scalar, to: pa.DataType) -> pa.Scalar | None:
@@ -410,6 +413,51 @@ class _Binder:
             return self.anonymous(node)
         raise self.unsupported(node)
 
+    # -- literals against columns, as pylance's filter planner resolves them -------------------
+    def check_literals(self, node: exp.Expression) -> None:
+        """Refuse a literal compared with a column of a type it does not convert to, as pylance's
+        filter planner does ("Received literal Int64(1000) and could not convert to literal of
+        type 'Int8'"): in comparisons (a column or struct field against a literal), ``IN`` lists
+        and ``BETWEEN`` bounds of a plain column, under ``AND``/``OR`` (not under ``NOT (..)``,
+        which pylance leaves as it is)."""
+        stack = [node]
+        while stack:
+            current = stack.pop()
+            while isinstance(current, exp.Paren):
+                current = current.this
+            if isinstance(current, exp.And | exp.Or):
+                stack.extend((current.this, current.expression))
+                continue
+            if isinstance(current, exp.Not) and isinstance(current.this, exp.In | exp.Between):
+                current = current.this  # ``x NOT IN (..)``, ``x NOT BETWEEN``
+            if type(current) in _COMPARE or isinstance(current, exp.NullSafeEQ | exp.NullSafeNEQ):
+                left, right = _unparen(current.this), _unparen(current.expression)
+                for col, lit in ((left, right), (right, left)):
+                    if isinstance(col, exp.Column | exp.Dot | exp.Bracket) and _is_literal(lit):
+                        self.check_literal(col, lit)
+            elif isinstance(current, exp.In) and _is_plain_column(current.this):
+                for item in current.expressions:
+                    if _is_literal(_unparen(item)):
+                        self.check_literal(current.this, _unparen(item))
+            elif isinstance(current, exp.Between) and _is_plain_column(current.this):
+                for bound in (current.args["low"], current.args["high"]):
+                    if _is_literal(_unparen(bound)):
+                        self.check_literal(current.this, _unparen(bound))
+
+    def check_literal(self, column: exp.Expression, literal: exp.Expression) -> None:
+        target = self.convert(column)
+        lit = self.convert(literal)
+        if not isinstance(target, Column) or not isinstance(lit, Literal) or not lit.value.is_valid:
+            return  # st['x'] is a column; l[1] (a list element) is not checked by pylance either
+        t = self.type_of(target)
+        if pa.types.is_dictionary(t):
+            t = t.value_type
+        if not literal_converts(lit.value, t):
+            raise self.fail(
+                f"the literal {literal.sql(dialect=LanceSQL)} ({lit.type}) does not convert to "
+                f"{column.sql(dialect=LanceSQL)}'s type {t}"
+            )
+
     def compare(self, op: str, left: Node, right: Node) -> Node:
         right, left = self.coerce(left, right), self.coerce(right, left)
         for side in (left, right):
@@ -458,7 +506,7 @@ class _Binder:
 
     def trim(self, node: exp.Trim) -> Node:
         position = node.args.get("position")
-        name = _TRIMS.get(str(position).upper() if position else None)
+        name = _TRIMS.get(str(position).upper()) if position else None
         if name is None:
             raise self.unsupported(node)
         args = [self.convert(node.this)]
@@ -502,10 +550,75 @@ class _Binder:
             "instr": "strpos",
             "substring": "substr",
         }
+        if name in ("substr", "substring", "trim", "ceil", "floor"):
+            raise NotSupportedError(f"filter {self.text!r}: {name.upper()}() is not supported")
         name = aliases.get(name, name)
+        if name == "octet_length" and len(node.expressions) == 1:
+            arg = self.convert(node.expressions[0])
+            t = self.type_of(arg)
+            if not (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_dictionary(t)):
+                raise self.fail(f"octet_length() needs a string, got {t}")
+            return Call(name, (arg,))
         if name not in FUNCTIONS or name in ("list_get", "concat_op"):
             raise NotSupportedError(f"filter {self.text!r}: function {name}() is not supported")
         return Call(name, tuple(self.convert(e) for e in node.expressions))
+
+
+def _unparen(node: exp.Expression) -> exp.Expression:
+    while isinstance(node, exp.Paren):
+        node = node.this
+    return node
+
+
+def _is_literal(node: exp.Expression) -> bool:
+    """A literal as pylance's planner sees one: a number (``-129`` included, not ``-(129)``), a
+    string, a boolean (not NULL, which converts to every type)."""
+    if isinstance(node, exp.Neg):
+        return isinstance(node.this, exp.Literal) and not node.this.is_string
+    return isinstance(node, exp.Literal | exp.Boolean)
+
+
+def _is_plain_column(node: exp.Expression) -> bool:
+    node = _unparen(node)
+    return isinstance(node, exp.Column) and len(node.parts) == 1
+
+
+def literal_converts(value: pa.Scalar, t: pa.DataType) -> bool:
+    """Whether pylance converts a literal to the type ``t`` of the column it meets (numbers,
+    strings and booleans against number, string and boolean columns; other pairs are let through)."""
+    lt = value.type
+    number = pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
+    text = pa.types.is_string(t) or pa.types.is_large_string(t)
+    if not (number or text or pa.types.is_boolean(t)):
+        return True
+    if pa.types.is_integer(lt):
+        if pa.types.is_floating(t):
+            return True
+        if pa.types.is_integer(t) or pa.types.is_decimal(t):
+            return exact_integer_literal(value, t)[1] == 0
+        return False
+    if pa.types.is_floating(lt):
+        return bool(pa.types.is_floating(t))
+    if pa.types.is_string(lt):
+        return bool(text)
+    if pa.types.is_boolean(lt):
+        return bool(pa.types.is_boolean(t))
+    return True
+
+
+def _refuse_is_unknown(text: str) -> None:
+    """Refuse ``IS [NOT] UNKNOWN`` as pylance does (sqlglot reads it as ``IS NULL``)."""
+    if "unknown" not in text.lower():
+        return
+    try:
+        toks = LanceSQL().tokenize(text)
+    except SqlglotError:
+        return
+    for i, tok in enumerate(toks):
+        if tok.text.upper() == "UNKNOWN" and tok.token_type != TokenType.STRING:
+            prev = [t.text.upper() for t in toks[max(0, i - 2) : i]]
+            if "IS" in prev:
+                raise NotSupportedError(f"filter {text!r}: IS [NOT] UNKNOWN is not supported")
 
 
 def as_condition(node: Node) -> Node:
@@ -516,8 +629,11 @@ def as_condition(node: Node) -> Node:
     return node
 
 
-def parse_sql(text: str, schema: pa.Schema) -> Node:
+def parse_sql(text: str, schema: pa.Schema, *, predicate: bool = False) -> Node:
     """The bound IR of a SQL predicate or value expression.
+
+    ``predicate``: ``text`` is a filter, whose literals must convert to the types of the columns
+    they are compared with (:meth:`_Binder.check_literals`).
 
     Raises
     ------
@@ -532,7 +648,12 @@ def parse_sql(text: str, schema: pa.Schema) -> Node:
         raise InvalidInputError(f"invalid filter {text!r}: {str(e).splitlines()[0]}") from None
     if tree is None:
         raise InvalidInputError(f"invalid filter {text!r}")
+    _refuse_is_unknown(text)
     try:
-        return _Binder(schema, text).convert(tree)  # type: ignore[arg-type]
+        binder = _Binder(schema, text)
+        node = binder.convert(tree)  # type: ignore[arg-type]
+        if predicate:
+            binder.check_literals(tree)  # type: ignore[arg-type]
+        return node
     except RecursionError:
         raise InvalidInputError(f"invalid filter {text[:80]!r}...: nested too deeply") from None

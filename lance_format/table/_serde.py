@@ -325,6 +325,8 @@ def _operation_to_pb(op: Operation, pb: transaction_pb2.Transaction) -> None:
             _update_map_to_pb(op.schema_metadata_updates, uc.schema_metadata_updates)
         for fid, m in op.field_metadata_updates.items():
             _update_map_to_pb(m, uc.field_metadata_updates[fid])
+    elif isinstance(op, ReserveFragments):
+        pb.reserve_fragments.num_fragments = op.num_fragments
     else:
         raise CorruptFileError("<transaction>", f"cannot serialize operation {type(op).__name__}")
 

@@ -115,14 +115,18 @@ def _rewrite(fragments: tuple[DataFragment, ...], op: Rewrite, first_id: int) ->
 
     This is pylance's order (its compaction moves rewritten rows to the end of the table), and
     pylance's ``take`` by offset relies on it: with new fragments in the middle it drops or panics.
+    A new fragment with an id other than 0 keeps it (pylance's rule): compaction names its new
+    fragments by ids it reserved in a ``ReserveFragments`` commit before.
     """
     rewritten = {f.id for g in op.groups for f in g.old_fragments}
     out = [f for f in fragments if f.id not in rewritten]
     nid = first_id
     for group in op.groups:
         for new in group.new_fragments:
-            out.append(replace(new, id=nid))
-            nid += 1
+            if new.id == 0:
+                new = replace(new, id=nid)
+                nid += 1
+            out.append(new)
     return tuple(out)
 
 
@@ -225,6 +229,8 @@ def build_manifest(
         elif isinstance(op, DataReplacement):
             new = replace(new, fragments=_replace_files(base.fragments, op))
             index_bytes = _uncover_rewritten(base, new, index_bytes)
+        elif isinstance(op, ReserveFragments):
+            first_id += op.num_fragments  # the reserved ids count as used from now on
         else:
             raise InvalidInputError(f"cannot commit operation {type(op).__name__}")
     ids = [f.id for f in new.fragments]

@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import lance_format
+from lance_format.core.errors import InvalidInputError
 from lance_format.dataset.filters import parse_filter
 from lance_format.dataset.scanner import LanceScanner
 from lance_format.dataset.sql_print import to_sql
@@ -210,7 +211,10 @@ def test_canonical_sql_round_trips(sql: str) -> None:
     schema = LanceScanner.filter_schema(table.schema)
     table = table.append_column("_rowid", pa.array(range(ROWS), pa.uint64()))
     table = table.append_column("_rowaddr", pa.array(range(ROWS), pa.uint64()))
-    first = parse_filter(sql, schema)
+    try:
+        first = parse_filter(sql, schema)
+    except InvalidInputError:
+        return  # a literal the column's type does not hold: refused, as pylance refuses it
     text = to_sql(first.tree)
     again = parse_filter(text, schema)
     # Printing is a fixed point after one round (parsing flattens nested ANDs and ORs).

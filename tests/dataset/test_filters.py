@@ -52,7 +52,6 @@ TABLE = pa.table(
         ("b", [1, 3]),
         ("a = NULL", []),
         ("CAST(a AS DOUBLE) > 2.5", [3, 5]),
-        ("a > 1.5", [2, 3, 5]),
     ],
 )
 def test_sql_filters(sql: str, expected: list[int | None]) -> None:
@@ -189,18 +188,11 @@ STRINGS = pa.table(
 @pytest.mark.parametrize(
     ("sql", "expected"),
     [
-        # DataFusion semantics of constructs pylance itself refuses in filters
-        ("substr(s, 2, 1) = 'b'", [0]),
-        ("substr(s, 0, 2) = 'a'", [0]),  # characters before position 1 count against the length
-        ("substr(s, 2) = 'nïc'", [4]),
-        ("substring(s, 1, 1) = 'x'", [5]),
-        ("trim(s) = 'a'", [1]),
         ("btrim(s, 'x') = 'a'", [5]),
         ("ltrim(s) = 'a '", [1]),
         ("rtrim(s, 'c') = 'ab'", [0]),
         ("strpos(s, 'c') = 4", [4]),
         ("strpos(s, 'zz') = 0", [0, 1, 2, 4, 5]),
-        ("(s = 'abc') IS UNKNOWN", [3]),
         ("d = '1970-01-02'", [1]),
         ("d BETWEEN '1970-01-02' AND '1970-01-05'", [1, 2, 4]),
         ("isnan(CAST(i AS DOUBLE))", []),
@@ -209,3 +201,23 @@ STRINGS = pa.table(
 def test_dialect_beyond_pylance(sql: str, expected: list[int]) -> None:
     expr = parse_filter(sql, STRINGS.schema).expression
     assert STRINGS.filter(expr)["i"].to_pylist() == expected
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "substr(s, 2, 1) = 'b'",
+        "substring(s, 1, 1) = 'x'",
+        "SUBSTRING(s FROM 2) = 'x'",
+        "trim(s) = 'a'",
+        "CEIL(CAST(i AS DOUBLE)) = 1",
+        "floor(CAST(i AS DOUBLE)) = 1",
+        "(s = 'abc') IS UNKNOWN",
+        "(s = 'abc') IS NOT UNKNOWN",
+    ],
+)
+def test_constructs_pylance_refuses(sql: str) -> None:
+    # pylance 14 refuses these ("not supported SQL in lance"); an answer here would be one it
+    # never gives, so they are refused by name.
+    with pytest.raises(NotSupportedError):
+        parse_filter(sql, STRINGS.schema)

@@ -103,12 +103,12 @@ def make_rows(schema: pa.Schema, n: int, start_id: int, seed: int, struct_nulls:
 #: list literals and subscripts, truth tests, arithmetic) rather than plain comparisons.
 CONSTRUCTS = 0.35
 
-#: Constructs not generated, each with its reason: pylance refuses ``CEIL``/``FLOOR``/``SUBSTR``/
-#: ``TRIM``, ``IS [NOT] UNKNOWN`` and ``octet_length`` of binary ("not supported SQL in lance"; ours
-#: answers them), and answers arithmetic on dictionary columns inconsistently (``di * 2`` wraps in a
-#: projection but not in a filter), so none of these is generated. The names below are open
-#: differences of ours, switched off until fixed:
-OPEN: set[str] = set()  # none today (uint64 arithmetic in filters was the last, now fixed)
+#: Share of construct predicates drawn from :func:`_refused_predicate`: SQL pylance refuses (both
+#: sides must refuse it, ours with a typed error).
+REFUSED = 0.15
+
+#: Open differences of ours, switched off until fixed (none today).
+OPEN: set[str] = set()
 
 
 def _sql_str(s: str) -> str:
@@ -211,6 +211,10 @@ def _construct_predicate(
     """A predicate with the SQL constructs of docs/filters.md beyond plain comparisons (functions,
     casts, typed literals, truth tests, list literals and subscripts, arithmetic), or None when
     ``t`` has none."""
+    if rng.random() < REFUSED:
+        refused = _refused_predicate(name, t, rng)
+        if refused is not None:
+            return refused
     seen = _sample(col, rng) if col is not None else None
     op = str(rng.choice(["=", "<>", "<", ">="]))
     if pa.types.is_boolean(t):
@@ -300,6 +304,26 @@ def _construct_predicate(
     return None
 
 
+def _refused_predicate(name: str, t: pa.DataType, rng: np.random.Generator) -> str | None:
+    """SQL that pylance refuses on a column of type ``t`` (its "not supported SQL", literals it
+    cannot coerce), or None when there is none for ``t``: ours must refuse it too."""
+    forms: list[str] = []
+    if pa.types.is_floating(t):
+        forms = [f"CEIL({name}) > 1", f"FLOOR({name}) = 0", f"ROUND({name}) = 1"]
+    elif pa.types.is_string(t) or pa.types.is_large_string(t):
+        forms = [f"SUBSTR({name}, 1, 2) = 'a'", f"TRIM({name}) = ''", f"SUBSTRING({name}, 2) = ''"]
+    elif pa.types.is_boolean(t):
+        forms = [f"{name} IS UNKNOWN", f"{name} IS NOT UNKNOWN"]
+    elif pa.types.is_binary(t):
+        forms = [f"octet_length({name}) > 1"]
+    elif pa.types.is_integer(t):
+        info = np.iinfo(t.to_pandas_dtype())
+        forms = [f"{name} = 0.5", f"{name} < {int(info.max) + 1}"] if t.bit_width < 64 else [f"{name} = 0.5"]
+    elif pa.types.is_decimal(t):
+        forms = [f"{name} > 1.5"]
+    return str(rng.choice(forms)) if forms else None
+
+
 def predicate(table: pa.Table, rng: np.random.Generator, depth: int = 0) -> str:
     """A random SQL predicate over the columns of ``table`` (values drawn from its own cells)."""
     r = float(rng.random())
@@ -313,9 +337,9 @@ def predicate(table: pa.Table, rng: np.random.Generator, depth: int = 0) -> str:
     t = table.schema.field(name).type
     col = table.column(name)
     if pa.types.is_dictionary(t):
-        # Compared as its values, like pylance does; no functions of it (see OPEN).
+        # Compared as its values, like pylance does, functions and arithmetic of it included.
         value_col = col.cast(t.value_type) if pa.types.is_integer(t.value_type) else col
-        return _leaf_predicate(name, t.value_type, value_col, rng, constructs=False)
+        return _leaf_predicate(name, t.value_type, value_col, rng)
     if pa.types.is_struct(t) and t.num_fields:
         child = t.field(int(rng.integers(0, t.num_fields)))
         values = pc.struct_field(col, child.name) if table.num_rows else None
@@ -331,12 +355,14 @@ def update_values(schema: pa.Schema, rng: np.random.Generator) -> dict[str, str]
         t = f.type
         if f.name == "id":
             continue
+        if pa.types.is_dictionary(t):
+            t = t.value_type  # set as its values (arithmetic and functions of the dictionary)
         if pa.types.is_integer(t):
             options[f.name] = ["7", "0", "id % 5", f"{f.name} + 1", f"{f.name} * 2"]
         elif pa.types.is_floating(t):
             options[f.name] = ["1.5", "-0.25", "CAST('NaN' AS DOUBLE)"]
         elif pa.types.is_string(t) or pa.types.is_large_string(t):
-            options[f.name] = ["'upd'", "''", "'日本'"]
+            options[f.name] = ["'upd'", "''", "'日本'", f"{f.name} || 'x'", f"upper({f.name})"]
         elif pa.types.is_boolean(t):
             options[f.name] = ["true", "false"]
         if f.nullable and f.name in options:

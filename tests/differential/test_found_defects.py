@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ import pyarrow as pa
 import pytest
 
 import lance_format
+from lance_format.core.errors import LanceError
 from tests.interop.compare import assert_tables_equal
 
 pytestmark = pytest.mark.interop
@@ -47,23 +49,34 @@ def test_uint64_comparisons_above_int64(tmp_path: Path, sql: str) -> None:
 @pytest.mark.parametrize(
     ("sql", "expected"),
     [
-        ("i < 300", [1, -128]),  # pylance refuses literals outside the column's type
-        ("NOT (i >= 300)", [1, -128]),
-        ("i > -1000", [1, -128]),
-        ("i <> 1000", [1, -128]),
-        ("i = 1000", []),
-        ("i IN (1, 1000)", [1]),
-        ("u > -1", [0, 7]),
+        ("NOT (i >= 300)", [1, -128]),  # pylance does not check literals under NOT (..)
+        ("NOT (NOT (i > -1000))", [1, -128]),
+        ("NOT (i IN (1, 1000))", [-128]),
+        ("i < 300", None),  # pylance refuses literals outside the column's type
+        ("i > -1000", None),
+        ("i <> 1000", None),
+        ("i = 1000", None),
+        ("(i = 1000) OR (u = 0)", None),
+        ("i IN (1, 1000)", None),
+        ("i NOT BETWEEN 0 AND 1000", None),
+        ("i = 0.5", None),
+        ("u > -1", None),
+        ("u = 0.5", None),
     ],
 )
-def test_integer_literals_outside_the_column_type(sql: str, expected: list[int]) -> None:
-    # Exact answers (constant on valid rows, null on null rows) instead of a cast failure.
+def test_integer_literals_outside_the_column_type(sql: str, expected: list[int] | None) -> None:
+    # Exact answers (constant on valid rows, null on null rows) instead of a cast failure where
+    # pylance answers; where it refuses the literal, a typed refusal (ours answered them).
     table = pa.table({"i": pa.array([1, -128, None], pa.int8()), "u": pa.array([0, 7, None], pa.uint64())})
+    from lance_format.core.errors import InvalidInputError
     from lance_format.dataset.filters import parse_filter
 
+    if expected is None:
+        with pytest.raises(InvalidInputError, match="does not convert"):
+            parse_filter(sql, table.schema)
+        return
     predicate = parse_filter(sql, table.schema)
-    col = "u" if sql.startswith("u") else "i"
-    assert table.filter(predicate.expression)[col].to_pylist() == expected
+    assert table.filter(predicate.expression)["i"].to_pylist() == expected
 
 
 @pytest.mark.parametrize(
@@ -148,6 +161,25 @@ def _compacted(
         open_(uri).delete(deleted)
     open_(uri).optimize.compact_files(**options)
     return uri
+
+
+def _history(uri: str) -> list[tuple[int, str, int, int | None]]:
+    """``(version, operation, read version, max fragment id)`` of every version, as read by ours
+    (pylance shows a ReserveFragments operation only as ``BaseOperation``)."""
+    ds = lance_format.dataset(uri)
+    out = []
+    for v in range(1, ds.version + 1):
+        txn = ds.read_transaction(v)
+        assert txn is not None
+        out.append(
+            (
+                v,
+                type(txn.operation).__name__,
+                txn.read_version,
+                ds.checkout_version(v).manifest.max_fragment_id,
+            )
+        )
+    return out
 
 
 @pytest.mark.parametrize("stable", [False, True])
@@ -328,11 +360,13 @@ def test_compaction_layout_like_pylance(
     layouts = {}
     for side in ("ours", "theirs"):
         ds = lance.dataset(_compacted(tmp_path, side, sizes, deleted, stable, options))
-        # Not the version: pylance commits a ReserveFragments version before the Rewrite (left open).
         layouts[side] = [
             (f.fragment_id, f.metadata.physical_rows, f.count_rows()) for f in ds.get_fragments()
         ]
     assert layouts["ours"] == layouts["theirs"]
+    # Found: ours committed the Rewrite alone, one version short of pylance, which first commits
+    # a ReserveFragments naming the new fragments' ids (a version of its own, same read version).
+    assert _history(str(tmp_path / "ours")) == _history(str(tmp_path / "theirs"))
     assert_tables_equal(
         lance.dataset(str(tmp_path / "ours")).to_table(), lance.dataset(str(tmp_path / "theirs")).to_table()
     )
@@ -409,3 +443,173 @@ _ARITHMETIC = pa.table(
 def test_arithmetic_in_datafusions_common_type(tmp_path: Path, sql: str) -> None:
     ours, theirs = _both(tmp_path, _ARITHMETIC)
     assert_tables_equal(ours.to_table(filter=sql), theirs.to_table(filter=sql), context=sql)
+
+
+_MIXED = pa.table(
+    {
+        "id": pa.array([1, 2, 3, 4], pa.int64()),
+        "f": pa.array([0.5, 1.5, None, -2.5]),
+        "s": pa.array(["a", "ab ", " b", None]),
+        "b": pa.array([True, False, None, True]),
+        "i8": pa.array([1, -128, 127, None], pa.int8()),
+        "bin": pa.array([b"", b"ab", None, b"x"]),
+        "dec": pa.array([1, 2, None, 3], pa.decimal128(12, 3)),
+        "ds": pa.array(["a", "b", None, "a"]).dictionary_encode(),
+        "di": pa.array([1, 100, None, 127], pa.int32()).dictionary_encode(),
+        "st": pa.array([{"x": 1}, {"x": 2}, None, {"x": 3}], pa.struct([("x", pa.int8())])),
+    }
+)
+
+
+def _outcome(run: Any) -> Any:
+    """What a call gives: its table, or the refusal (ours must refuse with our typed errors)."""
+    try:
+        return run()
+    except Exception as e:
+        return e
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "CEIL(f) > 1",
+        "FLOOR(f) = 0",
+        "SUBSTR(s, 1, 2) = 'a'",
+        "SUBSTRING(s, 2) = ''",
+        "TRIM(s) = ''",
+        "b IS UNKNOWN",
+        "b IS NOT UNKNOWN",
+        "octet_length(bin) > 1",
+        "i8 = 0.5",
+        "i8 < 128",
+        "i8 = -129",
+        "1000 > i8",
+        "id = 0.5",
+        "dec > 1.5",
+        "di = 0.5",
+        "ds = 1",
+        "(i8 >= 300) AND (id > 0)",
+        "i8 IN (1, 1000)",
+        "i8 NOT BETWEEN 0 AND 1000",
+        "i8 IS DISTINCT FROM 1000",
+        "st.x = 1000",
+        "st['x'] < 2147483648",
+    ],
+)
+def test_filters_pylance_refuses_are_refused(tmp_path: Path, sql: str) -> None:
+    # Found: ours answered every one of these (CEIL/FLOOR/SUBSTR/TRIM/IS UNKNOWN in DataFusion's
+    # meaning, literals in a common type); pylance refuses them, so an answer is one it never gives.
+    ours, theirs = _both(tmp_path, _MIXED)
+    assert isinstance(_outcome(lambda: theirs.to_table(filter=sql)), Exception)
+    with pytest.raises(LanceError):
+        ours.to_table(filter=sql)
+    with pytest.raises(LanceError):
+        ours.count_rows(sql)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "ROUND(f) = 1",
+        "round(f, 1) > 0",
+        "round(f) = -3",
+        "round(i8) = 1",
+        "trunc(f) = 0",
+        "length(ds) = 1",
+        "octet_length(ds) = 1",
+        "ds || 'x' = 'ax'",
+        "upper(ds) = 'A'",
+        "starts_with(ds, 'a')",
+        "regexp_like(ds, 'a')",
+        "regexp_match(ds, '^a') IS NULL",
+        "regexp_match(ds, 'a')",
+        "NOT (i8 >= 300)",
+        "NOT (i8 BETWEEN 0 AND 1000)",
+        "i8 + 0.5 > 0",
+        "btrim(s) = 'b'",
+        "ltrim(s) = 'b'",
+        "st.x IN (1, 1000)",  # pylance checks IN lists of plain columns only
+        "st['x'] = 2",
+    ],
+)
+def test_filters_pylance_answers_like_pylance(tmp_path: Path, sql: str) -> None:
+    # Found: ours refused ROUND/TRUNC ("not supported") and string functions of dictionary
+    # columns ("Function 'utf8_length' has no kernel matching input types (dictionary<...>)").
+    ours, theirs = _both(tmp_path, _MIXED)
+    assert_tables_equal(ours.to_table(filter=sql), theirs.to_table(filter=sql), context=sql)
+
+
+@pytest.mark.parametrize(
+    ("how", "column", "sql"),
+    [
+        ("add", "c", "round(f)"),
+        ("add", "c", "trunc(f)"),
+        ("add", "c", "length(s)"),  # Int32, as DataFusion's
+        ("add", "c", "octet_length(s)"),
+        ("add", "c", "length(ds)"),
+        ("add", "c", "ds || 'x'"),
+        ("add", "c", "upper(ds)"),
+        ("add", "c", "di * 2"),
+        ("add", "c", "id + 0.5"),  # both refuse
+        ("add", "c", "i8 + 1000"),
+        ("add", "c", "CEIL(f)"),
+        ("add", "c", "TRIM(s)"),
+        ("update", "di", "id % 5"),
+        ("update", "di", "di + 1"),
+        ("update", "di", "7"),
+        ("update", "ds", "ds || 'x'"),
+        ("update", "ds", "'upd'"),
+        ("update", "ds", "NULL"),
+    ],
+)
+def test_values_like_pylance(tmp_path: Path, how: str, column: str, sql: str) -> None:
+    # Found: ours refused updates of dictionary columns ("Unsupported cast from int64 to
+    # dictionary"), computed length() as Int64 (pylance: Int32), answered `id + 0.5` and
+    # `i8 + 1000` (pylance cannot convert the literal to the column's type) and CEIL/TRIM.
+    got = []
+    for side, mod in (("ours", lance_format), ("theirs", lance)):
+        uri = str(tmp_path / side)
+        lance.write_dataset(_MIXED, uri)
+        ds: Any = mod.dataset(uri)
+        change = ds.add_columns if how == "add" else ds.update
+        done = _outcome(functools.partial(change, {column: sql}))
+        if isinstance(done, Exception):
+            got.append(done)
+            continue
+        got.append(lance.dataset(uri).to_table())
+    ours, theirs = got
+    if isinstance(theirs, Exception):
+        assert isinstance(ours, LanceError), ours
+    else:
+        assert not isinstance(ours, Exception), ours
+        assert_tables_equal(ours, theirs, context=sql)
+
+
+@pytest.mark.parametrize(
+    ("how", "sql"),
+    [
+        ("filter", "di * 2 >= 2147483647"),
+        ("filter", "di * 4 < 0"),
+        ("filter", "2 * di > 2147483647"),
+        ("filter", "di + 2147483647 > 0"),
+        ("filter", "di - 1 < -1073741824"),
+        ("add", "di * 4"),  # a computed column wraps in Int32, as pylance's does
+        ("add", "di + 2147483647"),
+    ],
+)
+def test_arithmetic_on_integer_dictionaries_like_pylance(tmp_path: Path, how: str, sql: str) -> None:
+    # Found: a filter's `di * 2` wrapped in Int32 for a dictionary<int32, int32> column (0 rows
+    # where pylance, computing in Int64 as for a plain int32, found 8).
+    di = pa.array([2**30, 5, None, -(2**30), 2**31 - 1], pa.int32()).dictionary_encode()
+    table = pa.table({"id": pa.array(range(5), pa.int64()), "di": di})
+    if how == "filter":
+        ours, theirs = _both(tmp_path, table)
+        assert_tables_equal(ours.to_table(filter=sql), theirs.to_table(filter=sql), context=sql)
+        return
+    got = []
+    for side, mod in (("ours", lance_format), ("theirs", lance)):
+        uri = str(tmp_path / side)
+        lance.write_dataset(table, uri)
+        mod.dataset(uri).add_columns({"c": sql})
+        got.append(lance.dataset(uri).to_table())
+    assert_tables_equal(got[0], got[1], context=sql)
