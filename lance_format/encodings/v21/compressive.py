@@ -19,7 +19,7 @@ from lance_format.encodings.v21 import model as m
 from lance_format.encodings.v21._bytes import Bufs, gather, read_uint
 from lance_format.encodings.v21._decode_kernels import variable_chunks
 from lance_format.encodings.v21._fsst import fsst_decompress
-from lance_format.encodings.v21.fastlanes import FL_BLOCK, fastlanes_unpack, uint_dtype
+from lance_format.encodings.v21.fastlanes import FL_BLOCK, fastlanes_unpack, uint_dtype, unpack_inline_blocks
 from lance_format.encodings.v21.values import Fixed, Fsl, Nulls, Struct, Values, VarBin
 
 __all__ = [
@@ -91,6 +91,11 @@ def inline_bitpacked(bufs: Bufs, t: int, counts: I64) -> Fixed:
     widths = read_uint(bufs.blob, starts, wbytes).astype(np.int64)
     if int(widths.max()) > t:
         raise ValueError("bit width larger than the value width")
+    if len(cnt) > 1:
+        # Many blocks (scans): unpacked in place from the chunks, whatever their widths.
+        direct = unpack_inline_blocks(bufs.blob, starts + wbytes, widths, cnt, t)
+        if direct is not None:
+            return Fixed(direct.view(np.uint8), t, total)
     # One row of 1024 per buffer; blocks of one bit width are unpacked together.
     w0 = int(widths[0])
     if len(widths) == 1 or not bool((widths != w0).any()):
