@@ -163,30 +163,65 @@ class RangeReader:
             if cached is not None:
                 return cached
         requests = plan_requests(ranges, self.limits)
-        datas = self._fetch_all(requests)
+        bases, views = self._fetch_spans(requests)
         starts = [r.start for r in requests]
-        views = [memoryview(d) for d in datas]
         out: list[memoryview] = []
         for off, length in ranges:
             if length <= 0:
                 out.append(memoryview(b""))
                 continue
             i = bisect.bisect_right(starts, off) - 1
-            # A range is inside one request unless that request was split at max_request.
-            req = requests[i]
-            if off + length <= req.end:
-                out.append(views[i][off - req.start : off - req.start + length])
-            else:
-                parts = []
-                pos = off
-                while pos < off + length:
-                    r = requests[i]
-                    take = min(r.end, off + length) - pos
-                    parts.append(views[i][pos - r.start : pos - r.start + take])
-                    pos += take
-                    i += 1
-                out.append(memoryview(b"".join(parts)))
+            # Parts of one span (a range split at max_request) share one buffer: slice it.
+            lo = off - bases[i]
+            out.append(views[i][lo : lo + length])
         return out
+
+    def _fetch_spans(self, requests: list[Request]) -> tuple[list[int], list[memoryview]]:
+        """Fetch ``requests``; per request, the file offset and the buffer of its span.
+
+        A span is a run of requests back to back (one planned read split at ``max_request``):
+        its parts are read straight into one preallocated buffer, in parallel, so a range across
+        split points is a slice of it, not a join of copies.
+        """
+        spans: list[tuple[int, int]] = []  # [first, last] request of each span
+        for i, r in enumerate(requests):
+            if spans and requests[i - 1].end == r.start:
+                spans[-1] = (spans[-1][0], i)
+            else:
+                spans.append((i, i))
+        if all(a == b for a, b in spans):
+            datas = self._fetch_all(requests)
+            return [r.start for r in requests], [memoryview(d) for d in datas]
+        bases: list[int] = [0] * len(requests)
+        views: list[memoryview] = [memoryview(b"")] * len(requests)
+        jobs: list[tuple[Request, memoryview]] = []
+        singles: list[int] = []
+        for a, b in spans:
+            if a == b:
+                singles.append(a)
+                continue
+            base = requests[a].start
+            # Uninitialised (np.empty): every byte is about to be read into it.
+            buf = np.empty(requests[b].end - base, dtype=np.uint8).data
+            for i in range(a, b + 1):
+                bases[i], views[i] = base, buf
+                r = requests[i]
+                jobs.append((r, buf[r.start - base : r.end - base]))
+        if singles:
+            for i, d in zip(singles, self._fetch_all([requests[i] for i in singles]), strict=True):
+                bases[i], views[i] = requests[i].start, memoryview(d)
+        run_requests(self._fetch_into, jobs, parallel=True, max_parallel=self.store.io_parallelism)
+        self._count(len(jobs), sum(r.length for r, _ in jobs))
+        return bases, views
+
+    def _fetch_into(self, job: tuple[Request, memoryview]) -> None:
+        req, out = job
+        got = self.store.read_range_into(self.key, req.start, out)
+        if got != req.length:
+            raise CorruptFileError(
+                self.key,
+                f"read of bytes [{req.start}, {req.end}) returned {got} bytes (file truncated?)",
+            )
 
     def _blocks_of(self, ranges: Sequence[tuple[int, int]]) -> list[int] | None:
         """Sorted page-cache blocks the ranges touch; ``None`` when one lies outside the object."""

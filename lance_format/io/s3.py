@@ -336,6 +336,25 @@ class S3Store(LevelListingStore):
 
         return bytes(self._retry(key, get))
 
+    def read_range_into(self, key: str, start: int, out: memoryview) -> int:
+        if not len(out):
+            return 0
+        import obstore
+
+        def get() -> int:
+            try:
+                end = start + len(out)
+                got = _call(obstore.get_range, self._client, self._key(key), start=start, end=end)
+            except S3RequestError as e:
+                if _is_invalid_range(e):  # starts at or past the end: no bytes there
+                    return 0
+                raise
+            view = memoryview(got)  # the response's own buffer: one copy, into ``out``
+            out[: len(view)] = view
+            return len(view)
+
+        return int(self._retry(key, get))
+
     def read_ranges(self, key: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
         wanted = [(i, s, e) for i, (s, e) in enumerate(ranges) if e > s]
         out = [b""] * len(ranges)

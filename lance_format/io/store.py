@@ -65,6 +65,13 @@ class ObjectStore(ABC):
         """Several ``(start, end)`` ranges of one object, in order."""
         return [self.read_range(key, s, e) for s, e in ranges]
 
+    def read_range_into(self, key: str, start: int, out: memoryview) -> int:
+        """Fill ``out`` with the bytes at ``start``; returns how many were read (fewer only at
+        the end of the object). Stores override it to read straight into ``out`` (no copy)."""
+        data = self.read_range(key, start, start + len(out))
+        out[: len(data)] = data
+        return len(data)
+
     @abstractmethod
     def read_all(self, key: str) -> bytes:
         """The whole object."""
@@ -223,6 +230,21 @@ class LocalStore(ObjectStore):
         finally:
             self.descriptors.release(held)
         return out
+
+    def read_range_into(self, key: str, start: int, out: memoryview) -> int:
+        held = self.descriptors.acquire(self._path(key))
+        try:
+            done = 0
+            while done < len(out):
+                got = os.preadv(held.fd, [out[done:]], start + done)
+                if got <= 0:
+                    break
+                done += got
+            return done
+        except OSError as e:
+            raise StorageError(f"{self._path(key)}: read failed: {e.strerror}") from e
+        finally:
+            self.descriptors.release(held)
 
     def read_all(self, key: str) -> bytes:
         return self.read_range(key, 0, self.size(key))

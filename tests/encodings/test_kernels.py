@@ -17,7 +17,7 @@ from lance_format.encodings.v21._bytes import gather
 from lance_format.encodings.v21._fsst import fsst_decompress
 from lance_format.encodings.v21.encode.bitpack import pack_blocks
 from lance_format.encodings.v21.encode.fsst import fsst_compress
-from lance_format.encodings.v21.fastlanes import fastlanes_unpack
+from lance_format.encodings.v21.fastlanes import fastlanes_unpack, unpack_inline_blocks
 from tests.encodings.numpy_reference import bitpack as ref_bitpack
 from tests.encodings.numpy_reference import fastlanes as ref_fastlanes
 from tests.encodings.numpy_reference import fsst_decode as ref_fsst_decode
@@ -132,6 +132,44 @@ def test_fastlanes_pack_and_unpack_match_numpy(
         got = fastlanes_unpack(source, width, t, nblocks)
         assert got.tobytes() == ref_fastlanes.fastlanes_unpack(source, width, t, nblocks).tobytes()
     assert np.array_equal(fastlanes_unpack(packed, width, t, nblocks), blocks)
+
+
+@FEW
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    t=st.sampled_from([8, 16, 32, 64]),
+    nblocks=st.integers(1, 6),
+    readonly=st.booleans(),
+)
+def test_inline_blocks_of_mixed_widths_unpack_in_place(
+    seed: int, t: int, nblocks: int, readonly: bool
+) -> None:
+    # Blocks of different widths (0 and t included), each led by a gap as in mini-block chunks,
+    # the last one partly filled: the same values as unpacking each block alone and trimming it.
+    rng = np.random.default_rng(seed)
+    dt = np.dtype(f"u{t // 8}")
+    widths = rng.integers(0, t + 1, nblocks)
+    widths[0], widths[-1] = 0 if nblocks > 2 else widths[0], t if nblocks > 1 else widths[-1]
+    counts = np.full(nblocks, 1024, dtype=np.int64)
+    counts[-1] = int(rng.integers(1, 1025))
+    parts, starts, want = [], [], []
+    pos = 0
+    for w, n in zip(widths.tolist(), counts.tolist(), strict=True):
+        gap = bytes(int(rng.integers(0, 3)) * (t // 8))
+        words = rng.integers(0, 2**63, 1024 * w // t, dtype=np.uint64).astype(dt)
+        parts += [gap, words.tobytes()]
+        starts.append(pos + len(gap))
+        pos += len(gap) + words.nbytes
+        want.append(ref_fastlanes.fastlanes_unpack(words, w, t, 1)[0, :n])
+    blob = np.frombuffer(b"".join(parts), dtype=np.uint8).copy()
+    if readonly:
+        blob.setflags(write=False)
+    got = unpack_inline_blocks(blob, np.array(starts, dtype=np.int64), widths.astype(np.int64), counts, t)
+    assert got is not None
+    assert got.tobytes() == np.concatenate(want).tobytes()
+    # Words not aligned to t bits in memory: left to the gathering path.
+    if t > 8:
+        assert unpack_inline_blocks(blob, np.array(starts, dtype=np.int64) + 1, widths, counts, t) is None
 
 
 @FEW

@@ -185,6 +185,11 @@ def _packed_rows(rows: list[tuple[int, int]]) -> bytes:
     return b"".join(_u32([a]) + np.array([b], dtype="<u2").tobytes() for a, b in rows)
 
 
+def _var_rows(rows: list[bytes]) -> VarBin:
+    offs = np.concatenate([[0], np.cumsum([len(r) for r in rows])]).astype(np.int64)
+    return VarBin(offs, np.frombuffer(b"".join(rows), dtype=np.uint8))
+
+
 def _zstd(data: bytes) -> bytes:
     return buffer_compression.compress("zstd", data)
 
@@ -412,6 +417,45 @@ SAMPLES: dict[tuple[type[Any], str], Sample] = {
             PACKED, [_bufs([_packed_rows([(1, 2), (3, 4)]), _packed_rows([(5, 6)])])], _ints(2, 1), "f"
         ),
         [(1, 2), (3, 4), (5, 6)],
+    ),
+    # Range: start + step * i, restarting in each chunk / buffer (no bytes stored)
+    (m.RangeSequence, "mini"): lambda: (
+        codecs.decode_mini(m.RangeSequence(32, 5, 3), [_bufs([b"", b""])], _ints(3, 2), "f"),
+        [5, 8, 11, 5, 8],
+    ),
+    (m.RangeSequence, "block"): lambda: (
+        codecs.decode_block(m.RangeSequence(64, 2**64 - 2, 1), _bufs([b""]), _ints(4), "f"),
+        [2**64 - 2, 2**64 - 1, 0, 1],  # wraps at the width like the stored integers
+    ),
+    # Delta: the base, then n - 1 differences in the child encoding, per chunk / buffer
+    (m.Delta, "mini"): lambda: (
+        codecs.decode_mini(
+            m.Delta(32, 7, FLAT32), [_bufs([_u32([0, 4]), _u32([1]), b""])], _ints(3, 2, 1), "f"
+        ),
+        [7, 7, 11, 7, 8, 7],
+    ),
+    (m.Delta, "block"): lambda: (
+        codecs.decode_block(
+            m.Delta(64, 10, m.Flat(64)),
+            _bufs([np.array([5, 0, 2**40], dtype="<u8").tobytes()]),
+            _ints(4),
+            "f",
+        ),
+        [10, 15, 15, 15 + 2**40],
+    ),
+    # Variable packed struct: per row, u32 field then a u32 length and the bytes (FSST codes here)
+    (m.VariablePackedStruct, "variable_rows"): lambda: (
+        codecs.decode_variable_rows(
+            m.VariablePackedStruct(
+                (
+                    m.VariablePackedField(FLAT32, bits_per_value=32),
+                    m.VariablePackedField(FSST, bits_per_length=32),
+                )
+            ),
+            _var_rows([_u32([i]) + _u32([len(CODES[i])]) + CODES[i] for i in range(3)]),
+            "f",
+        ),
+        [(i, STRINGS[i]) for i in range(3)],
     ),
     # Constant
     (m.Constant, "mini"): lambda: (codecs.decode_mini(CONSTANT, [], _ints(2, 1), "f"), [7, 7, 7]),

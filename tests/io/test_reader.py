@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lance_format.core.errors import CorruptFileError
 from lance_format.io.cache import ByteCache
 from lance_format.io.planner import PlanLimits
 from lance_format.io.reader import PAGE_BLOCK_BYTES, RangeReader, io_stats
-from lance_format.io.store import MemoryStore
+from lance_format.io.store import LocalStore, MemoryStore
 
 SIZE = 300_000
 DATA = np.random.default_rng(0).integers(0, 256, SIZE, dtype=np.uint8).tobytes()
@@ -58,3 +62,27 @@ def test_global_io_stats_count_every_reader() -> None:
     spent = io_stats() - before
     assert spent.requests >= 2
     assert spent.bytes_read >= 20
+
+
+def test_a_read_split_at_max_request_lands_in_one_buffer_without_a_join(tmp_path: Path) -> None:
+    # A whole-page read (64 MiB vectors) is split into parallel requests; the parts are read straight
+    # into one buffer (pread into it on local disk), so the range is a slice of it: exact bytes,
+    # one request per part, no byte read twice and no joined copy of the parts.
+    (tmp_path / "obj").write_bytes(DATA)
+    limits = PlanLimits(max_gap=0, max_request=40_000)
+    for store in (LocalStore(str(tmp_path)), STORE):
+        r = RangeReader(store, "obj", SIZE, limits, page_cache=ByteCache(0))
+        ranges = [(1_000, 150_000), (151_000, 3), (200_000, 90_000)]
+        out = r.read(ranges)
+        assert [bytes(b) for b in out] == [DATA[o : o + n] for o, n in ranges]
+        # [1000, 151003) is one span of 4 parts, [200000, 290000) one of 3.
+        assert (r.stats.requests, r.stats.bytes_read) == (4 + 3, 150_003 + 90_000)
+        assert out[0].obj is out[1].obj  # both slices of the first span's buffer
+        assert not isinstance(out[0].obj, bytes)  # not a b"".join of the parts
+
+
+def test_a_short_object_under_a_split_read_is_reported_as_truncated(tmp_path: Path) -> None:
+    (tmp_path / "obj").write_bytes(DATA[:100_000])
+    r = RangeReader(LocalStore(str(tmp_path)), "obj", SIZE, PlanLimits(0, 40_000), page_cache=ByteCache(0))
+    with pytest.raises(CorruptFileError, match="truncated"):
+        r.read([(0, 150_000)])

@@ -12,7 +12,9 @@ import pytest
 import lance_format
 from lance_format.core.errors import InvalidInputError, NotFoundError, StorageError
 from lance_format.dataset import write_dataset
-from lance_format.io.cache import METADATA_CACHE
+from lance_format.io.cache import METADATA_CACHE, ByteCache
+from lance_format.io.planner import PlanLimits
+from lance_format.io.reader import RangeReader
 from lance_format.io.retry import retry_count
 from lance_format.io.s3 import S3Store, s3_options
 from lance_format.io.store import store_for_uri
@@ -76,6 +78,21 @@ def test_read_tail_is_one_request_with_the_size(s3_server: S3Server, s3_uri: str
     assert store.read_tail("obj", 16) == (200, bytes(range(184, 200)))
     assert store.read_range("obj", 190, 400) == bytes(range(190, 200))
     assert store.read_range("obj", 300, 400) == b""
+
+
+def test_a_read_split_at_max_request_fills_one_buffer(s3_server: S3Server, s3_uri: str) -> None:
+    # The parts of a split read are copied from each response straight into one buffer.
+    data = np.random.default_rng(3).integers(0, 256, 100_000, dtype=np.uint8).tobytes()
+    store = store_for_uri(s3_uri, s3_server.storage_options)
+    store.write("split", data)
+    r = RangeReader(store, "split", len(data), PlanLimits(max_gap=0, max_request=30_000), ByteCache(0))
+    out = r.read([(10, 95_000), (99_990, 10)])
+    assert [bytes(b) for b in out] == [data[10:95_010], data[99_990:]]
+    assert (r.stats.requests, r.stats.bytes_read) == (4 + 1, 95_000 + 10)
+    buf = memoryview(bytearray(8))
+    assert store.read_range_into("split", 99_996, buf) == 4  # short at the end of the object
+    assert bytes(buf[:4]) == data[99_996:]
+    assert store.read_range_into("split", 200_000, buf) == 0
 
 
 def test_missing_and_denied_surface_at_once_with_the_path(s3_server: S3Server, s3_uri: str) -> None:

@@ -19,7 +19,7 @@ from lance_format.encodings.v21 import model as m
 from lance_format.encodings.v21._bytes import Bufs, gather, read_uint
 from lance_format.encodings.v21._decode_kernels import variable_chunks
 from lance_format.encodings.v21._fsst import fsst_decompress
-from lance_format.encodings.v21.fastlanes import FL_BLOCK, fastlanes_unpack, uint_dtype
+from lance_format.encodings.v21.fastlanes import FL_BLOCK, fastlanes_unpack, uint_dtype, unpack_inline_blocks
 from lance_format.encodings.v21.values import Fixed, Fsl, Nulls, Struct, Values, VarBin
 
 __all__ = [
@@ -91,6 +91,11 @@ def inline_bitpacked(bufs: Bufs, t: int, counts: I64) -> Fixed:
     widths = read_uint(bufs.blob, starts, wbytes).astype(np.int64)
     if int(widths.max()) > t:
         raise ValueError("bit width larger than the value width")
+    if len(cnt) > 1:
+        # Many blocks (scans): unpacked in place from the chunks, whatever their widths.
+        direct = unpack_inline_blocks(bufs.blob, starts + wbytes, widths, cnt, t)
+        if direct is not None:
+            return Fixed(direct.view(np.uint8), t, total)
     # One row of 1024 per buffer; blocks of one bit width are unpacked together.
     w0 = int(widths[0])
     if len(widths) == 1 or not bool((widths != w0).any()):
@@ -349,3 +354,104 @@ def general_per_value(values: VarBin, scheme: str | None, path: str) -> VarBin:
     np.cumsum(lengths, out=offsets[1:])
     data = np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint8)
     return VarBin(offsets, data)
+
+
+def split_variable_packed(
+    fields: tuple[m.VariablePackedField, ...], rows: VarBin
+) -> list[tuple[m.VariablePackedField, U8 | VarBin]]:
+    """Cut variable packed struct rows into their fields' stored values.
+
+    Each row holds its fields in order: a fixed field as ``bits_per_value / 8`` bytes, a variable
+    one as a little-endian length of ``bits_per_length / 8`` bytes and then that many bytes. The
+    rows are walked one field at a time over all rows at once (a cursor per row). A row of no
+    bytes is a null struct's placeholder (a stored row always holds a fixed field or a length):
+    its fields read as zeros and empty values.
+
+    Returns
+    -------
+    list
+        Per field: the fixed values back to back (``uint8``), or the variable values as
+        :class:`VarBin`, each still in the field's own per-value encoding.
+    """
+    n = len(rows.offsets) - 1
+    blob = np.ascontiguousarray(rows.data, dtype=np.uint8)
+    begins = rows.offsets[:-1].astype(np.int64)
+    ends = rows.offsets[1:].astype(np.int64)
+    live = np.flatnonzero(ends > begins)
+    cursor = begins[live]
+    live_ends = ends[live]
+    out: list[tuple[m.VariablePackedField, U8 | VarBin]] = []
+    for f in fields:
+        if f.bits_per_length is not None:
+            if f.bits_per_length not in (32, 64):
+                raise ValueError(f"packed struct length prefix of {f.bits_per_length} bits")
+            pb = f.bits_per_length // 8
+            if bool((cursor + pb > live_ends).any()):
+                raise ValueError("packed struct row too short for a length prefix")
+            lengths = read_uint(blob, cursor, pb).astype(np.int64)
+            starts = cursor + pb
+            cursor = starts + lengths
+            if bool((cursor > live_ends).any()):
+                raise ValueError("packed struct value overruns its row")
+            all_lengths = np.zeros(n, dtype=np.int64)
+            all_lengths[live] = lengths
+            offsets = np.zeros(n + 1, dtype=np.int64)
+            np.cumsum(all_lengths, out=offsets[1:])
+            out.append((f, VarBin(offsets, gather(blob, starts, lengths))))
+        else:
+            bits = f.bits_per_value
+            if bits is None or bits % 8:
+                raise NotSupportedError("packed struct fields must be whole bytes")
+            w = bits // 8
+            if bool((cursor + w > live_ends).any()):
+                raise ValueError("packed struct value overruns its row")
+            fixed = gather(blob, cursor, np.full(len(live), w, dtype=np.int64))
+            if len(live) != n:
+                full = np.zeros((n, w), dtype=np.uint8)
+                full[live] = fixed.reshape(len(live), w)
+                fixed = full.reshape(-1)
+            out.append((f, fixed))
+            cursor = cursor + w
+    if bool((cursor != live_ends).any()):
+        raise ValueError("packed struct rows hold bytes past their fields")
+    return out
+
+
+def delta_values(deltas: Values, bits: int, base: int, counts: I64) -> Fixed:
+    """Sequences starting at ``base`` whose differences are ``deltas`` (``counts[k] - 1`` of them
+    for sequence ``k``); wrap-around is not checked beyond the unsigned width."""
+    if bits not in (32, 64):
+        raise ValueError(f"delta values of {bits} bits")
+    dt = uint_dtype(bits)
+    if not isinstance(deltas, Fixed) or deltas.bits != bits:
+        raise ValueError("delta differences are not fixed-width values of the sequence's width")
+    counts = np.asarray(counts, dtype=np.int64)
+    diffs = np.frombuffer(np.ascontiguousarray(deltas.data).tobytes(), dtype=dt)
+    if len(diffs) != int((counts - 1).clip(0).sum()):
+        raise ValueError("delta differences do not match the value count")
+    total = int(counts.sum())
+    steps = np.zeros(total, dtype=dt)
+    first = np.cumsum(counts) - counts
+    # Every value but each sequence's first takes the next difference; then a running sum per
+    # sequence (the global running sum minus its value at each sequence's start).
+    mask = np.ones(total, dtype=bool)
+    mask[first[counts > 0]] = False
+    steps[mask] = diffs
+    run = np.cumsum(steps, dtype=dt)
+    run -= np.repeat(run[first[counts > 0]], counts[counts > 0])
+    run += dt.type(base)
+    return Fixed(run.view(np.uint8), bits, total)
+
+
+def range_values(bits: int, start: int, step: int, counts: I64) -> Fixed:
+    """``start + step * i`` for ``i`` in ``0..counts[k]``, for each sequence ``k``, wrapping at
+    ``bits`` like the stored integers do."""
+    if bits not in (8, 16, 32, 64):
+        raise ValueError(f"range values of {bits} bits")
+    dt = uint_dtype(bits)
+    counts = np.asarray(counts, dtype=np.int64)
+    total = int(counts.sum())
+    i = np.arange(total, dtype=np.uint64) - np.repeat((np.cumsum(counts) - counts).astype(np.uint64), counts)
+    mod = 1 << 64
+    vals = np.uint64(start % mod) + np.uint64(step % mod) * i  # wraps mod 2**64, then narrows
+    return Fixed(vals.astype(dt).view(np.uint8), bits, total)

@@ -14,7 +14,15 @@ import numpy.typing as npt
 
 from lance_format.core.jit import kernel, warm
 
-__all__ = ["FL_BLOCK", "fastlanes_order", "fastlanes_slot", "fastlanes_unpack", "uint_dtype", "warm_up"]
+__all__ = [
+    "FL_BLOCK",
+    "fastlanes_order",
+    "fastlanes_slot",
+    "fastlanes_unpack",
+    "uint_dtype",
+    "unpack_inline_blocks",
+    "warm_up",
+]
 
 #: Values per FastLanes block.
 FL_BLOCK = 1024
@@ -119,8 +127,94 @@ def _unpack(
                 out[b, dst[lane]] = v & mask
 
 
+def unpack_inline_blocks(
+    blob: npt.NDArray[np.uint8],
+    starts: npt.NDArray[np.int64],
+    widths: npt.NDArray[np.int64],
+    counts: npt.NDArray[np.int64],
+    t: int,
+) -> npt.NDArray[np.unsignedinteger[Any]] | None:
+    """The first ``counts[k]`` values of FastLanes block ``k`` (its words at byte ``starts[k]`` of
+    ``blob``, ``widths[k]`` bits each), concatenated: one compiled pass straight from the chunks,
+    any mix of widths, no gather of the packed words and no padded grid.
+
+    None when the words are not aligned to ``t`` bits in memory (the caller then gathers them).
+
+    Raises
+    ------
+    ValueError
+        A block reaching past ``blob``, a width above ``t`` or a count above a block.
+    """
+    wbytes = t // 8
+    base = blob.ctypes.data if len(blob) else 0
+    if base % wbytes or bool((starts % wbytes).any()):
+        return None
+    lanes = FL_BLOCK // t
+    if len(widths) and (int(widths.min()) < 0 or int(widths.max()) > t):
+        raise ValueError("bit width larger than the value width")
+    if len(counts) and (int(counts.min()) < 0 or int(counts.max()) > FL_BLOCK):
+        raise ValueError("a FastLanes block holds at most 1024 values")
+    first = starts // wbytes
+    words = blob[: len(blob) - len(blob) % wbytes].view(_UINT[t])
+    if len(first) and int((first + widths * lanes).max()) > len(words):
+        raise ValueError("bit-packed block outside the data read")
+    out = np.empty(int(counts.sum()), dtype=_UINT[t])
+    _unpack_blocks(words, first, widths, counts, t, fastlanes_order(t), out)
+    return out
+
+
+@kernel
+def _unpack_blocks(
+    words: npt.NDArray[Any],
+    first: npt.NDArray[np.int64],
+    widths: npt.NDArray[np.int64],
+    counts: npt.NDArray[np.int64],
+    t: int,
+    order: npt.NDArray[np.int64],
+    out: npt.NDArray[Any],
+) -> None:  # pragma: no cover - compiled
+    """Like :func:`_unpack`, one block at a time with its own width, writing only the values a
+    block holds (its logical position below its count) straight to their place in ``out``."""
+    lanes = FL_BLOCK // t
+    pos = 0
+    for b in range(widths.shape[0]):
+        width = widths[b]
+        n = counts[b]
+        if width == 0:
+            for i in range(n):
+                out[pos + i] = 0
+            pos += n
+            continue
+        mask = ~np.uint64(0) >> np.uint64(64 - width)
+        base = first[b]
+        for r in range(t):
+            start = r * width
+            shift = start % t
+            spill = shift + width > t
+            src = base + (start // t) * lanes
+            for lane in range(lanes):
+                at = order[r * lanes + lane]
+                if at < n:
+                    v = np.uint64(words[src + lane]) >> np.uint64(shift)
+                    if spill:
+                        v |= np.uint64(words[src + lanes + lane]) << np.uint64(t - shift)
+                    out[pos + at] = v & mask
+        pos += n
+
+
 def warm_up() -> None:
     """Compile (or load) the unpacking kernel for every unsigned width the readers use."""
     for t in (8, 16, 32, 64):
         dt = _UINT[t]
         warm(fastlanes_unpack, np.zeros(FL_BLOCK * 3 // t, dtype=dt), 3, t, readonly=(0,))
+        blob = np.zeros(8 + FL_BLOCK * 3 // 8, dtype=np.uint8)
+        one = np.array([8], dtype=np.int64)
+        warm(
+            unpack_inline_blocks,
+            blob,
+            one,
+            np.array([3], np.int64),
+            np.array([5], np.int64),
+            t,
+            readonly=(0,),
+        )

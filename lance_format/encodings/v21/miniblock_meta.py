@@ -112,13 +112,17 @@ def load_meta(layout: m.MiniBlockLayout, page: PageInfo, bufs: list[memoryview],
     first_row = np.cumsum(row_starts) - row_starts
     if nchunks and int(row_starts.sum()) != page.num_rows:
         raise CorruptFileError(path, "mini-block chunks do not hold the page's rows")
-    # For each chunk, the first chunk at or after it in which some row ends.
-    has_end = np.flatnonzero(ends > 0)
-    pos = np.searchsorted(has_end, np.arange(nchunks))
-    next_end = np.full(nchunks, nchunks - 1, dtype=np.int64)
-    found = pos < len(has_end)
-    next_end[found] = has_end[pos[found]]
-    holders = np.flatnonzero(row_starts > 0)
+    if layout.repetition_index_depth == 0 and bool((items > 0).all()):
+        # Flat pages (the usual case): every chunk holds rows and ends one, no searches needed.
+        next_end = holders = np.arange(nchunks, dtype=np.int64)
+    else:
+        # For each chunk, the first chunk at or after it in which some row ends.
+        has_end = np.flatnonzero(ends > 0)
+        pos = np.searchsorted(has_end, np.arange(nchunks))
+        next_end = np.full(nchunks, nchunks - 1, dtype=np.int64)
+        found = pos < len(has_end)
+        next_end[found] = has_end[pos[found]]
+        holders = np.flatnonzero(row_starts > 0)
     return MiniBlockMeta(
         chunk_pos,
         sizes,
