@@ -82,7 +82,8 @@ def _sample_rules_out(data: U8, offsets: I64, valid: Bools | None, limit: int) -
     nv = n
     # Pseudo-random distinct positions (a repeated position would look like a repeated value; a
     # regular stride would miss the repeats of sorted data), in order for locality.
-    pick = np.unique(_mix(np.arange(SAMPLE_SIZE, dtype=np.uint64)) % np.uint64(n)).astype(np.int64)
+    pick = np.sort((_mix(np.arange(SAMPLE_SIZE, dtype=np.uint64)) % np.uint64(n)).astype(np.int64))
+    pick = pick[np.concatenate(([True], pick[1:] != pick[:-1]))]
     if valid is not None:
         ok = np.asarray(valid, dtype=np.bool_)
         nv = int(np.count_nonzero(ok))
