@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
@@ -111,9 +113,10 @@ class LanceFileWriter:
         self._max_page = max_page_bytes or config.file_writer_max_page_bytes
         self._threads = encode_threads or config.encode_threads
         self._encode_pool = store.runtime.encode_pool
-        # Pages being encoded on the pool, added to the file in submission order (so the bytes are
-        # the same whatever the threads).
-        self._inflight: deque[Future[list[EncodedPage]]] = deque()
+        # Pages being encoded on the pool (with the encode itself, so a waiting writer can run one
+        # the pool has not started), added to the file in submission order (so the bytes are the
+        # same whatever the threads).
+        self._inflight: deque[tuple[Future[list[EncodedPage]], Callable[[], list[EncodedPage]]]] = deque()
         self._parts: list[bytes | memoryview] = []
         self._pos = 0
         self._rows = 0
@@ -180,7 +183,9 @@ class LanceFileWriter:
                 self._flush(i, top)
         self._rows += batch.num_rows
 
-    def _flush(self, i: int, top: LanceField) -> None:
+    def _flush(self, i: int, top: LanceField, last: bool = False) -> None:
+        """Encode column ``i``'s buffered rows; ``last``: nothing is flushed after them, so the
+        final piece is encoded on this thread (which would otherwise only wait for the pool)."""
         from lance_format.encodings import v20
 
         chunks = self._pending[i]
@@ -203,8 +208,14 @@ class LanceFileWriter:
                 self._next_row[i] += len(piece)
                 if self._threads > 1 and not has_blobs(top):
                     # Blob fields write their bytes to the file while encoding: those stay inline.
-                    fut = self._encode_pool().submit(encode_field, top, piece, self._columns_of, first, large)
-                    self._inflight.append(fut)
+                    job = partial(encode_field, top, piece, self._columns_of, first, large)
+                    if last and start + step >= len(arr):
+                        pages = job()
+                        self._drain(0)
+                        for page in pages:
+                            self._add_page(page)
+                        continue
+                    self._inflight.append((self._encode_pool().submit(job), job))
                     self._drain(self._threads)
                     continue
                 self._drain(0)
@@ -219,9 +230,10 @@ class LanceFileWriter:
     def _drain(self, keep: int) -> None:
         """Add the pages of encodes in flight, oldest first, until at most ``keep`` remain."""
         while len(self._inflight) > keep:
-            fut = self._inflight[0]
+            fut, job = self._inflight[0]
             try:
-                pages = fut.result()
+                # Not started yet: encode it here rather than wait for a pool thread.
+                pages = job() if fut.cancel() else fut.result()
             finally:
                 self._inflight.popleft()
             for page in pages:
@@ -269,8 +281,9 @@ class LanceFileWriter:
             raise InvalidInputError(f"{self.path}: no schema (pass one or write a batch before closing)")
         assert self._lance is not None
         try:
+            last = max((i for i, chunks in enumerate(self._pending) if chunks), default=-1)
             for i, top in enumerate(self._lance.fields):
-                self._flush(i, top)
+                self._flush(i, top, last=i == last)
             self._drain(0)
             if self._rows == 0:
                 # A file without rows still has one (0-row) page per struct column, as pylance's.
@@ -314,7 +327,9 @@ class LanceFileWriter:
     def _abandon(self) -> None:
         """After a failed encode: wait for the other encodes in flight and drop their pages."""
         while self._inflight:
-            self._inflight.popleft().exception()
+            fut, _job = self._inflight.popleft()
+            if not fut.cancel():
+                fut.exception()
 
     @property
     def size(self) -> int:

@@ -210,7 +210,9 @@ class RangeReader:
         if singles:
             for i, d in zip(singles, self._fetch_all([requests[i] for i in singles]), strict=True):
                 bases[i], views[i] = requests[i].start, memoryview(d)
-        run_requests(self._fetch_into, jobs, parallel=True, max_parallel=self.store.io_parallelism)
+        self.store.runtime.scheduler.run(
+            self._fetch_into, jobs, parallel=True, max_parallel=self.store.io_parallelism
+        )
         self._count(len(jobs), sum(r.length for r, _ in jobs))
         return bases, views
 

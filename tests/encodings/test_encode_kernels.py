@@ -226,3 +226,116 @@ def test_parallel_encode_error_surfaces_at_close(tmp_path: object) -> None:
     w.write_batch(t)
     with pytest.raises(InvalidInputError, match="empty struct"):
         w.close()
+
+
+def _packed_strings(strings: list[bytes | None]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(data, offsets, valid) of ``strings`` as Arrow would hold them (nulls empty)."""
+    lens = np.array([len(s) if s is not None else 0 for s in strings], dtype=np.int64)
+    offsets = np.zeros(len(strings) + 1, dtype=np.int64)
+    np.cumsum(lens, out=offsets[1:])
+    data = np.frombuffer(b"".join(s for s in strings if s is not None), dtype=np.uint8)
+    return data, offsets, np.array([s is not None for s in strings], dtype=bool)
+
+
+@pytest.mark.parametrize(
+    ("shape", "repeats"),
+    [("shuffled", 1), ("shuffled", 2), ("sorted", 2), ("sorted", 3), ("one_hot", 1)],
+)
+@pytest.mark.parametrize("null_rate", [0.0, 0.3])
+def test_dictionary_sample_never_rules_out_a_dictionary_that_fits(
+    shape: str, repeats: int, null_rate: float
+) -> None:
+    """Pages large enough for the sampled check: all-distinct strings are ruled out without a
+    build; strings with at most ``limit`` distinct values (each repeated, in any order, or one
+    value filling half the page) still get their dictionary, the same as Arrow's."""
+    from lance_format.encodings.v21.encode import _dict
+
+    rng = np.random.default_rng(repeats)
+    n = 5 * _dict.SAMPLE_SIZE
+    if shape == "one_hot":
+        ids = np.where(rng.random(n) < 0.5, 0, np.arange(n))
+    else:
+        ids = np.repeat(np.arange(-(-n // repeats)), repeats)[:n]
+        if shape == "shuffled":
+            ids = rng.permutation(ids)
+    words: list[bytes | None] = [f"ü-{i}".encode() for i in ids.tolist()]
+    for j in np.flatnonzero(rng.random(n) < null_rate).tolist():
+        words[j] = None
+    data, offsets, valid = _packed_strings(words)
+    limit = n // 2
+    nv = int(valid.sum())
+    distinct = len({w for w in words if w is not None})
+    sampled = _dict._sample_rules_out(data, offsets, None if valid.all() else valid, limit)
+    got = dictionary_strings(data, offsets, None if valid.all() else valid, limit)
+    if distinct > limit:
+        assert got is None
+        if shape == "shuffled" and repeats == 1:
+            assert sampled, "all-distinct strings are ruled out by the sample alone"
+        return
+    assert not sampled, f"{distinct} distinct of {nv} fit the limit {limit}"
+    assert got is not None
+    enc = pa.array(words, pa.binary()).dictionary_encode()
+    idx, firsts = got
+    assert [words[f] for f in firsts.tolist()] == enc.dictionary.to_pylist()
+    assert idx.tolist() == enc.indices.fill_null(0).to_pylist()
+
+
+@FEW
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n=st.integers(1, 2000),
+    distinct=st.integers(1, 300),
+    rows=st.integers(0, 500),
+    readonly=st.booleans(),
+)
+def test_count_distinct_matches_set(seed: int, n: int, distinct: int, rows: int, readonly: bool) -> None:
+    """The sample's distinct count is that of a Python set of the chosen strings (empty strings,
+    unicode, strings sharing prefixes and hashes of any length included)."""
+    from lance_format.encodings.v21.encode import _dict
+
+    rng = np.random.default_rng(seed)
+    words = ["", "é", "ab", "ab\x00", "a" * 9] + [
+        "".join(rng.choice(list("ab\x00é"), int(rng.integers(0, 20)))) for _ in range(distinct)
+    ]
+    strings = [words[int(i)].encode() for i in rng.integers(0, len(words), n)]
+    data, offsets, _ = _packed_strings(list(strings))
+    if readonly:
+        data = data.copy()
+        data.setflags(write=False)
+    pick = rng.integers(0, n, rows).astype(np.int64)
+    pick = np.unique(pick)
+    slots = 1 << max(4, int(2 * len(pick) + 1).bit_length())
+    got = _dict._count_distinct(data, offsets, pick, slots)
+    assert got == len({strings[i] for i in pick.tolist()})
+
+
+@FEW
+@given(seed=st.integers(0, 2**32 - 1), ncodes=st.integers(1, 3000), vocab=st.integers(1, 40))
+def test_fsst_candidates_match_numpy(seed: int, ncodes: int, vocab: int) -> None:
+    """Training's compiled candidate count gives the distinct (value, length) pairs of every code
+    and every two adjacent codes of a string, in (value, length) order with their counts, as the
+    numpy lexsort it replaced did (values equal but for trailing zero bytes included)."""
+    from lance_format.encodings.v21.encode import fsst
+
+    rng = np.random.default_rng(seed)
+    ln = rng.integers(1, 9, ncodes).astype(np.int64)
+    pos = (np.cumsum(ln) - ln).astype(np.int64)
+    alphabet = np.array([0, 97, 98], dtype=np.uint8)[: max(1, min(3, vocab))]
+    data = rng.choice(alphabet, int(ln.sum()) + 8).astype(np.uint8)
+    s = np.sort(rng.integers(0, max(1, ncodes // 3), ncodes)).astype(np.int64)
+    win = fsst._windows(data)
+    masks = fsst._MASKS
+    val = win[pos] & masks[ln]
+    same = s[1:] == s[:-1]
+    plen = np.minimum(ln[:-1] + ln[1:], 8)[same]
+    pval = win[pos[:-1][same]] & masks[plen]
+    cv = np.concatenate((val, pval))
+    cl = np.concatenate((ln, plen))
+    order = np.lexsort((cl, cv))
+    sv, sl = cv[order], cl[order]
+    starts = np.flatnonzero(np.concatenate(([True], (sv[1:] != sv[:-1]) | (sl[1:] != sl[:-1]))))
+    counts = np.diff(np.append(starts, len(sv)))
+    uv, ul, cnt = fsst._candidates(win, s, pos, ln)
+    assert uv.tolist() == sv[starts].tolist()
+    assert ul.tolist() == sl[starts].tolist()
+    assert cnt.tolist() == counts.tolist()

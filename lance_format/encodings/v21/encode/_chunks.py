@@ -73,22 +73,30 @@ def _variable_fill(offs: I64, data: U8, counts: I64, ob: int) -> tuple[U8, I64]:
         raw = ob * (k + 1) + offs[s + k] - offs[s]
         boffs[c + 1] = boffs[c] + (raw + ob - 1) // ob * ob
         s += k
-    out = np.zeros(boffs[nc], dtype=np.uint8)
+    # Whole 8-byte words, so the offsets are written through u32 / u64 views (each chunk starts at
+    # a multiple of ``ob``); the tail past ``boffs[nc]`` is cut off at the end.
+    out = np.zeros((boffs[nc] + 7) // 8 * 8, dtype=np.uint8)
+    o32 = out.view(np.uint32)
+    o64 = out.view(np.uint64)
     s = 0
     for c in range(nc):
         k = counts[c]
         p = boffs[c]
         head = ob * (k + 1)
-        for j in range(k + 1):
-            v = offs[s + j] - offs[s] + head
-            for b in range(ob):
-                out[p + j * ob + b] = (v >> (8 * b)) & 0xFF
+        base = offs[s] - head
+        if ob == 4:
+            w = p // 4
+            for j in range(k + 1):
+                o32[w + j] = offs[s + j] - base
+        else:
+            w = p // 8
+            for j in range(k + 1):
+                o64[w + j] = offs[s + j] - base
         q = p + head
-        for j in range(offs[s], offs[s + k]):
-            out[q] = data[j]
-            q += 1
+        size = offs[s + k] - offs[s]
+        out[q : q + size] = data[offs[s] : offs[s + k]]
         s += k
-    return out, boffs
+    return out[: boffs[nc]], boffs
 
 
 def variable_chunks(
@@ -272,8 +280,7 @@ def _assemble(
         for k in range(ns):
             a = soffs[k, c]
             size = soffs[k, c + 1] - a
-            for j in range(size):
-                out[q + j] = flat[a + j]
+            out[q : q + size] = flat[a : a + size]
             q += (size + 7) // 8 * 8
         total = coffs[c + 1] - p
         if limit and total > limit:

@@ -1,6 +1,7 @@
 """Dictionary building for strings in one compiled pass: a hash table of the distinct values that
-gives up as soon as there are too many (most high-cardinality pages then cost a fraction of a full
-``dictionary_encode``)."""
+gives up as soon as there are too many. Before it, a random sample of the strings is checked for
+repeats: when the sample shows (almost) none, a dictionary cannot pay and the build is skipped, so
+a high-cardinality page costs a sample instead of a pass over half its values."""
 
 from __future__ import annotations
 
@@ -17,6 +18,19 @@ I32 = npt.NDArray[np.int32]
 Bools = npt.NDArray[np.bool_]
 
 _MULT = np.uint64(0x9E3779B97F4A7C15)
+
+#: Distinct strings sampled (fixed seed) to rule a dictionary out before building it. When ``nv``
+#: valid values hold at most ``limit`` distinct ones, they have at least ``(nv^2 / limit - nv) / 2``
+#: equal pairs, and a sample of ``m`` of them (without replacement) expects that many times
+#: ``m(m-1) / (nv(nv-1))``: 16384 samples expect >= 268 equal pairs for the usual ``limit = n / 2``
+#: of a 500k-row page, while all-distinct strings show none.
+SAMPLE_SIZE = 16384
+#: The sample decides only when it expects at least this many equal pairs (below that, a Poisson
+#: count could plausibly come out small by chance) ...
+_MIN_EXPECTED_PAIRS = 64.0
+#: ... and it found fewer than this fraction of them: the chance that the values still have at
+#: most ``limit`` distinct ones is then below e^-40.
+_PAIRS_FRACTION = 1 / 8
 
 
 def dictionary_strings(data: U8, offsets: I64, valid: Bools | None, limit: int) -> tuple[I32, I64] | None:
@@ -37,6 +51,8 @@ def dictionary_strings(data: U8, offsets: I64, valid: Bools | None, limit: int) 
         Per string its entry; per entry the string that first held it.
     """
     n = len(offsets) - 1
+    if n >= 4 * SAMPLE_SIZE and _sample_rules_out(data, offsets, valid, limit):
+        return None
     slots = 1 << max(4, int(2 * min(limit, n) + 1).bit_length())
     ok = np.ones(0, dtype=np.bool_) if valid is None else np.ascontiguousarray(valid, dtype=np.bool_)
     idx, firsts, u = _build(
@@ -49,6 +65,43 @@ def dictionary_strings(data: U8, offsets: I64, valid: Bools | None, limit: int) 
     if u < 0:
         return None
     return idx, firsts[:u]
+
+
+def _mix(x: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    """SplitMix64's finalizer: well-spread pseudo-random numbers from a counter."""
+    with np.errstate(over="ignore"):
+        x = (x + np.uint64(0x9E3779B97F4A7C15)) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def _sample_rules_out(data: U8, offsets: I64, valid: Bools | None, limit: int) -> bool:
+    """Whether a random sample shows so few repeats that the strings surely have more than
+    ``limit`` distinct values (see :data:`SAMPLE_SIZE`)."""
+    n = len(offsets) - 1
+    nv = n
+    # Pseudo-random distinct positions (a repeated position would look like a repeated value; a
+    # regular stride would miss the repeats of sorted data), in order for locality.
+    pick = np.sort((_mix(np.arange(SAMPLE_SIZE, dtype=np.uint64)) % np.uint64(n)).astype(np.int64))
+    pick = pick[np.concatenate(([True], pick[1:] != pick[:-1]))]
+    if valid is not None:
+        ok = np.asarray(valid, dtype=np.bool_)
+        nv = int(np.count_nonzero(ok))
+        pick = pick[ok[pick]]
+    m = len(pick)
+    if nv < 2 or m < 2:
+        return False
+    pairs = (nv * nv / max(1, limit) - nv) / 2
+    expected = pairs * m * (m - 1) / (nv * (nv - 1))
+    if expected < _MIN_EXPECTED_PAIRS:
+        return False
+    slots = 1 << max(4, int(2 * m + 1).bit_length())
+    u = _count_distinct(
+        np.ascontiguousarray(data, dtype=np.uint8), np.ascontiguousarray(offsets, dtype=np.int64), pick, slots
+    )
+    dups = m - u
+    # ``dups`` repeats come from at most dups * (dups + 1) / 2 equal pairs.
+    return bool(dups * (dups + 1) / 2 < _PAIRS_FRACTION * expected)
 
 
 @kernel
@@ -68,6 +121,20 @@ def _hash(data: U8, a: int, b: int) -> np.uint64:  # pragma: no cover - compiled
     h = (h ^ w) * _MULT
     h ^= h >> np.uint64(32)
     return h
+
+
+@kernel
+def _same(data: U8, offsets: I64, f: int, i: int) -> bool:  # pragma: no cover - compiled
+    """Whether strings ``f`` and ``i`` hold the same bytes."""
+    fa = offsets[f]
+    a = offsets[i]
+    size = offsets[i + 1] - a
+    if offsets[f + 1] - fa != size:
+        return False
+    for j in range(size):  # noqa: SIM110 - numba compiles loops, not generators
+        if data[fa + j] != data[a + j]:
+            return False
+    return True
 
 
 @kernel
@@ -100,20 +167,36 @@ def _build(
                 idx[i] = u
                 u += 1
                 break
-            if hashes[e] == h:
-                f = firsts[e]
-                fa = offsets[f]
-                if offsets[f + 1] - fa == b - a:
-                    same = True
-                    for j in range(b - a):
-                        if data[fa + j] != data[a + j]:
-                            same = False
-                            break
-                    if same:
-                        idx[i] = e
-                        break
+            if hashes[e] == h and _same(data, offsets, firsts[e], i):
+                idx[i] = e
+                break
             s = (s + np.uint64(1)) & mask
     return idx, firsts, u
+
+
+@kernel
+def _count_distinct(data: U8, offsets: I64, rows: I64, slots: int) -> int:  # pragma: no cover
+    """Distinct values among the strings ``rows`` (a hash set of row numbers)."""
+    table = np.full(slots, -1, dtype=np.int64)
+    hashes = np.empty(slots, dtype=np.uint64)
+    mask = np.uint64(slots - 1)
+    u = 0
+    for r in rows:
+        a = offsets[r]
+        b = offsets[r + 1]
+        h = _hash(data, a, b)
+        s = h & mask
+        while True:
+            e = table[s]
+            if e < 0:
+                table[s] = r
+                hashes[s] = h
+                u += 1
+                break
+            if hashes[s] == h and _same(data, offsets, e, r):
+                break
+            s = (s + np.uint64(1)) & mask
+    return u
 
 
 def warm_up() -> None:
@@ -123,3 +206,4 @@ def warm_up() -> None:
     offsets = np.array([0, 3, 6, 8], dtype=np.int64)
     for valid in (np.ones(0, dtype=np.bool_), np.ones(3, dtype=np.bool_)):
         warm(_build, data, offsets, valid, 3, 16, readonly=(0, 1, 2))
+    warm(_count_distinct, data, offsets, np.array([0, 2], dtype=np.int64), 16, readonly=(0, 1))

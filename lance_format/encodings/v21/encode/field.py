@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 
 from lance_format.core.errors import InvalidInputError
@@ -164,8 +165,9 @@ def _encode_leaf(
         return _encode_empty_struct(ll)
     slots = ll.slots
     arr = ll.values
+    vis_mask: npt.NDArray[np.bool_] | None
     if ll.dense:
-        vis_mask = np.ones(len(slots), dtype=bool)
+        vis_mask = None  # every entry: made only if a full-zip page needs it
         taken = arr
     else:
         vis_mask = slots >= 0
@@ -219,6 +221,8 @@ def _encode_leaf(
             pass
     if dictionary is not None:
         stored = vals
+    if vis_mask is None:
+        vis_mask = np.ones(len(slots), dtype=bool)
     return encode_fullzip(stored, ll.rep, ll.defs, vis_mask, ll.layers, fsst_table)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from lance_format.core.jit import kernel, warm
+from lance_format.core.jit import kernel
 
 __all__ = ["FSST_MIN_BYTES", "fsst_compress", "warm_up"]
 
@@ -50,17 +50,6 @@ U16 = npt.NDArray[np.uint16]
 Lookup = tuple[U16, U64, I64, I16, I16, U8, I16]
 
 
-def _buckets(vals: U64) -> I64:
-    """Bucket of each symbol's first three bytes (the kernel computes the same inline)."""
-    p = np.asarray(vals, dtype=np.uint64) & np.uint64(0xFFFFFF)
-    return (((p * _BUCKET_MULT) & np.uint64(0xFFFFFFFF)) >> np.uint64(32 - _BUCKET_BITS)).astype(np.int64)
-
-
-def _exact_slot(val: int, k: int) -> int:
-    """Slot of symbol ``val`` of ``k`` bytes in the exact table (the kernel computes the same)."""
-    return (((val ^ k) * int(_EXACT_MULT)) & (2**64 - 1)) >> (64 - _EXACT_BITS)
-
-
 class _Table:
     """Symbols (zero-padded little-endian u64) with their lengths, and the kernel's lookup arrays:
     per bucket a bit mask of the lengths of the 3+ byte symbols in it; the exact table (symbol,
@@ -70,36 +59,55 @@ class _Table:
     def __init__(self, vals: U64, lens: I64) -> None:
         self.vals = np.ascontiguousarray(vals, dtype=np.uint64)
         self.lens = np.ascontiguousarray(lens, dtype=np.int64)
-        long = np.flatnonzero(self.lens >= 3)
-        lenmask = np.zeros(1 << _BUCKET_BITS, dtype=np.uint16)
-        np.bitwise_or.at(lenmask, _buckets(self.vals[long]), (1 << self.lens[long]).astype(np.uint16))
-        xval = np.zeros(1 << _EXACT_BITS, dtype=np.uint64)
-        xlen = np.zeros(1 << _EXACT_BITS, dtype=np.int64)
-        xcode = np.full(1 << _EXACT_BITS, -1, dtype=np.int16)
-        for c in long.tolist():
-            v, k = int(self.vals[c]), int(self.lens[c])
-            h = _exact_slot(v, k)
-            while xlen[h]:
-                h = (h + 1) & ((1 << _EXACT_BITS) - 1)
-            xval[h], xlen[h], xcode[h] = v, k, c
-        code1 = np.full(256, -1, dtype=np.int16)
-        one = np.flatnonzero(self.lens == 1)
-        code1[self.vals[one].astype(np.intp)] = one
-        # Two bytes: the 1-byte code of the first byte, unless a 2-byte symbol matches.
-        code2 = np.tile(code1, 256)
-        len2 = np.ones(1 << 16, dtype=np.uint8)
-        two = np.flatnonzero(self.lens == 2)
-        code2[self.vals[two].astype(np.intp)] = two
-        len2[self.vals[two].astype(np.intp)] = 2
-        self._lookup: Lookup = (lenmask, xval, xlen, xcode, code2, len2, code1)
+        self._lookup: Lookup = _lookup_tables(self.vals, self.lens)
 
     def lookup(self) -> Lookup:
         return self._lookup
 
 
 @kernel
+def _lookup_tables(vals: U64, lens: I64) -> Lookup:  # pragma: no cover - compiled
+    """The lookup arrays of :class:`_Table` (one compiled pass: the table is rebuilt every
+    training generation)."""
+    lenmask = np.zeros(1 << _BUCKET_BITS, dtype=np.uint16)
+    xval = np.zeros(1 << _EXACT_BITS, dtype=np.uint64)
+    xlen = np.zeros(1 << _EXACT_BITS, dtype=np.int64)
+    xcode = np.full(1 << _EXACT_BITS, -1, dtype=np.int16)
+    code1 = np.full(256, -1, dtype=np.int16)
+    xmask = np.uint64((1 << _EXACT_BITS) - 1)
+    for c in range(vals.shape[0]):
+        k = lens[c]
+        v = vals[c]
+        if k == 1:
+            code1[v & np.uint64(0xFF)] = c
+        elif k >= 3:
+            b = ((v & np.uint64(0xFFFFFF)) * _BUCKET_MULT & np.uint64(0xFFFFFFFF)) >> np.uint64(
+                32 - _BUCKET_BITS
+            )
+            lenmask[b] |= np.uint16(1 << k)
+            h = ((v ^ np.uint64(k)) * _EXACT_MULT) >> np.uint64(64 - _EXACT_BITS)
+            while xlen[h]:
+                h = (h + np.uint64(1)) & xmask
+            xval[h] = v
+            xlen[h] = k
+            xcode[h] = c
+    # Two bytes: the 1-byte code of the first byte, unless a 2-byte symbol matches.
+    code2 = np.empty(1 << 16, dtype=np.int16)
+    for i in range(1 << 16):
+        code2[i] = code1[i & 0xFF]
+    len2 = np.ones(1 << 16, dtype=np.uint8)
+    for c in range(vals.shape[0]):
+        if lens[c] == 2:
+            t = vals[c] & np.uint64(0xFFFF)
+            code2[t] = c
+            len2[t] = 2
+    return lenmask, xval, xlen, xcode, code2, len2, code1
+
+
+@kernel
 def _code_strings(
     data: U8,
+    win: U64,
     offsets: I64,
     lenmask: U16,
     xval: U64,
@@ -115,7 +123,8 @@ def _code_strings(
     the rows of a ``(4, codes)`` array).
 
     One function for compression and the training parse, so both see the same symbols; the lookup
-    is written inline (a call per code costs more than the lookup itself)."""
+    is written inline (a call per code costs more than the lookup itself). ``win`` is
+    :func:`_windows` of ``data``: a position with 8 bytes left in its string reads them at once."""
     n = offsets.shape[0] - 1
     cap = 0
     for i in range(n):
@@ -132,11 +141,10 @@ def _code_strings(
         end = offsets[i + 1]
         while cur < end:
             rem = end - cur
-            w = np.uint64(0)
             if rem >= 8:
-                for j in range(8):
-                    w |= np.uint64(data[cur + j]) << np.uint64(8 * j)
+                w = win[cur]
             else:
+                w = np.uint64(0)
                 for j in range(rem):
                     w |= np.uint64(data[cur + j]) << np.uint64(8 * j)
             c = np.int64(-1)
@@ -186,27 +194,25 @@ def _code_strings(
     return new, out[:m], rec[:, :r]
 
 
-class _Windows:
-    """Every 8-byte window of ``data`` (zero past the end) as a little-endian u64: an overlapping,
-    unaligned view with a stride of one byte, so a gather at any positions is one numpy take."""
+def _windows(data: U8) -> U64:
+    """Every full 8-byte window of ``data`` as a little-endian u64: an overlapping view with a
+    stride of one byte (no copy), so the kernel reads a position's next 8 bytes in one load."""
+    count = len(data) - 7
+    if count <= 0:
+        return np.zeros(0, dtype=np.uint64)
+    return np.ndarray((count,), dtype="<u8", buffer=data, strides=(1,))
 
-    def __init__(self, data: U8) -> None:
-        self._pad = np.concatenate((data, np.zeros(8, dtype=np.uint8)))
-        self.view = np.ndarray((len(data) + 1,), dtype="<u8", buffer=self._pad, strides=(1,))
 
-    def at(self, pos: I64) -> U64:
-        return self.view[pos]
+def _code(table: _Table, data: U8, offsets: I64, record: bool) -> tuple[I64, U8, I64]:
+    data = np.ascontiguousarray(data, dtype=np.uint8)
+    offs = np.ascontiguousarray(offsets, dtype=np.int64)
+    return _code_strings(data, _windows(data), offs, *table.lookup(), record)
 
 
 def _parse(table: _Table, data: U8, offsets: I64) -> tuple[I64, I64, I64, I64]:
     """Greedy parse of every string: per code, its string, its code (-1 = escape), its start and
     length, in string order."""
-    _new, _out, rec = _code_strings(
-        np.ascontiguousarray(data, dtype=np.uint8),
-        np.ascontiguousarray(offsets, dtype=np.int64),
-        *table.lookup(),
-        True,
-    )
+    _new, _out, rec = _code(table, data, offsets, True)
     return rec[0], rec[1], rec[2], rec[3]
 
 
@@ -222,31 +228,81 @@ def _train(data: U8, offsets: I64) -> _Table:
     soffs = np.zeros(len(pick) + 1, dtype=np.int64)
     np.cumsum(lens, out=soffs[1:])
     table = _Table(np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64))
-    windows = _Windows(sdata)
+    padded = np.concatenate((sdata, np.zeros(8, dtype=np.uint8)))
+    windows = _windows(padded)
     for _ in range(_GENERATIONS):
         s, _code, pos, ln = _parse(table, sdata, soffs)
         if not len(s):
             break
-        word = windows.at(pos)
-        val = word & _MASKS[ln]
-        # Adjacent pairs within a string, glued and cut to 8 bytes.
-        same = s[1:] == s[:-1]
-        plen = np.minimum(ln[:-1] + ln[1:], 8)[same]
-        pval = windows.at(pos[:-1][same]) & _MASKS[plen]
-        cv = np.concatenate((val, pval))
-        cl = np.concatenate((ln, plen))
-        # Distinct (value, length) pairs in (value, length) order with their counts: a lexsort and
-        # run boundaries (what np.unique(axis=0) computes, without its slow row-wise sort).
-        order = np.lexsort((cl, cv))
-        sv, sl = cv[order], cl[order]
-        starts = np.flatnonzero(np.concatenate(([True], (sv[1:] != sv[:-1]) | (sl[1:] != sl[:-1]))))
-        counts = np.diff(np.append(starts, len(sv)))
-        uv, ul = sv[starts], sl[starts].astype(np.int64)
+        uv, ul, counts = _candidates(windows, s, pos, ln)
         gain = counts * ul
         # Single bytes are worth less than their count suggests only if they are escapes; keep all.
         best = np.argsort(-gain, kind="stable")[:255]
         table = _Table(uv[best], ul[best])
     return table
+
+
+@kernel
+def _candidates(win: U64, s: I64, pos: I64, ln: I64) -> tuple[U64, I64, I64]:  # pragma: no cover
+    """Candidate symbols of a parse: every code's bytes, and every two adjacent codes of a string
+    glued (cut to 8 bytes). Returns the distinct (value, length) pairs in (value, length) order
+    and how often each occurs."""
+    nc = s.shape[0]
+    cv = np.empty(2 * nc, dtype=np.uint64)
+    cl = np.empty(2 * nc, dtype=np.int64)
+    m = 0
+    for i in range(nc):
+        k = ln[i]
+        w = win[pos[i]]
+        cv[m] = w if k >= 8 else w & ((np.uint64(1) << np.uint64(8 * k)) - np.uint64(1))
+        cl[m] = k
+        m += 1
+    for i in range(nc - 1):
+        if s[i + 1] == s[i]:
+            k = min(ln[i] + ln[i + 1], 8)
+            w = win[pos[i]]
+            cv[m] = w if k >= 8 else w & ((np.uint64(1) << np.uint64(8 * k)) - np.uint64(1))
+            cl[m] = k
+            m += 1
+    # Count the distinct (value, length) pairs in a hash table, then order only those.
+    slots = 16
+    while slots < 2 * m:
+        slots *= 2
+    smask = np.uint64(slots - 1)
+    table = np.full(slots, -1, dtype=np.int64)
+    uv = np.empty(m, dtype=np.uint64)
+    ul = np.empty(m, dtype=np.int64)
+    cnt = np.zeros(m, dtype=np.int64)
+    u = 0
+    for i in range(m):
+        v = cv[i]
+        k = cl[i]
+        h = ((v ^ np.uint64(k)) * _EXACT_MULT) >> np.uint64(32) & smask
+        while True:
+            e = table[h]
+            if e < 0:
+                table[h] = u
+                uv[u] = v
+                ul[u] = k
+                cnt[u] = 1
+                u += 1
+                break
+            if uv[e] == v and ul[e] == k:
+                cnt[e] += 1
+                break
+            h = (h + np.uint64(1)) & smask
+    uv = uv[:u]
+    ul = ul[:u]
+    order = np.argsort(uv, kind="mergesort")
+    # Equal values of different lengths (rare): by length.
+    for i in range(1, u):
+        x = order[i]
+        j = i - 1
+        while j >= 0 and uv[order[j]] == uv[x] and ul[order[j]] > ul[x]:
+            order[j + 1] = order[j]
+            j -= 1
+        order[j + 1] = x
+    return uv[order], ul[order], cnt[:u][order]
 
 
 def _serialize(table: _Table) -> bytes:
@@ -278,12 +334,7 @@ def fsst_compress(data: U8, offsets: I64) -> tuple[bytes, I64, U8] | None:
     if int(lens.max()) > MAX_FSST_VALUE:
         return None
     table = _train(data, offsets)
-    new, out, _ = _code_strings(
-        np.ascontiguousarray(data, dtype=np.uint8),
-        np.ascontiguousarray(offsets, dtype=np.int64),
-        *table.lookup(),
-        False,
-    )
+    new, out, _ = _code(table, data, offsets, False)
     if len(out) + TABLE_SIZE >= total:
         return None
     return _serialize(table), new, out
@@ -296,6 +347,9 @@ def warm_up() -> None:
     offsets = np.array([0, 3, 8], dtype=np.int64)
     table = _Table(np.array([0x636261, 0x61, 0x6362], dtype=np.uint64), np.array([3, 1, 2], dtype=np.int64))
     # Offsets are always the writer's own arrays and training codes a copied sample: only the
-    # compressed bytes may be a read-only Arrow buffer.
-    warm(_code_strings, data, offsets, *table.lookup(), False, readonly=(0,))
-    _code_strings(data, offsets, *table.lookup(), True)
+    # compressed bytes (and so their windows) may be a read-only Arrow buffer.
+    for ro in (False, True):
+        d = data.copy()
+        d.setflags(write=not ro)
+        _code(table, d, offsets, False)
+    _code(table, data, offsets, True)

@@ -71,7 +71,8 @@ def _is_int_storage(t: pa.DataType) -> bool:
 def _bits(arr: pa.Array) -> npt.NDArray[np.bool_]:
     buf = arr.buffers()[1]
     raw = np.frombuffer(buf, dtype=np.uint8) if buf is not None else np.zeros(0, np.uint8)
-    return np.unpackbits(raw, bitorder="little")[arr.offset : arr.offset + len(arr)].astype(bool)
+    # unpackbits gives 0/1 bytes: read them as booleans without a copy.
+    return np.unpackbits(raw, bitorder="little")[arr.offset : arr.offset + len(arr)].view(np.bool_)
 
 
 def _valid(arr: pa.Array) -> npt.NDArray[np.bool_] | None:
