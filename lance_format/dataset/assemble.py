@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 
 from lance_format.core.types import LanceField, LanceSchema
 
-__all__ = ["LeafPaths", "Placement", "assemble_column", "leaf_ids", "place_fields"]
+__all__ = ["LeafPaths", "Placement", "assemble_column", "held_leaves", "leaf_ids", "place_fields"]
 
 #: Dataset leaf field id -> positional path (child indexes) of its column under the file's
 #: top-level field.
@@ -73,24 +73,40 @@ def place_fields(
     out = []
     for f in wanted:
         done = covered.setdefault(f.id, set())
-        here = [lid for lid in leaf_ids(f) if lid in col_of and lid not in done]
-        if not here:
-            continue
         file_top: LanceField | None = None
         paths: LeafPaths = {}
-        for lid in here:
-            hit = tops.get(file_field_of_column.get(col_of[lid], -1))
+        for lid, (owner, rel) in held_leaves(f, col_of).items():
+            if lid in done:
+                continue
+            hit = tops.get(file_field_of_column.get(col_of[owner], -1))
             if hit is None:
                 continue
             top, path = hit
             if file_top is not None and top.id != file_top.id:
                 continue  # one file gives one top-level field per dataset field
             file_top = top
-            paths[lid] = path
+            paths[lid] = path + rel
         if file_top is None:
             continue
         done.update(paths)
         out.append(Placement(f, file_top, paths))
+    return out
+
+
+def held_leaves(field: LanceField, col_of: Mapping[int, int]) -> dict[int, tuple[int, tuple[int, ...]]]:
+    """``field``'s leaves a data file holds: leaf id -> (the field owning the column, the leaf's
+    path under it). A leaf owns its column, except under a packed struct, whose one column holds
+    all its members (its leaves have none)."""
+    out: dict[int, tuple[int, tuple[int, ...]]] = {}
+
+    def walk(x: LanceField) -> None:
+        if x.id in col_of and (not x.children or not any(i in col_of for i in leaf_ids(x))):
+            out.update((lid, (x.id, rel)) for lid, rel in _dataset_paths(x).items())
+            return
+        for c in x.children:
+            walk(c)
+
+    walk(field)
     return out
 
 

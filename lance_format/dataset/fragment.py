@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from lance_format.core.errors import CorruptFileError, InvalidInputError, NotSupportedError
 from lance_format.core.types import LanceSchema
-from lance_format.dataset.assemble import LeafPaths, assemble_column, leaf_ids, place_fields
+from lance_format.dataset.assemble import LeafPaths, assemble_column, held_leaves, place_fields
 from lance_format.dataset.cache import METADATA_CACHE, ByteLRU
 from lance_format.file import LanceFileReader
 from lance_format.file.decoded import AdmitBudget, read_range_cached, take_cached
@@ -193,10 +193,8 @@ class FragmentReader:
                     f"{self.cache.store.uri}/data/{df.path}: legacy (0.1) data files are not supported"
                 )
             col_of = {fid: c for fid, c in zip(df.fields, df.column_indices, strict=False) if c >= 0}
-            # Linear in leaves: a set difference of every column per field would be quadratic.
-            pending = [
-                f for f in wanted if any(x in col_of and x not in covered.get(f.id, ()) for x in leaf_ids(f))
-            ]
+            # Linear in fields: a set difference of every column per field would be quadratic.
+            pending = [f for f in wanted if held_leaves(f, col_of).keys() - covered.get(f.id, set())]
             if not pending:
                 continue
             reader = self.cache.reader(df, self.bases)
