@@ -1,84 +1,222 @@
-"""Compiled step of the level walk (:mod:`lance_format.encodings.v21.encode.levels`): expanding the
-entries of a list layer into one entry per item, in one pass instead of a dozen numpy passes."""
+"""Compiled steps of the level walk (:mod:`lance_format.encodings.v21.encode.levels`).
+
+Each step is one pass over the entries. An entry carries its slot in the current array (or -1
+once invisible), a null code (-1 while valid, else ``2 * depth + empty`` with ``depth`` the
+outer-first layer that made it null or empty) and the outer-first depth of the list whose item it
+starts (-1: it starts a top-level row). Before the first list every entry is its own slot and a
+top-level row: ``identity`` then stands for ``slots``, and empty ``code`` / ``starts`` arrays for
+"all -1", so a struct without lists costs no per-entry arrays at all. Validity comes as the Arrow
+bitmap and its bit offset (an empty bitmap: all valid), never as a bool array.
+"""
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from lance_format.core.jit import kernel, warm
 
-__all__ = ["expand_lists", "warm_up"]
+__all__ = ["expand_lists", "finish_levels", "item_nulls", "rep_index", "warm_up"]
 
 I64 = npt.NDArray[np.int64]
-Bools = npt.NDArray[np.bool_]
+I16 = npt.NDArray[np.int16]
+U8 = npt.NDArray[np.uint8]
+U16 = npt.NDArray[np.uint16]
+Ints = npt.NDArray[np.signedinteger[Any]]
+
+
+@kernel
+def _is_valid(bitmap: U8, bit_off: int, i: int) -> bool:  # pragma: no cover - compiled
+    if bitmap.shape[0] == 0:
+        return True
+    j = bit_off + i
+    return bool((bitmap[j >> 3] >> (j & 7)) & 1)
+
+
+@kernel
+def item_nulls(
+    slots: I64, identity: bool, code: I16, n: int, bitmap: U8, bit_off: int, depth: int
+) -> tuple[I16, bool]:  # pragma: no cover - compiled
+    """Null codes after an item (or struct) layer at ``depth``: a live entry (a slot, valid so
+    far) whose slot is null in ``bitmap`` becomes null here. Returns (codes, any became null)."""
+    out = np.empty(n, dtype=np.int16)
+    has_code = code.shape[0] > 0
+    here = np.int16(2 * depth)
+    any_null = False
+    for e in range(n):
+        c = code[e] if has_code else np.int16(-1)
+        if c < 0:
+            s = e if identity else slots[e]
+            if s >= 0 and not _is_valid(bitmap, bit_off, s):
+                c = here
+                any_null = True
+        out[e] = c
+    return out, any_null
 
 
 @kernel
 def expand_lists(
-    slots: I64, null_at: I64, kind: I64, starts: I64, offsets: I64, valid: Bools, depth: int
-) -> tuple[I64, I64, I64, I64, bool, bool]:  # pragma: no cover - compiled
+    slots: I64,
+    identity: bool,
+    code: I16,
+    starts: I16,
+    n: int,
+    offsets: Ints,
+    bitmap: U8,
+    bit_off: int,
+    depth: int,
+) -> tuple[I64, I16, I16, bool, bool]:  # pragma: no cover - compiled
     """Entries below a list layer at outer-first ``depth``.
 
-    A live entry (a slot, not null above) whose list is valid and not empty becomes one entry per
+    A live entry (a slot, valid so far) whose list is valid and not empty becomes one entry per
     item (slot ``offsets[slot] + j``; the first keeps the entry's ``starts``, the others start an
     item of list ``depth``). Any other entry stays single and invisible (slot -1); a null or empty
-    list here marks it null at ``depth`` (``kind`` 1 for empty).
+    list here makes it null at ``depth`` (code ``2 * depth``, ``+ 1`` for empty).
 
     Returns
     -------
-    (slots, null_at, kind, starts, has_null, has_empty)
+    (slots, code, starts, has_null, has_empty)
     """
-    n = slots.shape[0]
-    lengths = np.zeros(n, dtype=np.int64)
-    here = np.zeros(n, dtype=np.int8)  # 1 = null list, 2 = empty list
+    has_code = code.shape[0] > 0
+    has_starts = starts.shape[0] > 0
+    # Pass 1: entries out (a list of k > 0 items gives k, anything else 1).
     total = 0
     for e in range(n):
-        s = slots[e]
-        if s >= 0 and null_at[e] < 0:
-            if not valid[s]:
-                here[e] = 1
-            else:
-                ln = offsets[s + 1] - offsets[s]
-                if ln > 0:
-                    lengths[e] = ln
-                else:
-                    here[e] = 2
-        total += lengths[e] if lengths[e] > 0 else 1
+        s = e if identity else slots[e]
+        if s >= 0 and (not has_code or code[e] < 0) and _is_valid(bitmap, bit_off, s):
+            ln = offsets[s + 1] - offsets[s]
+            total += ln if ln > 0 else 1
+        else:
+            total += 1
     new_slots = np.empty(total, dtype=np.int64)
-    new_null = np.empty(total, dtype=np.int64)
-    new_kind = np.empty(total, dtype=np.int64)
-    new_starts = np.empty(total, dtype=np.int64)
+    new_code = np.empty(total, dtype=np.int16)
+    new_starts = np.empty(total, dtype=np.int16)
+    null_code = np.int16(2 * depth)
+    empty_code = np.int16(2 * depth + 1)
+    inner = np.int16(depth)
     has_null = False
     has_empty = False
     p = 0
     for e in range(n):
-        ln = lengths[e]
-        if ln > 0:
-            b = offsets[slots[e]]
-            for j in range(ln):
-                new_slots[p + j] = b + j
-                new_null[p + j] = null_at[e]
-                new_kind[p + j] = kind[e]
-                new_starts[p + j] = depth
-            new_starts[p] = starts[e]
-            p += ln
+        s = e if identity else slots[e]
+        c = code[e] if has_code else np.int16(-1)
+        st = starts[e] if has_starts else np.int16(-1)
+        if s >= 0 and c < 0:
+            if not _is_valid(bitmap, bit_off, s):
+                new_slots[p] = -1
+                new_code[p] = null_code
+                new_starts[p] = st
+                has_null = True
+                p += 1
+                continue
+            b = offsets[s]
+            ln = offsets[s + 1] - b
+            if ln > 0:
+                for j in range(ln):
+                    new_slots[p + j] = b + j
+                    new_code[p + j] = c
+                    new_starts[p + j] = inner
+                new_starts[p] = st
+                p += ln
+            else:
+                new_slots[p] = -1
+                new_code[p] = empty_code
+                new_starts[p] = st
+                has_empty = True
+                p += 1
         else:
             new_slots[p] = -1
-            new_starts[p] = starts[e]
-            if here[e]:
-                new_null[p] = depth
-                new_kind[p] = 1 if here[e] == 2 else 0
-                has_null |= here[e] == 1
-                has_empty |= here[e] == 2
-            else:
-                new_null[p] = null_at[e]
-                new_kind[p] = kind[e]
+            new_code[p] = c
+            new_starts[p] = st
             p += 1
-    return new_slots, new_null, new_kind, new_starts, has_null, has_empty
+    return new_slots, new_code, new_starts, has_null, has_empty
+
+
+@kernel
+def finish_levels(
+    slots: I64, identity: bool, code: I16, starts: I16, n: int, def_table: I64, rep_table: I64
+) -> tuple[U16, U16, int, int, bool]:  # pragma: no cover - compiled
+    """Levels of a leaf's entries and where its visible values are.
+
+    ``def_table[code]`` is the definition level of a null code (valid entries: 0);
+    ``rep_table[starts + 1]`` the repetition level of an entry starting an item of that list (or a
+    row). An empty table skips that kind of level (its array comes back empty).
+
+    Returns
+    -------
+    (defs, rep, visible count, first visible slot, whether the visible slots are consecutive)
+    """
+    want_def = def_table.shape[0] > 0
+    has_code = code.shape[0] > 0
+    want_rep = rep_table.shape[0] > 0
+    has_starts = starts.shape[0] > 0
+    defs = np.zeros(n if want_def else 0, dtype=np.uint16)
+    rep = np.empty(n if want_rep else 0, dtype=np.uint16)
+    if want_def and has_code:
+        for e in range(n):
+            c = code[e]
+            if c >= 0:
+                defs[e] = def_table[c]
+    if want_rep:
+        row = np.uint16(rep_table[0])
+        for e in range(n):
+            rep[e] = rep_table[starts[e] + 1] if has_starts else row
+    if identity:
+        return defs, rep, n, 0, True
+    nvis = 0
+    first = -1
+    prev = -1
+    consecutive = True
+    for e in range(n):
+        s = slots[e]
+        if s >= 0:
+            if nvis == 0:
+                first = s
+            elif s != prev + 1:
+                consecutive = False
+            prev = s
+            nvis += 1
+    return defs, rep, nvis, first, consecutive
+
+
+@kernel
+def rep_index(rep: U16, bounds: I64, max_rep: int) -> I64:  # pragma: no cover - compiled
+    """The mini-block repetition index: per chunk (entries ``bounds[c]:bounds[c + 1]``), the rows
+    that end in it and the levels of a row that continues into the next chunk, as pairs."""
+    nc = bounds.shape[0] - 1
+    out = np.zeros(2 * nc, dtype=np.int64)
+    top = np.uint16(max_rep)
+    for c in range(nc):
+        a = bounds[c]
+        b = bounds[c + 1]
+        starts = 0
+        last = -1
+        for i in range(a, b):
+            if rep[i] == top:
+                starts += 1
+                last = i
+        nxt_is_start = c == nc - 1 or rep[b] == top
+        first_is_start = b > a and rep[a] == top
+        ends = starts - (0 if nxt_is_start else 1) + (0 if first_is_start else 1)
+        out[2 * c] = ends
+        if not nxt_is_start:
+            out[2 * c + 1] = b - last if last >= 0 else b - a
+    return out
 
 
 def warm_up() -> None:
-    """Compile (or load) the kernel (offsets may come from a read-only Arrow buffer)."""
+    """Compile (or load) the kernels for the argument types the walk passes (offsets, bitmaps and
+    Arrow-backed arrays may be read-only buffers)."""
     one = np.zeros(1, dtype=np.int64)
-    warm(expand_lists, one, one - 1, one, one - 1, np.array([0, 1]), np.ones(1, np.bool_), 0, readonly=(4, 5))
+    c0 = np.zeros(0, dtype=np.int16)
+    c1 = np.full(1, -1, dtype=np.int16)
+    bm = np.ones(1, dtype=np.uint8)
+    for identity in (False, True):
+        for code in (c0, c1):
+            warm(item_nulls, one, identity, code, 1, bm, 0, 0, readonly=(4,))
+            for offs in (np.array([0, 1], dtype=np.int32), np.array([0, 1], dtype=np.int64)):
+                warm(expand_lists, one, identity, code, code, 1, offs, bm, 0, 0, readonly=(5, 6))
+            warm(finish_levels, one, identity, code, code, 1, one, one)
+    warm(rep_index, np.ones(2, dtype=np.uint16), np.array([0, 2]), 1)

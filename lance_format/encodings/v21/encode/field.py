@@ -162,22 +162,13 @@ def _encode_leaf(
 ) -> tuple[m.PageLayout, PageBuffers]:
     if ll.field.is_empty_struct:
         return _encode_empty_struct(ll)
-    slots = ll.slots
-    arr = ll.values
-    if ll.dense:
-        vis_mask = np.ones(len(slots), dtype=bool)
-        taken = arr
-    else:
-        vis_mask = slots >= 0
-        vis = slots[vis_mask]
-        dense = len(vis) == 0 or (int(vis[0]) == 0 and bool((np.diff(vis) == 1).all()))
-        taken = arr if len(vis) == len(arr) and dense else arr.take(pa.array(vis, type=pa.int64()))
+    taken = ll.visible_values()
     if len(taken) == 0 or taken.null_count == len(taken):
         return encode_all_null(ll.rep, ll.defs, ll.layers)
     vals = extract(taken)
     if write_external is not None and ll.rep is None and isinstance(vals, VarVals) and _is_blob(ll.field):
         return _encode_blob(ll, vals, large, write_external)
-    visible = vis_mask if ll.rep is not None else None
+    visible = ll.visible_mask()
     compression = ll.field.metadata.get(_COMPRESSION, b"").decode(errors="replace").lower()
     general = _general(ll.field, compression)
     plain = compression == "none"
@@ -219,6 +210,7 @@ def _encode_leaf(
             pass
     if dictionary is not None:
         stored = vals
+    vis_mask = visible if visible is not None else np.ones(ll.num_entries, dtype=bool)
     return encode_fullzip(stored, ll.rep, ll.defs, vis_mask, ll.layers, fsst_table)
 
 
