@@ -196,16 +196,17 @@ class LanceFileWriter:
         for start in range(0, len(arr), step):
             piece = arr.slice(start, step)
             if self.version.structural:
-                from lance_format.encodings.v21.encode import encode_field, has_blobs
+                from lance_format.encodings.v21.encode import encode_field, encode_jobs, has_blobs
 
                 large = self.version is LanceFileVersion.V2_2
                 first = self._next_row[i]
                 self._next_row[i] += len(piece)
                 if self._threads > 1 and not has_blobs(top):
                     # Blob fields write their bytes to the file while encoding: those stay inline.
-                    fut = _encode_pool().submit(encode_field, top, piece, self._columns_of, first, large)
-                    self._inflight.append(fut)
-                    self._drain(self._threads)
+                    # One job per leaf column of a struct, so its leaves encode side by side too.
+                    for job in encode_jobs(top, piece, self._columns_of, first, large):
+                        self._inflight.append(_encode_pool().submit(job))
+                        self._drain(self._threads)
                     continue
                 self._drain(0)
                 pages = encode_field(

@@ -319,6 +319,11 @@ def test_parallel_encode_writes_the_same_bytes(version: str, tmp_path: object) -
             "s": pa.array([f"user-{x}" for x in rng.integers(0, 1 << 30, n)]),
             "l": pa.array([[1] * int(k) for k in rng.integers(0, 3, n)], pa.list_(pa.int64())),
             "c": pa.array([f"k{x}" for x in rng.integers(0, 9, n)]),
+            # A struct's leaves encode as jobs of their own.
+            "st": pa.array(
+                [{"a": int(k), "l": [1] * int(k)} if k else None for k in rng.integers(0, 3, n)],
+                pa.struct([pa.field("a", pa.int32()), pa.field("l", pa.list_(pa.int64()))]),
+            ),
         }
     )
     out = []

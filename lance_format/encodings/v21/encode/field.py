@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 import pyarrow as pa
@@ -19,7 +20,7 @@ from lance_format.encodings.v21.encode.levels import LeafLevels, leaf_levels
 from lance_format.encodings.v21.encode.miniblock import TooLarge, encode_miniblock
 from lance_format.encodings.v21.encode.values import FixedVals, PageBuffers, VarVals, extract
 
-__all__ = ["FULLZIP_MIN_VALUE_BYTES", "encode_field", "has_blobs"]
+__all__ = ["FULLZIP_MIN_VALUE_BYTES", "EncodeJob", "encode_field", "encode_jobs", "has_blobs"]
 
 #: Values of at least this many bytes (on average, or per fixed-width row) go full-zip, as pylance
 #: does: a random read then fetches one value instead of a whole chunk.
@@ -240,10 +241,41 @@ def encode_field(
         Stores bytes out of line and returns their file position (blob columns need it; without
         it blobs are written inline like other binaries).
     """
-    pages = []
-    for ll in leaf_levels(field, arr, columns_of):
-        layout, bufs = _encode_leaf(ll, large, write_external)
-        pages.append(
-            EncodedPage(columns_of[ll.field.id], bufs, ll.num_rows, page_layout_bytes(layout), first_row)
-        )
-    return pages
+    return [
+        _leaf_page(ll, columns_of, first_row, large, write_external)
+        for ll in leaf_levels(field, arr, columns_of)
+    ]
+
+
+def _leaf_page(
+    ll: LeafLevels,
+    columns_of: dict[int, int],
+    first_row: int,
+    large: bool,
+    write_external: WriteExternal | None = None,
+) -> EncodedPage:
+    layout, bufs = _encode_leaf(ll, large, write_external)
+    return EncodedPage(columns_of[ll.field.id], bufs, ll.num_rows, page_layout_bytes(layout), first_row)
+
+
+EncodeJob = Callable[[], list[EncodedPage]]
+
+
+def encode_jobs(
+    field: LanceField, arr: pa.Array, columns_of: dict[int, int], first_row: int, large: bool
+) -> list[EncodeJob]:
+    """:func:`encode_field` cut into jobs to run side by side (on a pool), in column order.
+
+    A field with one column is one job (its level walk included). A field with several (a
+    struct) has its levels walked now and each column encoded by a job of its own, so the leaves
+    of one wide struct encode on every core. The pages are the ones :func:`encode_field` makes.
+    """
+    if sum(1 for f in field.walk() if f.id in columns_of) <= 1:
+        return [partial(encode_field, field, arr, columns_of, first_row, large)]
+    return [
+        partial(_page_list, ll, columns_of, first_row, large) for ll in leaf_levels(field, arr, columns_of)
+    ]
+
+
+def _page_list(ll: LeafLevels, columns_of: dict[int, int], first_row: int, large: bool) -> list[EncodedPage]:
+    return [_leaf_page(ll, columns_of, first_row, large)]
