@@ -24,6 +24,7 @@ I64 = npt.NDArray[np.int64]
 I16 = npt.NDArray[np.int16]
 U8 = npt.NDArray[np.uint8]
 U16 = npt.NDArray[np.uint16]
+Bools = npt.NDArray[np.bool_]
 Ints = npt.NDArray[np.signedinteger[Any]]
 
 
@@ -91,23 +92,24 @@ def expand_lists(
         else:
             total += 1
     new_slots = np.empty(total, dtype=np.int64)
-    new_code = np.empty(total, dtype=np.int16)
-    new_starts = np.empty(total, dtype=np.int16)
+    # Items of an expanded list are valid (only valid entries expand) and, but for the first,
+    # start an item of this list: fill those values once, write only the exceptions.
+    new_code = np.full(total, -1, dtype=np.int16)
+    inner = np.int16(depth)
+    new_starts = np.full(total, inner, dtype=np.int16)
     null_code = np.int16(2 * depth)
     empty_code = np.int16(2 * depth + 1)
-    inner = np.int16(depth)
     has_null = False
     has_empty = False
     p = 0
     for e in range(n):
         s = e if identity else slots[e]
         c = code[e] if has_code else np.int16(-1)
-        st = starts[e] if has_starts else np.int16(-1)
+        new_starts[p] = starts[e] if has_starts else np.int16(-1)
         if s >= 0 and c < 0:
             if not _is_valid(bitmap, bit_off, s):
                 new_slots[p] = -1
                 new_code[p] = null_code
-                new_starts[p] = st
                 has_null = True
                 p += 1
                 continue
@@ -116,20 +118,15 @@ def expand_lists(
             if ln > 0:
                 for j in range(ln):
                     new_slots[p + j] = b + j
-                    new_code[p + j] = c
-                    new_starts[p + j] = inner
-                new_starts[p] = st
                 p += ln
             else:
                 new_slots[p] = -1
                 new_code[p] = empty_code
-                new_starts[p] = st
                 has_empty = True
                 p += 1
         else:
             new_slots[p] = -1
             new_code[p] = c
-            new_starts[p] = st
             p += 1
     return new_slots, new_code, new_starts, has_null, has_empty
 
@@ -137,8 +134,8 @@ def expand_lists(
 @kernel
 def finish_levels(
     slots: I64, identity: bool, code: I16, starts: I16, n: int, def_table: I64, rep_table: I64
-) -> tuple[U16, U16, int, int, bool]:  # pragma: no cover - compiled
-    """Levels of a leaf's entries and where its visible values are.
+) -> tuple[U16, U16, Bools, int, int, bool]:  # pragma: no cover - compiled
+    """Levels of a leaf's entries and where its visible values are, in one pass.
 
     ``def_table[code]`` is the definition level of a null code (valid entries: 0);
     ``rep_table[starts + 1]`` the repetition level of an entry starting an item of that list (or a
@@ -146,7 +143,8 @@ def finish_levels(
 
     Returns
     -------
-    (defs, rep, visible count, first visible slot, whether the visible slots are consecutive)
+    (defs, rep, visible (per entry; empty for ``identity``: all are), visible count, first
+    visible slot, whether the visible slots are consecutive)
     """
     want_def = def_table.shape[0] > 0
     has_code = code.shape[0] > 0
@@ -154,31 +152,32 @@ def finish_levels(
     has_starts = starts.shape[0] > 0
     defs = np.zeros(n if want_def else 0, dtype=np.uint16)
     rep = np.empty(n if want_rep else 0, dtype=np.uint16)
-    if want_def and has_code:
-        for e in range(n):
-            c = code[e]
-            if c >= 0:
-                defs[e] = def_table[c]
-    if want_rep:
-        row = np.uint16(rep_table[0])
-        for e in range(n):
-            rep[e] = rep_table[starts[e] + 1] if has_starts else row
-    if identity:
-        return defs, rep, n, 0, True
+    visible = np.empty(0 if identity else n, dtype=np.bool_)
+    row = np.uint16(rep_table[0]) if want_rep else np.uint16(0)
     nvis = 0
     first = -1
     prev = -1
     consecutive = True
     for e in range(n):
-        s = slots[e]
-        if s >= 0:
-            if nvis == 0:
-                first = s
-            elif s != prev + 1:
-                consecutive = False
-            prev = s
-            nvis += 1
-    return defs, rep, nvis, first, consecutive
+        if want_def and has_code:
+            c = code[e]
+            if c >= 0:
+                defs[e] = def_table[c]
+        if want_rep:
+            rep[e] = rep_table[starts[e] + 1] if has_starts else row
+        if not identity:
+            s = slots[e]
+            visible[e] = s >= 0
+            if s >= 0:
+                if nvis == 0:
+                    first = s
+                elif s != prev + 1:
+                    consecutive = False
+                prev = s
+                nvis += 1
+    if identity:
+        return defs, rep, visible, n, 0, True
+    return defs, rep, visible, nvis, first, consecutive
 
 
 @kernel

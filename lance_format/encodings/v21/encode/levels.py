@@ -62,6 +62,8 @@ class LeafLevels:
     span:
         ``(first, count)`` when the visible slots are ``first, first + 1, ...`` in entry order (the
         values to store are then a slice), else None.
+    visible:
+        Per entry, whether it carries a value (null items included); None when all do.
     """
 
     field: LanceField
@@ -73,6 +75,7 @@ class LeafLevels:
     num_rows: int
     index_bits: int | None = None
     span: tuple[int, int] | None = None
+    visible: Bools | None = None
 
     @property
     def num_entries(self) -> int:
@@ -80,7 +83,9 @@ class LeafLevels:
 
     def visible_mask(self) -> Bools | None:
         """Per entry, whether it carries a value (null items included); None when all do."""
-        return None if self.slots is None else self.slots >= 0
+        if self.slots is None:
+            return None
+        return self.visible if self.visible is not None else self.slots >= 0
 
     def visible_values(self) -> pa.Array:
         """The values of the visible entries, in entry order."""
@@ -260,7 +265,7 @@ def _finish(
         rep_table[0] = max_rep
         for q, k in enumerate(list_depths):
             rep_table[k + 1] = max_rep - q - 1
-    defs, rep, nvis, first, consecutive = finish_levels(
+    defs, rep, visible, nvis, first, consecutive = finish_levels(
         ent.slots, ent.identity, ent.code, ent.starts, ent.n, def_table, rep_table
     )
     return LeafLevels(
@@ -273,4 +278,5 @@ def _finish(
         num_rows,
         is_dict,
         (int(first) if nvis else 0, int(nvis)) if consecutive else None,
+        None if ent.identity else visible,
     )
