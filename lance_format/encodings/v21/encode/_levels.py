@@ -18,7 +18,16 @@ import numpy.typing as npt
 
 from lance_format.core.jit import kernel, warm
 
-__all__ = ["expand_lists", "finish_levels", "item_nulls", "rep_index", "warm_up"]
+__all__ = [
+    "chunk_bounds",
+    "expand_lists",
+    "finish_levels",
+    "item_nulls",
+    "list_leaf_levels",
+    "readonly",
+    "rep_index",
+    "warm_up",
+]
 
 I64 = npt.NDArray[np.int64]
 I16 = npt.NDArray[np.int16]
@@ -132,6 +141,87 @@ def expand_lists(
 
 
 @kernel
+def list_leaf_levels(
+    n: int, offsets: Ints, list_bm: U8, list_off: int, leaf_bm: U8, leaf_off: int
+) -> tuple[U16, U16, Bools, bool, bool, bool, int, int, bool]:  # pragma: no cover - compiled
+    """The levels of a leaf right below the only list, itself below top-level entries that are
+    all valid (no list or null above): :func:`expand_lists` and :func:`finish_levels` in two
+    passes over the lists, without entry arrays in between.
+
+    Pass 1 finds the layer kinds (null lists, empty lists, null items among the visible ones)
+    and whether the visible items are one run; pass 2 writes the levels. Rows start with rep 1,
+    other items have 0. Definition levels: a null item 1, a null list one more than the item
+    layer has, an empty list one more again when the list layer has both nulls and empties.
+
+    Returns
+    -------
+    (rep, defs (empty: none needed), visible (empty: every entry is an item), has_null,
+    has_empty, leaf_null, first item, item count, whether the items are one run: when not,
+    nothing else is computed and the caller takes the general walk)
+    """
+    total = 0
+    has_null = False
+    has_empty = False
+    leaf_null = False
+    first = 0
+    end = 0
+    nvis = 0
+    check_leaf = leaf_bm.shape[0] > 0
+    for e in range(n):
+        if not _is_valid(list_bm, list_off, e):
+            has_null = True
+            total += 1
+            continue
+        b = offsets[e]
+        ln = offsets[e + 1] - b
+        if ln <= 0:
+            has_empty = True
+            total += 1
+            continue
+        if nvis == 0:
+            first = b
+        elif b != end:
+            no16 = np.zeros(0, dtype=np.uint16)
+            return no16, no16, np.zeros(0, dtype=np.bool_), False, False, False, 0, 0, False
+        end = b + ln
+        nvis += ln
+        total += ln
+        if check_leaf and not leaf_null:
+            for j in range(b, b + ln):
+                if not _is_valid(leaf_bm, leaf_off, j):
+                    leaf_null = True
+                    break
+    item_def = 1 if leaf_null else 0
+    null_def = np.uint16(item_def + 1)
+    empty_def = np.uint16(item_def + 1 + (1 if has_null and has_empty else 0))
+    some_invisible = has_null or has_empty
+    rep = np.zeros(total, dtype=np.uint16)
+    defs = np.zeros(total if (leaf_null or some_invisible) else 0, dtype=np.uint16)
+    visible = np.ones(total if some_invisible else 0, dtype=np.bool_)
+    p = 0
+    for e in range(n):
+        rep[p] = 1
+        if not _is_valid(list_bm, list_off, e):
+            defs[p] = null_def
+            visible[p] = False
+            p += 1
+            continue
+        b = offsets[e]
+        ln = offsets[e + 1] - b
+        if ln <= 0:
+            defs[p] = empty_def
+            visible[p] = False
+            p += 1
+            continue
+        if leaf_null:
+            for j in range(ln):
+                if not _is_valid(leaf_bm, leaf_off, b + j):
+                    defs[p + j] = 1
+        p += ln
+    return rep, defs, visible, has_null, has_empty, leaf_null, first, nvis, True
+
+
+@kernel
 def finish_levels(
     slots: I64, identity: bool, code: I16, starts: I16, n: int, def_table: I64, rep_table: I64
 ) -> tuple[U16, U16, Bools, int, int, bool]:  # pragma: no cover - compiled
@@ -181,6 +271,28 @@ def finish_levels(
 
 
 @kernel
+def chunk_bounds(visible: Bools, counts: I64, nent: int) -> I64:  # pragma: no cover - compiled
+    """Entry range of each mini-block chunk: chunk ``c`` holds ``counts[c]`` values and starts at
+    the entry of its first value (chunk 0 at entry 0, so leading invisible entries go with it);
+    the last ends at ``nent``."""
+    nc = counts.shape[0]
+    bounds = np.empty(nc + 1, dtype=np.int64)
+    c = 0
+    seen = 0
+    next_first = 0
+    for e in range(visible.shape[0]):
+        if visible[e]:
+            if c < nc and seen == next_first:
+                bounds[c] = e
+                next_first += counts[c]
+                c += 1
+            seen += 1
+    bounds[nc] = nent
+    bounds[0] = 0
+    return bounds
+
+
+@kernel
 def rep_index(rep: U16, bounds: I64, max_rep: int) -> I64:  # pragma: no cover - compiled
     """The mini-block repetition index: per chunk (entries ``bounds[c]:bounds[c + 1]``), the rows
     that end in it and the levels of a row that continues into the next chunk, as pairs."""
@@ -205,17 +317,25 @@ def rep_index(rep: U16, bounds: I64, max_rep: int) -> I64:  # pragma: no cover -
     return out
 
 
+def readonly(a: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    """``a`` marked read-only. Bitmaps and offsets reach the kernels read-only (as Arrow buffers
+    are), also when made here, so each kernel compiles once for them rather than once per mix of
+    writable and read-only arguments."""
+    a.setflags(write=False)
+    return a
+
+
 def warm_up() -> None:
-    """Compile (or load) the kernels for the argument types the walk passes (offsets, bitmaps and
-    Arrow-backed arrays may be read-only buffers)."""
+    """Compile (or load) the kernels for the argument types the walk passes (offsets and bitmaps
+    always read-only)."""
     one = np.zeros(1, dtype=np.int64)
-    c0 = np.zeros(0, dtype=np.int16)
-    c1 = np.full(1, -1, dtype=np.int16)
-    bm = np.ones(1, dtype=np.uint8)
-    for identity in (False, True):
-        for code in (c0, c1):
-            warm(item_nulls, one, identity, code, 1, bm, 0, 0, readonly=(4,))
-            for offs in (np.array([0, 1], dtype=np.int32), np.array([0, 1], dtype=np.int64)):
-                warm(expand_lists, one, identity, code, code, 1, offs, bm, 0, 0, readonly=(5, 6))
-            warm(finish_levels, one, identity, code, code, 1, one, one)
+    code = np.full(1, -1, dtype=np.int16)
+    bm = readonly(np.ones(1, dtype=np.uint8))
+    warm(item_nulls, one, False, code, 1, bm, 0, 0)
+    for dtype in (np.int32, np.int64):
+        offs = readonly(np.array([0, 1], dtype=dtype))
+        warm(expand_lists, one, False, code, code, 1, offs, bm, 0, 0)
+        warm(list_leaf_levels, 1, offs, bm, 0, bm, 0)
+    warm(finish_levels, one, False, code, code, 1, one, one)
     warm(rep_index, np.ones(2, dtype=np.uint16), np.array([0, 2]), 1)
+    warm(chunk_bounds, np.ones(2, dtype=np.bool_), np.array([2]), 2)

@@ -21,7 +21,13 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from lance_format.core.types import LanceField
-from lance_format.encodings.v21.encode._levels import expand_lists, finish_levels, item_nulls
+from lance_format.encodings.v21.encode._levels import (
+    expand_lists,
+    finish_levels,
+    item_nulls,
+    list_leaf_levels,
+    readonly,
+)
 from lance_format.encodings.v21.model import RepDefLayer
 
 __all__ = ["LeafLevels", "leaf_levels"]
@@ -33,7 +39,7 @@ Bools = npt.NDArray[np.bool_]
 
 _NO_I64 = np.zeros(0, dtype=np.int64)
 _NO_I16 = np.zeros(0, dtype=np.int16)
-_NO_BITS = np.zeros(0, dtype=np.uint8)
+_NO_BITS = readonly(np.zeros(0, dtype=np.uint8))
 #: Null codes and list depths are int16: layers nest at most this deep.
 MAX_DEPTH = 16_000
 
@@ -50,7 +56,8 @@ class LeafLevels:
         The leaf array (dictionaries decoded), indexed by ``slots``.
     slots:
         Per entry, its slot in ``values``, -1 for invisible entries (null or empty lists); None
-        when entry ``i`` is slot ``i`` (no list above the leaf: every entry carries a value).
+        when entry ``i`` is slot ``i`` (no list above the leaf) or ``span`` and ``visible`` say
+        it all (a leaf right below a list).
     rep, defs:
         Levels per entry (None when the column needs none).
     layers:
@@ -79,13 +86,16 @@ class LeafLevels:
 
     @property
     def num_entries(self) -> int:
-        return len(self.values) if self.slots is None else len(self.slots)
+        for levels in (self.rep, self.defs, self.slots):
+            if levels is not None:
+                return len(levels)
+        return len(self.values)
 
     def visible_mask(self) -> Bools | None:
         """Per entry, whether it carries a value (null items included); None when all do."""
-        if self.slots is None:
-            return None
-        return self.visible if self.visible is not None else self.slots >= 0
+        if self.visible is not None or self.slots is None:
+            return self.visible
+        return self.slots >= 0
 
     def visible_values(self) -> pa.Array:
         """The values of the visible entries, in entry order."""
@@ -127,10 +137,10 @@ def _validity(arr: pa.Array) -> tuple[U8, int]:
     if arr.null_count == 0:
         return _NO_BITS, 0
     if pa.types.is_null(arr.type):
-        return np.zeros((len(arr) + 7) // 8, dtype=np.uint8), 0
+        return readonly(np.zeros((len(arr) + 7) // 8, dtype=np.uint8)), 0
     buf = arr.buffers()[0]
     assert buf is not None
-    return np.frombuffer(buf, dtype=np.uint8), arr.offset
+    return readonly(np.frombuffer(buf, dtype=np.uint8)), arr.offset
 
 
 def _list_offsets(arr: pa.Array) -> npt.NDArray[np.signedinteger[Any]]:
@@ -138,9 +148,9 @@ def _list_offsets(arr: pa.Array) -> npt.NDArray[np.signedinteger[Any]]:
     dtype = np.dtype(np.int64 if pa.types.is_large_list(arr.type) else np.int32)
     buf = arr.buffers()[1]
     if buf is None:
-        return np.zeros(len(arr) + 1, dtype=dtype)
+        return readonly(np.zeros(len(arr) + 1, dtype=dtype))
     offs: npt.NDArray[np.signedinteger[Any]] = np.frombuffer(buf, dtype=dtype)
-    return offs[arr.offset : arr.offset + len(arr) + 1]
+    return readonly(offs[arr.offset : arr.offset + len(arr) + 1])
 
 
 def _plain(arr: pa.Array) -> pa.Array:
@@ -194,6 +204,11 @@ def _walk(
         if is_leaf:
             raise ValueError(f"list field {field.name!r} cannot own a column")
         bitmap, bit_off = _validity(arr)
+        if ent.identity and not len(ent.code) and _simple_leaf(field.children[0], arr, columns_of):
+            done = _list_of_leaf(field.children[0], arr, bitmap, bit_off, layers, num_rows)
+            if done is not None:
+                out.append(done)
+                return
         # Entries already null above (a null struct around this list) stay single and invisible:
         # Arrow may hold any list in their slot.
         slots, code, starts, has_null, has_empty = expand_lists(
@@ -223,6 +238,41 @@ def _walk(
         raise ValueError(f"field {field.name!r} of type {typ} has no column")
     for i, child in enumerate(field.children):
         _walk(child, arr.field(i), ent, layers, columns_of, num_rows, out)
+
+
+def _simple_leaf(child: LanceField, arr: pa.Array, columns_of: dict[int, int]) -> bool:
+    """Whether a list's item field is a leaf column (not itself a list)."""
+    t = arr.type.value_type
+    return child.id in columns_of and not (pa.types.is_list(t) or pa.types.is_large_list(t))
+
+
+def _list_of_leaf(
+    child: LanceField, arr: pa.Array, bitmap: U8, bit_off: int, outer: list[_Layer], num_rows: int
+) -> LeafLevels | None:
+    """The leaf below a list with no list or null above it, in one compiled step; None when the
+    list's items are not one run of values (null lists holding items), for the general walk."""
+    values = arr.values
+    is_dict = values.type.index_type.bit_width if pa.types.is_dictionary(values.type) else None
+    values = _plain(values)
+    leaf_bm, leaf_off = _validity(values)
+    rep, defs, visible, has_null, has_empty, leaf_null, first, nvis, run = list_leaf_levels(
+        len(arr), _list_offsets(arr), bitmap, bit_off, leaf_bm, leaf_off
+    )
+    if not run:
+        return None
+    layers = [*outer, _Layer(True, bool(has_null), bool(has_empty)), _Layer(False, bool(leaf_null))]
+    return LeafLevels(
+        child,
+        values,
+        None,
+        rep,
+        defs if len(defs) else None,
+        tuple(_kind(x) for x in reversed(layers)),
+        num_rows,
+        is_dict,
+        (int(first), int(nvis)),
+        visible if len(visible) else None,
+    )
 
 
 def _kind(layer: _Layer) -> RepDefLayer:

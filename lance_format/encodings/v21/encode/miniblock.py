@@ -21,7 +21,7 @@ from lance_format.encodings.v21.encode._chunks import (
     pack_level_chunks,
     variable_chunks,
 )
-from lance_format.encodings.v21.encode._levels import rep_index
+from lance_format.encodings.v21.encode._levels import chunk_bounds, rep_index
 from lance_format.encodings.v21.encode.values import FixedVals, PageBuffers, VarVals
 from lance_format.encodings.v21.fastlanes import FL_BLOCK
 
@@ -214,10 +214,7 @@ def encode_miniblock(
     if visible is None:
         bounds = np.concatenate(([0], np.cumsum(counts)))
     else:
-        vis_pos = np.flatnonzero(visible)
-        firsts = np.cumsum(counts) - counts
-        bounds = np.concatenate((vis_pos[firsts], [nent]))
-        bounds[0] = 0
+        bounds = chunk_bounds(visible, counts.astype(np.int64, copy=False), nent)
     rep_w = int(rep.max()).bit_length() if rep is not None and len(rep) else 0
     def_w = int(defs.max()).bit_length() if defs is not None and len(defs) else 0
     max_rep = sum(1 for x in layers if x.is_list)
