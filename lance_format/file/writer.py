@@ -7,7 +7,6 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
 import pyarrow as pa
@@ -201,22 +200,28 @@ class LanceFileWriter:
         for start in range(0, len(arr), step):
             piece = arr.slice(start, step)
             if self.version.structural:
-                from lance_format.encodings.v21.encode import encode_field, has_blobs
+                from lance_format.encodings.v21.encode import encode_field, encode_jobs, has_blobs
 
                 large = self.version is LanceFileVersion.V2_2
                 first = self._next_row[i]
                 self._next_row[i] += len(piece)
                 if self._threads > 1 and not has_blobs(top):
                     # Blob fields write their bytes to the file while encoding: those stay inline.
-                    job = partial(encode_field, top, piece, self._columns_of, first, large)
+                    # One job per leaf column of a struct, so its leaves encode side by side too.
+                    jobs = encode_jobs(top, piece, self._columns_of, first, large)
                     if last and start + step >= len(arr):
-                        pages = job()
+                        # The file's last page: encode it here rather than wait for a pool thread.
+                        *pooled, mine = jobs
+                        for job in pooled:
+                            self._inflight.append((self._encode_pool().submit(job), job))
+                        pages = mine()
                         self._drain(0)
                         for page in pages:
                             self._add_page(page)
                         continue
-                    self._inflight.append((self._encode_pool().submit(job), job))
-                    self._drain(self._threads)
+                    for job in jobs:
+                        self._inflight.append((self._encode_pool().submit(job), job))
+                        self._drain(self._threads)
                     continue
                 self._drain(0)
                 pages = encode_field(

@@ -14,6 +14,7 @@ from lance_format.encodings.v21.encode import miniblock
 from lance_format.encodings.v21.encode._dict import dictionary_strings
 from lance_format.encodings.v21.encode.values import FixedVals, VarVals
 from tests.encodings.numpy_reference import miniblock_encode as ref
+from tests.strategies import TableSpec, table_specs
 
 FEW = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -133,16 +134,25 @@ def test_dictionary_strings_matches_arrow(
     assert [picks[f] for f in firsts.tolist()] == enc.dictionary.to_pylist()
 
 
+def _codes(null_at: np.ndarray, kind: np.ndarray) -> np.ndarray:
+    """The kernels' null code of the oracle's (null_at, kind) pair."""
+    return np.where(null_at >= 0, 2 * null_at + kind, -1).astype(np.int16)
+
+
 @FEW
 @given(
     seed=st.integers(0, 2**32 - 1),
     nlists=st.integers(1, 300),
     nent=st.integers(0, 400),
     depth=st.integers(0, 3),
+    large=st.booleans(),
+    bit_off=st.integers(0, 9),
 )
-def test_expand_lists_matches_numpy(seed: int, nlists: int, nent: int, depth: int) -> None:
+def test_expand_lists_matches_numpy(
+    seed: int, nlists: int, nent: int, depth: int, large: bool, bit_off: int
+) -> None:
     """Entries pointing at lists (valid, null, empty; some invisible or null above) expand the
-    same way as the numpy passes did."""
+    same way as the numpy passes did, reading an Arrow validity bitmap at a bit offset."""
     from lance_format.encodings.v21.encode._levels import expand_lists
     from tests.encodings.numpy_reference.list_levels import expand_lists as ref_expand
 
@@ -151,15 +161,123 @@ def test_expand_lists_matches_numpy(seed: int, nlists: int, nent: int, depth: in
     offsets = np.zeros(nlists + 1, dtype=np.int64)
     np.cumsum(lens, out=offsets[1:])
     valid = rng.random(nlists) < 0.8
+    bitmap = np.packbits(np.concatenate((np.zeros(bit_off, bool), valid)), bitorder="little")
     slots = np.where(rng.random(nent) < 0.85, rng.integers(0, nlists, nent), -1).astype(np.int64)
     null_at = np.where(rng.random(nent) < 0.1, rng.integers(0, depth + 1, nent), -1).astype(np.int64)
     kind = (rng.random(nent) < 0.5).astype(np.int64)
     starts = rng.integers(-1, depth + 1, nent).astype(np.int64)
-    got = expand_lists(slots, null_at, kind, starts, offsets, valid, depth)
+    offs = offsets if large else offsets.astype(np.int32)
+    got = expand_lists(
+        slots, False, _codes(null_at, kind), starts.astype(np.int16), nent, offs, bitmap, bit_off, depth
+    )
     want = ref_expand(slots, null_at, kind, starts, offsets, valid, depth)
-    for g, w in zip(got[:4], want[:4], strict=True):
-        assert g.tolist() == w.tolist()
-    assert (bool(got[4]), bool(got[5])) == want[4:]
+    assert got[0].tolist() == want[0].tolist()
+    assert got[1].tolist() == _codes(want[1], want[2]).tolist()
+    assert got[2].tolist() == want[3].tolist()
+    assert (bool(got[3]), bool(got[4])) == want[4:]
+
+
+def test_expand_lists_identity_entries_match_numpy() -> None:
+    """Top-level entries passed as the identity shorthand (no slot, code or starts arrays) expand
+    like explicit row entries; an all-valid list needs no bitmap."""
+    from lance_format.encodings.v21.encode._levels import expand_lists
+    from tests.encodings.numpy_reference.list_levels import expand_lists as ref_expand
+
+    offsets = np.array([0, 2, 2, 5, 5, 6], dtype=np.int32)
+    n = len(offsets) - 1
+    none16 = np.zeros(0, dtype=np.int16)
+    for valid in (np.ones(n, bool), np.array([1, 1, 0, 0, 1], bool)):
+        bitmap = np.zeros(0, np.uint8) if valid.all() else np.packbits(valid, bitorder="little")
+        got = expand_lists(np.zeros(0, np.int64), True, none16, none16, n, offsets, bitmap, 0, 0)
+        minus = np.full(n, -1, dtype=np.int64)
+        want = ref_expand(np.arange(n), minus, minus + 1, minus, offsets.astype(np.int64), valid, 0)
+        assert got[0].tolist() == want[0].tolist()
+        assert got[1].tolist() == _codes(want[1], want[2]).tolist()
+        assert got[2].tolist() == want[3].tolist()
+        assert (bool(got[3]), bool(got[4])) == want[4:]
+
+
+def _check_walk(arr: pa.Array, version: str = "2.1") -> None:
+    """The compiled level walk gives the numpy walk's levels, layers and visible values."""
+    from lance_format.core.types import fields_from_arrow
+    from lance_format.encodings.v21.encode.levels import leaf_levels
+    from lance_format.file.format import LanceFileVersion
+    from lance_format.file.reader import assign_columns
+    from tests.encodings.numpy_reference.leaf_levels import leaf_levels as ref_leaf_levels
+
+    schema = fields_from_arrow(pa.schema([pa.field("c", arr.type)]))
+    columns_of = assign_columns(schema, LanceFileVersion.parse(version))
+    field = schema.fields[0]
+    got = leaf_levels(field, arr, columns_of)
+    want = ref_leaf_levels(field, arr, columns_of)
+    assert [g.field.id for g in got] == [w.field.id for w in want]
+    for g, w in zip(got, want, strict=True):
+        assert g.layers == w.layers
+        assert (g.num_rows, g.index_bits) == (w.num_rows, w.index_bits)
+        for a, b in ((g.rep, w.rep), (g.defs, w.defs)):
+            assert (a is None) == (b is None)
+            if a is not None and b is not None:
+                assert a.dtype == b.dtype == np.uint16
+                assert a.tolist() == b.tolist()
+        mask = g.visible_mask()
+        want_mask = w.slots >= 0
+        assert (mask if mask is not None else np.ones(g.num_entries, bool)).tolist() == want_mask.tolist()
+        vis = w.values.take(pa.array(w.slots[want_mask], type=pa.int64()))
+        assert g.visible_values().equals(vis)
+
+
+_ST = pa.struct([pa.field("a", pa.int32()), pa.field("l", pa.list_(pa.int64()))])
+_NESTED_CASES = {
+    "list nulls and empties": pa.array([[1, None], None, [], [3], None, []], pa.list_(pa.int32())),
+    "list of struct with nulls at every level": pa.array(
+        [[{"a": 1, "b": None}, None], None, [], [{"a": None, "b": "x"}]],
+        pa.list_(pa.struct([pa.field("a", pa.int8()), pa.field("b", pa.string())])),
+    ),
+    "struct of list under null structs": pa.array(
+        [{"a": 1, "l": [1, 2]}, None, {"a": None, "l": None}, {"a": 4, "l": []}], _ST
+    ),
+    "list of list": pa.array([[[1], [], None], None, [[2, 3]], [], [None]], pa.list_(pa.list_(pa.int16()))),
+    "large list of dictionary": pa.array(
+        [["x", None], [], None, ["y", "x"]], pa.large_list(pa.dictionary(pa.int8(), pa.string()))
+    ),
+    "struct without nulls": pa.array([{"a": i, "l": [i] * (i % 3)} for i in range(9)], _ST),
+    "sliced list of struct": pa.array(
+        [[{"a": i, "l": [i] * (i % 2)}] * (i % 3) if i % 4 else None for i in range(40)], pa.list_(_ST)
+    ).slice(7, 21),
+    "sliced nullable ints": pa.array([1, None, 3, None, 5], pa.int64()).slice(1, 3),
+    "null type in a list": pa.array([[None, None], [], None], pa.list_(pa.null())),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_NESTED_CASES))
+def test_level_walk_matches_numpy_on_nested_cases(case: str) -> None:
+    _check_walk(_NESTED_CASES[case])
+
+
+def test_level_walk_reads_garbage_under_null_lists() -> None:
+    """A null list may span items in Arrow: those items are skipped (the visible values are then
+    no longer one slice) and the values array may start past offset 0."""
+    items = pa.array(np.arange(20, dtype=np.int32))
+    offsets = pa.array([2, 5, 9, 9, 12, 20], pa.int32())
+    arr = pa.ListArray.from_arrays(offsets, items, mask=pa.array([False, True, False, False, False]))
+    _check_walk(arr)
+    _check_walk(arr.slice(1, 3))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    spec=table_specs(max_rows=120, struct_nulls=True),
+    cut=st.tuples(st.integers(0, 30), st.integers(0, 200)),
+)
+def test_level_walk_matches_numpy(spec: TableSpec, cut: tuple[int, int]) -> None:
+    """Random nested columns (nulls at every level, empty and null lists, list<struct>,
+    struct<list>, dictionaries), whole and sliced, walk the same as with numpy passes."""
+    table = spec.build()
+    for col in table.columns:
+        arr = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+        _check_walk(arr)
+        start = min(cut[0], len(arr))
+        _check_walk(arr.slice(start, cut[1]))
 
 
 @FEW
@@ -201,6 +319,11 @@ def test_parallel_encode_writes_the_same_bytes(version: str, tmp_path: object) -
             "s": pa.array([f"user-{x}" for x in rng.integers(0, 1 << 30, n)]),
             "l": pa.array([[1] * int(k) for k in rng.integers(0, 3, n)], pa.list_(pa.int64())),
             "c": pa.array([f"k{x}" for x in rng.integers(0, 9, n)]),
+            # A struct's leaves encode as jobs of their own.
+            "st": pa.array(
+                [{"a": int(k), "l": [1] * int(k)} if k else None for k in rng.integers(0, 3, n)],
+                pa.struct([pa.field("a", pa.int32()), pa.field("l", pa.list_(pa.int64()))]),
+            ),
         }
     )
     out = []

@@ -7,9 +7,9 @@ Compiled kernels: ``fsst`` (symbol training and coding), ``_dict`` (string dicti
 ``_chunks`` (chunk cutting and layout).
 """
 
-from lance_format.encodings.v21.encode.field import encode_field, has_blobs
+from lance_format.encodings.v21.encode.field import EncodeJob, encode_field, encode_jobs, has_blobs
 
-__all__ = ["encode_field", "has_blobs", "warm_up_kernels"]
+__all__ = ["EncodeJob", "encode_field", "encode_jobs", "has_blobs", "warm_up_kernels"]
 
 
 def warm_up_kernels() -> None:

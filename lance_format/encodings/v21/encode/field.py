@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
-import numpy.typing as npt
 import pyarrow as pa
 
 from lance_format.core.errors import InvalidInputError
@@ -20,7 +20,7 @@ from lance_format.encodings.v21.encode.levels import LeafLevels, leaf_levels
 from lance_format.encodings.v21.encode.miniblock import TooLarge, encode_miniblock
 from lance_format.encodings.v21.encode.values import FixedVals, PageBuffers, VarVals, extract
 
-__all__ = ["FULLZIP_MIN_VALUE_BYTES", "encode_field", "has_blobs"]
+__all__ = ["FULLZIP_MIN_VALUE_BYTES", "EncodeJob", "encode_field", "encode_jobs", "has_blobs"]
 
 #: Values of at least this many bytes (on average, or per fixed-width row) go full-zip, as pylance
 #: does: a random read then fetches one value instead of a whole chunk.
@@ -163,23 +163,13 @@ def _encode_leaf(
 ) -> tuple[m.PageLayout, PageBuffers]:
     if ll.field.is_empty_struct:
         return _encode_empty_struct(ll)
-    slots = ll.slots
-    arr = ll.values
-    vis_mask: npt.NDArray[np.bool_] | None
-    if ll.dense:
-        vis_mask = None  # every entry: made only if a full-zip page needs it
-        taken = arr
-    else:
-        vis_mask = slots >= 0
-        vis = slots[vis_mask]
-        dense = len(vis) == 0 or (int(vis[0]) == 0 and bool((np.diff(vis) == 1).all()))
-        taken = arr if len(vis) == len(arr) and dense else arr.take(pa.array(vis, type=pa.int64()))
+    taken = ll.visible_values()
     if len(taken) == 0 or taken.null_count == len(taken):
         return encode_all_null(ll.rep, ll.defs, ll.layers)
     vals = extract(taken)
     if write_external is not None and ll.rep is None and isinstance(vals, VarVals) and _is_blob(ll.field):
         return _encode_blob(ll, vals, large, write_external)
-    visible = vis_mask if ll.rep is not None else None
+    visible = ll.visible_mask()
     compression = ll.field.metadata.get(_COMPRESSION, b"").decode(errors="replace").lower()
     general = _general(ll.field, compression)
     plain = compression == "none"
@@ -221,8 +211,7 @@ def _encode_leaf(
             pass
     if dictionary is not None:
         stored = vals
-    if vis_mask is None:
-        vis_mask = np.ones(len(slots), dtype=bool)
+    vis_mask = visible if visible is not None else np.ones(ll.num_entries, dtype=bool)
     return encode_fullzip(stored, ll.rep, ll.defs, vis_mask, ll.layers, fsst_table)
 
 
@@ -252,10 +241,41 @@ def encode_field(
         Stores bytes out of line and returns their file position (blob columns need it; without
         it blobs are written inline like other binaries).
     """
-    pages = []
-    for ll in leaf_levels(field, arr, columns_of):
-        layout, bufs = _encode_leaf(ll, large, write_external)
-        pages.append(
-            EncodedPage(columns_of[ll.field.id], bufs, ll.num_rows, page_layout_bytes(layout), first_row)
-        )
-    return pages
+    return [
+        _leaf_page(ll, columns_of, first_row, large, write_external)
+        for ll in leaf_levels(field, arr, columns_of)
+    ]
+
+
+def _leaf_page(
+    ll: LeafLevels,
+    columns_of: dict[int, int],
+    first_row: int,
+    large: bool,
+    write_external: WriteExternal | None = None,
+) -> EncodedPage:
+    layout, bufs = _encode_leaf(ll, large, write_external)
+    return EncodedPage(columns_of[ll.field.id], bufs, ll.num_rows, page_layout_bytes(layout), first_row)
+
+
+EncodeJob = Callable[[], list[EncodedPage]]
+
+
+def encode_jobs(
+    field: LanceField, arr: pa.Array, columns_of: dict[int, int], first_row: int, large: bool
+) -> list[EncodeJob]:
+    """:func:`encode_field` cut into jobs to run side by side (on a pool), in column order.
+
+    A field with one column is one job (its level walk included). A field with several (a
+    struct) has its levels walked now and each column encoded by a job of its own, so the leaves
+    of one wide struct encode on every core. The pages are the ones :func:`encode_field` makes.
+    """
+    if sum(1 for f in field.walk() if f.id in columns_of) <= 1:
+        return [partial(encode_field, field, arr, columns_of, first_row, large)]
+    return [
+        partial(_page_list, ll, columns_of, first_row, large) for ll in leaf_levels(field, arr, columns_of)
+    ]
+
+
+def _page_list(ll: LeafLevels, columns_of: dict[int, int], first_row: int, large: bool) -> list[EncodedPage]:
+    return [_leaf_page(ll, columns_of, first_row, large)]

@@ -21,6 +21,7 @@ from lance_format.encodings.v21.encode._chunks import (
     pack_level_chunks,
     variable_chunks,
 )
+from lance_format.encodings.v21.encode._levels import chunk_bounds, rep_index
 from lance_format.encodings.v21.encode.values import FixedVals, PageBuffers, VarVals
 from lance_format.encodings.v21.fastlanes import FL_BLOCK
 
@@ -136,25 +137,6 @@ def _compressed(ch: _Chunked, general: m.BufferCompression) -> _Chunked:
     return _Chunked(ch.counts, [(joined, new)], m.General(general, ch.compression), 1)
 
 
-def _rep_index(rep: npt.NDArray[np.uint16], bounds: I64, max_rep: int) -> I64:
-    """Per chunk: (rows that end in it, levels of a row that continues into the next chunk)."""
-    nchunks = len(bounds) - 1
-    is_start = rep == max_rep
-    before = np.concatenate(([0], np.cumsum(is_start)))
-    a, b = bounds[:-1], bounds[1:]
-    nstarts = before[b] - before[a]
-    nxt_is_start = np.ones(nchunks, dtype=bool)
-    nxt_is_start[:-1] = is_start[b[:-1]]
-    first_is_start = is_start[a]
-    ends = nstarts - (~nxt_is_start) + (~first_is_start)
-    # Last row start at or before each position (-1: none yet).
-    last = np.maximum.accumulate(np.where(is_start, np.arange(len(rep)), -1))
-    last_in = last[b - 1]
-    has = last_in >= a
-    trailing = np.where(nxt_is_start, 0, np.where(has, b - last_in, b - a))
-    return np.stack((ends, trailing), axis=1).astype(np.int64)
-
-
 def dictionary_block(d: FixedVals | VarVals) -> bytes:
     """The dictionary buffer. Fixed-width items are their bytes back to back (a ``Flat`` block).
     Variable-width items are a block of: u32 offset width, the start of the bytes (u32, or u64 after
@@ -232,10 +214,7 @@ def encode_miniblock(
     if visible is None:
         bounds = np.concatenate(([0], np.cumsum(counts)))
     else:
-        vis_pos = np.flatnonzero(visible)
-        firsts = np.cumsum(counts) - counts
-        bounds = np.concatenate((vis_pos[firsts], [nent]))
-        bounds[0] = 0
+        bounds = chunk_bounds(visible, counts.astype(np.int64, copy=False), nent)
     rep_w = int(rep.max()).bit_length() if rep is not None and len(rep) else 0
     def_w = int(defs.max()).bit_length() if defs is not None and len(defs) else 0
     max_rep = sum(1 for x in layers if x.is_list)
@@ -266,7 +245,7 @@ def encode_miniblock(
     depth = 0
     if rep is not None:
         depth = 1
-        bufs.append(_rep_index(rep, bounds, max_rep).astype("<u8").reshape(-1))
+        bufs.append(rep_index(rep, bounds, max_rep).astype("<u8"))
     layout = m.MiniBlockLayout(
         rep_compression=m.OutOfLineBitpacking(16, m.Flat(max(rep_w, 1))) if rep is not None else None,
         def_compression=m.OutOfLineBitpacking(16, m.Flat(max(def_w, 1))) if defs is not None else None,
