@@ -7,7 +7,9 @@ Spark and Parquet). It is stored three ways, split into ``--partitions`` pieces 
 * ``lance``: a Lance dataset in the root of an in-process ``LanceFlightService``, read and written
   through the ``lance`` data source (``flight_server.spark``); the server's decoded-batch cache is
   sized to hold the table, so repeated reads stream from memory as the floor does (``lance``), and
-  ``lance-nocache`` reads the same root through a server with that cache off (every read decodes);
+  ``lance-nocache`` reads the same root through a server with that cache off (every read decodes:
+  the in-process servers run on the default engine session, whose decoded-block cache is off too;
+  footers and manifests stay cached, as a pylance session keeps them, so no ticket re-reads them);
 * ``floor``: the same table in memory behind a bare pyarrow Flight server, read and written by the
   least a Python data source can do (``loadtest.bare_flight``): the floor of this design;
 * ``parquet``: Parquet files read and written by Spark's own (JVM) Parquet source.

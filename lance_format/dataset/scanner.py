@@ -72,7 +72,11 @@ def row_id_columns(
     stable: bool,
 ) -> list[tuple[str, pa.Array]]:
     """``_rowid`` / ``_rowaddr`` columns for physical ``offsets`` of one fragment."""
-    out = []
+    out: list[tuple[str, pa.Array]] = []
+    if not (with_row_address or (with_row_id and not stable)):
+        if with_row_id:
+            out.append((ROWID, pa.array(reader.row_ids()[offsets], pa.uint64())))
+        return out  # no address needed: a plain scan pays nothing per row here
     addr = (np.uint64(reader.frag.id) << np.uint64(32)) | offsets.astype(np.uint64)
     if with_row_id:
         ids = reader.row_ids()[offsets] if stable else addr

@@ -32,7 +32,7 @@ from lance_format.encodings.v21.miniblock_merge import merge_classes, read_minib
 from lance_format.encodings.v21.page import PageData
 from lance_format.encodings.v21.readers import can_merge_pages, read_page
 from lance_format.encodings.v21.repdef import Layer, concat_layers, unravel
-from lance_format.encodings.v21.values import Fixed, take_values, to_arrow
+from lance_format.encodings.v21.values import Fixed, to_arrow
 
 __all__ = ["decode_field", "read_page", "with_validity"]
 
@@ -71,7 +71,12 @@ def _page_values(data: PageData, typ: pa.DataType, path: str) -> pa.Array:
         return pa.DictionaryArray.from_arrays(pa.array(indices).cast(typ.index_type), dictionary)
     if ndict == 0:
         return pa.nulls(len(indices), typ)
-    return to_arrow(take_values(data.dictionary, indices), typ)
+    # Arrow's take gathers variable-width values ~9x faster than building per-byte positions in
+    # numpy (a dictionary-encoded string page is the costliest column of a full scan).
+    try:
+        return to_arrow(data.dictionary, typ).take(pa.array(indices))
+    except (pa.ArrowCapacityError, pa.ArrowInvalid) as e:  # > 2 GiB of 32-bit-offset strings
+        raise ValueError(f"dictionary values do not fit {typ}: {e}") from None
 
 
 def _concat(arrays: Sequence[pa.Array], typ: pa.DataType) -> pa.Array:
