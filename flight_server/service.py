@@ -29,7 +29,7 @@ from flight_server._serde import (
 from flight_server.batch_cache import BatchCache, scan_key
 from flight_server.catalog import Catalog
 from flight_server.errors import raise_flight_error, to_stream_error
-from flight_server.fairness import FairScheduler, scheduled
+from flight_server.fairness import FairScheduler, HeldTurn, scheduled
 from flight_server.flightsql import SQL_ACTIONS, FlightSql
 from flight_server.handlers.actions import ACTIONS, run_action
 from flight_server.handlers.exchange import serve_exchange
@@ -175,6 +175,11 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
             self.advertise = [f"{scheme}://{host}:{self.port}"]
         # Local roots appear in engine messages; clients see "<root>" instead.
         self._hide = (self.catalog.root,) if self.catalog.local else ()
+
+    @property
+    def work_scheduler(self) -> FairScheduler:
+        """The fair scheduler of this process's CPU work (``limits.workSlots`` turns)."""
+        return self._work
 
     # -- plumbing --------------------------------------------------------------------------------
     @staticmethod
@@ -465,7 +470,9 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
             self._note(context)  # the dataset is noted once the exchange's command is decoded
             if descriptor.descriptor_type == flight.DescriptorType.CMD:
                 check_request_bytes(descriptor.command or b"", self.settings.max_message_bytes, "command")
-            lease = self._lease(context, self._cancelled(context))
+            cancelled = self._cancelled(context)
+            lease = self._lease(context, cancelled)
+            turn = HeldTurn(self._work, lease.principal, cancelled)
             try:
                 serve_exchange(
                     self.catalog,
@@ -476,8 +483,10 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
                     self.metrics,
                     lease=lease,
                     validate_request=lambda req: validate(req, self._limits),
+                    turn=turn,
                 )
             finally:
+                turn.give_back()
                 lease.release()
 
         self._guard(run)
@@ -512,7 +521,10 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
             validate(req, self._limits)
             self._note(context, req.dataset)
             self.catalog.uri(req.dataset)  # validate the name before reading any data
-            lease = self._lease(context, self._cancelled(context))
+            cancelled = self._cancelled(context)
+            lease = self._lease(context, cancelled)
+            # Each batch is written in a turn of the caller, like a read's batches are produced.
+            turn = HeldTurn(self._work, lease.principal, cancelled)
             try:
                 result = write_stream(
                     self.catalog,
@@ -523,8 +535,10 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
                     cancelled=context.is_cancelled,
                     owner=_caller(context),
                     lease=lease,
+                    turn=turn,
                 )
             finally:
+                turn.give_back()
                 lease.release()
                 self.catalog.written(req.dataset)
             writer.write(pa.py_buffer(encode_write_result(result)))
