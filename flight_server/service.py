@@ -21,6 +21,7 @@ from flight_server import callinfo
 from flight_server._serde import (
     decode_action_request,
     decode_command,
+    decode_take_ticket,
     decode_ticket,
     encode_action_result,
     encode_write_result,
@@ -37,6 +38,7 @@ from flight_server.handlers.put import write_request, write_stream
 from flight_server.handlers.scan import open_version, plan_scan, scan_stream
 from flight_server.handlers.take import take_batches
 from flight_server.json_bodies import decode_json_action, encode_json_result, is_json_body
+from flight_server.penalties import OversizePenalties
 from flight_server.plan_cache import MAX_KEY_BYTES, PLAN_MAX_AGE_SECONDS, PlanCache
 from flight_server.requests import ScanRequest, TakeRequest, WriteRequest
 from flight_server.settings import ServerSettings
@@ -139,6 +141,8 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
             middleware=dict(middleware or {}),
         )
         self.settings = settings
+        # Where refusals of oversized requests are reported (the auth middleware's back-off).
+        self._penalties: OversizePenalties | None = getattr((middleware or {}).get("auth"), "penalties", None)
         # The engine session build_server made from the settings (Session.for_process).
         self.session = session or Session.default()
         self.catalog = Catalog(
@@ -250,6 +254,12 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
             if self.metrics is not None:
                 self.metrics.stream_finished()
                 self.metrics.rows_served(kind, rows, nbytes)
+
+    def _oversized(self, context: flight.ServerCallContext, method: str, nbytes: int) -> None:
+        """Report a request refused for its size (see :mod:`flight_server.penalties`)."""
+        if self._penalties is not None:
+            key = getattr(context.get_middleware("auth"), "principal_key", "")
+            self._penalties.refused(str(key or ""), method, nbytes)
 
     def _check_command_bytes(self, descriptor: flight.FlightDescriptor) -> None:
         """Refuse an oversized descriptor command before anything parses it."""
@@ -367,16 +377,26 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
     def do_get(self, context: flight.ServerCallContext, ticket: flight.Ticket) -> flight.FlightDataStream:
         def run() -> flight.FlightDataStream:
             raw = ticket.ticket  # a new copy of the bytes at every read: read once
-            check_request_bytes(raw, self.settings.max_message_bytes, "ticket")
-            count = peek_take_count(raw)
-            if count is not None:
-                check_take_rows(count, self._limits)  # before the ids are copied and decoded
+            try:
+                check_request_bytes(raw, self.settings.max_message_bytes, "ticket")
+                count = peek_take_count(raw)
+                if count is not None:
+                    check_take_rows(count, self._limits)  # before the ids are copied and decoded
+            except InvalidInputError:
+                self._oversized(context, "do_get", len(raw))
+                raise
             # Decoding and planning run in turns of the caller; waiting for a slot or memory does
             # not (it would hold a turn other principals need while it waits).
             cancelled = self._cancelled(context)
             with self._turn(context, cancelled):
-                sql = self.sql.stream(raw)
-                req = decode_ticket(raw) if sql is None else None
+                # A plain take ticket is no Flight SQL ticket, and its ids are read in place (a
+                # big take's ids are megabytes: parsing and copying them would hold the GIL).
+                req: ScanRequest | TakeRequest | None = None
+                if count is not None:
+                    req = decode_take_ticket(raw)
+                sql = self.sql.stream(raw) if req is None else None
+                if req is None and sql is None:
+                    req = decode_ticket(raw)
                 if req is not None:
                     validate(req, self._limits)
             del raw

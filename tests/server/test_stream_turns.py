@@ -82,7 +82,8 @@ def test_put_batches_wait_for_a_turn_and_hold_none_while_waiting_on_the_client(o
     finally:
         if not released:
             sched.release(BLOCKER)
-    assert sched.running() == 0 and sched.waiting() == 0
+    assert sched.running() == 0
+    assert sched.waiting() == 0
     assert one_slot.client.take("t", indices=np.arange(70, dtype=np.uint64)).num_rows == 70
 
 
