@@ -7,7 +7,7 @@ holding the GIL (a 32 MB ticket: three copies into fresh memory, tens to hundred
 which no other call of the process runs Python). The handler's refusal cannot take that back, so a
 client that keeps sending such tickets slows every other client down.
 
-:class:`OversizePenalties` remembers who did: after :data:`STRIKES` refusals of big requests within
+:class:`OversizePenalties` remembers who did: after :data:`STRIKES` refusal(s) of big requests within
 :data:`WINDOW_S`, that principal's calls of the same method are refused with RESOURCE_EXHAUSTED for a
 back-off (:data:`FIRST_BACKOFF_S`, doubling at each further refusal up to :data:`MAX_BACKOFF_S`) by
 the auth middleware, which runs before pyarrow converts the request. Only authenticated principals
@@ -25,15 +25,16 @@ from dataclasses import dataclass
 
 __all__ = ["FIRST_BACKOFF_S", "MAX_BACKOFF_S", "MIN_BYTES", "STRIKES", "WINDOW_S", "OversizePenalties"]
 
-#: Refusals within the window before a back-off starts: one mistake is not punished.
-STRIKES = 2
+#: Refusals within the window before a back-off starts. One: each oversized ticket that reaches the
+#: handler has already stalled every other call of the process (the back-off is short at first).
+STRIKES = 1
 #: Seconds a refusal counts for; a principal quiet for this long starts over.
 WINDOW_S = 60.0
 #: First back-off (seconds), doubled at each further refusal: a client that retries in a loop
 #: sends ever fewer oversized requests, one that stops is served again within seconds.
-FIRST_BACKOFF_S = 1.0
+FIRST_BACKOFF_S = 2.0
 #: Longest back-off (seconds): a principal that fixed its requests waits at most this long.
-MAX_BACKOFF_S = 30.0
+MAX_BACKOFF_S = 60.0
 #: Requests smaller than this (bytes) cost little to receive, and do not count.
 MIN_BYTES = 1 << 20
 #: Principals remembered at most (the least recently refused are forgotten first).
