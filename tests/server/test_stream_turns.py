@@ -62,8 +62,8 @@ def test_put_batches_wait_for_a_turn_and_hold_none_while_waiting_on_the_client(o
     batch = table(20, start=50)
     sched.acquire(BLOCKER)  # every turn is taken
     released = False
+    writer, result = one_slot.raw.do_put(flight.FlightDescriptor.for_path("t"), batch.schema)
     try:
-        writer, result = one_slot.raw.do_put(flight.FlightDescriptor.for_path("t"), batch.schema)
         writer.write_table(batch)
         # The writer's batch is worked on only in a turn: it queues behind the held one.
         _until(lambda: sched.waiting() == 1, "the put's batch never asked for a turn")
@@ -78,10 +78,10 @@ def test_put_batches_wait_for_a_turn_and_hold_none_while_waiting_on_the_client(o
         assert done == [3]
         writer.done_writing()
         result.read()
-        writer.close()
     finally:
         if not released:
             sched.release(BLOCKER)
+        writer.close()  # ends the call either way, so the server can shut down
     assert sched.running() == 0
     assert sched.waiting() == 0
     assert one_slot.client.take("t", indices=np.arange(70, dtype=np.uint64)).num_rows == 70
@@ -94,8 +94,8 @@ def test_exchange_batches_wait_for_a_turn(one_slot: Served) -> None:
     ids = pa.record_batch({"index": pa.array([5, 7, 9], pa.uint64())})
     sched.acquire(BLOCKER)
     released = False
+    writer, reader = one_slot.raw.do_exchange(descriptor)
     try:
-        writer, reader = one_slot.raw.do_exchange(descriptor)
         writer.begin(ids.schema)
         writer.write_batch(ids)
         _until(lambda: sched.waiting() == 1, "the exchange's batch never asked for a turn")
@@ -103,9 +103,9 @@ def test_exchange_batches_wait_for_a_turn(one_slot: Served) -> None:
         released = True
         answer = reader.read_chunk().data
         assert answer.column("id").to_pylist() == [5, 7, 9]
-        writer.done_writing()
-        writer.close()
     finally:
         if not released:
             sched.release(BLOCKER)
+        writer.done_writing()
+        writer.close()  # ends the call either way, so the server can shut down
     _until(lambda: sched.running() == 0, "the exchange kept its turn after it ended")
