@@ -35,6 +35,8 @@ import pyarrow.flight as flight
 
 from flight_server import callinfo
 from flight_server.config import ConfigError, parse_tokens_file
+from flight_server.errors import ResourceExhausted
+from flight_server.penalties import OversizePenalties
 from flight_server.settings import ServerSettings, Token
 
 __all__ = [
@@ -225,17 +227,27 @@ class AuthMiddlewareFactory(flight.ServerMiddlewareFactory):  # type: ignore[mis
         self.authenticator = authenticator
         # Registered first, a refusal here means no later middleware (log, metrics) saw the call.
         self.on_refused = on_refused
+        #: Principals in a back-off for oversized requests (the service reports refusals here):
+        #: their calls are refused now, before pyarrow copies the request under the GIL.
+        self.penalties = OversizePenalties()
 
     def start_call(self, info: flight.CallInfo, headers: Mapping[str, Any]) -> AuthMiddleware:
+        method = str(info.method.name).lower()
         try:
             middleware = self._authenticate(headers)
-            callinfo.clear()  # a new call on this thread
-            callinfo.annotate(principal=middleware.principal.name)
-            return middleware
         except flight.FlightUnauthenticatedError as exc:
             if self.on_refused is not None:
-                self.on_refused(str(info.method.name).lower(), str(exc))
+                self.on_refused(method, str(exc))
             raise
+        wait = self.penalties.remaining(middleware.principal_key, method)
+        if wait > 0:
+            raise ResourceExhausted(
+                f"this client's recent {method} requests were refused for their size: its {method} "
+                f"calls are refused for {wait:.1f} s more (send smaller requests, e.g. split takes)"
+            )
+        callinfo.clear()  # a new call on this thread
+        callinfo.annotate(principal=middleware.principal.name)
+        return middleware
 
     def _authenticate(self, headers: Mapping[str, Any]) -> AuthMiddleware:
         raw = _header(headers, _AUTH_HEADER)

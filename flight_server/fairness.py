@@ -26,7 +26,7 @@ from typing import TypeVar, cast
 from flight_server.settings import DEFAULT_WORK_SLOTS
 from flight_server.streams import CallCancelled
 
-__all__ = ["DEFAULT_WORK_SLOTS", "FairScheduler", "default_work_slots", "scheduled"]
+__all__ = ["DEFAULT_WORK_SLOTS", "FairScheduler", "HeldTurn", "default_work_slots", "scheduled"]
 
 #: Seconds between two looks at the call's cancellation flag while waiting for a turn.
 _WAIT_POLL_S = 0.05
@@ -195,3 +195,52 @@ def scheduled(
         if item is _END:
             return
         yield cast(_T, item)
+
+
+class HeldTurn:
+    """One call's turn, held while the call works and given back while it waits on its client.
+
+    For calls whose client streams (``do_put``, ``do_exchange``): each incoming batch is worked on
+    (encoded and written, or its rows taken) inside a turn of the caller, and no turn is held
+    while the server waits for the client's next message or while it sends. A writer streaming a
+    big write thus takes turns like a reader's batches do, and a light principal's read waits for
+    at most one batch of it.
+
+    Parameters
+    ----------
+    scheduler : FairScheduler
+        The server's work scheduler.
+    principal : str
+        Who the call runs as.
+    cancelled : Callable[[], bool] | None
+        The call's cancellation flag, looked at while waiting for a turn.
+    """
+
+    def __init__(
+        self, scheduler: FairScheduler, principal: str, cancelled: Callable[[], bool] | None = None
+    ) -> None:
+        self.scheduler = scheduler
+        self.principal = principal
+        self.cancelled = cancelled
+        self.held = False
+
+    def take(self) -> None:
+        """Hold a turn (waits for one; nothing happens when one is held already)."""
+        if not self.held:
+            self.scheduler.acquire(self.principal, self.cancelled)
+            self.held = True
+
+    def give_back(self) -> None:
+        """Give the turn back (nothing happens when none is held)."""
+        if self.held:
+            self.held = False
+            self.scheduler.release(self.principal)
+
+    @contextmanager
+    def inside(self) -> Iterator[None]:
+        """Run the body inside a turn, given back after it."""
+        self.take()
+        try:
+            yield
+        finally:
+            self.give_back()

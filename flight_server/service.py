@@ -21,6 +21,7 @@ from flight_server import callinfo
 from flight_server._serde import (
     decode_action_request,
     decode_command,
+    decode_take_ticket,
     decode_ticket,
     encode_action_result,
     encode_write_result,
@@ -29,7 +30,7 @@ from flight_server._serde import (
 from flight_server.batch_cache import BatchCache, scan_key
 from flight_server.catalog import Catalog
 from flight_server.errors import raise_flight_error, to_stream_error
-from flight_server.fairness import FairScheduler, scheduled
+from flight_server.fairness import FairScheduler, HeldTurn, scheduled
 from flight_server.flightsql import SQL_ACTIONS, FlightSql
 from flight_server.handlers.actions import ACTIONS, run_action
 from flight_server.handlers.exchange import serve_exchange
@@ -37,6 +38,7 @@ from flight_server.handlers.put import write_request, write_stream
 from flight_server.handlers.scan import open_version, plan_scan, scan_stream
 from flight_server.handlers.take import take_batches
 from flight_server.json_bodies import decode_json_action, encode_json_result, is_json_body
+from flight_server.penalties import OversizePenalties
 from flight_server.plan_cache import MAX_KEY_BYTES, PLAN_MAX_AGE_SECONDS, PlanCache
 from flight_server.requests import ScanRequest, TakeRequest, WriteRequest
 from flight_server.settings import ServerSettings
@@ -139,6 +141,8 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
             middleware=dict(middleware or {}),
         )
         self.settings = settings
+        # Where refusals of oversized requests are reported (the auth middleware's back-off).
+        self._penalties: OversizePenalties | None = getattr((middleware or {}).get("auth"), "penalties", None)
         # The engine session build_server made from the settings and passed in (the default
         # session when a test builds the service by hand).
         self.session = session or Session.default()
@@ -176,6 +180,11 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
             self.advertise = [f"{scheme}://{host}:{self.port}"]
         # Local roots appear in engine messages; clients see "<root>" instead.
         self._hide = (self.catalog.root,) if self.catalog.local else ()
+
+    @property
+    def work_scheduler(self) -> FairScheduler:
+        """The fair scheduler of this process's CPU work (``limits.workSlots`` turns)."""
+        return self._work
 
     # -- plumbing --------------------------------------------------------------------------------
     @staticmethod
@@ -246,6 +255,12 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
             if self.metrics is not None:
                 self.metrics.stream_finished()
                 self.metrics.rows_served(kind, rows, nbytes)
+
+    def _oversized(self, context: flight.ServerCallContext, method: str, nbytes: int) -> None:
+        """Report a request refused for its size (see :mod:`flight_server.penalties`)."""
+        if self._penalties is not None:
+            key = getattr(context.get_middleware("auth"), "principal_key", "")
+            self._penalties.refused(str(key or ""), method, nbytes)
 
     def _check_command_bytes(self, descriptor: flight.FlightDescriptor) -> None:
         """Refuse an oversized descriptor command before anything parses it."""
@@ -363,16 +378,26 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
     def do_get(self, context: flight.ServerCallContext, ticket: flight.Ticket) -> flight.FlightDataStream:
         def run() -> flight.FlightDataStream:
             raw = ticket.ticket  # a new copy of the bytes at every read: read once
-            check_request_bytes(raw, self.settings.max_message_bytes, "ticket")
-            count = peek_take_count(raw)
-            if count is not None:
-                check_take_rows(count, self._limits)  # before the ids are copied and decoded
+            try:
+                check_request_bytes(raw, self.settings.max_message_bytes, "ticket")
+                count = peek_take_count(raw)
+                if count is not None:
+                    check_take_rows(count, self._limits)  # before the ids are copied and decoded
+            except InvalidInputError:
+                self._oversized(context, "do_get", len(raw))
+                raise
             # Decoding and planning run in turns of the caller; waiting for a slot or memory does
             # not (it would hold a turn other principals need while it waits).
             cancelled = self._cancelled(context)
             with self._turn(context, cancelled):
-                sql = self.sql.stream(raw)
-                req = decode_ticket(raw) if sql is None else None
+                # A plain take ticket is no Flight SQL ticket, and its ids are read in place (a
+                # big take's ids are megabytes: parsing and copying them would hold the GIL).
+                req: ScanRequest | TakeRequest | None = None
+                if count is not None:
+                    req = decode_take_ticket(raw)
+                sql = self.sql.stream(raw) if req is None else None
+                if req is None and sql is None:
+                    req = decode_ticket(raw)
                 if req is not None:
                     validate(req, self._limits)
             del raw
@@ -466,7 +491,9 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
             self._note(context)  # the dataset is noted once the exchange's command is decoded
             if descriptor.descriptor_type == flight.DescriptorType.CMD:
                 check_request_bytes(descriptor.command or b"", self.settings.max_message_bytes, "command")
-            lease = self._lease(context, self._cancelled(context))
+            cancelled = self._cancelled(context)
+            lease = self._lease(context, cancelled)
+            turn = HeldTurn(self._work, lease.principal, cancelled)
             try:
                 serve_exchange(
                     self.catalog,
@@ -477,8 +504,10 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
                     self.metrics,
                     lease=lease,
                     validate_request=lambda req: validate(req, self._limits),
+                    turn=turn,
                 )
             finally:
+                turn.give_back()
                 lease.release()
 
         self._guard(run)
@@ -513,7 +542,10 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
             validate(req, self._limits)
             self._note(context, req.dataset)
             self.catalog.uri(req.dataset)  # validate the name before reading any data
-            lease = self._lease(context, self._cancelled(context))
+            cancelled = self._cancelled(context)
+            lease = self._lease(context, cancelled)
+            # Each batch is written in a turn of the caller, like a read's batches are produced.
+            turn = HeldTurn(self._work, lease.principal, cancelled)
             try:
                 result = write_stream(
                     self.catalog,
@@ -524,8 +556,10 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
                     cancelled=context.is_cancelled,
                     owner=_caller(context),
                     lease=lease,
+                    turn=turn,
                 )
             finally:
+                turn.give_back()
                 lease.release()
                 self.catalog.written(req.dataset)
             writer.write(pa.py_buffer(encode_write_result(result)))

@@ -24,6 +24,11 @@ machine the load says how much the figures can be trusted.
 (the worst case: a load balancer may put two clients on one process). ``--work-slots`` sets the
 server's ``limits.workSlots`` (default: the server's own default, one per core).
 
+By default the victim and the attacker authenticate with a bearer token each (separate principals,
+as separate clients of a deployment are); ``--no-auth`` runs them anonymous (one principal per
+connection; the server then cannot refuse a known attacker's calls before pyarrow has copied their
+requests, see :mod:`flight_server.penalties`).
+
 Run: ``python -m loadtest attack [--seconds 8] [--rows 200000] [--workers 1] [--json PATH]``.
 """
 
@@ -62,6 +67,10 @@ TARGET_P99_RATIO = 3.0
 #: address space than they touch, hence the generous figure).
 SERVER_ADDRESS_SPACE = 8 << 30
 MAIN = "victim_data"
+#: Bearer tokens of the victim and the attacker (with auth on, as separate clients of a real
+#: deployment would be): each is its own principal for fairness and back-offs.
+VICTIM_TOKEN = "victim-token"
+ATTACKER_TOKEN = "attacker-token"
 WIDE = "wide_data"
 
 
@@ -83,13 +92,15 @@ class AttackConfig:
     timeout_s: float = 30.0
     workers: int = 1
     work_slots: int | None = None  # None: the server's default (limits.workSlots = one per core)
+    auth: bool = True  # victim and attacker each hold their own bearer token (separate principals)
 
     def describe(self) -> str:
         """The server configuration of the run, and the machine it runs on."""
         slots = self.work_slots if self.work_slots else default_work_slots()
         return (
             f"server: {self.workers} worker(s), limits.workSlots={slots}"
-            f"{'' if self.work_slots else ' (default: one per core)'}; "
+            f"{'' if self.work_slots else ' (default: one per core)'}, "
+            f"auth {'on (a token each)' if self.auth else 'off (anonymous: a principal per connection)'}; "
             f"machine: {default_work_slots()} cores, load average {_load()}"
         )
 
@@ -146,8 +157,10 @@ def _attack_loop(call: Callable[[], None], stop: Any, threads: int, counts: Any,
 def _attacker(kind: str, location: str, cfg: AttackConfig, stop: Any, counts: Any, ready: Any) -> None:
     """Run attack ``kind`` until ``stop`` is set; ``counts`` = [calls, errors]."""
     lock = threading.Lock()
-    client = LanceFlightClient(location, timeout=cfg.timeout_s)
-    options = flight.FlightCallOptions(timeout=cfg.timeout_s)
+    token = ATTACKER_TOKEN if cfg.auth else None
+    client = LanceFlightClient(location, timeout=cfg.timeout_s, token=token)
+    headers = [(b"authorization", f"Bearer {token}".encode())] if token else []
+    options = flight.FlightCallOptions(timeout=cfg.timeout_s, headers=headers)
     if kind == "unread_streams":
         held = []
         for i in range(cfg.streams):
@@ -206,7 +219,8 @@ def _victim(location: str, cfg: AttackConfig, seconds: float, seed: int) -> tupl
     rng = np.random.default_rng(seed)
     latencies: list[float] = []
     errors: list[str] = []
-    with LanceFlightClient(location, timeout=cfg.timeout_s) as client:
+    token = VICTIM_TOKEN if cfg.auth else None
+    with LanceFlightClient(location, timeout=cfg.timeout_s, token=token) as client:
         with contextlib.suppress(flight.FlightError, pa.ArrowException, OSError):
             client.take(MAIN, indices=[0])  # connect before the clock starts
         end = time.monotonic() + seconds
@@ -237,7 +251,7 @@ def _phase(name: str, latencies: list[float], errors: list[str], counts: Sequenc
 
 def _populate(location: str, cfg: AttackConfig) -> None:
     per = -(-cfg.rows // cfg.fragments)
-    with LanceFlightClient(location, timeout=300.0) as client:
+    with LanceFlightClient(location, timeout=300.0, token=VICTIM_TOKEN if cfg.auth else None) as client:
         for k in range(cfg.fragments):
             lo, hi = k * per, min(cfg.rows, (k + 1) * per)
             ids = np.arange(lo, hi, dtype=np.int64)
@@ -254,6 +268,10 @@ def run_attacks(
     ctx = multiprocessing.get_context("spawn")
     with tempfile.TemporaryDirectory(prefix="lance-attack-") as tmp:
         extra = ["--work-slots", str(cfg.work_slots)] if cfg.work_slots is not None else []
+        if cfg.auth:
+            tokens = Path(tmp) / "tokens"
+            tokens.write_text(f"{VICTIM_TOKEN}\n{ATTACKER_TOKEN}\n")
+            extra += ["--tokens-file", str(tokens)]
         server = ServerProcess(
             str(Path(tmp) / "root"),
             workers=cfg.workers,
@@ -326,6 +344,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--attacks", default=",".join(ATTACKS), help="comma-separated subset")
     parser.add_argument("--workers", type=int, default=defaults.workers, help="server processes")
     parser.add_argument("--work-slots", type=int, default=None, help="server limits.workSlots")
+    parser.add_argument(
+        "--no-auth", action="store_true", help="anonymous clients (one principal per connection)"
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = parser.parse_args(list(argv or []))
     attacks = [a for a in args.attacks.split(",") if a]
@@ -342,6 +363,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         huge_ids=args.huge_ids,
         workers=args.workers,
         work_slots=args.work_slots,
+        auth=not args.no_auth,
     )
     print(f"attack benchmark: victim takes {cfg.take} of {cfg.rows} rows for {cfg.seconds:.0f}s per phase")
     before = cfg.describe()

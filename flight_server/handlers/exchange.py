@@ -20,6 +20,7 @@ from flight_server import callinfo
 from flight_server._serde import decode_ticket
 from flight_server.catalog import Catalog
 from flight_server.errors import ClientStreamError
+from flight_server.fairness import HeldTurn
 from flight_server.handlers.scan import open_version
 from flight_server.handlers.take import check_take_size, take_rows
 from flight_server.requests import TakeRequest
@@ -70,12 +71,15 @@ def serve_exchange(
     metrics: Any = None,
     lease: Lease | None = None,
     validate_request: Callable[[TakeRequest], None] | None = None,
+    turn: HeldTurn | None = None,
 ) -> int:
     """Answer every request batch; return the number of rows sent.
 
     With a ``lease``, each answer's estimated bytes are reserved before its rows are read (and
     freed once written), waits on the client count toward the idle timeout, and the call's
     cancellation is checked between batches. ``validate_request`` checks the descriptor's take.
+    With a ``turn`` (of the server's fair work scheduler), each answer's rows are taken inside a
+    turn of the caller; none is held while waiting on the client or sending.
     """
     req = exchange_request(descriptor)
     if validate_request is not None:
@@ -110,10 +114,11 @@ def serve_exchange(
                 empty = np.zeros(0, np.uint64)
                 row_bytes = estimate_row_bytes(take_rows(ds, req, empty, None).schema)
             lease.reserve(len(ids) * row_bytes)
-        table = take_rows(
-            ds, req, ids if names[0] == "row_id" else None, ids if names[0] == "index" else None
-        )
-        answer = _one_batch(table)
+        with turn.inside() if turn is not None else nullcontext():
+            table = take_rows(
+                ds, req, ids if names[0] == "row_id" else None, ids if names[0] == "index" else None
+            )
+            answer = _one_batch(table)
         if lease is not None:
             lease.resize(answer.nbytes)
         if not started:

@@ -27,6 +27,7 @@ import pyarrow.flight as flight
 
 from flight_server.catalog import Catalog
 from flight_server.errors import client_chunks
+from flight_server.fairness import HeldTurn
 from flight_server.requests import END_OF_WRITE, WriteRequest, WriteResult
 from flight_server.streams import Lease
 from lance_format import write_dataset
@@ -110,9 +111,11 @@ class _Counted:
         end_marker: bool,
         cancel_grace: float = CANCEL_GRACE_S,
         lease: Lease | None = None,
+        turn: HeldTurn | None = None,
     ) -> None:
         self.reader = reader
         self.lease = lease
+        self.turn = turn
         self.cancelled = cancelled
         self.end_marker = end_marker
         self.cancel_grace = cancel_grace
@@ -123,19 +126,27 @@ class _Counted:
     def _chunks(self) -> Iterator[Any]:
         """The client's messages; with a lease, waits on the client count toward the idle
         timeout, each batch is charged to it until the next is asked for, and cancellation stops
-        the stream."""
-        lease = self.lease
+        the stream. With a turn, each batch is worked on (until the next is asked for) inside a
+        turn of the caller, and so is what follows the last one (flush, commit); no turn is held
+        while waiting on the client or for memory."""
+        lease, turn = self.lease, self.turn
         chunks = client_chunks(self.reader)  # Arrow's decode errors are the client's bad input
         while True:
+            if turn is not None:
+                turn.give_back()  # the writer is done with the previous batch
             if lease is not None:
-                lease.free()  # the writer is done with the previous batch
+                lease.free()
                 lease.check()
             with lease.waiting() if lease is not None else nullcontext():
                 chunk = next(chunks, None)
             if chunk is None:
+                if turn is not None:
+                    turn.take()
                 return
             if lease is not None and chunk.data is not None:
                 lease.reserve(chunk.data.nbytes)
+            if turn is not None:
+                turn.take()
             yield chunk
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
@@ -239,6 +250,7 @@ def write_stream(
     cancel_grace: float = CANCEL_GRACE_S,
     owner: str = "",
     lease: Lease | None = None,
+    turn: HeldTurn | None = None,
 ) -> WriteResult:
     """Write the client's stream as ``req`` says; return the new version (or staged fragments).
 
@@ -266,6 +278,10 @@ def write_stream(
     lease : Lease | None, optional
         The call's stream slot: each incoming batch is charged to it while it is written, and a
         client that stops sending for ``limits.streamIdleSeconds`` loses the slot.
+    turn : HeldTurn | None, optional
+        The call's turn of the server's fair work scheduler: each batch is written, and the write
+        finished, inside a turn; none is held while waiting on the client. The caller gives the
+        turn back at the end.
 
     Returns
     -------
@@ -279,7 +295,7 @@ def write_stream(
         ``mode="stage"`` are removed again).
     """
     uri = catalog.uri(req.dataset)
-    counted = _Counted(reader, max_message_bytes, cancelled, req.end_marker, cancel_grace, lease)
+    counted = _Counted(reader, max_message_bytes, cancelled, req.end_marker, cancel_grace, lease, turn)
     options: dict[str, Any] = {}
     if req.max_rows_per_file:
         options["max_rows_per_file"] = req.max_rows_per_file

@@ -47,6 +47,11 @@ _DATA = "data/"
 _TOMBSTONE = -2
 
 
+#: Longest data file name (bytes): a path component of POSIX file systems (NAME_MAX); the names
+#: writers give data files are ~40 bytes.
+MAX_FILE_NAME_BYTES = 255
+
+
 def check_data_file(name: object) -> str:
     """``name`` if it is a data file's name as fragments carry it (one plain name under ``data/``).
 
@@ -56,6 +61,9 @@ def check_data_file(name: object) -> str:
     """
     if not isinstance(name, str) or not name or "/" in name or "\\" in name or name in (".", ".."):
         raise InvalidInputError(f"not a data file name: {name!r}")
+    if len(name.encode("utf-8", "surrogatepass")) > MAX_FILE_NAME_BYTES:
+        # No file system holds such a name (its stat fails with ENAMETOOLONG, not "not found").
+        raise InvalidInputError(f"not a data file name: {name[:40]!r}... is over {MAX_FILE_NAME_BYTES} bytes")
     return name
 
 

@@ -257,3 +257,14 @@ def test_dataset_columns_cannot_take_reserved_names(served: Served, column: str)
     with pytest.raises(pa.ArrowInvalid, match="reserved name"):
         c.stage("ds", data)  # staged under its own schema (for an overwrite)
     assert c.scan("ds", with_row_id=True).num_rows == 20
+
+
+def test_commit_of_a_data_file_name_longer_than_a_file_name_can_be_is_invalid_input(served: Served) -> None:
+    # Fuzz finding (seed 20261124, call #4016): the local store's stat failed with ENAMETOOLONG,
+    # answered as INTERNAL (StorageError) instead of the client's bad input.
+    seed(served, "ds", n=20)
+    doc = _staged_doc(served)
+    doc["files"][0]["path"] = "a" * 600 + ".lance"
+    with pytest.raises(pa.ArrowInvalid, match="not a data file name"):
+        _commit(served, doc)
+    assert served.client.scan("ds").num_rows == 20

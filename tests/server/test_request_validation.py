@@ -111,7 +111,14 @@ def test_oversized_requests_are_refused_before_parsing(
             parsed.append(len(data))
             return real(data)
 
+        real_take = service_module.decode_take_ticket
+
+        def counting_take(data: bytes) -> TakeRequest | None:
+            parsed.append(len(data))
+            return real_take(data)
+
         monkeypatch.setattr(service_module, "decode_ticket", counting)
+        monkeypatch.setattr(service_module, "decode_take_ticket", counting_take)
         big = TakeRequest("ds", row_ids=np.zeros(1000, np.uint64))  # 8,000 bytes of ids
         with pytest.raises(pa.ArrowInvalid, match=r"ticket of .* bytes exceeds limits\.maxMessageBytes"):
             _get(s, big)
