@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -222,8 +223,23 @@ def _check_walk(arr: pa.Array, version: str = "2.1") -> None:
         mask = g.visible_mask()
         want_mask = w.slots >= 0
         assert (mask if mask is not None else np.ones(g.num_entries, bool)).tolist() == want_mask.tolist()
-        vis = w.values.take(pa.array(w.slots[want_mask], type=pa.int64()))
-        assert g.visible_values().equals(vis)
+        # Unsliced first: pyarrow 26's take applies a slice offset twice inside nested fixed-size lists.
+        vis = pa.concat_arrays([w.values]).take(pa.array(w.slots[want_mask], type=pa.int64()))
+        assert _same_array(g.visible_values(), vis)
+
+
+def _same_array(a: pa.Array, b: pa.Array) -> bool:
+    """``a.equals(b)``, except that a NaN equals the same NaN (floats compare by bit pattern)."""
+    if a.type != b.type or len(a) != len(b):
+        return False
+    if a.equals(b):
+        return True
+    if pa.types.is_floating(a.type):
+        bits = {16: pa.int16(), 32: pa.int32(), 64: pa.int64()}[a.type.bit_width]
+        return bool(a.view(bits).equals(b.view(bits)))
+    if pa.types.is_fixed_size_list(a.type) or pa.types.is_list(a.type) or pa.types.is_large_list(a.type):
+        return bool(a.is_null().equals(b.is_null())) and _same_array(pc.list_flatten(a), pc.list_flatten(b))
+    return False
 
 
 _ST = pa.struct([pa.field("a", pa.int32()), pa.field("l", pa.list_(pa.int64()))])
