@@ -172,6 +172,10 @@ def _with_offset_as_utc(value: pa.Scalar, to: pa.DataType) -> pa.Scalar | None:
         return None
 
 
+#: Timestamp units, coarsest first.
+_UNITS = {"s": 0, "ms": 1, "us": 2, "ns": 3}
+
+
 def _is_temporal(t: pa.DataType) -> bool:
     return bool(pa.types.is_temporal(t))
 
@@ -269,6 +273,10 @@ class _Binder:
                 except (pa.ArrowException, ValueError) as e:
                     raise self.fail(f"{lit.value} in time zone {t.tz}: {str(e).splitlines()[0]}") from None
                 return Literal(local[0].cast(t))
+            if pa.types.is_timestamp(t) and t.tz is None and _UNITS[t.unit] < _UNITS[lit.type.unit]:
+                # DataFusion compares two units in the coarser one: the literal takes the column's
+                # unit (truncated), so column values outside the finer unit's range still compare.
+                return Literal(lit.value.cast(t, safe=False))
             return lit
         if not pa.types.is_string(lit.type):
             return lit

@@ -613,3 +613,25 @@ def test_arithmetic_on_integer_dictionaries_like_pylance(tmp_path: Path, how: st
         mod.dataset(uri).add_columns({"c": sql})
         got.append(lance.dataset(uri).to_table())
     assert_tables_equal(got[0], got[1], context=sql)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "d >= TIMESTAMP '1890-09-24 00:00:00'",
+        "d < TIMESTAMP '2021-05-26 00:00:00.123456789'",
+        "d = TIMESTAMP '1970-01-01 00:00:00.0009'",
+        "d IN (TIMESTAMP '1970-01-01 00:00:00')",
+        "d BETWEEN TIMESTAMP '1960-01-01 00:00:00' AND TIMESTAMP '2030-01-01 00:00:00'",
+    ],
+)
+def test_timestamp_literal_against_a_coarser_column(tmp_path: Path, sql: str) -> None:
+    """A timestamp[ms] column (here: a date32 column cast by ``alter_columns``) holding dates far
+    outside timestamp[ns]'s range, compared with a TIMESTAMP literal (nanoseconds): DataFusion
+    compares in the coarser unit; we cast the column to ns and overflowed (found by the machine)."""
+    table = pa.table({"d": pa.array([-779323, 0, 18000, None], pa.date32())})
+    ours, _ = _both(tmp_path, table)
+    ours.alter_columns({"path": "d", "data_type": pa.timestamp("ms")})
+    theirs = lance.dataset(ours.uri)
+    assert theirs.schema.field("d").type == pa.timestamp("ms")
+    assert ours.count_rows(sql) == theirs.count_rows(sql)
