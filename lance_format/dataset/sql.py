@@ -176,6 +176,20 @@ def _with_offset_as_utc(value: pa.Scalar, to: pa.DataType) -> pa.Scalar | None:
 _UNITS = {"s": 0, "ms": 1, "us": 2, "ns": 3}
 
 
+def _in_coarser_unit(value: pa.Scalar, to: pa.DataType) -> pa.Scalar | None:
+    """A timestamp string beyond ``to``'s range (years past 2262 in nanoseconds) parsed in the
+    finest unit that holds it: compared with a column of that unit or coarser it takes the
+    column's unit anyway (see ``coerce``), as DataFusion compares in the coarser unit."""
+    if not pa.types.is_timestamp(to) or not pa.types.is_string(value.type):
+        return None
+    for unit in [u for u, rank in _UNITS.items() if rank < _UNITS[to.unit]][::-1]:
+        try:
+            return value.cast(pa.timestamp(unit, to.tz))
+        except (pa.ArrowException, ValueError, OverflowError):
+            continue
+    return None
+
+
 def _is_temporal(t: pa.DataType) -> bool:
     return bool(pa.types.is_temporal(t))
 
@@ -295,6 +309,9 @@ class _Binder:
             offset = _with_offset_as_utc(node.arg.value, node.to)
             if offset is not None:
                 return Literal(offset)
+            coarser = _in_coarser_unit(node.arg.value, node.to)
+            if coarser is not None:
+                return Literal(coarser)
             if not node.safe:
                 return Literal(pa.scalar(None, node.to))
             raise self.fail(f"cannot cast {node.arg} to {node.to}: {str(e).splitlines()[0]}") from None

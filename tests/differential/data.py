@@ -133,7 +133,10 @@ def _sample(col: pa.ChunkedArray, rng: np.random.Generator) -> object:
     valid = pc.drop_null(col)
     if len(valid) == 0:
         return None
-    return valid[int(rng.integers(0, len(valid)))].as_py()
+    try:
+        return valid[int(rng.integers(0, len(valid)))].as_py()
+    except OverflowError:  # a timestamp cast from a far date: outside Python's datetime
+        return None
 
 
 def _leaf_predicate(

@@ -623,13 +623,18 @@ def test_arithmetic_on_integer_dictionaries_like_pylance(tmp_path: Path, how: st
         "d = TIMESTAMP '1970-01-01 00:00:00.0009'",
         "d IN (TIMESTAMP '1970-01-01 00:00:00')",
         "d BETWEEN TIMESTAMP '1960-01-01 00:00:00' AND TIMESTAMP '2030-01-01 00:00:00'",
+        # Literals beyond timestamp[ns]'s range parse in a unit that holds them.
+        "(d <> TIMESTAMP '7225-06-17 00:37:22.686000') OR (d IS NULL)",
+        "d < CAST('9579-03-06 16:13:24.717000' AS TIMESTAMP)",
+        "d > TIMESTAMP '9579-03-06 16:13:24.717000'",
+        "d < TIMESTAMP '1000-01-01 00:00:00'",
     ],
 )
 def test_timestamp_literal_against_a_coarser_column(tmp_path: Path, sql: str) -> None:
     """A timestamp[ms] column (here: a date32 column cast by ``alter_columns``) holding dates far
     outside timestamp[ns]'s range, compared with a TIMESTAMP literal (nanoseconds): DataFusion
     compares in the coarser unit; we cast the column to ns and overflowed (found by the machine)."""
-    table = pa.table({"d": pa.array([-779323, 0, 18000, None], pa.date32())})
+    table = pa.table({"d": pa.array([-779323, 0, 18000, 2800000, None], pa.date32())})
     ours, _ = _both(tmp_path, table)
     ours.alter_columns({"path": "d", "data_type": pa.timestamp("ms")})
     theirs = lance.dataset(ours.uri)
