@@ -9,7 +9,6 @@ leaves the fragment.
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -19,12 +18,12 @@ import pyarrow.compute as pc
 
 from lance_format.core.errors import InvalidInputError
 from lance_format.core.types import LanceField, LanceSchema, check_column_names, fields_from_arrow
+from lance_format.dataset.evolve import commit_schema_change, next_field_id, renumber
 from lance_format.dataset.indices import dataset_indices
 from lance_format.dataset.scanner import LanceScanner
 from lance_format.dataset.write import file_columns
 from lance_format.file import LanceFileVersion, LanceFileWriter
-from lance_format.table.commit import commit_transaction
-from lance_format.table.model import DataFile, DataFragment, Manifest, Merge, Project, Transaction
+from lance_format.table.model import DataFile, DataFragment, Manifest, Merge, Project
 from lance_format.table.naming import data_file_name
 
 if TYPE_CHECKING:
@@ -139,13 +138,6 @@ def _replace_in(fields: tuple[LanceField, ...], fid: int, new: LanceField) -> tu
     return tuple(out)
 
 
-def _renumbered(f: LanceField, counter: list[int], parent: int) -> LanceField:
-    fid = counter[0]
-    counter[0] += 1
-    kids = tuple(_renumbered(c, counter, fid) for c in f.children)
-    return replace(f, id=fid, parent_id=parent, children=kids)
-
-
 def _check_no_nulls(ds: Snapshot, chain: list[LanceField], path: str) -> None:
     column = LanceScanner(ds, columns=[chain[0].name]).to_table().column(0)
     for f in chain[1:]:
@@ -164,7 +156,7 @@ def alter_columns(ds: Snapshot, alterations: list[dict[str, Any]]) -> Manifest:
     nothing) when a value does not fit the new type.
     """
     schema = ds.lance_schema
-    counter = [_next_field_id(ds)]
+    counter = [next_field_id(ds)]
     casts: list[_Cast] = []
     for alt in alterations:
         if not isinstance(alt, dict) or not isinstance(alt.get("path"), str):
@@ -207,13 +199,13 @@ def alter_columns(ds: Snapshot, alterations: list[dict[str, Any]]) -> Manifest:
             shaped = fields_from_arrow(
                 pa.schema([pa.field(field.name, target, field.nullable, field.metadata or None)])
             )
-            field = _renumbered(shaped.fields[0], counter, field.parent_id)
+            field = renumber(shaped.fields[0], counter, field.parent_id)
             casts.append(_Cast(original[-1], field))
         schema = LanceSchema(_replace_in(schema.fields, original[-1].id, field), dict(schema.metadata))
     if not casts:
-        return _commit(ds, Project(schema))
+        return commit_schema_change(ds, Project(schema))
     _refuse_indexed(ds, casts)
-    return _commit(ds, Merge(_rewrite(ds, schema, casts), schema))
+    return commit_schema_change(ds, Merge(_rewrite(ds, schema, casts), schema))
 
 
 def _by_id(schema: LanceSchema, fid: int, path: str) -> tuple[LanceField, tuple[LanceField, ...]]:
@@ -232,12 +224,6 @@ def _by_id(schema: LanceSchema, fid: int, path: str) -> tuple[LanceField, tuple[
     if hit is None:  # an earlier alteration of this call cast it (and so renumbered it)
         raise InvalidInputError(f"cannot alter {path!r} again after casting it in the same call")
     return hit
-
-
-def _next_field_id(ds: Snapshot) -> int:
-    # After every id any data file still holds, as new columns are numbered (see evolve).
-    in_files = (fid for frag in ds.manifest.fragments for df in frag.files for fid in df.fields)
-    return max(ds.lance_schema.max_field_id, *in_files, -1) + 1
 
 
 def _refuse_indexed(ds: Snapshot, casts: list[_Cast]) -> None:
@@ -317,8 +303,3 @@ def _rewrite(ds: Snapshot, schema: LanceSchema, casts: list[_Cast]) -> tuple[Dat
         kept = tuple(df for df in frag.files if any(fid in keep_ids for fid in df.fields))
         frags.append(replace(frag, files=(*kept, new_file)))
     return tuple(frags)
-
-
-def _commit(ds: Snapshot, op: Project | Merge) -> Manifest:
-    txn = Transaction(ds.version, str(uuid.uuid4()), op)
-    return commit_transaction(ds.store, txn, ds.manifest, ds.naming)

@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 __all__ = ["ColumnsToAdd", "add_columns", "add_null_columns", "drop_columns"]
 
 
-def _commit(ds: Snapshot, op: Project | Merge) -> Manifest:
+def commit_schema_change(ds: Snapshot, op: Project | Merge) -> Manifest:
+    """Commit a schema change (``Project``, or a ``Merge`` with new data files) on ``ds``."""
     txn = Transaction(ds.version, str(uuid.uuid4()), op)
     return commit_transaction(ds.store, txn, ds.manifest, ds.naming)
 
@@ -40,23 +41,29 @@ def drop_columns(ds: Snapshot, columns: list[str]) -> Manifest:
     kept = tuple(f for f in ds.lance_schema.fields if f.name not in set(columns))
     if not kept:
         raise InvalidInputError("cannot drop every column of a dataset")
-    return _commit(ds, Project(LanceSchema(kept, dict(ds.lance_schema.metadata))))
+    return commit_schema_change(ds, Project(LanceSchema(kept, dict(ds.lance_schema.metadata))))
 
 
-def _renumber(f: LanceField, next_id: list[int], parent: int) -> LanceField:
+def renumber(f: LanceField, next_id: list[int], parent: int) -> LanceField:
+    """``f`` and its children with ids from ``next_id[0]`` on (pre-order), under ``parent``."""
     fid = next_id[0]
     next_id[0] += 1
-    kids = tuple(_renumber(c, next_id, fid) for c in f.children)
+    kids = tuple(renumber(c, next_id, fid) for c in f.children)
     return replace(f, id=fid, parent_id=parent, children=kids)
+
+
+def next_field_id(ds: Snapshot) -> int:
+    """The first id after every id the schema or any data file holds."""
+    in_files = (fid for frag in ds.manifest.fragments for df in frag.files for fid in df.fields)
+    return max(ds.lance_schema.max_field_id, *in_files, -1) + 1
 
 
 def _new_fields(ds: Snapshot, schema: pa.Schema) -> LanceSchema:
     """Lance fields for new columns, numbered after the dataset's largest field id."""
     # After every id any data file still holds (a dropped column's data can stay in a file that
     # keeps other columns): a reused id would read that old column's data, as pylance numbers too.
-    in_files = (fid for frag in ds.manifest.fragments for df in frag.files for fid in df.fields)
-    counter = [max(ds.lance_schema.max_field_id, *in_files, -1) + 1]
-    return LanceSchema(tuple(_renumber(f, counter, -1) for f in fields_from_arrow(schema).fields))
+    counter = [next_field_id(ds)]
+    return LanceSchema(tuple(renumber(f, counter, -1) for f in fields_from_arrow(schema).fields))
 
 
 #: What ``add_columns`` takes: SQL expressions by name, or the fields of all-null columns.
@@ -74,7 +81,7 @@ def add_null_columns(ds: Snapshot, fields: pa.Schema) -> Manifest:
             raise InvalidInputError(f"all-null columns must be nullable, but field {f.name!r} is not")
     new = _new_fields(ds, fields)
     schema = LanceSchema(ds.lance_schema.fields + new.fields, dict(ds.lance_schema.metadata))
-    return _commit(ds, Merge(ds.manifest.fragments, schema))
+    return commit_schema_change(ds, Merge(ds.manifest.fragments, schema))
 
 
 def add_columns(ds: Snapshot, transforms: ColumnsToAdd) -> Manifest:
@@ -131,7 +138,7 @@ def add_columns(ds: Snapshot, transforms: ColumnsToAdd) -> Manifest:
         empty = pa.schema([arrow.field(c) for c in read]).empty_table()
         new_lance = _new_fields(ds, evaluate(empty, exprs).schema)
     schema = LanceSchema(ds.lance_schema.fields + new_lance.fields, dict(ds.lance_schema.metadata))
-    return _commit(ds, Merge(tuple(frags), schema))
+    return commit_schema_change(ds, Merge(tuple(frags), schema))
 
 
 def _sql_value(sql: str, schema: pa.Schema) -> tuple[pa.compute.Expression, set[str]]:
