@@ -222,6 +222,7 @@ class AuthMiddlewareFactory(flight.ServerMiddlewareFactory):  # type: ignore[mis
         self,
         authenticator: Authenticator,
         on_refused: Callable[[str, str], None] | None = None,
+        penalties: OversizePenalties | None = None,
     ) -> None:
         super().__init__()
         self.authenticator = authenticator
@@ -229,7 +230,7 @@ class AuthMiddlewareFactory(flight.ServerMiddlewareFactory):  # type: ignore[mis
         self.on_refused = on_refused
         #: Principals in a back-off for oversized requests (the service reports refusals here):
         #: their calls are refused now, before pyarrow copies the request under the GIL.
-        self.penalties = OversizePenalties()
+        self.penalties = penalties if penalties is not None else OversizePenalties()
 
     def start_call(self, info: flight.CallInfo, headers: Mapping[str, Any]) -> AuthMiddleware:
         method = str(info.method.name).lower()

@@ -1,18 +1,25 @@
-"""Back-off for principals that keep sending oversized requests, enforced before their next call.
+"""Back-off for clients that keep sending oversized requests.
 
 A request refused for its size (a take ticket listing more rows than ``limits.maxTakeRows``, a
-ticket above ``limits.maxMessageBytes``) has already cost the server by the time the handler can
-refuse it: pyarrow hands the handler its ticket only after copying all of it, several times, while
-holding the GIL (a 32 MB ticket: three copies into fresh memory, tens to hundreds of milliseconds in
-which no other call of the process runs Python). The handler's refusal cannot take that back, so a
-client that keeps sending such tickets slows every other client down.
+ticket, descriptor command or action body above ``limits.maxMessageBytes``) has already cost the
+server by the time the handler can refuse it: pyarrow hands the handler its request only after
+copying all of it, several times, while holding the GIL (a 32 MB ticket: three copies into fresh
+memory, tens to hundreds of milliseconds in which no other call of the process runs Python). The
+handler's refusal cannot take that back, so a client that keeps sending such requests slows every
+other client down.
 
-:class:`OversizePenalties` remembers who did: after :data:`STRIKES` refusal(s) of big requests within
-:data:`WINDOW_S`, that principal's calls of the same method are refused with RESOURCE_EXHAUSTED for a
-back-off (:data:`FIRST_BACKOFF_S`, doubling at each further refusal up to :data:`MAX_BACKOFF_S`) by
-the auth middleware, which runs before pyarrow converts the request. Only authenticated principals
-are known that early: anonymous callers are told apart by their connection, which middleware does
-not see.
+:class:`OversizePenalties` remembers who did: after ``limits.oversizeStrikes`` refusal(s) of big
+requests (at least ``limits.oversizeMinBytes``) within ``limits.oversizeWindowSeconds``, that
+client is in a back-off for the same method (``limits.oversizeFirstBackoffSeconds``, doubling at
+each further refusal up to ``limits.oversizeMaxBackoffSeconds``):
+
+- an authenticated principal's calls of that method are refused with RESOURCE_EXHAUSTED by the auth
+  middleware, which runs before pyarrow converts the request;
+- an anonymous caller is known only by its connection, which middleware does not see: the handler
+  keys it by the connection's host (:func:`peer_host`; a new connection does not start over), and
+  answers its oversized requests that arrive during a back-off only once the back-off is over
+  (:meth:`OversizePenalties.hold`). Its well-sized calls are served as usual (other clients on the
+  same host are not punished); a client that loops on oversized requests sends one per back-off.
 """
 
 from __future__ import annotations
@@ -22,23 +29,54 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-__all__ = ["FIRST_BACKOFF_S", "MAX_BACKOFF_S", "MIN_BYTES", "STRIKES", "WINDOW_S", "OversizePenalties"]
+from flight_server.settings import (
+    DEFAULT_OVERSIZE_FIRST_BACKOFF_SECONDS,
+    DEFAULT_OVERSIZE_HOLD_BYTES,
+    DEFAULT_OVERSIZE_MAX_BACKOFF_SECONDS,
+    DEFAULT_OVERSIZE_MIN_BYTES,
+    DEFAULT_OVERSIZE_STRIKES,
+    DEFAULT_OVERSIZE_WINDOW_SECONDS,
+)
 
-#: Refusals within the window before a back-off starts. One: each oversized ticket that reaches the
-#: handler has already stalled every other call of the process (the back-off is short at first).
-STRIKES = 1
-#: Seconds a refusal counts for; a principal quiet for this long starts over.
-WINDOW_S = 60.0
-#: First back-off (seconds), doubled at each further refusal: a client that retries in a loop
-#: sends ever fewer oversized requests, one that stops is served again within seconds.
-FIRST_BACKOFF_S = 2.0
-#: Longest back-off (seconds): a principal that fixed its requests waits at most this long.
-MAX_BACKOFF_S = 60.0
-#: Requests smaller than this (bytes) cost little to receive, and do not count.
-MIN_BYTES = 1 << 20
+if TYPE_CHECKING:
+    from flight_server.settings import ServerSettings
+
+__all__ = [
+    "FIRST_BACKOFF_S",
+    "HOLD_BYTES",
+    "MAX_BACKOFF_S",
+    "MIN_BYTES",
+    "STRIKES",
+    "WINDOW_S",
+    "OversizePenalties",
+    "peer_host",
+]
+
+# The defaults, and why those values, are the settings' (flight_server.settings, limits.oversize*).
+STRIKES = DEFAULT_OVERSIZE_STRIKES
+WINDOW_S = DEFAULT_OVERSIZE_WINDOW_SECONDS
+FIRST_BACKOFF_S = DEFAULT_OVERSIZE_FIRST_BACKOFF_SECONDS
+MAX_BACKOFF_S = DEFAULT_OVERSIZE_MAX_BACKOFF_SECONDS
+MIN_BYTES = DEFAULT_OVERSIZE_MIN_BYTES
+HOLD_BYTES = DEFAULT_OVERSIZE_HOLD_BYTES
 #: Principals remembered at most (the least recently refused are forgotten first).
 MAX_TRACKED = 10_000
+#: Seconds between two looks at a held call's cancellation flag.
+_HOLD_POLL_S = 0.1
+
+
+def peer_host(peer: str) -> str:
+    """The host part of a gRPC peer (``ipv4:10.0.0.7:51234`` -> ``host:10.0.0.7``).
+
+    An anonymous client's connections differ by port; its host does not. Back-offs of anonymous
+    callers are keyed by host, so a client cannot escape its back-off by opening a new connection.
+    """
+    scheme, sep, rest = peer.partition(":")
+    if sep and scheme in ("ipv4", "ipv6"):
+        return "host:" + rest.rsplit(":", 1)[0]
+    return "host:" + peer
 
 
 @dataclass
@@ -54,10 +92,12 @@ class OversizePenalties:
 
     Parameters
     ----------
-    strikes, window_s, first_backoff_s, max_backoff_s, min_bytes :
-        See the module's constants of the same names.
+    strikes, window_s, first_backoff_s, max_backoff_s, min_bytes, hold_bytes :
+        See the module's constants of the same names (``limits.oversize*`` settings).
     clock : Callable[[], float]
         Monotonic seconds (tests pass a fake clock).
+    sleep : Callable[[float], None]
+        Waits that many seconds (tests pass one that advances their fake clock).
     """
 
     def __init__(
@@ -67,21 +107,41 @@ class OversizePenalties:
         first_backoff_s: float = FIRST_BACKOFF_S,
         max_backoff_s: float = MAX_BACKOFF_S,
         min_bytes: int = MIN_BYTES,
+        hold_bytes: int = HOLD_BYTES,
         clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.strikes = strikes
         self.window_s = window_s
         self.first_backoff_s = first_backoff_s
         self.max_backoff_s = max_backoff_s
         self.min_bytes = min_bytes
+        self.hold_bytes = hold_bytes
         self._clock = clock
+        self._sleep = sleep
         self._lock = threading.Lock()
         self._records: OrderedDict[tuple[str, str], _Record] = OrderedDict()
+        self._held_bytes = 0
 
-    def refused(self, principal: str, method: str, nbytes: int) -> None:
-        """Count a refusal, for its size, of a ``nbytes`` request of ``principal`` to ``method``."""
+    @classmethod
+    def of(cls, settings: ServerSettings) -> OversizePenalties:
+        """The back-off the server's ``limits.oversize*`` settings describe."""
+        return cls(
+            strikes=settings.oversize_strikes,
+            window_s=settings.oversize_window_seconds,
+            first_backoff_s=settings.oversize_first_backoff_seconds,
+            max_backoff_s=settings.oversize_max_backoff_seconds,
+            min_bytes=settings.oversize_min_bytes,
+            hold_bytes=settings.oversize_hold_bytes,
+        )
+
+    def refused(self, principal: str, method: str, nbytes: int) -> bool:
+        """Count a refusal, for its size, of a ``nbytes`` request of ``principal`` to ``method``.
+
+        Returns whether it counted (a request under ``min_bytes``, or of nobody, does not).
+        """
         if nbytes < self.min_bytes or not principal:
-            return
+            return False
         now = self._clock()
         key = (principal, method)
         with self._lock:
@@ -96,6 +156,7 @@ class OversizePenalties:
             self._records[key] = record  # most recently refused last
             while len(self._records) > MAX_TRACKED:
                 self._records.popitem(last=False)
+        return True
 
     def remaining(self, principal: str, method: str) -> float:
         """Seconds ``principal``'s calls to ``method`` are still refused for (0: not refused)."""
@@ -104,3 +165,32 @@ class OversizePenalties:
             if record is None:
                 return 0.0
             return max(0.0, record.until - self._clock())
+
+    def hold(self, principal: str, method: str, nbytes: int, cancelled: Callable[[], bool]) -> float:
+        """Wait until ``principal``'s back-off for ``method`` ends, before a refusal is answered.
+
+        For callers the auth middleware cannot refuse early (anonymous ones: it does not see the
+        connection): a client that loops on oversized requests then sends one per back-off instead
+        of one per round trip. Nothing is held when held requests already total ``hold_bytes``
+        (each keeps its bytes until answered), and the wait ends when the call is cancelled.
+
+        Returns
+        -------
+        float
+            Seconds waited.
+        """
+        with self._lock:
+            if self._held_bytes + nbytes > self.hold_bytes:
+                return 0.0
+            self._held_bytes += nbytes
+        start = self._clock()
+        try:
+            while True:
+                left = self.remaining(principal, method)
+                if left <= 0 or cancelled():
+                    break
+                self._sleep(min(left, _HOLD_POLL_S))
+        finally:
+            with self._lock:
+                self._held_bytes -= nbytes
+        return self._clock() - start

@@ -38,7 +38,7 @@ from flight_server.handlers.put import write_request, write_stream
 from flight_server.handlers.scan import open_version, plan_scan, scan_stream
 from flight_server.handlers.take import take_batches
 from flight_server.json_bodies import decode_json_action, encode_json_result, is_json_body
-from flight_server.penalties import OversizePenalties
+from flight_server.penalties import OversizePenalties, peer_host
 from flight_server.plan_cache import MAX_KEY_BYTES, PLAN_MAX_AGE_SECONDS, PlanCache
 from flight_server.requests import ScanRequest, TakeRequest, WriteRequest
 from flight_server.settings import ServerSettings
@@ -141,8 +141,10 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
             middleware=dict(middleware or {}),
         )
         self.settings = settings
-        # Where refusals of oversized requests are reported (the auth middleware's back-off).
-        self._penalties: OversizePenalties | None = getattr((middleware or {}).get("auth"), "penalties", None)
+        # Where refusals of oversized requests are reported: the auth middleware's back-off (it
+        # refuses known principals early), else the service's own (anonymous callers, by host).
+        penalties = getattr((middleware or {}).get("auth"), "penalties", None)
+        self.penalties: OversizePenalties = penalties or OversizePenalties.of(settings)
         # The engine session build_server made from the settings and passed in (the default
         # session when a test builds the service by hand).
         self.session = session or Session.default()
@@ -257,22 +259,42 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
                 self.metrics.rows_served(kind, rows, nbytes)
 
     def _oversized(self, context: flight.ServerCallContext, method: str, nbytes: int) -> None:
-        """Report a request refused for its size (see :mod:`flight_server.penalties`)."""
-        if self._penalties is not None:
-            key = getattr(context.get_middleware("auth"), "principal_key", "")
-            self._penalties.refused(str(key or ""), method, nbytes)
+        """Report a request refused for its size (see :mod:`flight_server.penalties`).
 
-    def _check_command_bytes(self, descriptor: flight.FlightDescriptor) -> None:
+        An authenticated principal's next calls are refused by the auth middleware. An anonymous
+        caller (keyed by its host) that was already in a back-off gets this refusal only when the
+        back-off is over: nothing can refuse it before its next request is copied.
+        """
+        key = str(getattr(context.get_middleware("auth"), "principal_key", "") or "")
+        if key:
+            self.penalties.refused(key, method, nbytes)
+            return
+        key = peer_host(str(context.peer()))
+        backed_off = self.penalties.remaining(key, method) > 0
+        if self.penalties.refused(key, method, nbytes) and backed_off:
+            self.penalties.hold(key, method, nbytes, self._cancelled(context))
+
+    def _check_bytes(self, context: flight.ServerCallContext, method: str, raw: bytes, what: str) -> None:
+        """Refuse an oversized request (ticket, command, action body, criteria) before anything
+        parses it; the refusal counts towards the caller's back-off."""
+        try:
+            check_request_bytes(raw, self.settings.max_message_bytes, what)
+        except InvalidInputError:
+            self._oversized(context, method, len(raw))
+            raise
+
+    def _check_command_bytes(
+        self, context: flight.ServerCallContext, method: str, descriptor: flight.FlightDescriptor
+    ) -> None:
         """Refuse an oversized descriptor command before anything parses it."""
         if descriptor.descriptor_type == flight.DescriptorType.CMD:
-            command = descriptor.command or b""
-            check_request_bytes(command, self.settings.max_message_bytes, "descriptor command")
+            self._check_bytes(context, method, descriptor.command or b"", "descriptor command")
 
     # -- discovery -------------------------------------------------------------------------------
     def list_flights(self, context: flight.ServerCallContext, criteria: bytes) -> Iterator[flight.FlightInfo]:
         self._note(context)
         raw = bytes(criteria or b"")
-        self._guard(lambda: check_request_bytes(raw, self.settings.max_message_bytes, "criteria"))
+        self._guard(lambda: self._check_bytes(context, "list_flights", raw, "criteria"))
         names = self._guard(self.catalog.names)
         prefix = raw.decode("utf-8", "replace")
         cancelled = self._cancelled(context)
@@ -341,7 +363,7 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
         self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor
     ) -> flight.FlightInfo:
         def run() -> flight.FlightInfo:
-            self._check_command_bytes(descriptor)
+            self._check_command_bytes(context, "get_flight_info", descriptor)
             cancelled = self._cancelled(context)
             with self._turn(context, cancelled):
                 sql = self.sql.command(descriptor)
@@ -358,7 +380,7 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
         self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor
     ) -> flight.SchemaResult:
         def run() -> flight.SchemaResult:
-            self._check_command_bytes(descriptor)
+            self._check_command_bytes(context, "get_schema", descriptor)
             with self._turn(context, self._cancelled(context)):
                 sql = self.sql.command(descriptor)
                 if sql is not None:
@@ -378,8 +400,8 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
     def do_get(self, context: flight.ServerCallContext, ticket: flight.Ticket) -> flight.FlightDataStream:
         def run() -> flight.FlightDataStream:
             raw = ticket.ticket  # a new copy of the bytes at every read: read once
+            self._check_bytes(context, "do_get", raw, "ticket")
             try:
-                check_request_bytes(raw, self.settings.max_message_bytes, "ticket")
                 count = peek_take_count(raw)
                 if count is not None:
                     check_take_rows(count, self._limits)  # before the ids are copied and decoded
@@ -489,8 +511,7 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
     ) -> None:
         def run() -> None:
             self._note(context)  # the dataset is noted once the exchange's command is decoded
-            if descriptor.descriptor_type == flight.DescriptorType.CMD:
-                check_request_bytes(descriptor.command or b"", self.settings.max_message_bytes, "command")
+            self._check_command_bytes(context, "do_exchange", descriptor)
             cancelled = self._cancelled(context)
             lease = self._lease(context, cancelled)
             turn = HeldTurn(self._work, lease.principal, cancelled)
@@ -521,7 +542,7 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
         writer: flight.FlightMetadataWriter,
     ) -> None:
         def run() -> None:
-            self._check_command_bytes(descriptor)
+            self._check_command_bytes(context, "do_put", descriptor)
             sql = self.sql.command(descriptor)
             if sql is not None:
                 self._note(context)
@@ -576,7 +597,7 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
             body = action.body.to_pybytes() if action.body is not None else b""
 
             def sql_action() -> list[bytes]:
-                check_request_bytes(body, self.settings.max_message_bytes, "action body")
+                self._check_bytes(context, "do_action", body, "action body")
                 return list(self.sql.action(action.type, body))
 
             return iter(self._guard(sql_action))
@@ -587,7 +608,7 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
             if spec is not None and spec.writes:
                 _require_write(context)
             body = action.body.to_pybytes() if action.body is not None else b""
-            check_request_bytes(body, self.settings.max_message_bytes, "action body")
+            self._check_bytes(context, "do_action", body, "action body")
             request = decode_json_action(body) if is_json_body(body) else decode_action_request(body)
             validate(request, self._limits)
             self._note(context, request.dataset)

@@ -71,6 +71,25 @@ DEFAULT_WORK_SLOTS = 0
 #: plan the same scans over and over. 64 MiB holds thousands of ordinary plans, or dozens of
 #: 10,000-column ones (~1 MB each). 0: off.
 DEFAULT_PLAN_CACHE_BYTES = 64 * 1024 * 1024
+#: Back-off for clients that keep sending oversized requests (flight_server.penalties). Refusals of
+#: big requests within the window before a back-off starts. One: each oversized request that reached
+#: the handler has already stalled every other call of the process (the first back-off is short).
+DEFAULT_OVERSIZE_STRIKES = 1
+#: Seconds a refusal counts for; a client quiet for this long starts over.
+DEFAULT_OVERSIZE_WINDOW_SECONDS = 60.0
+#: First back-off (seconds), doubled at each further refusal: a client that retries in a loop sends
+#: ever fewer oversized requests, one that stops is served again within seconds.
+DEFAULT_OVERSIZE_FIRST_BACKOFF_SECONDS = 2.0
+#: Longest back-off (seconds): a client that fixed its requests waits at most this long.
+DEFAULT_OVERSIZE_MAX_BACKOFF_SECONDS = 60.0
+#: Refused requests smaller than this (bytes) cost little to receive and do not count: a 1 MiB
+#: ticket is copied in about a millisecond, a 32 MiB one stalls the process for tens.
+DEFAULT_OVERSIZE_MIN_BYTES = 1024 * 1024
+#: Bytes of refused oversized requests of anonymous clients held until their back-off ends (the
+#: server cannot refuse an anonymous caller before its request is copied, so it slows the caller
+#: down instead): each held request keeps its bytes (about three copies) until answered; 128 MiB
+#: holds four 32 MiB tickets, the rest are refused at once.
+DEFAULT_OVERSIZE_HOLD_BYTES = 128 * 1024 * 1024
 #: Seconds SIGTERM waits for in-flight calls before the process exits anyway: below Kubernetes'
 #: default terminationGracePeriodSeconds (30) so the kubelet never has to SIGKILL a draining pod.
 DEFAULT_SHUTDOWN_GRACE_SECONDS = 25.0
@@ -127,6 +146,12 @@ class ServerSettings:
     max_endpoints: int = DEFAULT_MAX_ENDPOINTS
     work_slots: int = DEFAULT_WORK_SLOTS
     plan_cache_bytes: int = DEFAULT_PLAN_CACHE_BYTES
+    oversize_strikes: int = DEFAULT_OVERSIZE_STRIKES
+    oversize_window_seconds: float = DEFAULT_OVERSIZE_WINDOW_SECONDS
+    oversize_first_backoff_seconds: float = DEFAULT_OVERSIZE_FIRST_BACKOFF_SECONDS
+    oversize_max_backoff_seconds: float = DEFAULT_OVERSIZE_MAX_BACKOFF_SECONDS
+    oversize_min_bytes: int = DEFAULT_OVERSIZE_MIN_BYTES
+    oversize_hold_bytes: int = DEFAULT_OVERSIZE_HOLD_BYTES
     log_level: str = "INFO"
     storage_options: dict[str, str] = field(default_factory=dict)
     # Added by server-ops (config keys in docs/configuration.md):

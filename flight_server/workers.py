@@ -38,6 +38,7 @@ import pyarrow.flight as flight
 from flight_server.auth import Authenticator, AuthMiddlewareFactory, HandshakeAuthHandler, new_session_key
 from flight_server.logging import RequestLogMiddlewareFactory, configure_logging, log_refused
 from flight_server.metrics import Metrics, ProcessTreeCollector
+from flight_server.penalties import OversizePenalties
 from flight_server.settings import ServerSettings
 from flight_server.sideport import RootProbe, SidePort
 from lance_format.core.errors import LanceError
@@ -158,7 +159,9 @@ def build_server(
             if metrics is not None:
                 metrics.rpcs.labels(method, "UNAUTHENTICATED").inc()
 
-        middleware["auth"] = AuthMiddlewareFactory(Authenticator(settings, session_key), on_refused=refused)
+        middleware["auth"] = AuthMiddlewareFactory(
+            Authenticator(settings, session_key), on_refused=refused, penalties=OversizePenalties.of(settings)
+        )
         extra["auth_handler"] = HandshakeAuthHandler()
     middleware["log"] = RequestLogMiddlewareFactory()
     if metrics is not None:

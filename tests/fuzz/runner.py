@@ -263,6 +263,12 @@ def execute(client: flight.FlightClient, call: Call, ctx: Context | None = None)
     return Outcome("OK", elapsed_s=time.monotonic() - start)
 
 
+def _pattern(message: str) -> str:
+    """A message with its numbers and quoted parts blanked, cut short: answers of one kind group."""
+    text = message.split(". gRPC client debug context", 1)[0]
+    return re.sub(r"\d+|'[^']*'|\"[^\"]*\"", "#", text)[:90]
+
+
 def _utf8(raw: bytes) -> bool:
     try:
         raw.decode("utf-8")
@@ -365,6 +371,10 @@ class FuzzReport:
     seed: int
     calls: int = 0
     statuses: dict[str, int] = field(default_factory=dict)
+    #: INTERNAL and UNKNOWN answers by (rpc, action, status, error code, message pattern): which
+    #: calls produced them, including those no check counts as failures (transport refusals,
+    #: ALREADY_EXISTS and COMMIT_CONFLICT).
+    odd: dict[tuple[str, ...], int] = field(default_factory=dict)
     rpcs: dict[str, int] = field(default_factory=dict)
     failures: list[Failure] = field(default_factory=list)
     restarts: int = 0
@@ -386,6 +396,8 @@ class FuzzReport:
             "  rpcs: " + ", ".join(f"{k}={v}" for k, v in sorted(self.rpcs.items())),
             "  statuses: " + ", ".join(f"{k}={v}" for k, v in sorted(self.statuses.items())),
         ]
+        for key, count in sorted(self.odd.items(), key=lambda kv: -kv[1]):
+            lines.append(f"  {count:6d} x " + " | ".join(key))
         for failure in self.unique.values():
             lines.append(failure.render())
         return "\n".join(lines)
@@ -498,6 +510,10 @@ def run_fuzz(
             report.calls += 1
             report.rpcs[call.rpc] = report.rpcs.get(call.rpc, 0) + 1
             report.statuses[outcome.status] = report.statuses.get(outcome.status, 0) + 1
+            if outcome.status in ("INTERNAL", "UNKNOWN"):
+                what = _pattern(outcome.message)
+                key = (call.rpc, call.action or "-", outcome.status, outcome.code or "-", what)
+                report.odd[key] = report.odd.get(key, 0) + 1
             report.max_rss = max(report.max_rss, session.server.rss())
             bad = check(session.server, outcome, call)
             if bad is None and outcome.status == "DEADLINE_EXCEEDED":
