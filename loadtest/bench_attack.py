@@ -26,8 +26,9 @@ server's ``limits.workSlots`` (default: the server's own default, one per core).
 
 By default the victim and the attacker authenticate with a bearer token each (separate principals,
 as separate clients of a deployment are); ``--no-auth`` runs them anonymous (one principal per
-connection; the server then cannot refuse a known attacker's calls before pyarrow has copied their
-requests, see :mod:`flight_server.penalties`).
+connection for fairness; the server then cannot refuse the attacker's calls before pyarrow has
+copied their requests, and instead holds its oversized requests until its host's back-off ends,
+see :mod:`flight_server.penalties`).
 
 Run: ``python -m loadtest attack [--seconds 8] [--rows 200000] [--workers 1] [--json PATH]``.
 """

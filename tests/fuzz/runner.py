@@ -269,6 +269,18 @@ def _pattern(message: str) -> str:
     return re.sub(r"\d+|'[^']*'|\"[^\"]*\"", "#", text)[:90]
 
 
+def unusual_kind(call: Call | None, outcome: Outcome) -> str:
+    """Why an INTERNAL or UNKNOWN answer is or is not a failure, for the run's summary:
+    ``transport`` (gRPC refused an invalid UTF-8 descriptor path before any server code ran),
+    ``coded`` (a documented error code: ALREADY_EXISTS, COMMIT_CONFLICT, CORRUPT_DATA...) or
+    ``FAILURE`` (what :func:`check` reports)."""
+    if refused_by_transport(call, outcome):
+        return "transport"
+    if outcome.status == "UNKNOWN" and outcome.code not in (None, "INTERNAL"):
+        return "coded"
+    return "FAILURE"
+
+
 def _utf8(raw: bytes) -> bool:
     try:
         raw.decode("utf-8")
@@ -371,9 +383,9 @@ class FuzzReport:
     seed: int
     calls: int = 0
     statuses: dict[str, int] = field(default_factory=dict)
-    #: INTERNAL and UNKNOWN answers by (rpc, action, status, error code, message pattern): which
-    #: calls produced them, including those no check counts as failures (transport refusals,
-    #: ALREADY_EXISTS and COMMIT_CONFLICT).
+    #: INTERNAL and UNKNOWN answers by (kind, rpc, action, status, error code, message pattern):
+    #: which calls produced them, including those no check counts as failures (kinds of
+    #: :func:`unusual_kind`).
     odd: dict[tuple[str, ...], int] = field(default_factory=dict)
     rpcs: dict[str, int] = field(default_factory=dict)
     failures: list[Failure] = field(default_factory=list)
@@ -511,8 +523,8 @@ def run_fuzz(
             report.rpcs[call.rpc] = report.rpcs.get(call.rpc, 0) + 1
             report.statuses[outcome.status] = report.statuses.get(outcome.status, 0) + 1
             if outcome.status in ("INTERNAL", "UNKNOWN"):
-                what = _pattern(outcome.message)
-                key = (call.rpc, call.action or "-", outcome.status, outcome.code or "-", what)
+                key = (unusual_kind(call, outcome), call.rpc, call.action or "-", outcome.status)
+                key += (outcome.code or "-", _pattern(outcome.message))
                 report.odd[key] = report.odd.get(key, 0) + 1
             report.max_rss = max(report.max_rss, session.server.rss())
             bad = check(session.server, outcome, call)

@@ -16,7 +16,15 @@ import pytest
 
 from tests.fuzz import runner
 from tests.fuzz.generate import Call, PutData
-from tests.fuzz.runner import Outcome, check, execute, refused_by_transport, run_fuzz, status_of
+from tests.fuzz.runner import (
+    Outcome,
+    check,
+    execute,
+    refused_by_transport,
+    run_fuzz,
+    status_of,
+    unusual_kind,
+)
 from tests.fuzz.server import FuzzServer, ServerLimits
 from tests.fuzz.wire import WIRE_LEN, WIRE_VARINT, Entry, Msg, Raw, encode, simpler, varint
 
@@ -121,3 +129,15 @@ def test_only_transport_refusals_of_invalid_utf8_paths_are_not_status_failures()
     assert not refused_by_transport(Call("get_flight_info", path=(b"ok",)), empty)
     said = Outcome("INTERNAL", "internal error (ValueError); see the server log", "INTERNAL")
     assert not refused_by_transport(Call("get_flight_info", path=(b"ok\x80",)), said)
+
+
+def test_internal_and_unknown_answers_are_told_apart_in_the_summary() -> None:
+    bad_path = Call("get_flight_info", path=(b"\xff\xfe",))
+    transport = Outcome("INTERNAL", "Flight returned internal error, with message: ")
+    assert unusual_kind(bad_path, transport) == "transport"
+    good_path = Call("get_flight_info", path=(b"t",))
+    assert unusual_kind(good_path, transport) == "FAILURE"
+    exists = Outcome("UNKNOWN", "dataset t already exists", "ALREADY_EXISTS")
+    assert unusual_kind(good_path, exists) == "coded"
+    assert unusual_kind(good_path, Outcome("UNKNOWN", "boom [INTERNAL]", "INTERNAL")) == "FAILURE"
+    assert unusual_kind(good_path, Outcome("UNKNOWN", "boom")) == "FAILURE"
