@@ -16,6 +16,7 @@ queued batches, and waits for at most one piece of the heavy principal's work.
 from __future__ import annotations
 
 import itertools
+import operator
 import os
 import threading
 from collections import deque
@@ -188,8 +189,15 @@ def scheduled(
     items: Iterator[_T],
     cancelled: Callable[[], bool] | None = None,
 ) -> Iterator[_T]:
-    """``items``, each produced inside its own turn of ``principal`` (none held between items)."""
+    """``items``, each produced inside its own turn of ``principal`` (none held between items).
+
+    An iterator that knows how many items it has left (``__length_hint__``, as a take's chunks do)
+    ends without a turn once it says none are: a small take waits for one turn fewer behind a
+    heavy principal's work just to learn that it is over.
+    """
     while True:
+        if operator.length_hint(items, -1) == 0:
+            return
         with scheduler.turn(principal, cancelled):
             item = next(items, _END)
         if item is _END:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import numpy.typing as npt
@@ -87,10 +87,26 @@ def take_batches(
     step = max(MIN_TAKE_CHUNK_ROWS, min(chunk_rows, chunk_bytes // row_bytes))
     ids = chosen
 
-    def batches() -> Iterator[pa.RecordBatch]:
-        for lo in range(0, len(ids), step):
-            part = ids[lo : lo + step]
-            table = take_rows(ds, req, part if by_row_id else None, None if by_row_id else part)
-            yield _one_batch(table)
+    def chunk(lo: int) -> pa.RecordBatch:
+        part = ids[lo : lo + step]
+        return _one_batch(take_rows(ds, req, part if by_row_id else None, None if by_row_id else part))
 
-    return schema, min(len(ids), step) * row_bytes, batches()
+    return schema, min(len(ids), step) * row_bytes, _Chunks(chunk, range(0, len(ids), step))
+
+
+class _Chunks(Iterator[pa.RecordBatch]):
+    """A take's batches, one per chunk start, read when asked for; says how many are left
+    (``__length_hint__``), so the fair scheduler needs no turn to learn the take is over."""
+
+    def __init__(self, read: Callable[[int], pa.RecordBatch], starts: range) -> None:
+        self._read = read
+        self._starts = iter(starts)
+        self._left = len(starts)
+
+    def __next__(self) -> pa.RecordBatch:
+        lo = next(self._starts)
+        self._left -= 1
+        return self._read(lo)
+
+    def __length_hint__(self) -> int:
+        return self._left

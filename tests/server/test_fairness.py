@@ -124,5 +124,25 @@ def test_each_item_is_produced_in_a_turn_and_none_is_held_between_items() -> Non
     assert sched.running() == 0
 
 
+def test_an_iterator_that_says_it_is_done_needs_no_turn_to_end() -> None:
+    class Counting(FairScheduler):
+        turns = 0
+
+        def acquire(self, principal: str, cancelled: Callable[[], bool] | None = None) -> None:
+            Counting.turns += 1
+            super().acquire(principal, cancelled)
+
+    sched = Counting(1)
+    assert list(scheduled(sched, "a", iter([1, 2, 3]))) == [1, 2, 3]  # a list iterator's hint
+    assert Counting.turns == 3
+    Counting.turns = 0
+
+    def gen() -> Iterator[int]:
+        yield from (1, 2, 3)
+
+    assert list(scheduled(sched, "a", gen())) == [1, 2, 3]
+    assert Counting.turns == 4  # a generator does not know: a fourth turn finds its end
+
+
 def test_zero_slots_means_one_per_core() -> None:
     assert FairScheduler(0).slots == default_work_slots() >= 1

@@ -4,6 +4,7 @@ produced in bounded chunks."""
 
 from __future__ import annotations
 
+import operator
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +14,7 @@ import pytest
 
 import flight_server.service as service_module
 from flight_server._serde import encode_ticket, peek_take_count
-from flight_server.handlers.take import TAKE_CHUNK_ROWS
+from flight_server.handlers.take import TAKE_CHUNK_ROWS, take_batches
 from flight_server.plan_cache import PlanCache
 from flight_server.requests import ScanRequest, TakeRequest
 from flight_server.streams import CancelCheck
@@ -147,6 +148,12 @@ def test_a_big_take_is_produced_in_bounded_chunks(tmp_path: Path) -> None:
         assert chunks == [TAKE_CHUNK_ROWS, TAKE_CHUNK_ROWS, 5]
         table = served.client.take("t", indices=order)
         assert table.column("id").to_numpy().tolist() == order.astype(np.int64).tolist()
+        # The chunks say how many are left: the fair scheduler needs no turn to find the end.
+        _, _, batches = take_batches(served.server.catalog, TakeRequest("t", indices=order), rows)
+        left = []
+        for _ in batches:
+            left.append(operator.length_hint(batches))
+        assert left == [2, 1, 0]
     finally:
         stop(served)
 
