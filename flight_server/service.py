@@ -409,8 +409,11 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
                 self._oversized(context, "do_get", len(raw))
                 raise
             # Decoding and planning run in turns of the caller; waiting for a slot or memory does
-            # not (it would hold a turn other principals need while it waits).
+            # not (it would hold a turn other principals need while it waits). When a slot is free
+            # at once, the read is opened in the decoding turn (one wait behind others fewer).
             cancelled = self._cancelled(context)
+            lease: Lease | None = None
+            opened = None
             with self._turn(context, cancelled):
                 # A plain take ticket is no Flight SQL ticket, and its ids are read in place (a
                 # big take's ids are megabytes: parsing and copying them would hold the GIL).
@@ -422,16 +425,25 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
                     req = decode_ticket(raw)
                 if req is not None:
                     validate(req, self._limits)
+                    self._note(context, req.dataset)
+                    lease = self._slots.try_acquire(principal_of(context), cancelled)
+                    if lease is not None:
+                        try:
+                            opened = self._open_read(req)
+                        except BaseException:
+                            lease.release()
+                            raise
             del raw
             if sql is not None:
                 self._note(context)
                 return self._sql_stream(context, cancelled, *sql)
             assert req is not None
-            self._note(context, req.dataset)
-            lease = self._lease(context, cancelled)
+            if lease is None:
+                lease = self._lease(context, cancelled)
             try:
-                with self._turn(context, cancelled):
-                    opened = self._open_read(req)
+                if opened is None:
+                    with self._turn(context, cancelled):
+                        opened = self._open_read(req)
                 if isinstance(opened, pa.Table):
                     lease.release()  # cached batches are memory the batch cache already accounts for
                     return self._table_stream("scan", opened)

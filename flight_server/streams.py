@@ -269,6 +269,18 @@ class StreamGovernor:
         self._cond.release()
         return lease
 
+    def try_acquire(self, principal: str, cancelled: Callable[[], bool] | None = None) -> Lease | None:
+        """A slot for ``principal`` if one is free now, else None (never waits)."""
+        with self._cond:
+            self._reap_idle()
+            if self._slot_refusal(principal) is not None:
+                return None
+            lease = Lease(self, principal, cancelled)
+            self.open += 1
+            self._slots_of[principal] += 1
+            self._leases.add(lease)
+            return lease
+
     def _slot_refusal(self, principal: str) -> str | None:
         if self.open >= self.limit:
             return f"too many concurrent streams (limit {self.limit}, limits.maxConcurrentStreams)"

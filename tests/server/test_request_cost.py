@@ -213,3 +213,28 @@ def test_plans_are_reused_for_a_quarter_of_a_short_ticket_lifetime(tmp_path: Pat
         assert served.server.plan_cache.max_age == PLAN_MAX_AGE_SECONDS
     finally:
         stop(served)
+
+
+def test_a_small_take_costs_two_turns_of_the_fair_scheduler(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each turn may wait behind one piece of a heavy principal's work: a small take decodes its
+    # ticket and opens its read in one turn (a stream slot was free), produces its one chunk in a
+    # second, and needs none to learn that it is over.
+    served = start(tmp_path / "root")
+    try:
+        served.client.write("t", pa.table({"id": np.arange(100, dtype=np.int64)}), mode="create")
+        scheduler = served.server.work_scheduler
+        turns: list[str] = []
+        acquire = scheduler.acquire
+
+        def counting(principal: str, cancelled: object = None) -> None:
+            turns.append(principal)
+            acquire(principal, cancelled)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(scheduler, "acquire", counting)
+        ticket = flight.Ticket(encode_ticket(TakeRequest("t", indices=np.arange(3, dtype=np.uint64))))
+        assert served.raw.do_get(ticket).read_all().num_rows == 3
+        assert len(turns) == 2, turns
+    finally:
+        stop(served)
