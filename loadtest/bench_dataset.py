@@ -235,17 +235,18 @@ class Bench:
         # compiled kernels (hundreds of ms), which the other measures otherwise did before this.
         for op in opens.values():
             op().take([0])
-        for engine in ENGINES:
-            times = row.times.setdefault(engine, [])
-            for _ in range(self.args.open_reps):
+        from lance_format.io.cache import METADATA_CACHE
+
+        # Engines interleaved per repetition (as the takes are), so load from other processes
+        # hits all of them alike instead of whichever ran during a busy spell.
+        for _ in range(self.args.open_reps):
+            for engine in ENGINES:
                 self._caches(page=engine == "ours warm")
                 if engine == "ours warm":
-                    from lance_format.io.cache import METADATA_CACHE
-
                     METADATA_CACHE.clear()  # cold start: nothing cached but the process
                 idx = [int(rng.integers(0, self.args.rows))]
                 op = opens["pylance" if engine == "pylance" else "ours"]
-                times.append(_timed(lambda op=op, idx=idx: op().take(idx)))
+                row.times.setdefault(engine, []).append(_timed(lambda op=op, idx=idx: op().take(idx)))
 
 
 def _fmt(x: float | None) -> str:
