@@ -304,7 +304,10 @@ class LanceSchema:
             order.append(f)
 
         def build(f: LanceField) -> LanceField:
-            return replace(f, children=tuple(build(c) for c in children.get(f.id, [])))
+            kids = children.get(f.id)
+            if not kids and not f.children:
+                return f  # a leaf as given: a copy would cost a dataclass rebuild per field
+            return replace(f, children=tuple(build(c) for c in kids or ()))
 
         return LanceSchema(tuple(build(f) for f in children.get(-1, [])), dict(metadata or {}))
 

@@ -106,9 +106,11 @@ def parse_file_descriptor(data: bytes | memoryview, path: str) -> tuple[LanceSch
     _parse(fd, data, path, "file descriptor")
     fields = [field_from_pb(f) for f in fd.schema.fields]
     schema = LanceSchema.from_flat(fields, dict(fd.schema.metadata), path)
-    for f in schema.walk():
+    for f in schema.fields:
         try:
-            f.arrow_type  # noqa: B018 - validates the logical type string
+            # Validates the logical type strings of the field and its descendants; the Arrow
+            # field is memoized, so the reader's schema reuses it instead of converting again.
+            f.to_arrow()
         except ValueError as e:
             raise CorruptFileError(path, f"field {f.name!r}: {e}") from None
     return schema, fd.length

@@ -23,6 +23,7 @@ in-process (capacity 0) unless configured; the server turns it on (``cache.decod
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING
 
@@ -66,8 +67,19 @@ TOUCH_MEMORY_KEYS = 64 * 1024
 #: (store URI, "decoded", file key, file size, field ids, block)
 _Key = tuple[Hashable, ...]
 
-_touches: LRUCache[_Key, int] = LRUCache(maxsize=TOUCH_MEMORY_KEYS)
+#: Touch counts per decoded-block cache, as of its generation: a cache cleared (or another
+#: session's cache) starts from no touches, so blocks touched before do not get decoded whole on
+#: their next touch as if they were hot now.
+_touches: weakref.WeakKeyDictionary[ByteCache, tuple[int, LRUCache[_Key, int]]] = weakref.WeakKeyDictionary()
 _touch_lock = threading.Lock()
+
+
+def _touch_memory(cache: ByteCache) -> LRUCache[_Key, int]:
+    """The touch counts of ``cache`` (under ``_touch_lock``)."""
+    known = _touches.get(cache)
+    if known is None or known[0] != cache.generation:
+        known = _touches[cache] = (cache.generation, LRUCache(maxsize=TOUCH_MEMORY_KEYS))
+    return known[1]
 
 
 class AdmitBudget:
@@ -112,14 +124,15 @@ def _admit(cache: ByteCache, keys: list[_Key], budget: AdmitBudget) -> list[_Key
     need = ADMIT_TOUCHES_WHEN_FULL if full else 2
     due = []
     with _touch_lock:
+        touches = _touch_memory(cache)
         for key in keys:
-            n = _touches.get(key, 0) + 1
-            _touches[key] = n
+            n = touches.get(key, 0) + 1
+            touches[key] = n
             if n >= need:
                 due.append(key)
         granted = due[: budget.claim(len(due))] if due else []
         for key in granted:
-            _touches.pop(key, None)
+            touches.pop(key, None)
     return granted
 
 

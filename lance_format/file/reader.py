@@ -41,6 +41,9 @@ TAIL_READ_BYTES = 64 * 1024
 # overhead (planning, Python dispatch) small relative to the work.
 STREAM_CHUNK_ROWS = 64 * 1024
 
+# Rows a column may claim in all: row offsets are int64 everywhere.
+_MAX_ROWS = np.iinfo(np.int64).max
+
 # pylance's default batch size for the file API.
 DEFAULT_BATCH_SIZE = 1024
 
@@ -307,6 +310,7 @@ class LanceFileReader:
     def _column_info(self, index: int, raw: _serde.RawColumn, version: LanceFileVersion) -> ColumnInfo:
         size = self._io.size - FOOTER_LEN
         pages = []
+        starts = [0]  # summed in Python: numpy costs more than it saves on a few pages
         for j, p in enumerate(raw.pages):
             for off, sz in zip(p.buffer_offsets, p.buffer_sizes, strict=True):
                 if off + sz > size:
@@ -322,15 +326,16 @@ class LanceFileReader:
                     decode_page_encoding(version, p.encoding, self.path),
                 )
             )
-        starts = np.zeros(len(pages) + 1, dtype=np.int64)
-        np.cumsum([p.num_rows for p in pages], out=starts[1:])
+            starts.append(starts[-1] + p.length)
+        if starts[-1] > _MAX_ROWS:
+            raise CorruptFileError(self.path, f"column {index} claims {starts[-1]} rows")
         return ColumnInfo(
             index,
             decode_column_encoding(version, raw.encoding, self.path),
             tuple(pages),
             raw.buffer_offsets,
             raw.buffer_sizes,
-            starts,
+            np.array(starts, dtype=np.int64),
         )
 
     def _resolve_columns(self, columns: Sequence[str] | None) -> list[LanceField]:

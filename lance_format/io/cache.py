@@ -131,6 +131,9 @@ class ByteCache:
         self._evicted_before = 0
         self._lru = self._new(capacity)
         self._capacity_zero = capacity == 0
+        #: Bumped by :meth:`clear`: state kept beside the cache (the decoded-block cache's touch
+        #: counts) is about entries that are gone once it changes.
+        self.generation = 0
 
     @staticmethod
     def _new(capacity: int) -> _CountingLRU:
@@ -222,6 +225,7 @@ class ByteCache:
         with self._lock:
             self._evicted_before += self._lru.evictions
             self._lru = self._new(int(self._lru.maxsize))
+            self.generation += 1
 
     def resize(self, capacity: int) -> None:
         """Change the capacity; entries that no longer fit are evicted (oldest first)."""

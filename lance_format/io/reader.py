@@ -279,7 +279,9 @@ class RangeReader:
             for b, (off, n) in zip(missing, wanted, strict=True):
                 i = bisect.bisect_right(starts, off) - 1
                 req = requests[i]
-                if off + n <= req.end:
+                if off == req.start and n == req.length and isinstance(datas[i], bytes):
+                    block = datas[i]  # the request was this block: no copy
+                elif off + n <= req.end:
                     block = bytes(memoryview(datas[i])[off - req.start : off - req.start + n])
                 else:  # the block straddles split points
                     parts = []

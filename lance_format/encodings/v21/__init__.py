@@ -15,7 +15,7 @@ __all__ = ["decode_field", "page_layout_from_raw", "warm_up_kernels"]
 
 def warm_up_kernels() -> None:
     """Compile (or load from the kernel cache) the decode kernels of this package."""
-    from lance_format.encodings.v21 import _bytes, _decode_kernels, _fsst, fastlanes
+    from lance_format.encodings.v21 import _bytes, _decode_kernels, _fsst, _meta_kernels, fastlanes
 
-    for module in (_bytes, _decode_kernels, _fsst, fastlanes):
+    for module in (_bytes, _decode_kernels, _fsst, _meta_kernels, fastlanes):
         module.warm_up()

@@ -8,6 +8,7 @@ a read needs.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -16,6 +17,7 @@ from lance_format.core.errors import CorruptFileError
 from lance_format.encodings.base import PageInfo, RowRuns
 from lance_format.encodings.v21 import model as m
 from lance_format.encodings.v21._bytes import single
+from lance_format.encodings.v21._meta_kernels import CHUNK_COUNTS_DO_NOT_ADD_UP, CHUNK_TOO_LARGE, chunk_words
 from lance_format.encodings.v21.codecs import decode_block
 from lance_format.encodings.v21.values import Values
 
@@ -61,24 +63,24 @@ def load_meta(layout: m.MiniBlockLayout, page: PageInfo, bufs: list[memoryview],
     raw = bytes(bufs[0])
     if len(raw) % word_bytes:
         raise CorruptFileError(path, "mini-block chunk metadata has a partial word")
-    words = np.frombuffer(raw, dtype=np.uint32 if word_bytes == 4 else np.uint16).astype(np.int64)
+    words: npt.NDArray[np.unsignedinteger[Any]] = np.frombuffer(
+        raw, dtype=np.uint32 if word_bytes == 4 else np.uint16
+    )
     nchunks = len(words)
-    sizes = ((words >> 4) + 1) * ALIGN
-    logs = words & 0xF
-    items = np.where(logs > 0, np.left_shift(1, logs), 0).astype(np.int64)
-    if nchunks:
-        rest = layout.num_items - int(items[:-1].sum())
-        if rest < 0 or (logs[-1] and items[-1] != rest):
-            raise CorruptFileError(path, "mini-block chunk value counts do not add up")
-        items[-1] = rest
-        if rest > _MAX_CHUNK_VALUES:
-            raise CorruptFileError(path, "mini-block chunk claims too many values")
-    elif layout.num_items:
-        raise CorruptFileError(path, "mini-block page without chunks")
     data_pos, data_size = page.buffer(1)
-    if int(sizes.sum()) > data_size:
+    # One compiled pass: positions, sizes, value counts (the last chunk holds the rest) and the
+    # first value of every chunk.
+    chunk_pos, sizes, items, first_item, total, status = chunk_words(
+        words, layout.num_items, data_pos, _MAX_CHUNK_VALUES, ALIGN
+    )
+    if status == CHUNK_COUNTS_DO_NOT_ADD_UP:
+        raise CorruptFileError(path, "mini-block chunk value counts do not add up")
+    if status == CHUNK_TOO_LARGE:
+        raise CorruptFileError(path, "mini-block chunk claims too many values")
+    if not nchunks and layout.num_items:
+        raise CorruptFileError(path, "mini-block page without chunks")
+    if total > data_size:
         raise CorruptFileError(path, "mini-block chunks overrun their buffer")
-    chunk_pos = data_pos + np.cumsum(sizes) - sizes
     nxt = 1
     dictionary: Values | None = None
     if layout.dictionary is not None:
@@ -105,15 +107,20 @@ def load_meta(layout: m.MiniBlockLayout, page: PageInfo, bufs: list[memoryview],
         row_starts = ends + has_trailer - has_preamble
         if bool((row_starts < 0).any()):
             raise CorruptFileError(path, "mini-block repetition index is inconsistent")
+        first_row = np.cumsum(row_starts) - row_starts
+        rows = int(row_starts.sum())
     else:
         row_starts = items
         has_trailer = np.zeros(nchunks, dtype=bool)
         ends = items
-    first_row = np.cumsum(row_starts) - row_starts
-    if nchunks and int(row_starts.sum()) != page.num_rows:
+        first_row = first_item  # a row per value
+        rows = int(first_item[-1] + items[-1]) if nchunks else 0
+    if nchunks and rows != page.num_rows:
         raise CorruptFileError(path, "mini-block chunks do not hold the page's rows")
+    holder_first_row = first_row
     if layout.repetition_index_depth == 0 and bool((items > 0).all()):
-        # Flat pages (the usual case): every chunk holds rows and ends one, no searches needed.
+        # Flat pages (the usual case): every chunk holds rows and ends one, no searches needed
+        # (the holders are all chunks, so their first rows are first_row itself).
         next_end = holders = np.arange(nchunks, dtype=np.int64)
     else:
         # For each chunk, the first chunk at or after it in which some row ends.
@@ -123,6 +130,7 @@ def load_meta(layout: m.MiniBlockLayout, page: PageInfo, bufs: list[memoryview],
         found = pos < len(has_end)
         next_end[found] = has_end[pos[found]]
         holders = np.flatnonzero(row_starts > 0)
+        holder_first_row = first_row[holders]
     return MiniBlockMeta(
         chunk_pos,
         sizes,
@@ -133,7 +141,7 @@ def load_meta(layout: m.MiniBlockLayout, page: PageInfo, bufs: list[memoryview],
         next_end,
         dictionary,
         holders,
-        first_row[holders],
+        holder_first_row,
         any_trailer=bool(has_trailer.any()),
     )
 

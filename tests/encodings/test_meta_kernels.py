@@ -1,0 +1,55 @@
+"""The compiled chunk-metadata pass of mini-block pages equals the numpy formulas it replaced,
+and flags the corrupt counts they rejected."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lance_format.encodings.v21._meta_kernels import (
+    CHUNK_COUNTS_DO_NOT_ADD_UP,
+    CHUNK_TOO_LARGE,
+    chunk_words,
+)
+
+MAX = 1 << 16
+
+
+def _reference(words: np.ndarray, num_items: int, data_pos: int) -> tuple[np.ndarray, ...]:
+    w = words.astype(np.int64)
+    sizes = ((w >> 4) + 1) * 8
+    logs = w & 0xF
+    items = np.where(logs > 0, np.left_shift(1, logs), 0).astype(np.int64)
+    items[-1] = num_items - int(items[:-1].sum())
+    return data_pos + np.cumsum(sizes) - sizes, sizes, items, np.cumsum(items) - items
+
+
+@pytest.mark.parametrize("dtype", [np.uint16, np.uint32])
+@pytest.mark.parametrize("readonly", [False, True])
+def test_chunk_words_equal_the_numpy_formulas(dtype: type, readonly: bool) -> None:
+    rng = np.random.default_rng(5)
+    for n in (1, 2, 7, 1000):
+        logs = rng.integers(1, 13, n)
+        size_words = rng.integers(0, 2000 if dtype is np.uint16 else 100_000, n)
+        words = ((size_words << 4) | logs).astype(dtype)
+        last = int(rng.integers(1, 1 << int(logs[-1]) + 1))
+        words[-1] = (int(words[-1]) & ~0xF) | (0 if last != 1 << int(logs[-1]) else int(logs[-1]))
+        num_items = int((1 << logs[:-1]).sum()) + last
+        words.setflags(write=not readonly)
+        pos, sizes, items, first, total, status = chunk_words(words, num_items, 4096, MAX, 8)
+        want = _reference(words, num_items, 4096)
+        assert status == 0
+        for got, ref in zip((pos, sizes, items, first), want, strict=True):
+            np.testing.assert_array_equal(got, ref)
+        assert total == int(sizes.sum())
+
+
+def test_counts_that_do_not_add_up_or_are_too_large_are_flagged() -> None:
+    words = np.array([0x15, 0x15], dtype=np.uint16)  # two chunks of 32 values
+    assert chunk_words(words, 64, 0, MAX, 8)[-1] == 0
+    assert chunk_words(words, 63, 0, MAX, 8)[-1] == CHUNK_COUNTS_DO_NOT_ADD_UP  # last says 32
+    assert chunk_words(words, 10, 0, MAX, 8)[-1] == CHUNK_COUNTS_DO_NOT_ADD_UP  # rest < 0
+    tail = np.array([0x15, 0x10], dtype=np.uint16)  # the last chunk: "the rest"
+    assert chunk_words(tail, 40, 0, MAX, 8)[2].tolist() == [32, 8]
+    assert chunk_words(tail, 32 + MAX + 1, 0, MAX, 8)[-1] == CHUNK_TOO_LARGE
+    assert chunk_words(np.zeros(0, np.uint16), 0, 0, MAX, 8)[4] == 0
