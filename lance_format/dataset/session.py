@@ -32,6 +32,7 @@ from lance_format.core.concurrency import LazyPool
 from lance_format.core.config import EngineConfig, env_setting, resolve_config
 from lance_format.core.errors import SessionClosedError
 from lance_format.io.cache import DECODED_CACHE, METADATA_CACHE, ByteCache, CacheCounters, forget_dataset
+from lance_format.io.descriptors import DESCRIPTORS
 from lance_format.io.runtime import IORuntime, default_runtime
 from lance_format.io.store import ObjectStore, store_for_uri
 
@@ -133,6 +134,7 @@ class Session:
         DECODED_CACHE.resize(resolved.decoded_cache_bytes)
         default_runtime().resize(resolved)  # its config is what readers and writers of its stores read
         _dataset_pool.resize(resolved.dataset_threads)
+        DESCRIPTORS.max_open = resolved.max_open_files  # local files open in the whole process
         session = cls._shared(resolved, registry=True)
         with cls._default_lock:
             cls._default = session
