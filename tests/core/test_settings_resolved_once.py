@@ -21,8 +21,11 @@ CONFIG_MODULES = {
 }
 
 
-def _modules() -> list[Path]:
-    return sorted(p for pkg in ("lance_format", "flight_server") for p in (ROOT / pkg).rglob("*.py"))
+def _modules() -> list[tuple[str, ast.AST]]:
+    """``(path from the root, syntax tree)`` of every module but the config modules."""
+    paths = sorted(p for pkg in ("lance_format", "flight_server") for p in (ROOT / pkg).rglob("*.py"))
+    rels = [(p.relative_to(ROOT).as_posix(), p) for p in paths]
+    return [(rel, ast.parse(p.read_text(encoding="utf-8"))) for rel, p in rels if rel not in CONFIG_MODULES]
 
 
 def _reads_environment(tree: ast.AST) -> bool:
@@ -44,11 +47,7 @@ def _lance_names(tree: ast.AST) -> list[str]:
 
 def test_only_the_config_modules_read_lance_variables_from_the_environment() -> None:
     offenders = []
-    for path in _modules():
-        rel = path.relative_to(ROOT).as_posix()
-        if rel in CONFIG_MODULES:
-            continue
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+    for rel, tree in _modules():
         names = _lance_names(tree)
         if names and _reads_environment(tree):
             offenders.append(f"{rel}: {sorted(set(names))}")
@@ -59,11 +58,7 @@ def test_no_engine_setting_is_read_from_the_environment_per_call() -> None:
     """``env_setting`` (environment, else default) is for import-time constants; a function that
     calls it would re-read the environment at every call instead of using its session's config."""
     offenders = []
-    for path in _modules():
-        rel = path.relative_to(ROOT).as_posix()
-        if rel in CONFIG_MODULES:
-            continue
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+    for rel, tree in _modules():
         for fn in ast.walk(tree):
             if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
