@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 from lance_format.core.errors import InvalidInputError, LanceError, SchemaMismatchError
 from lance_format.core.types import LanceField, LanceSchema, empty_array, fields_from_arrow, json_to_storage
 from lance_format.encodings.base import EncodedPage
-from lance_format.encodings.v20._serde import column_encoding_to_bytes
+from lance_format.encodings.v20 import column_encoding_to_bytes
 from lance_format.encodings.v20.model import Values
 from lance_format.file import _serde
 from lance_format.file.format import FOOTER_LEN, PAD_BYTE, PAGE_ALIGN, Footer, LanceFileVersion
