@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from flight_server.client import LanceFlightClient
-from loadtest.load.server import free_port
+from loadtest.load.server import free_port, serve_argv
 
 __all__ = ["StartupTimes", "main", "start_once"]
 
@@ -74,24 +74,7 @@ def start_once(root: str, cache_dir: str, log: Path, workers: int = 1) -> Startu
     port, metrics_port = free_port(workers), free_port()
     env = dict(os.environ, LANCE_FORMAT_KERNEL_CACHE_DIR=cache_dir)
     env.pop("NUMBA_CACHE_DIR", None)
-    argv = [
-        sys.executable,
-        "-m",
-        "flight_server.cli",
-        "serve",
-        "--root",
-        root,
-        "--port",
-        str(port),
-        "--metrics-port",
-        str(metrics_port),
-        "--workers",
-        str(workers),
-        "--log-level",
-        "INFO",
-        "--log-format",
-        "json",
-    ]
+    argv = serve_argv(root, port, metrics_port, workers, "INFO", ("--log-format", "json"))
     side = f"http://127.0.0.1:{metrics_port}"
     times = StartupTimes()
     with open(log, "wb") as out:
