@@ -7,8 +7,9 @@
 * ``lance_flight_calls_in_flight`` and ``lance_flight_streams_in_flight``;
 * ``lance_flight_rows_served_total{kind}`` / ``lance_flight_served_bytes_total{kind}``;
 * ``lance_flight_commit_conflicts_total``;
-* the engine's counters, polled from :func:`lance_format.io.cache_stats` and
-  :func:`lance_format.io.io_stats`: ``lance_flight_cache_{hits,misses,evictions}_total{cache}``,
+* the engine's counters, polled from the server's session
+  (:meth:`lance_format.dataset.session.Session.cache_stats`, as the ``cache_stats`` action reads
+  them) and :func:`lance_format.io.io_stats`: ``lance_flight_cache_{hits,misses,evictions}_total{cache}``,
   ``lance_flight_cache_hit_ratio{cache}``, ``lance_flight_cache_bytes{cache}``,
   ``lance_flight_object_store_requests_total``, ``lance_flight_object_store_bytes_total``,
   ``lance_flight_object_store_retries_total``;
@@ -45,7 +46,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 import lance_format
 from flight_server import callinfo
 from flight_server.errors import status_of
-from lance_format.io import cache_stats, io_stats, retry_count
+from lance_format.dataset.session import Session
+from lance_format.io import io_stats, retry_count
 
 __all__ = [
     "ENGINE_POLL_S",
@@ -95,9 +97,13 @@ class Metrics:
     registry:
         Where to register; a fresh private registry when omitted, which also gets the default
         process, platform and GC collectors (a private registry has none of them).
+    session:
+        The engine session whose cache counters are polled (:meth:`watch` sets it later; the
+        process's default session until then).
     """
 
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    def __init__(self, registry: CollectorRegistry | None = None, session: Session | None = None) -> None:
+        self.session = session
         self.registry = CollectorRegistry(auto_describe=True) if registry is None else registry
         r = self.registry
         if registry is None:
@@ -207,12 +213,17 @@ class Metrics:
             counter.inc(delta)
         self._seen[name] = total
 
+    def watch(self, session: Session) -> None:
+        """Poll ``session``'s caches from now on (the server's, once it is built)."""
+        self.session = session
+
     def poll_engine(self) -> None:
-        """Copy the engine's cache and object-store counters into the metrics."""
-        stats = cache_stats()
+        """Copy the session's cache counters and the engine's object-store counters into the metrics."""
+        stats = (self.session or Session.default()).cache_stats()
         io = io_stats()
         with self._poll_lock:
-            for name, c in (("metadata", stats.metadata), ("page", stats.page), ("decoded", stats.decoded)):
+            for name in ("metadata", "page", "decoded"):
+                c = stats[name]
                 self._advance(self.cache_hits.labels(name), f"{name}.hits", c.hits)
                 self._advance(self.cache_misses.labels(name), f"{name}.misses", c.misses)
                 self._advance(self.cache_evictions.labels(name), f"{name}.evictions", c.evictions)

@@ -6,9 +6,11 @@ module only says what a setting is and what it defaults to (see ``docs/configura
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["BasicUser", "ServerSettings", "Token"]
+__all__ = ["BasicUser", "ServerSettings", "Token", "client_env"]
 
 #: The embedded default root: a local directory next to where the server starts.
 DEFAULT_ROOT = "./lance-data"
@@ -180,3 +182,20 @@ class ServerSettings:
     def scheme(self) -> str:
         """``grpc+tls`` or ``grpc``."""
         return "grpc+tls" if self.tls else "grpc"
+
+
+def client_env(name: str, env: Mapping[str, str] | None = None) -> str | None:
+    """A client-side ``LANCE_FLIGHT_*`` variable (the Spark source's default server and token), or
+    None when unset or empty: the one place besides :func:`flight_server.config.load_settings`
+    that reads the environment for the service's settings (here, as this module imports nothing a
+    Spark executor lacks).
+
+    Raises
+    ------
+    ValueError
+        ``name`` is not a ``LANCE_FLIGHT_`` variable.
+    """
+    if not name.startswith("LANCE_FLIGHT_"):
+        raise ValueError(f"not a LANCE_FLIGHT_ variable: {name!r}")
+    value = (os.environ if env is None else env).get(name, "")
+    return value or None

@@ -141,12 +141,14 @@ def build_server(
     """
     # The worker's engine session, from the server's settings (flag > environment > YAML > default,
     # resolved by flight_server.config), passed to the service, which opens every dataset with it.
-    # It is also the process's default session (its caches are what cache_stats and metrics read).
+    # It is also the process's default session.
     session = Session.for_process(
         metadata_cache_bytes=settings.metadata_cache_bytes,
         page_cache_bytes=settings.page_cache_bytes,
         decoded_cache_bytes=settings.decoded_cache_bytes,
     )
+    if metrics is not None:
+        metrics.watch(session)  # its caches are what the metrics report, as the cache_stats action
     # pyarrow imports pandas (when installed) on its first conversion of a Python or NumPy object
     # (~0.3 s); pay that before serving, not inside the first take that converts row positions.
     pa.array([0])

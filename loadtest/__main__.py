@@ -37,6 +37,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "loadtest.bench_workers",
         "Flight server throughput with --workers 1 vs 2 under small takes",
     ),
+    "startup": (
+        "loadtest.bench_startup",
+        "server start-up to healthy / ready / first call, empty vs warm kernel cache",
+    ),
     "attack": (
         "loadtest.bench_attack",
         "a victim's small-take p50/p99 under each attack (unread streams, big takes, ...) vs alone",

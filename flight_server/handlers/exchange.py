@@ -1,6 +1,6 @@
 """Streaming take: the client streams batches of row ids (or offsets), the server streams the rows.
 
-The descriptor command is a take ticket (:func:`flight_server._serde.encode_ticket` of a
+The descriptor command is a take ticket (:func:`flight_server.tickets.encode_ticket` of a
 ``TakeRequest`` without ids) naming the dataset, version and columns; each incoming batch has one
 ``uint64`` column, ``row_id`` or ``index``. The version is resolved once, so every answer reads the
 same snapshot. Each answer batch holds the rows of one request batch, in order.
@@ -17,7 +17,6 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from flight_server import callinfo
-from flight_server._serde import decode_ticket
 from flight_server.catalog import Catalog
 from flight_server.errors import ClientStreamError
 from flight_server.fairness import HeldTurn
@@ -25,6 +24,7 @@ from flight_server.handlers.scan import open_version
 from flight_server.handlers.take import check_take_size, take_rows
 from flight_server.requests import TakeRequest
 from flight_server.streams import Lease, estimate_row_bytes
+from flight_server.tickets import decode_ticket
 from lance_format.core.errors import InvalidInputError
 
 __all__ = ["ID_COLUMNS", "exchange_request", "serve_exchange"]

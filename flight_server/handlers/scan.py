@@ -10,12 +10,12 @@ from dataclasses import replace
 import pyarrow as pa
 import pyarrow.flight as flight
 
-from flight_server._serde import encode_ticket
 from flight_server.catalog import Catalog
 from flight_server.handlers.filters import resolve_filter
 from flight_server.requests import ScanRequest
 from flight_server.settings import DEFAULT_MAX_ENDPOINTS, DEFAULT_TICKET_LIFETIME_SECONDS
 from flight_server.streams import CallCancelled
+from flight_server.tickets import encode_ticket
 from lance_format import LanceDataset
 from lance_format.core.errors import InvalidInputError, NotFoundError, NotSupportedError
 from lance_format.dataset import LanceFragment

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from flight_server.settings import client_env
 from lance_format.core.errors import InvalidInputError
 
 __all__ = ["ReadOptions", "SourceOptions", "WriteOptions", "parse_read_options", "parse_write_options"]
@@ -118,7 +119,7 @@ class WriteOptions:
 
 
 def _source(options: Mapping[str, str]) -> SourceOptions:
-    uri = _get(options, "uri") or os.environ.get(ENV_URI) or DEFAULT_URI
+    uri = _get(options, "uri") or client_env(ENV_URI) or DEFAULT_URI
     dataset = _get(options, "dataset") or _get(options, "path")
     if dataset is None:
         raise InvalidInputError("option 'dataset' is required (or pass the name to load()/save())")
@@ -135,7 +136,7 @@ def _source(options: Mapping[str, str]) -> SourceOptions:
     return SourceOptions(
         uri=uri,
         dataset=dataset,
-        token=_get(options, "token") or os.environ.get(ENV_TOKEN) or None,
+        token=_get(options, "token") or client_env(ENV_TOKEN),
         tls_root_certs=_pem(options, "tls_root_certs"),
         timeout=timeout,
         tls_cert_chain=cert_chain,

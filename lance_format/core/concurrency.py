@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+from lance_format.core.errors import SessionClosedError
+
 __all__ = ["LazyPool"]
 
 
@@ -16,9 +18,17 @@ class LazyPool:
         self.prefix = prefix
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called (the pool then refuses work)."""
+        return self._closed
 
     def __call__(self) -> ThreadPoolExecutor:
         with self._lock:
+            if self._closed:
+                raise SessionClosedError(f"the {self.prefix} threads were closed with their session")
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix=self.prefix)
             return self._pool
@@ -39,3 +49,12 @@ class LazyPool:
             old, self._pool = self._pool, None
         if old is not None:
             old.shutdown(wait=False)
+
+    def close(self) -> None:
+        """Stop the threads for good: wait for their tasks to finish and refuse any later use
+        (:class:`~lance_format.core.errors.SessionClosedError`). Idempotent."""
+        with self._lock:
+            self._closed = True
+            old, self._pool = self._pool, None
+        if old is not None:
+            old.shutdown(wait=True)

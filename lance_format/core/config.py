@@ -22,7 +22,16 @@ from typing import Any
 
 from lance_format.core.errors import InvalidInputError
 
-__all__ = ["ENV_PREFIX", "SETTINGS", "EngineConfig", "Setting", "env_setting", "resolve_config"]
+__all__ = [
+    "ENV_PREFIX",
+    "KERNEL_CACHE_ENV",
+    "SETTINGS",
+    "EngineConfig",
+    "Setting",
+    "env_setting",
+    "kernel_cache_dir_from_env",
+    "resolve_config",
+]
 
 #: The one prefix of the engine's environment variables.
 ENV_PREFIX = "LANCE_FORMAT_"
@@ -262,3 +271,19 @@ def resolve_config(
         elif setting.name in given_config:
             values[setting.name] = given_config[setting.name]
     return EngineConfig(**values)
+
+
+#: Where compiled kernels are cached (a path, so not an :class:`EngineConfig` field: it must be
+#: known before the first kernel is compiled, at import; :mod:`lance_format.core.jit`).
+KERNEL_CACHE_ENV = ENV_PREFIX + "KERNEL_CACHE_DIR"
+
+
+def kernel_cache_dir_from_env(environ: Mapping[str, str] | None = None) -> str | None:
+    """The kernel cache directory the environment names: ``LANCE_FORMAT_KERNEL_CACHE_DIR``, else
+    numba's own ``NUMBA_CACHE_DIR``, else None (the caller's default)."""
+    environ = os.environ if environ is None else environ
+    for name in (KERNEL_CACHE_ENV, "NUMBA_CACHE_DIR"):
+        value = environ.get(name, "").strip()
+        if value:
+            return os.path.expanduser(value)
+    return None

@@ -18,6 +18,7 @@ __all__ = [
     "NotSupportedError",
     "RetryableCommitConflictError",
     "SchemaMismatchError",
+    "SessionClosedError",
     "StorageError",
     "VersionNotFoundError",
 ]
@@ -58,6 +59,11 @@ class CorruptFileError(LanceError):
         super().__init__(f"{path}: corrupt Lance file: {reason}")
         self.path = path
         self.reason = reason
+
+
+class SessionClosedError(InvalidInputError):
+    """Work was handed to a closed :class:`~lance_format.dataset.session.Session` (or one of its
+    pools): like I/O on a closed file, a ``ValueError`` of the caller."""
 
 
 class NotSupportedError(LanceError, NotImplementedError):

@@ -21,9 +21,10 @@ import tempfile
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
+from lance_format.core.config import KERNEL_CACHE_ENV, kernel_cache_dir_from_env
+
 __all__ = ["KERNEL_CACHE_ENV", "kernel", "kernel_cache_dir", "kernel_cache_enabled", "warm"]
 
-KERNEL_CACHE_ENV = "LANCE_FORMAT_KERNEL_CACHE_DIR"
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -35,11 +36,7 @@ def _default_dir() -> str:
 
 def kernel_cache_dir() -> str:
     """The directory compiled kernels are cached in (see the module docstring for the order)."""
-    for name in (KERNEL_CACHE_ENV, "NUMBA_CACHE_DIR"):
-        value = os.environ.get(name, "").strip()
-        if value:
-            return os.path.expanduser(value)
-    return _default_dir()
+    return kernel_cache_dir_from_env() or _default_dir()
 
 
 def _writable(path: str) -> bool:

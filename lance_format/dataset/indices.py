@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from lance_format.core.errors import InvalidInputError, NotSupportedError
-from lance_format.table import _serde
+from lance_format.table import index_section_from_bytes, zonemap_details_to_bytes
 from lance_format.table.commit import commit_transaction
 from lance_format.table.model import CreateIndex, IndexMetadata, Manifest, Transaction
 from lance_format.table.naming import manifest_key
@@ -38,7 +38,7 @@ def dataset_indices(ds: Snapshot) -> tuple[IndexMetadata, ...]:
     cached: tuple[IndexMetadata, ...] | None = ds.cache.metadata.get(ckey)
     if cached is None:
         data = read_index_section(ds.store, m, ds.naming)
-        cached = _serde.index_section_from_bytes(data, f"{ds.store.uri}/{key}") if data else ()
+        cached = index_section_from_bytes(data, f"{ds.store.uri}/{key}") if data else ()
         ds.cache.metadata.put(ckey, cached, _INDEX_CHARGE_BYTES * (len(cached) + 1))
     return cached
 
@@ -112,7 +112,7 @@ def create_scalar_index(
         dataset_version=ds.version,
         fragment_ids=frozenset(f.id for f in ds.manifest.fragments),
         details_type_url=ZONEMAP_TYPE_URL,
-        details=_serde.zonemap_details_to_bytes(rpz),
+        details=zonemap_details_to_bytes(rpz),
         index_version=ZONEMAP_INDEX_VERSION,
         created_at_ms=time.time_ns() // 1_000_000,
         files=(("zonemap.lance", size),),

@@ -30,7 +30,9 @@ from typing import Any, ClassVar
 
 from lance_format.core.concurrency import LazyPool
 from lance_format.core.config import EngineConfig, env_setting, resolve_config
+from lance_format.core.errors import SessionClosedError
 from lance_format.io.cache import DECODED_CACHE, METADATA_CACHE, ByteCache, CacheCounters, forget_dataset
+from lance_format.io.descriptors import DESCRIPTORS
 from lance_format.io.runtime import IORuntime, default_runtime
 from lance_format.io.store import ObjectStore, store_for_uri
 
@@ -130,25 +132,18 @@ class Session:
         resolved = resolve_config(settings, config)
         METADATA_CACHE.resize(resolved.metadata_cache_bytes)
         DECODED_CACHE.resize(resolved.decoded_cache_bytes)
-        runtime = default_runtime()
-        runtime.page_cache.resize(resolved.page_cache_bytes)
-        runtime.scheduler.resize(resolved.io_parallelism)
-        runtime.decode_pool.resize(resolved.decode_threads)
-        runtime.encode_pool.resize(resolved.encode_threads)
-        runtime.config = resolved  # what writers of the process's stores read
+        default_runtime().resize(resolved)  # its config is what readers and writers of its stores read
         _dataset_pool.resize(resolved.dataset_threads)
+        DESCRIPTORS.max_open = resolved.max_open_files  # local files open in the whole process
         session = cls._shared(resolved, registry=True)
         with cls._default_lock:
             cls._default = session
         return session
 
     def setting(self, name: str) -> int:
-        """Setting ``name`` (a field of :class:`EngineConfig`) as this session resolves it: an
-        explicit session's config; the default session reads the environment at each call, as
-        plain library calls always did."""
-        if self._registry:
-            return int(getattr(self.config, name))
-        return env_setting(name)
+        """Setting ``name`` (a field of :class:`EngineConfig`) as this session resolved it when it
+        was made (the default session: from the environment at its first use)."""
+        return int(getattr(self.config, name))
 
     @classmethod
     def reset_default(cls) -> None:
@@ -173,22 +168,51 @@ class Session:
         return self.runtime.decode_pool()
 
     def dataset_pool(self) -> ThreadPoolExecutor:
-        """Threads of scan read-ahead and per-fragment takes."""
+        """Threads of scan read-ahead and per-fragment takes (refused once closed)."""
         return self._datasets()
 
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called on this (explicit) session."""
+        return self._datasets.closed
+
     def close(self) -> None:
-        """Let this session's threads go (they come back if it is used again). The default
-        session's are the process's and stay."""
-        if self._datasets is not _dataset_pool:
-            self._datasets.shutdown()
-        if self.runtime is not default_runtime():
+        """Stop this session's threads (the I/O scheduler's workers, the decode, page-decode,
+        encode and dataset pools), waiting for the tasks they run, and refuse later work: opening
+        a dataset, reading or writing through it raises
+        :class:`~lance_format.core.errors.SessionClosedError`. Idempotent; its caches are emptied.
+
+        The default session (and the one :meth:`for_process` made) owns the process's objects:
+        its threads are let go and come back when used again, as plain library calls expect.
+        """
+        if self._datasets is _dataset_pool:
+            _dataset_pool.shutdown()
             self.runtime.decode_pool.shutdown()
+            self.runtime.page_pool.shutdown()
             self.runtime.encode_pool.shutdown()
+            return
+        self._datasets.close()
+        self.runtime.close()
+        with self._lock:
+            self._stores.clear()
+        for cache in (self.metadata_cache, self.page_cache, self.decoded_cache):
+            cache.clear()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise SessionClosedError("this Session was closed; open datasets with a new one")
 
     # -- the object-store registry -----------------------------------------------------------------
     def store_for(self, uri: str, storage_options: Mapping[str, str] | None = None) -> ObjectStore:
         """The object store of ``uri`` with ``storage_options`` (one per root and options, reused:
         its connections, credentials and listings are shared by every dataset under it)."""
+        self._check_open()
         options = dict(storage_options) if storage_options else None
         if not self._registry:
             return store_for_uri(uri, options, runtime=self.runtime)

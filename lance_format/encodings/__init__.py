@@ -6,16 +6,25 @@ buffer-level compression both use. This module dispatches on the file version.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
     from lance_format.core.types import LanceField
     from lance_format.encodings.base import DecodeContext, IOGen, RowRuns
-    from lance_format.file.format import LanceFileVersion
 
-__all__ = ["compile_kernels", "decode_column_encoding", "decode_field", "decode_page_encoding"]
+__all__ = ["FileVersion", "compile_kernels", "decode_column_encoding", "decode_field", "decode_page_encoding"]
+
+
+class FileVersion(Protocol):
+    """What dispatch needs of a file's version (:class:`lance_format.file.LanceFileVersion` is one;
+    the file layer sits above this one, so it is named by what it does)."""
+
+    @property
+    def structural(self) -> bool:
+        """Whether the file uses the 2.1+ structural layouts."""
+        ...
 
 
 def compile_kernels() -> float:
@@ -28,7 +37,7 @@ def compile_kernels() -> float:
     return compile_all()
 
 
-def decode_page_encoding(version: LanceFileVersion, raw: tuple[str, bytes], path: str) -> Any:
+def decode_page_encoding(version: FileVersion, raw: tuple[str, bytes], path: str) -> Any:
     """Parse a page's serialized encoding into its dataclass tree."""
     if version.structural:
         from lance_format.encodings.v21 import page_layout_from_raw
@@ -39,7 +48,7 @@ def decode_page_encoding(version: LanceFileVersion, raw: tuple[str, bytes], path
     return page_encoding_from_raw(raw, path)
 
 
-def decode_column_encoding(version: LanceFileVersion, raw: tuple[str, bytes], path: str) -> Any:
+def decode_column_encoding(version: FileVersion, raw: tuple[str, bytes], path: str) -> Any:
     """Parse a column's serialized column-level encoding (``ColumnEncoding``)."""
     from lance_format.encodings.v20 import column_encoding_from_raw
 
@@ -47,7 +56,7 @@ def decode_column_encoding(version: LanceFileVersion, raw: tuple[str, bytes], pa
 
 
 def decode_field(
-    version: LanceFileVersion,
+    version: FileVersion,
     ctx: DecodeContext,
     field: LanceField,
     columns_of: dict[int, int],

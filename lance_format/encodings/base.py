@@ -28,7 +28,6 @@ import numpy as np
 import numpy.typing as npt
 
 from lance_format.core.concurrency import LazyPool
-from lance_format.core.config import env_setting
 from lance_format.io.runtime import default_runtime
 
 __all__ = [
@@ -55,20 +54,11 @@ __all__ = [
 T = TypeVar("T")
 
 
-# Threads that decode the fields of one large read side by side. numpy's and Arrow's bulk kernels
-# release the GIL, so full scans gain from up to one thread per core; capped at 4 because a read
-# rarely has more wide columns than that; setting ``decode_threads`` (lance_format.core.config).
-DECODE_THREADS = env_setting("decode_threads")
-
 # A round of a read fans its decoders out to threads only from this many fetched bytes: handing a
 # decoder to a thread costs ~20-50 us, which only bulk decoding (scans, big ranges) repays.
 PARALLEL_DECODE_MIN_BYTES = 4 * 1024 * 1024
 
-# The process's (the default session's) field decoders; a session's own are in its IORuntime.
-_decode_pool = default_runtime().decode_pool
-# A second pool for the pages of one column: field decoders running on the first pool wait on it,
-# and it never waits on either pool, so the two levels cannot deadlock.
-_page_pool = LazyPool(DECODE_THREADS, "lance-decode-page")
+# Marks the threads of a page pool: sub-decoders running there resume their own gathers serially.
 _IN_PAGE_POOL = threading.local()
 
 
@@ -139,6 +129,9 @@ class DecodeContext:
     data_end:
         Where the data section ends (the metadata starts), or None when unknown. Decoders that
         follow positions stored inside data (2.1 blob descriptions) check them against it.
+    page_pool:
+        The threads decoding the pages of one column side by side (the reader's session's,
+        :attr:`~lance_format.io.runtime.IORuntime.page_pool`); None decodes them serially.
     """
 
     path: str
@@ -147,6 +140,7 @@ class DecodeContext:
     cache: dict[tuple[Any, ...], Any] = field(default_factory=dict)
     # Added for the 2.1 blob decoder (bounds of positions read from data); keyword, defaulted.
     data_end: int | None = None
+    page_pool: LazyPool | None = None
 
 
 @dataclass
@@ -277,24 +271,25 @@ def join_buffers(bufs: list[memoryview]) -> bytes | memoryview:
     return b"".join(bufs)
 
 
-def gather(gens: list[IOGen[T]], *, parallel: bool = False) -> IOGen[list[T]]:
+def gather(gens: list[IOGen[T]], *, pool: LazyPool | None = None) -> IOGen[list[T]]:
     """Run sub-decoders in lock-step as one decoder: each round asks for all their ranges at once.
 
-    With ``parallel``, a round that fetched at least :data:`PARALLEL_DECODE_MIN_BYTES` resumes
-    the sub-decoders on threads (the pages of one column: a scan's decode then spreads over the
-    cores even when one column dominates). Sub-decoders that run on those threads resume their own
-    parallel gathers serially, so the pool never waits on itself.
+    With a ``pool`` (:attr:`DecodeContext.page_pool`), a round that fetched at least
+    :data:`PARALLEL_DECODE_MIN_BYTES` resumes the sub-decoders on its threads (the pages of one
+    column: a scan's decode then spreads over the cores even when one column dominates).
+    Sub-decoders that run on those threads resume their own gathers serially, so the pool never
+    waits on itself.
     """
 
     def resume(todo: list[IOGen[T]], chunks: list[list[memoryview]], nbytes: int) -> list[tuple[bool, Any]]:
         if (
-            parallel
+            pool is not None
             and len(todo) > 1
-            and DECODE_THREADS > 1
+            and pool.workers > 1
             and not getattr(_IN_PAGE_POOL, "active", False)
             and nbytes >= PARALLEL_DECODE_MIN_BYTES
         ):
-            return list(_page_pool().map(_page_step, todo, chunks))
+            return list(pool().map(_page_step, todo, chunks))
         return [_step(g, c) for g, c in zip(todo, chunks, strict=True)]
 
     if len(gens) == 1:
@@ -370,12 +365,12 @@ def drive(
         threads (numpy and Arrow release the GIL in their bulk work); default
         :data:`PARALLEL_DECODE_MIN_BYTES`. Small rounds (takes) stay on the caller's thread.
     pool:
-        The threads to decode on (a session's); the process's (the default runtime's) by default.
+        The threads to decode fields on (a session's); the default session's by default.
     """
     threshold = PARALLEL_DECODE_MIN_BYTES if parallel_min_bytes is None else parallel_min_bytes
 
     def resume(todo: list[IOGen[T]], chunks: list[list[memoryview]], nbytes: int) -> list[tuple[bool, Any]]:
-        fields = _decode_pool if pool is None else pool
+        fields = default_runtime().decode_pool if pool is None else pool
         if len(todo) > 1 and fields.workers > 1 and nbytes >= threshold:
             return list(fields().map(_step, todo, chunks))
         return [_step(g, c) for g, c in zip(todo, chunks, strict=True)]

@@ -256,7 +256,11 @@ class LanceFileReader:
             columns.append(self._column_info(i, raw, version))
         # data_end bounds data-internal positions (2.1 blob descriptions).
         self._ctx = DecodeContext(
-            path, (footer.major_version, footer.minor_version), columns, data_end=meta_start
+            path,
+            (footer.major_version, footer.minor_version),
+            columns,
+            data_end=meta_start,
+            page_pool=self._io.store.runtime.page_pool,  # the session's page-decode threads
         )
         self._columns_of = assign_columns(schema, version)
         if len(self._columns_of) != len(columns):

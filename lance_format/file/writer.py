@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 from lance_format.core.errors import InvalidInputError, LanceError, SchemaMismatchError
 from lance_format.core.types import LanceField, LanceSchema, empty_array, fields_from_arrow, json_to_storage
 from lance_format.encodings.base import EncodedPage
-from lance_format.encodings.v20._serde import column_encoding_to_bytes
+from lance_format.encodings.v20 import column_encoding_to_bytes
 from lance_format.encodings.v20.model import Values
 from lance_format.file import _serde
 from lance_format.file.format import FOOTER_LEN, PAD_BYTE, PAGE_ALIGN, Footer, LanceFileVersion
@@ -111,6 +111,7 @@ class LanceFileWriter:
         self._cache_bytes = data_cache_bytes or config.file_writer_data_cache_bytes or None
         self._max_page = max_page_bytes or config.file_writer_max_page_bytes
         self._threads = encode_threads or config.encode_threads
+        self._dict_threshold = config.dict_encoding_threshold  # 2.0 string pages
         self._encode_pool = store.runtime.encode_pool
         # Pages being encoded on the pool (with the encode itself, so a waiting writer can run one
         # the pool has not started), added to the file in submission order (so the bytes are the
@@ -228,7 +229,13 @@ class LanceFileWriter:
                     top, piece, self._columns_of, first, large=large, write_external=self._write_external
                 )
             else:
-                pages = v20.encode_field(top, piece, self._columns_of, write_external=self._write_external)
+                pages = v20.encode_field(
+                    top,
+                    piece,
+                    self._columns_of,
+                    write_external=self._write_external,
+                    dict_threshold=self._dict_threshold,
+                )
             for page in pages:
                 self._add_page(page)
 

@@ -28,10 +28,15 @@ __all__ = [
 ]
 
 
+#: Descriptors kept open per process: engine setting ``max_open_files`` from the environment at
+#: import (``LANCE_FORMAT_MAX_OPEN_FILES``; :mod:`lance_format.core.config` says why its default);
+#: a server's session resizes :data:`DESCRIPTORS` from its config.
+MAX_OPEN_FILES = env_setting("max_open_files")
+
+
 def default_max_open_files() -> int:
-    """Descriptors kept open: engine setting ``max_open_files`` (``LANCE_FORMAT_MAX_OPEN_FILES``;
-    :mod:`lance_format.core.config` says why its default)."""
-    return env_setting("max_open_files")
+    """Descriptors kept open by default (:data:`MAX_OPEN_FILES`)."""
+    return MAX_OPEN_FILES
 
 
 class Descriptor:

@@ -169,9 +169,18 @@ class FsspecStore(LevelListingStore):
         protocols = self.fs.protocol if isinstance(self.fs.protocol, tuple | list) else (self.fs.protocol,)
         if self.scheme in protocols:
             # The implementation's own parsing knows its URL forms (e.g. abfs://container@account...).
-            self._root = str(self.fs._strip_protocol(self._uri)).rstrip("/")
+            self._root = self._fs_path(self._uri)
         else:
             self._root = rest
+
+    def _fs_path(self, url: str) -> str:
+        """``url`` as the filesystem's own paths name it (no scheme, no trailing slash).
+
+        fsspec keeps each implementation's URL parsing in ``_strip_protocol`` (its public
+        ``fsspec.core.strip_protocol`` picks the class by the URL's scheme, wrong for a folder
+        without one or an instance passed in): this is the one place that calls it.
+        """
+        return str(self.fs._strip_protocol(url)).rstrip("/")
 
     @property
     def uri(self) -> str:
@@ -283,7 +292,7 @@ class FsspecStore(LevelListingStore):
         """``(base, objects, folders)`` one level under the folder ``prefix``, from one listing."""
         base = prefix.strip("/")
         folder = self._path(base)
-        folder_name = str(self.fs._strip_protocol(folder)).rstrip("/")
+        folder_name = self._fs_path(folder)
 
         def listing() -> tuple[list[tuple[str, int, Hashable]], list[str]]:
             self.fs.invalidate_cache(folder)  # new versions must show up: no cached listings

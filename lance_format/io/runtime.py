@@ -2,7 +2,8 @@
 
 A :class:`~lance_format.dataset.session.Session` owns one: the I/O scheduler (the gate bounding
 requests in flight and the workers issuing them), the page cache of raw bytes, the pools of
-threads decoding and encoding columns, and the engine config writers take their settings from.
+threads decoding columns (and, one level down, the pages of one column) and encoding columns, and
+the engine config readers and writers take their settings from.
 A store opened by the session carries it (:attr:`~lance_format.io.store.ObjectStore.runtime`), so
 every reader and writer of the store's files works through that session's resources without a
 global lookup. Stores opened without a session use
@@ -33,6 +34,10 @@ class IORuntime:
         Raw pages of the session's random reads.
     decode_pool:
         Threads decoding the columns of large reads (setting ``decode_threads``).
+    page_pool:
+        Threads decoding the pages of one column side by side (``decode_threads`` too). Field
+        decoders running on ``decode_pool`` wait on it and it never waits on either pool, so the
+        two levels cannot deadlock.
     encode_pool:
         Threads encoding the pages of a file's columns (setting ``encode_threads``).
     config:
@@ -42,6 +47,7 @@ class IORuntime:
     scheduler: IOScheduler
     page_cache: ByteCache
     decode_pool: LazyPool
+    page_pool: LazyPool
     encode_pool: LazyPool
     config: EngineConfig
 
@@ -52,9 +58,32 @@ class IORuntime:
             IOScheduler(config.io_parallelism),
             ByteCache(config.page_cache_bytes, "page") if page_cache is None else page_cache,
             LazyPool(config.decode_threads, "lance-decode"),
+            LazyPool(config.decode_threads, "lance-decode-page"),
             LazyPool(config.encode_threads, "lance-encode"),
             config,
         )
+
+    def resize(self, config: EngineConfig) -> None:
+        """Size the scheduler, page cache and pools by ``config`` and take its settings."""
+        self.page_cache.resize(config.page_cache_bytes)
+        self.scheduler.resize(config.io_parallelism)
+        self.decode_pool.resize(config.decode_threads)
+        self.page_pool.resize(config.decode_threads)
+        self.encode_pool.resize(config.encode_threads)
+        self.config = config
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self.scheduler.closed
+
+    def close(self) -> None:
+        """Stop every thread of this runtime (the scheduler's workers, the decode, page and encode
+        pools), waiting for their tasks; later work raises
+        :class:`~lance_format.core.errors.SessionClosedError`. Idempotent."""
+        self.scheduler.close()
+        for pool in (self.decode_pool, self.page_pool, self.encode_pool):
+            pool.close()
 
 
 def _process_runtime() -> IORuntime:
@@ -63,6 +92,7 @@ def _process_runtime() -> IORuntime:
         default_scheduler(),
         PAGE_CACHE,
         LazyPool(config.decode_threads, "lance-decode"),
+        LazyPool(config.decode_threads, "lance-decode-page"),
         LazyPool(config.encode_threads, "lance-encode"),
         config,
     )

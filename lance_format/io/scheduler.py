@@ -30,6 +30,7 @@ from concurrent.futures import Future
 from typing import Generic, TypeVar
 
 from lance_format.core.config import env_setting
+from lance_format.core.errors import SessionClosedError
 
 __all__ = [
     "DEFAULT_READAHEAD_BYTES",
@@ -162,6 +163,8 @@ class _Workers:
         self._seq = itertools.count()
         self._started = 0
         self._idle = 0
+        self._threads: list[threading.Thread] = []
+        self.closed = False
 
     def _reset(self) -> None:  # in a forked child the threads are gone
         self._lock = threading.Lock()
@@ -169,13 +172,18 @@ class _Workers:
         self._heap = []
         self._started = 0
         self._idle = 0
+        self._threads = []
 
     def submit(self, priority: int, fn: Callable[[], None]) -> None:
         with self._cv:
+            if self.closed:
+                raise SessionClosedError("the I/O scheduler was closed with its session")
             heapq.heappush(self._heap, (priority, next(self._seq), fn))
             if self._idle == 0 and self._started < self.threads:
                 self._started += 1
-                threading.Thread(target=self._run, name=f"lance-io-{self._started}", daemon=True).start()
+                thread = threading.Thread(target=self._run, name=f"lance-io-{self._started}", daemon=True)
+                self._threads.append(thread)
+                thread.start()
             else:
                 self._cv.notify()
 
@@ -184,10 +192,24 @@ class _Workers:
             with self._cv:
                 self._idle += 1
                 while not self._heap:
+                    if self.closed:
+                        self._idle -= 1
+                        return
                     self._cv.wait()
                 self._idle -= 1
                 _, _, fn = heapq.heappop(self._heap)
             fn()
+
+    def close(self) -> None:
+        """Refuse new tasks, let the threads finish the queued ones and wait for them to end."""
+        with self._cv:
+            self.closed = True
+            threads, self._threads = self._threads, []
+            self._cv.notify_all()
+        me = threading.current_thread()
+        for thread in threads:
+            if thread is not me:
+                thread.join()
 
 
 _ALL_WORKERS: weakref.WeakSet[_Workers] = weakref.WeakSet()
@@ -230,6 +252,16 @@ class IOScheduler:
         self.gate.resize(parallelism)
         self._workers.threads = parallelism
 
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._workers.closed
+
+    def close(self) -> None:
+        """Stop the worker threads (after the requests queued) and refuse later requests with
+        :class:`~lance_format.core.errors.SessionClosedError`. Idempotent."""
+        self._workers.close()
+
     def run(
         self,
         fetch: Callable[[T], R],
@@ -240,6 +272,8 @@ class IOScheduler:
         fetch_many: Callable[[Sequence[T]], list[R]] | None = None,
     ) -> list[R]:
         """:func:`run_requests` through this scheduler's gate and workers."""
+        if self._workers.closed:
+            raise SessionClosedError("the I/O scheduler was closed with its session")
         return _run(fetch, requests, parallel, max_parallel, self.gate, self._workers, fetch_many)
 
 

@@ -1,5 +1,6 @@
 """The Lance table format: manifests, fragments, deletion files, transactions and commits."""
 
+from lance_format.table._serde import index_section_from_bytes, zonemap_details_to_bytes
 from lance_format.table.commit import CommitOptions, commit_transaction
 from lance_format.table.committers import ExternalManifestStore, MemoryManifestStore
 from lance_format.table.external_store import (
@@ -43,7 +44,9 @@ __all__ = [
     "Transaction",
     "WriterVersion",
     "commit_transaction",
+    "index_section_from_bytes",
     "load_manifest",
     "register_manifest_store",
     "unregister_manifest_store",
+    "zonemap_details_to_bytes",
 ]

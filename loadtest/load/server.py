@@ -25,7 +25,7 @@ from typing import IO, Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-__all__ = ["MetricsScraper", "ServerProcess", "free_port", "metrics_delta", "port_is_free"]
+__all__ = ["MetricsScraper", "ServerProcess", "free_port", "metrics_delta", "port_is_free", "serve_argv"]
 
 #: Seconds the server may take to start (imports, first root probe) on a loaded machine.
 START_TIMEOUT_S = 60.0
@@ -44,6 +44,29 @@ def free_port(count: int = 1) -> int:
         if first + count - 1 <= 65535 and all(port_is_free(first + k) for k in range(1, count)):
             return first
     raise RuntimeError(f"found no {count} consecutive free ports")
+
+
+def serve_argv(
+    root: str, port: int, metrics_port: int, workers: int, log_level: str, extra_args: Sequence[str] = ()
+) -> list[str]:
+    """The command line of ``lance-flight serve`` (as the console script runs it) on loopback ports."""
+    return [
+        sys.executable,
+        "-m",
+        "flight_server.cli",
+        "serve",
+        "--root",
+        root,
+        "--port",
+        str(port),
+        "--metrics-port",
+        str(metrics_port),
+        "--workers",
+        str(workers),
+        "--log-level",
+        log_level,
+        *extra_args,
+    ]
 
 
 def port_is_free(port: int) -> bool:
@@ -88,23 +111,7 @@ class ServerProcess:
         self.location = f"grpc://127.0.0.1:{self.port}"
         self.locations = tuple(f"grpc://127.0.0.1:{self.port + k}" for k in range(workers))
         self.metrics_url = f"http://127.0.0.1:{self.metrics_port}/metrics"
-        argv = [
-            sys.executable,
-            "-m",
-            "flight_server.cli",
-            "serve",
-            "--root",
-            root,
-            "--port",
-            str(self.port),
-            "--metrics-port",
-            str(self.metrics_port),
-            "--workers",
-            str(workers),
-            "--log-level",
-            "WARNING",
-            *extra_args,
-        ]
+        argv = serve_argv(root, self.port, self.metrics_port, workers, "WARNING", extra_args)
         self._log: IO[bytes] = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
             argv,

@@ -183,7 +183,11 @@ def test_scattered_matches_are_read_as_few_ranges(tmp_path: Path, monkeypatch: p
     ds.create_scalar_index("k", "BITMAP")
     tree = ds.scanner(filter="k = 7").predicate.tree  # type: ignore[union-attr]
     assert candidate_ranges(ds.snapshot, tree, ds.manifest.fragments) == {0: [(7, 4998)]}
-    monkeypatch.setenv("LANCE_FORMAT_INDEX_MERGE_GAP_ROWS", "0")  # every match its own range
+    # The setting is the session's (resolved once, when it is made): every match its own range.
+    monkeypatch.setenv("LANCE_FORMAT_INDEX_MERGE_GAP_ROWS", "0")
+    unchanged = candidate_ranges(ds.snapshot, tree, ds.manifest.fragments)
+    assert unchanged == {0: [(7, 4998)]}  # the default session read the environment before
+    ds = lance_format.dataset(uri, session=lance_format.Session())
     ranges = candidate_ranges(ds.snapshot, tree, ds.manifest.fragments)
     assert ranges is not None
     assert ranges[0][:2] == [(7, 8), (17, 18)]
@@ -191,4 +195,4 @@ def test_scattered_matches_are_read_as_few_ranges(tmp_path: Path, monkeypatch: p
     assert ds.to_table(filter="k = 7").num_rows == 500
     monkeypatch.setenv("LANCE_FORMAT_INDEX_MERGE_GAP_ROWS", "-1")
     with pytest.raises(lance_format.core.errors.InvalidInputError, match="must be an integer >= 0"):
-        ds.to_table(filter="k = 7")
+        lance_format.Session()

@@ -4,6 +4,7 @@ config > default, deprecated names still honoured, and datasets reading through 
 from __future__ import annotations
 
 import dataclasses
+import threading
 import warnings
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 
 import lance_format
 from lance_format.core.config import SETTINGS, EngineConfig, env_setting, resolve_config
-from lance_format.core.errors import InvalidInputError
+from lance_format.core.errors import InvalidInputError, SessionClosedError
 from lance_format.dataset.session import Session
 from lance_format.io.cache import METADATA_CACHE
 
@@ -187,3 +188,48 @@ def test_for_process_sizes_the_process_wide_gate_and_pools() -> None:
     finally:
         Session.for_process()  # back to the environment's sizes
         Session.reset_default()
+
+
+def _session_threads(before: set[int]) -> list[str]:
+    return [t.name for t in threading.enumerate() if t.ident not in before and t.is_alive()]
+
+
+def test_close_stops_every_thread_of_the_session_and_refuses_new_work(tmp_path: Path) -> None:
+    """After a scan, a parallel take and a write, every thread the session started (I/O workers,
+    field and page decoders, encoders, read-ahead) is gone once it is closed; a second close is a
+    no-op and any later use raises ``SessionClosedError`` (a ``ValueError``, as a closed file)."""
+    uri = str(tmp_path / "t.lance")
+    rows = 200_000
+    table = pa.table({"a": list(range(rows)), "s": [f"v{i % 977}" for i in range(rows)]})
+    before = {t.ident for t in threading.enumerate()}
+    session = Session(decode_threads=2, encode_threads=2, dataset_threads=2, io_parallelism=3)
+    ds = lance_format.write_dataset(table, uri, session=session, max_rows_per_file=50_000)
+    assert ds.to_table().equals(table)
+    assert ds.take([0, 70_000, 199_999], columns=["s"]).column("s").to_pylist() == ["v0", "v633", "v691"]
+    # The session's pools ran (whatever the read sizes decided): run one task on each.
+    for pool in (session.runtime.decode_pool, session.runtime.page_pool, session.runtime.encode_pool):
+        assert pool().submit(threading.current_thread).result() is not None
+    session.runtime.scheduler.run(lambda i: i, [1, 2, 3], parallel=True)
+    assert _session_threads(before)  # it did start threads
+    session.close()
+    assert session.closed
+    assert _session_threads(before) == []
+    session.close()  # idempotent
+    with pytest.raises(SessionClosedError, match="closed"):
+        lance_format.dataset(uri, session=session)
+    with pytest.raises(ValueError, match="closed"):
+        ds.to_table()
+    with pytest.raises(SessionClosedError):
+        session.dataset_pool()
+    with pytest.raises(SessionClosedError):
+        session.runtime.scheduler.run(lambda i: i, [1, 2], parallel=True)
+    assert lance_format.dataset(uri).to_table().equals(table)  # other sessions are unaffected
+
+
+def test_a_session_is_a_context_manager(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t.lance")
+    with Session() as session:
+        lance_format.write_dataset(pa.table({"a": [1, 2]}), uri, session=session)
+    assert session.closed
+    with pytest.raises(SessionClosedError):
+        lance_format.dataset(uri, session=session)

@@ -18,6 +18,7 @@ from flight_server.client import LanceFlightClient
 from flight_server.metrics import Metrics, ProcessTreeCollector, status_of
 from flight_server.settings import ServerSettings, Token
 from flight_server.sideport import RootProbe, SidePort
+from lance_format.dataset.session import Session
 from lance_format.io.cache import METADATA_CACHE
 from tests.server.helpers import bearer, http_get, location, standin_server
 
@@ -84,6 +85,33 @@ def test_engine_counters_are_polled() -> None:
     assert _value(metrics, "lance_flight_cache_misses_total", cache="metadata") == before_misses + 1
     assert 0 < _value(metrics, "lance_flight_cache_hit_ratio", cache="metadata") <= 1
     METADATA_CACHE.pop(("server-ops-test", 1))
+
+
+def test_engine_counters_come_from_the_servers_session() -> None:
+    """The metrics poll the session they watch (the server's, as the cache_stats action reads it),
+    not the process-wide caches."""
+    session = Session(metadata_cache_bytes=1 << 20)
+    metrics = Metrics(session=session)
+    metrics.poll_engine()
+    hits = _value(metrics, "lance_flight_cache_hits_total", cache="metadata")
+    session.metadata_cache.put(("metrics-session-test", 1), b"x", 1)
+    for _ in range(3):
+        session.metadata_cache.get(("metrics-session-test", 1))
+    METADATA_CACHE.get(("metrics-session-test", 2))  # another session's miss: not counted here
+    misses = _value(metrics, "lance_flight_cache_misses_total", cache="metadata")
+    metrics.poll_engine()
+    assert _value(metrics, "lance_flight_cache_hits_total", cache="metadata") == hits + 3
+    assert _value(metrics, "lance_flight_cache_misses_total", cache="metadata") == misses
+    assert (
+        _value(metrics, "lance_flight_cache_bytes", cache="metadata")
+        == session.metadata_cache.counters().bytes
+    )
+    other = Session()
+    metrics.watch(other)
+    metrics.poll_engine()
+    assert metrics.session is other
+    session.close()
+    other.close()
 
 
 def test_engine_object_store_counters_move(tmp_path: pytest.TempPathFactory) -> None:

@@ -8,6 +8,7 @@ import pyarrow as pa
 import pytest
 
 from flight_server.client import LanceFlightClient
+from flight_server.metrics import Metrics
 from flight_server.settings import ServerSettings
 from flight_server.workers import build_server
 from lance_format.dataset.session import Session
@@ -19,7 +20,8 @@ def test_the_server_session_comes_from_its_settings(tmp_path: Path, monkeypatch:
     monkeypatch.setenv("LANCE_FORMAT_PAGE_CACHE_BYTES", "1234")
     monkeypatch.setenv("LANCE_FORMAT_DATASET_THREADS", "3")
     settings = ServerSettings(root=str(tmp_path / "root"), port=0, metrics_port=-1, page_cache_bytes=8 << 20)
-    server = build_server(settings, 0, (), None)
+    metrics = Metrics()
+    server = build_server(settings, 0, (), metrics)
     client = LanceFlightClient(f"grpc://127.0.0.1:{server.port}", timeout=30)
     try:
         session = server.session  # type: ignore[attr-defined]
@@ -33,6 +35,7 @@ def test_the_server_session_comes_from_its_settings(tmp_path: Path, monkeypatch:
         assert ds.store.runtime is session.runtime  # reads and writes through its gate and pools
         assert session.dataset_pool()._max_workers == 3
         assert client.cache_stats()["page_capacity"] == session.page_cache.capacity
+        assert metrics.session is session  # the metrics poll what the cache_stats action reports
     finally:
         client.close()
         server.shutdown()

@@ -20,7 +20,6 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from lance_format.core.config import env_setting
 from lance_format.core.errors import InvalidInputError
 from lance_format.dataset.expr import (
     FLIPPED,
@@ -51,10 +50,11 @@ U64 = npt.NDArray[np.uint64]
 INDEX_KINDS = ("BTree", "Bitmap")
 
 
-def merge_gap_rows() -> int:
-    """Matching rows this close are read as one range: engine setting ``index_merge_gap_rows``
-    (``LANCE_FORMAT_INDEX_MERGE_GAP_ROWS``; :mod:`lance_format.core.config` says why its default)."""
-    return env_setting("index_merge_gap_rows")
+def merge_gap_rows(ds: Snapshot) -> int:
+    """Matching rows this close are read as one range: engine setting ``index_merge_gap_rows`` of
+    the snapshot's session (``LANCE_FORMAT_INDEX_MERGE_GAP_ROWS``; :mod:`lance_format.core.config`
+    says why its default)."""
+    return ds.session.setting("index_merge_gap_rows")
 
 
 #: Bytes charged per cached open index beyond its arrays.
@@ -171,16 +171,16 @@ def _rows(node: Node, indices: dict[tuple[str, ...], _Opened], used: set[str]) -
     return rows
 
 
-def _ranges(addresses: U64) -> RowRanges:
+def _ranges(addresses: U64, gap: int) -> RowRanges:
     """Runs of consecutive row offsets per fragment."""
     out: RowRanges = {}
     if not len(addresses):
         return out
     frags = (addresses >> np.uint64(32)).astype(np.int64)
     offs = (addresses & np.uint64(0xFFFFFFFF)).astype(np.int64)
-    # Rows closer than merge_gap_rows() share one range: a scan step per scattered row costs far
+    # Rows closer than ``gap`` (merge_gap_rows) share one range: a scan step per scattered row costs far
     # more than decoding the rows between them.
-    cut = np.flatnonzero((np.diff(frags) != 0) | (np.diff(offs) > merge_gap_rows() + 1)) + 1
+    cut = np.flatnonzero((np.diff(frags) != 0) | (np.diff(offs) > gap + 1)) + 1
     starts = np.concatenate([[0], cut])
     ends = np.append(cut, len(offs))
     for s, e in zip(starts.tolist(), ends.tolist(), strict=True):
@@ -208,7 +208,7 @@ def index_ranges(
     if rows is None:
         return None
     covered = set.intersection(*(set(i.meta.fragment_ids) for i in indices.values() if i.meta.uuid in used))
-    found = _ranges(rows)
+    found = _ranges(rows, merge_gap_rows(ds))
     return {f.id: (found.get(f.id, []) if f.id in covered else [(0, f.physical_rows)]) for f in fragments}
 
 

@@ -128,7 +128,7 @@ def decode_column(ctx: DecodeContext, col: ColumnInfo, runs: RowRuns, t: pa.Data
             decode_array(ctx, col.pages[p], col.pages[p].encoding, local, t, (col.index, p))
             for p, local in split_runs(runs, col.page_starts)
         ],
-        parallel=True,
+        pool=ctx.page_pool,
     )
     return _concat(pieces, t)
 

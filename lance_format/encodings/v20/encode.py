@@ -24,6 +24,7 @@ from lance_format.encodings.base import EncodedPage
 from lance_format.encodings.v20 import model as m
 from lance_format.encodings.v20._serde import RawEncoding, array_encoding_to_bytes, column_encoding_to_bytes
 from lance_format.encodings.v20.leaves import (
+    DICT_ENCODING_THRESHOLD,
     PageBuffers,
     encode_values,
     is_binary_like,
@@ -146,6 +147,7 @@ def encode_field(
     columns_of: dict[int, int],
     *,
     write_external: ExternalWriter | None = None,
+    dict_threshold: int = DICT_ENCODING_THRESHOLD,
 ) -> list[EncodedPage]:
     """Pages of every column of ``field`` for one chunk of rows.
 
@@ -160,6 +162,9 @@ def encode_field(
         Column index of every field that owns a column, by field id.
     write_external:
         Stores a buffer out of line and returns its file position (needed by blob fields).
+    dict_threshold:
+        A string page with fewer distinct values is dictionary-encoded (setting
+        ``dict_encoding_threshold`` of the writer's session).
 
     Returns
     -------
@@ -175,7 +180,7 @@ def encode_field(
     if len(array) == 0:
         _empty_file_pages(field, columns_of, out)
     else:
-        _encode(field, array, columns_of, out, write_external)
+        _encode(field, array, columns_of, out, write_external, dict_threshold)
     return out
 
 
@@ -203,6 +208,7 @@ def _encode(
     columns_of: dict[int, int],
     out: list[EncodedPage],
     write_external: ExternalWriter | None,
+    dict_threshold: int = DICT_ENCODING_THRESHOLD,
 ) -> None:
     n = len(arr)
     column = columns_of[field.id]
@@ -214,7 +220,7 @@ def _encode(
             )
         out.append(_struct_page(column, n))
         for i, child in enumerate(field.children):
-            _encode(child, arr.field(i), columns_of, out, write_external)
+            _encode(child, arr.field(i), columns_of, out, write_external, dict_threshold)
         return
     if pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type):
         offs = np.asarray(arr.offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
@@ -227,13 +233,20 @@ def _encode(
         bufs = PageBuffers()
         ref = bufs.add(ends.astype("<u8").tobytes())
         out.append(_page(column, m.List(m.NoNull(m.Flat(64, ref)), adjustment, end - start), bufs, n))
-        _encode(field.children[0], arr.values.slice(start, end - start), columns_of, out, write_external)
+        _encode(
+            field.children[0],
+            arr.values.slice(start, end - start),
+            columns_of,
+            out,
+            write_external,
+            dict_threshold,
+        )
         return
     bufs = PageBuffers()
     if _is_blob(field) and pa.types.is_large_binary(arr.type):
         enc = _encode_blob(field, arr, bufs, write_external)
     else:
-        enc = encode_values(arr, bufs, field.metadata, field.name)
+        enc = encode_values(arr, bufs, field.metadata, field.name, dict_threshold=dict_threshold)
     out.append(_page(column, enc, bufs, n))
 
 

@@ -24,7 +24,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_format.core.config import env_setting
+from lance_format.core.config import EngineConfig
 from lance_format.core.errors import InvalidInputError, NotSupportedError
 from lance_format.encodings.buffer_compression import compress
 from lance_format.encodings.v20 import model as m
@@ -41,9 +41,10 @@ __all__ = [
 ]
 
 # pylance dictionary-encodes a plain `string` page of at least this many rows with fewer distinct
-# values than this (it estimates the count with a HyperLogLog; we count exactly). Same environment
-# variable and default as pylance, so both write the same files.
-DICT_ENCODING_THRESHOLD = 100
+# values than this (it estimates the count with a HyperLogLog; we count exactly). Same default as
+# pylance, so both write the same files: setting ``dict_encoding_threshold``'s default (a writer
+# passes its session's value).
+DICT_ENCODING_THRESHOLD: int = EngineConfig.dict_encoding_threshold
 
 # Field metadata that opts a string/binary field's bytes into compression (2.0: zstd, lz4; "none" is
 # recorded but stores the bytes as they are; "fsst", see below), and the optional compression level.
@@ -88,10 +89,6 @@ def _valid(arr: pa.Array) -> Bools:
 
 def _packbits(bools: Bools) -> bytes:
     return np.packbits(bools, bitorder="little").tobytes()
-
-
-def _dict_threshold() -> int:
-    return env_setting("dict_encoding_threshold")
 
 
 def _compression(meta: dict[str, bytes]) -> m.Compression | None:
@@ -141,7 +138,12 @@ def _nullable(arr: pa.Array, bufs: PageBuffers, values: Any) -> m.ArrayEncoding:
 
 
 def encode_values(
-    arr: pa.Array, bufs: PageBuffers, meta: dict[str, bytes] | None = None, name: str = ""
+    arr: pa.Array,
+    bufs: PageBuffers,
+    meta: dict[str, bytes] | None = None,
+    name: str = "",
+    *,
+    dict_threshold: int = DICT_ENCODING_THRESHOLD,
 ) -> m.ArrayEncoding:
     """Encode one page of a value column.
 
@@ -155,6 +157,8 @@ def encode_values(
         The field's metadata (compression options).
     name:
         The field's name, for error messages.
+    dict_threshold:
+        A string page with fewer distinct values is dictionary-encoded.
 
     Returns
     -------
@@ -167,7 +171,7 @@ def encode_values(
     if pa.types.is_dictionary(t):
         return _encode_arrow_dictionary(arr, bufs, name)
     if is_binary_like(t):
-        if pa.types.is_string(t) and _auto_dictionary(arr):
+        if pa.types.is_string(t) and _auto_dictionary(arr, dict_threshold):
             return _encode_auto_dictionary(arr, bufs)
         compression = _compression(meta)
         if compression is not None and compression.scheme == "fsst":
@@ -203,8 +207,7 @@ def _fixed_width(t: pa.DataType) -> int:
 
 
 # -- variable width ---------------------------------------------------------------------------------
-def _auto_dictionary(arr: pa.Array) -> bool:
-    threshold = _dict_threshold()
+def _auto_dictionary(arr: pa.Array, threshold: int) -> bool:
     if len(arr) < threshold:
         return False
     # Indices are one byte (0 = null), so at most 255 items whatever the threshold says.

@@ -176,7 +176,7 @@ def _read_leaf(ctx: DecodeContext, field: LanceField, column: int, runs: RowRuns
         if len(pieces) > 1
         else [read_page(ctx, column, p, col.pages[p], local) for p, local in pieces]
     )
-    pages: list[PageData] = yield from gather(gens, parallel=True)
+    pages: list[PageData] = yield from gather(gens, pool=ctx.page_pool)
     typ = _leaf_type(field)
     layers_per_page = []
     arrays = []
