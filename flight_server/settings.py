@@ -10,7 +10,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["BasicUser", "ServerSettings", "Token", "client_env"]
+__all__ = ["CLIENT_ENV", "BasicUser", "ServerSettings", "Token", "client_env"]
 
 #: The embedded default root: a local directory next to where the server starts.
 DEFAULT_ROOT = "./lance-data"
@@ -184,6 +184,11 @@ class ServerSettings:
         return "grpc+tls" if self.tls else "grpc"
 
 
+#: The client-side variables (the Spark source's default server URI and bearer token); the server's
+#: own variables are the options of :mod:`flight_server.config`.
+CLIENT_ENV = ("LANCE_FLIGHT_URI", "LANCE_FLIGHT_TOKEN")
+
+
 def client_env(name: str, env: Mapping[str, str] | None = None) -> str | None:
     """A client-side ``LANCE_FLIGHT_*`` variable (the Spark source's default server and token), or
     None when unset or empty: the one place besides :func:`flight_server.config.load_settings`
@@ -193,9 +198,9 @@ def client_env(name: str, env: Mapping[str, str] | None = None) -> str | None:
     Raises
     ------
     ValueError
-        ``name`` is not a ``LANCE_FLIGHT_`` variable.
+        ``name`` is not one of :data:`CLIENT_ENV`.
     """
-    if not name.startswith("LANCE_FLIGHT_"):
-        raise ValueError(f"not a LANCE_FLIGHT_ variable: {name!r}")
+    if name not in CLIENT_ENV:
+        raise ValueError(f"not a client-side LANCE_FLIGHT_ variable: {name!r}")
     value = (os.environ if env is None else env).get(name, "")
     return value or None

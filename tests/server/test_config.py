@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from flight_server.config import OPTIONS, ConfigError, load_settings, parse_tokens_file
-from flight_server.settings import BasicUser, ServerSettings, Token
+from flight_server.settings import CLIENT_ENV, BasicUser, ServerSettings, Token
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 
@@ -181,5 +181,5 @@ def test_docs_list_every_key_flag_and_env() -> None:
             assert f"`{env}`" in text, env
     # ... and nothing the loader does not know.
     documented = set(re.findall(r"`(LANCE_FLIGHT_[A-Z0-9_]+)`", text))
-    known = {env for opt in OPTIONS for env in opt.envs} | {"LANCE_FLIGHT_CONFIG"}
+    known = {env for opt in OPTIONS for env in opt.envs} | {"LANCE_FLIGHT_CONFIG", *CLIENT_ENV}
     assert documented <= known, documented - known
