@@ -454,8 +454,8 @@ def test_count_distinct_matches_set(seed: int, n: int, distinct: int, rows: int,
 @given(seed=st.integers(0, 2**32 - 1), ncodes=st.integers(1, 3000), vocab=st.integers(1, 40))
 def test_fsst_candidates_match_numpy(seed: int, ncodes: int, vocab: int) -> None:
     """Training's compiled candidate count gives the distinct (value, length) pairs of every code
-    and every two adjacent codes of a string, in (value, length) order with their counts, as the
-    numpy lexsort it replaced did (values equal but for trailing zero bytes included)."""
+    and every two adjacent codes of a string with their counts, as the numpy lexsort it replaced
+    did (values equal but for trailing zero bytes included)."""
     from lance_format.encodings.v21.encode import fsst
 
     rng = np.random.default_rng(seed)
@@ -477,6 +477,8 @@ def test_fsst_candidates_match_numpy(seed: int, ncodes: int, vocab: int) -> None
     starts = np.flatnonzero(np.concatenate(([True], (sv[1:] != sv[:-1]) | (sl[1:] != sl[:-1]))))
     counts = np.diff(np.append(starts, len(sv)))
     uv, ul, cnt = fsst._candidates(win, s, pos, ln)
+    order = np.lexsort((ul, uv))
+    uv, ul, cnt = uv[order], ul[order], cnt[order]
     assert uv.tolist() == sv[starts].tolist()
     assert ul.tolist() == sl[starts].tolist()
     assert cnt.tolist() == counts.tolist()
@@ -585,3 +587,26 @@ def test_fsst_coding_split_over_threads_matches_one_pass(seed: int, tokens: list
     assert got[2].tobytes() == want[2].tobytes()
     _, back = fsst_decompress(got[0], got[1], got[2])
     assert back.tobytes() == data.tobytes()
+
+
+@FEW
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    u=st.integers(0, 2000),
+    k=st.integers(1, 300),
+    spread=st.sampled_from([1, 3, 50, 10**6]),
+)
+def test_fsst_best_candidates_match_a_full_sort(seed: int, u: int, k: int, spread: int) -> None:
+    """The selection of the best candidates is the first ``k`` of all of them sorted by gain (most
+    first), ties by value then length, as the full stable sort it replaced (many ties included)."""
+    from lance_format.encodings.v21.encode import fsst
+
+    rng = np.random.default_rng(seed)
+    pairs = {(int(v), int(n)) for v, n in zip(rng.integers(0, 40, u), rng.integers(1, 9, u), strict=True)}
+    uv = np.array([p[0] for p in pairs], dtype=np.uint64)
+    ul = np.array([p[1] for p in pairs], dtype=np.int64)
+    gain = rng.integers(1, spread + 1, len(pairs)).astype(np.int64)
+    order = np.lexsort((ul, uv))
+    want = order[np.argsort(-gain[order], kind="stable")][:k]
+    got = fsst._best(uv, ul, gain, k)
+    assert got.tolist() == want.tolist()

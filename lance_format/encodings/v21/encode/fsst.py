@@ -238,9 +238,8 @@ def _train(data: U8, offsets: I64) -> _Table:
         if not len(s):
             break
         uv, ul, counts = _candidates(win, s, pos, ln)
-        gain = counts * ul
         # Single bytes are worth less than their count suggests only if they are escapes; keep all.
-        best = np.argsort(-gain, kind="stable")[:255]
+        best = _best(uv, ul, counts * ul, 255)
         table = _Table(uv[best], ul[best])
     return table
 
@@ -248,8 +247,8 @@ def _train(data: U8, offsets: I64) -> _Table:
 @kernel
 def _candidates(win: U64, s: I64, pos: I64, ln: I64) -> tuple[U64, I64, I64]:  # pragma: no cover
     """Candidate symbols of a parse: every code's bytes, and every two adjacent codes of a string
-    glued (cut to 8 bytes). Returns the distinct (value, length) pairs in (value, length) order
-    and how often each occurs."""
+    glued (cut to 8 bytes). Returns the distinct (value, length) pairs in first-occurrence order
+    and how often each occurs (:func:`_best` orders only the few that matter)."""
     nc = s.shape[0]
     cv = np.empty(2 * nc, dtype=np.uint64)
     cl = np.empty(2 * nc, dtype=np.int64)
@@ -267,7 +266,7 @@ def _candidates(win: U64, s: I64, pos: I64, ln: I64) -> tuple[U64, I64, I64]:  #
             cv[m] = w if k >= 8 else w & ((np.uint64(1) << np.uint64(8 * k)) - np.uint64(1))
             cl[m] = k
             m += 1
-    # Count the distinct (value, length) pairs in a hash table, then order only those.
+    # Count the distinct (value, length) pairs in a hash table.
     slots = 16
     while slots < 2 * m:
         slots *= 2
@@ -294,18 +293,30 @@ def _candidates(win: U64, s: I64, pos: I64, ln: I64) -> tuple[U64, I64, I64]:  #
                 cnt[e] += 1
                 break
             h = (h + np.uint64(1)) & smask
-    uv = uv[:u]
-    ul = ul[:u]
-    order = np.argsort(uv, kind="mergesort")
+    return uv[:u], ul[:u], cnt[:u]
+
+
+@kernel
+def _best(uv: U64, ul: I64, gain: I64, k: int) -> I64:  # pragma: no cover - compiled
+    """The ``k`` candidates of most gain, most first, ties in (value, length) order: the first
+    ``k`` of all candidates in that order, while sorting only those that can be among them."""
+    u = uv.shape[0]
+    if u > k:
+        thr = np.partition(gain, u - k)[u - k]
+        sel = np.flatnonzero(gain >= thr)
+    else:
+        sel = np.arange(u)
+    order = sel[np.argsort(uv[sel], kind="mergesort")]
     # Equal values of different lengths (rare): by length.
-    for i in range(1, u):
+    for i in range(1, order.shape[0]):
         x = order[i]
         j = i - 1
         while j >= 0 and uv[order[j]] == uv[x] and ul[order[j]] > ul[x]:
             order[j + 1] = order[j]
             j -= 1
         order[j + 1] = x
-    return uv[order], ul[order], cnt[:u][order]
+    order = order[np.argsort(-gain[order], kind="mergesort")]
+    return order[:k]
 
 
 def _serialize(table: _Table) -> bytes:
@@ -332,9 +343,8 @@ def fsst_compress(data: U8, offsets: I64) -> tuple[bytes, I64, U8] | None:
     """
     total = int(offsets[-1] - offsets[0])
     lens = np.diff(offsets)
-    if total < FSST_MIN_BYTES or not len(lens) or int(lens.max()) < FSST_MIN_MAX_LEN:
-        return None
-    if int(lens.max()) > MAX_FSST_VALUE:
+    longest = int(lens.max()) if len(lens) else 0
+    if total < FSST_MIN_BYTES or not FSST_MIN_MAX_LEN <= longest <= MAX_FSST_VALUE:
         return None
     table = _train(data, offsets)
     new, out = _code_split(table, data, offsets)
@@ -380,3 +390,4 @@ def warm_up() -> None:
         d.setflags(write=not ro)
         _code(table, d, offsets, False)
     _code(table, data, offsets, True)
+    _train(data, offsets)  # the training kernels: candidates, their selection, lookup tables

@@ -138,7 +138,11 @@ def extract(arr: pa.Array) -> FixedVals | VarVals:
             new = np.zeros(n + 1, dtype=np.int64)
             np.cumsum(lens, out=new[1:])
             return VarVals(new, data, large)
-        return VarVals(offs - offs[0], raw[offs[0] : offs[-1]], large)
+        start, end = int(offs[0]), int(offs[-1])
+        own: npt.NDArray[np.int64] = np.asarray(offs, dtype=np.int64)
+        if start:
+            own -= start  # our own copy (astype above): no second array
+        return VarVals(own, raw[start:end], large)
     width = t.bit_width // 8
     buf = arr.buffers()[1]
     raw = np.frombuffer(buf, dtype=np.uint8) if buf is not None else np.zeros(0, np.uint8)
