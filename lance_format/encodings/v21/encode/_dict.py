@@ -78,7 +78,8 @@ def dictionary_strings(data: U8, offsets: I64, valid: Bools | None, limit: int) 
         remap, firsts, hashes = _merge(win, offsets, firsts, hashes, pfirsts[:pu], phashes[:pu], limit)
         if len(firsts) > limit:
             return None
-        idx_parts.append(remap[pidx])
+        # A range of nulls only has no entries (its indices are all 0).
+        idx_parts.append(remap[pidx] if len(remap) else pidx)
     idx = np.concatenate(idx_parts)
     if valid is not None:
         idx[~ok] = 0
