@@ -610,3 +610,45 @@ def test_fsst_best_candidates_match_a_full_sort(seed: int, u: int, k: int, sprea
     want = order[np.argsort(-gain[order], kind="stable")][:k]
     got = fsst._best(uv, ul, gain, k)
     assert got.tolist() == want.tolist()
+
+
+@FEW
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n=st.integers(1, 2000),
+    null_rate=st.sampled_from([0.01, 0.3, 1.0]),
+    cut=st.integers(0, 50),
+    large=st.booleans(),
+)
+def test_extract_compacts_nullable_strings_like_numpy(
+    seed: int, n: int, null_rate: float, cut: int, large: bool
+) -> None:
+    """Nullable strings (a sliced array whose null slots span bytes) are compacted by the kernel
+    into the numpy gather's bytes and offsets: valid strings back to back, nulls empty."""
+    from lance_format.encodings.base import expand_ranges
+    from lance_format.encodings.v21.encode.values import extract
+
+    rng = np.random.default_rng(seed)
+    strs = [rng.integers(97, 123, int(rng.integers(0, 30)), dtype=np.uint8).tobytes() for _ in range(n + cut)]
+    full = pa.array(strs, pa.large_binary() if large else pa.binary())
+    ok = rng.random(n + cut) >= null_rate
+    # Nulls over non-empty slots (Arrow keeps their bytes; the file must not).
+    bitmap = pa.array(ok).buffers()[1]
+    arr = pa.Array.from_buffers(full.type, n + cut, [bitmap, *full.buffers()[1:]]).slice(cut)
+    got = extract(arr)
+    assert isinstance(got, VarVals)
+    bufs = arr.buffers()
+    offs = np.frombuffer(bufs[1], dtype=np.int64 if large else np.int32)[arr.offset : arr.offset + n + 1]
+    offs = offs.astype(np.int64)
+    valid = np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    lens = np.where(valid, np.diff(offs), 0)
+    raw = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
+    want = raw[expand_ranges(offs[:-1], lens)]
+    want_offs = np.concatenate(([0], np.cumsum(lens)))
+    if arr.null_count:
+        assert got.offsets.tolist() == want_offs.tolist()
+        assert got.data.tobytes() == want.tobytes()
+    assert [
+        got.data[a:b].tobytes() if ok else b""
+        for a, b, ok in zip(got.offsets[:-1], got.offsets[1:], valid, strict=True)
+    ] == [s if s is not None else b"" for s in arr.to_pylist()]
