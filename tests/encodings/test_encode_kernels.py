@@ -3,6 +3,8 @@ byte-identical pages to the numpy code they replaced, on generated inputs."""
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -444,7 +446,7 @@ def test_count_distinct_matches_set(seed: int, n: int, distinct: int, rows: int,
     pick = rng.integers(0, n, rows).astype(np.int64)
     pick = np.unique(pick)
     slots = 1 << max(4, int(2 * len(pick) + 1).bit_length())
-    got = _dict._count_distinct(data, offsets, pick, slots)
+    got = _dict._count_distinct(_dict._windows(data), offsets, pick, slots)
     assert got == len({strings[i] for i in pick.tolist()})
 
 
@@ -452,8 +454,8 @@ def test_count_distinct_matches_set(seed: int, n: int, distinct: int, rows: int,
 @given(seed=st.integers(0, 2**32 - 1), ncodes=st.integers(1, 3000), vocab=st.integers(1, 40))
 def test_fsst_candidates_match_numpy(seed: int, ncodes: int, vocab: int) -> None:
     """Training's compiled candidate count gives the distinct (value, length) pairs of every code
-    and every two adjacent codes of a string, in (value, length) order with their counts, as the
-    numpy lexsort it replaced did (values equal but for trailing zero bytes included)."""
+    and every two adjacent codes of a string with their counts, as the numpy lexsort it replaced
+    did (values equal but for trailing zero bytes included)."""
     from lance_format.encodings.v21.encode import fsst
 
     rng = np.random.default_rng(seed)
@@ -475,6 +477,178 @@ def test_fsst_candidates_match_numpy(seed: int, ncodes: int, vocab: int) -> None
     starts = np.flatnonzero(np.concatenate(([True], (sv[1:] != sv[:-1]) | (sl[1:] != sl[:-1]))))
     counts = np.diff(np.append(starts, len(sv)))
     uv, ul, cnt = fsst._candidates(win, s, pos, ln)
+    order = np.lexsort((ul, uv))
+    uv, ul, cnt = uv[order], ul[order], cnt[order]
     assert uv.tolist() == sv[starts].tolist()
     assert ul.tolist() == sl[starts].tolist()
     assert cnt.tolist() == counts.tolist()
+
+
+@FEW
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n=st.integers(1, 3000),
+    distinct=st.integers(1, 400),
+    null_rate=st.sampled_from([0.0, 0.1, 0.9]),
+    divisor=st.sampled_from([1, 2, 8]),
+    parts=st.integers(2, 5),
+)
+def test_dictionary_strings_split_over_threads_matches_arrow(
+    seed: int, n: int, distinct: int, null_rate: float, divisor: int, parts: int
+) -> None:
+    """Ranges built on threads and merged give Arrow's entries in first-occurrence order and its
+    indices (nulls at 0), and no dictionary exactly when all the ranges together hold more
+    entries than the limit (each range alone may fit)."""
+    from unittest import mock
+
+    from lance_format.encodings.v21.encode import _split
+
+    rng = np.random.default_rng(seed)
+    words = [
+        rng.integers(97, 100, int(rng.integers(0, 20)), dtype=np.uint8).tobytes() for _ in range(distinct)
+    ]
+    picks: list[bytes | None] = [
+        words[int(i)] if ok else None
+        for i, ok in zip(rng.integers(0, distinct, n), rng.random(n) >= null_rate, strict=True)
+    ]
+    data, offsets, valid = _packed_strings(picks)
+    limit = n // divisor
+    with mock.patch.object(_split, "SPLIT_MIN_BYTES", 1), mock.patch.object(_split, "SPLIT_THREADS", parts):
+        bounds = _split.split_rows(offsets)
+        assert (bounds[0], bounds[-1]) == (0, n)
+        assert len(bounds) <= parts + 1
+        assert all(a < b for a, b in pairwise(bounds))
+        got = dictionary_strings(data, offsets, None if valid.all() else valid, limit)
+    enc = pa.array(picks, pa.binary()).dictionary_encode()
+    if len(enc.dictionary) > limit:
+        assert got is None
+        return
+    assert got is not None
+    idx, firsts = got
+    assert idx.tolist() == enc.indices.fill_null(0).to_pylist()
+    assert [picks[f] for f in firsts.tolist()] == enc.dictionary.to_pylist()
+
+
+@FEW
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(0, 400), end_pad=st.integers(0, 9))
+def test_dictionary_hash_and_compare_read_words_exactly(seed: int, n: int, end_pad: int) -> None:
+    """The word-at-a-time hash and compare see exactly a string's bytes, wherever it sits (the
+    buffer's last 7 bytes included, buffers under 8 bytes padded): equal strings hash alike and
+    compare equal, and the compare agrees with Python's."""
+    from lance_format.encodings.v21.encode import _dict
+
+    rng = np.random.default_rng(seed)
+    strings = [rng.integers(0, 3, int(rng.integers(0, 19)), dtype=np.uint8).tobytes() for _ in range(n)]
+    strings.append(b"\x01" * end_pad)
+    data, offsets, _ = _packed_strings(list(strings))
+    win = _dict._windows(data)
+    hashes = [int(_dict._hash(win, int(offsets[i]), int(offsets[i + 1]))) for i in range(len(strings))]
+    for _ in range(200):
+        i, j = (int(x) for x in rng.integers(0, len(strings), 2))
+        assert bool(_dict._same(win, offsets, i, j)) == (strings[i] == strings[j])
+        if strings[i] == strings[j]:
+            assert hashes[i] == hashes[j]
+
+
+@FEW
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    tokens=st.lists(st.binary(min_size=1, max_size=12), min_size=1, max_size=40),
+    parts=st.integers(2, 5),
+)
+def test_fsst_coding_split_over_threads_matches_one_pass(seed: int, tokens: list[bytes], parts: int) -> None:
+    """Strings coded in ranges on threads and joined are the codes and offsets of one pass (the
+    numpy reference's), and decompress to the input."""
+    from unittest import mock
+
+    from lance_format.encodings.v21._fsst import fsst_decompress
+    from lance_format.encodings.v21.encode import _split
+    from lance_format.encodings.v21.encode.fsst import fsst_compress
+    from tests.encodings.numpy_reference import fsst_encode as ref_fsst
+
+    rng = np.random.default_rng(seed)
+    n = 3000
+    picks = [
+        b"".join(tokens[int(i)] for i in rng.integers(0, len(tokens), int(k))) for k in rng.integers(0, 12, n)
+    ]
+    data, offsets, _ = _packed_strings(list(picks))
+    with (
+        mock.patch.object(_split, "SPLIT_MIN_BYTES", 1 << 10),
+        mock.patch.object(_split, "SPLIT_THREADS", parts),
+    ):
+        got = fsst_compress(data, offsets)
+    want = ref_fsst.fsst_compress(data, offsets)
+    if want is None:
+        assert got is None
+        return
+    assert got is not None
+    assert got[0] == want[0]
+    assert np.array_equal(got[1], want[1])
+    assert got[2].tobytes() == want[2].tobytes()
+    _, back = fsst_decompress(got[0], got[1], got[2])
+    assert back.tobytes() == data.tobytes()
+
+
+@FEW
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    u=st.integers(0, 2000),
+    k=st.integers(1, 300),
+    spread=st.sampled_from([1, 3, 50, 10**6]),
+)
+def test_fsst_best_candidates_match_a_full_sort(seed: int, u: int, k: int, spread: int) -> None:
+    """The selection of the best candidates is the first ``k`` of all of them sorted by gain (most
+    first), ties by value then length, as the full stable sort it replaced (many ties included)."""
+    from lance_format.encodings.v21.encode import fsst
+
+    rng = np.random.default_rng(seed)
+    pairs = {(int(v), int(n)) for v, n in zip(rng.integers(0, 40, u), rng.integers(1, 9, u), strict=True)}
+    uv = np.array([p[0] for p in pairs], dtype=np.uint64)
+    ul = np.array([p[1] for p in pairs], dtype=np.int64)
+    gain = rng.integers(1, spread + 1, len(pairs)).astype(np.int64)
+    order = np.lexsort((ul, uv))
+    want = order[np.argsort(-gain[order], kind="stable")][:k]
+    got = fsst._best(uv, ul, gain, k)
+    assert got.tolist() == want.tolist()
+
+
+@FEW
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n=st.integers(1, 2000),
+    null_rate=st.sampled_from([0.01, 0.3, 1.0]),
+    cut=st.integers(0, 50),
+    large=st.booleans(),
+)
+def test_extract_compacts_nullable_strings_like_numpy(
+    seed: int, n: int, null_rate: float, cut: int, large: bool
+) -> None:
+    """Nullable strings (a sliced array whose null slots span bytes) are compacted by the kernel
+    into the numpy gather's bytes and offsets: valid strings back to back, nulls empty."""
+    from lance_format.encodings.base import expand_ranges
+    from lance_format.encodings.v21.encode.values import extract
+
+    rng = np.random.default_rng(seed)
+    strs = [rng.integers(97, 123, int(rng.integers(0, 30)), dtype=np.uint8).tobytes() for _ in range(n + cut)]
+    full = pa.array(strs, pa.large_binary() if large else pa.binary())
+    ok = rng.random(n + cut) >= null_rate
+    # Nulls over non-empty slots (Arrow keeps their bytes; the file must not).
+    bitmap = pa.array(ok).buffers()[1]
+    arr = pa.Array.from_buffers(full.type, n + cut, [bitmap, *full.buffers()[1:]]).slice(cut)
+    got = extract(arr)
+    assert isinstance(got, VarVals)
+    bufs = arr.buffers()
+    offs = np.frombuffer(bufs[1], dtype=np.int64 if large else np.int32)[arr.offset : arr.offset + n + 1]
+    offs = offs.astype(np.int64)
+    valid = np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    lens = np.where(valid, np.diff(offs), 0)
+    raw = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
+    want = raw[expand_ranges(offs[:-1], lens)]
+    want_offs = np.concatenate(([0], np.cumsum(lens)))
+    if arr.null_count:
+        assert got.offsets.tolist() == want_offs.tolist()
+        assert got.data.tobytes() == want.tobytes()
+    assert [
+        got.data[a:b].tobytes() if ok else b""
+        for a, b, ok in zip(got.offsets[:-1], got.offsets[1:], valid, strict=True)
+    ] == [s if s is not None else b"" for s in arr.to_pylist()]

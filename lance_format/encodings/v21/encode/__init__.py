@@ -14,7 +14,7 @@ __all__ = ["EncodeJob", "encode_field", "encode_jobs", "has_blobs", "warm_up_ker
 
 def warm_up_kernels() -> None:
     """Compile (or load from the kernel cache) the encode kernels of this package."""
-    from lance_format.encodings.v21.encode import _chunks, _dict, _levels, bitpack, fsst, fullzip
+    from lance_format.encodings.v21.encode import _chunks, _dict, _levels, bitpack, fsst, fullzip, values
 
-    for module in (fsst, bitpack, _dict, _chunks, _levels, fullzip):
+    for module in (fsst, bitpack, _dict, _chunks, _levels, fullzip, values):
         module.warm_up()

@@ -8,10 +8,14 @@ symbol first) in a compiled kernel that releases the GIL.
 
 from __future__ import annotations
 
+from functools import partial
+from itertools import pairwise
+
 import numpy as np
 import numpy.typing as npt
 
 from lance_format.core.jit import kernel
+from lance_format.encodings.v21.encode._split import run_split, split_rows, windows
 
 __all__ = ["FSST_MIN_BYTES", "fsst_compress", "warm_up"]
 
@@ -124,8 +128,9 @@ def _code_strings(
 
     One function for compression and the training parse, so both see the same symbols; the lookup
     is written inline (a call per code costs more than the lookup itself). ``win`` is
-    :func:`_windows` of ``data``: a position with 8 bytes left in its string reads them at once."""
+    :func:`windows` of ``data``: a position with 8 bytes left in the buffer reads them at once."""
     n = offsets.shape[0] - 1
+    nwin = win.shape[0]
     cap = 0
     for i in range(n):
         if offsets[i + 1] > offsets[i]:
@@ -141,11 +146,14 @@ def _code_strings(
         end = offsets[i + 1]
         while cur < end:
             rem = end - cur
-            if rem >= 8:
+            if cur < nwin:
+                # Bytes past the string's end are masked off or never compared.
                 w = win[cur]
+                if rem < 8:
+                    w &= (np.uint64(1) << np.uint64(8 * rem)) - np.uint64(1)
             else:
                 w = np.uint64(0)
-                for j in range(rem):
+                for j in range(min(rem, 8)):
                     w |= np.uint64(data[cur + j]) << np.uint64(8 * j)
             c = np.int64(-1)
             k = np.int64(0)
@@ -194,19 +202,14 @@ def _code_strings(
     return new, out[:m], rec[:, :r]
 
 
-def _windows(data: U8) -> U64:
-    """Every full 8-byte window of ``data`` as a little-endian u64: an overlapping view with a
-    stride of one byte (no copy), so the kernel reads a position's next 8 bytes in one load."""
-    count = len(data) - 7
-    if count <= 0:
-        return np.zeros(0, dtype=np.uint64)
-    return np.ndarray((count,), dtype="<u8", buffer=data, strides=(1,))
+#: The 8-byte windows of a buffer (see :func:`windows`).
+_windows = windows
 
 
 def _code(table: _Table, data: U8, offsets: I64, record: bool) -> tuple[I64, U8, I64]:
     data = np.ascontiguousarray(data, dtype=np.uint8)
     offs = np.ascontiguousarray(offsets, dtype=np.int64)
-    return _code_strings(data, _windows(data), offs, *table.lookup(), record)
+    return _code_strings(data, windows(data), offs, *table.lookup(), record)
 
 
 def _parse(table: _Table, data: U8, offsets: I64) -> tuple[I64, I64, I64, I64]:
@@ -229,15 +232,14 @@ def _train(data: U8, offsets: I64) -> _Table:
     np.cumsum(lens, out=soffs[1:])
     table = _Table(np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64))
     padded = np.concatenate((sdata, np.zeros(8, dtype=np.uint8)))
-    windows = _windows(padded)
+    win = windows(padded)
     for _ in range(_GENERATIONS):
         s, _code, pos, ln = _parse(table, sdata, soffs)
         if not len(s):
             break
-        uv, ul, counts = _candidates(windows, s, pos, ln)
-        gain = counts * ul
+        uv, ul, counts = _candidates(win, s, pos, ln)
         # Single bytes are worth less than their count suggests only if they are escapes; keep all.
-        best = np.argsort(-gain, kind="stable")[:255]
+        best = _best(uv, ul, counts * ul, 255)
         table = _Table(uv[best], ul[best])
     return table
 
@@ -245,8 +247,8 @@ def _train(data: U8, offsets: I64) -> _Table:
 @kernel
 def _candidates(win: U64, s: I64, pos: I64, ln: I64) -> tuple[U64, I64, I64]:  # pragma: no cover
     """Candidate symbols of a parse: every code's bytes, and every two adjacent codes of a string
-    glued (cut to 8 bytes). Returns the distinct (value, length) pairs in (value, length) order
-    and how often each occurs."""
+    glued (cut to 8 bytes). Returns the distinct (value, length) pairs in first-occurrence order
+    and how often each occurs (:func:`_best` orders only the few that matter)."""
     nc = s.shape[0]
     cv = np.empty(2 * nc, dtype=np.uint64)
     cl = np.empty(2 * nc, dtype=np.int64)
@@ -264,7 +266,7 @@ def _candidates(win: U64, s: I64, pos: I64, ln: I64) -> tuple[U64, I64, I64]:  #
             cv[m] = w if k >= 8 else w & ((np.uint64(1) << np.uint64(8 * k)) - np.uint64(1))
             cl[m] = k
             m += 1
-    # Count the distinct (value, length) pairs in a hash table, then order only those.
+    # Count the distinct (value, length) pairs in a hash table.
     slots = 16
     while slots < 2 * m:
         slots *= 2
@@ -291,18 +293,30 @@ def _candidates(win: U64, s: I64, pos: I64, ln: I64) -> tuple[U64, I64, I64]:  #
                 cnt[e] += 1
                 break
             h = (h + np.uint64(1)) & smask
-    uv = uv[:u]
-    ul = ul[:u]
-    order = np.argsort(uv, kind="mergesort")
+    return uv[:u], ul[:u], cnt[:u]
+
+
+@kernel
+def _best(uv: U64, ul: I64, gain: I64, k: int) -> I64:  # pragma: no cover - compiled
+    """The ``k`` candidates of most gain, most first, ties in (value, length) order: the first
+    ``k`` of all candidates in that order, while sorting only those that can be among them."""
+    u = uv.shape[0]
+    if u > k:
+        thr = np.partition(gain, u - k)[u - k]
+        sel = np.flatnonzero(gain >= thr)
+    else:
+        sel = np.arange(u)
+    order = sel[np.argsort(uv[sel], kind="mergesort")]
     # Equal values of different lengths (rare): by length.
-    for i in range(1, u):
+    for i in range(1, order.shape[0]):
         x = order[i]
         j = i - 1
         while j >= 0 and uv[order[j]] == uv[x] and ul[order[j]] > ul[x]:
             order[j + 1] = order[j]
             j -= 1
         order[j + 1] = x
-    return uv[order], ul[order], cnt[:u][order]
+    order = order[np.argsort(-gain[order], kind="mergesort")]
+    return order[:k]
 
 
 def _serialize(table: _Table) -> bytes:
@@ -329,15 +343,38 @@ def fsst_compress(data: U8, offsets: I64) -> tuple[bytes, I64, U8] | None:
     """
     total = int(offsets[-1] - offsets[0])
     lens = np.diff(offsets)
-    if total < FSST_MIN_BYTES or not len(lens) or int(lens.max()) < FSST_MIN_MAX_LEN:
-        return None
-    if int(lens.max()) > MAX_FSST_VALUE:
+    longest = int(lens.max()) if len(lens) else 0
+    if total < FSST_MIN_BYTES or not FSST_MIN_MAX_LEN <= longest <= MAX_FSST_VALUE:
         return None
     table = _train(data, offsets)
-    new, out, _ = _code(table, data, offsets, False)
+    new, out = _code_split(table, data, offsets)
     if len(out) + TABLE_SIZE >= total:
         return None
     return _serialize(table), new, out
+
+
+def _code_split(table: _Table, data: U8, offsets: I64) -> tuple[I64, U8]:
+    """Compression of every string, ranges of a large page on threads side by side (each string
+    codes on its own, so the joined ranges are the bytes of one pass)."""
+    data = np.ascontiguousarray(data, dtype=np.uint8)
+    offs = np.ascontiguousarray(offsets, dtype=np.int64)
+    bounds = split_rows(offs)
+    if len(bounds) == 2:
+        new, out, _ = _code(table, data, offs, False)
+        return new, out
+    win = windows(data)
+    look = table.lookup()
+    parts = run_split(
+        [partial(_code_strings, data, win, offs[a : b + 1], *look, False) for a, b in pairwise(bounds)]
+    )
+    out = np.concatenate([p[1] for p in parts])
+    new = np.empty(len(offs), dtype=np.int64)
+    new[0] = 0
+    base = 0
+    for (a, b), (pn, po, _) in zip(pairwise(bounds), parts, strict=True):
+        new[a + 1 : b + 1] = pn[1:] + base
+        base += len(po)
+    return new, out
 
 
 def warm_up() -> None:
@@ -353,3 +390,4 @@ def warm_up() -> None:
         d.setflags(write=not ro)
         _code(table, d, offsets, False)
     _code(table, data, offsets, True)
+    _train(data, offsets)  # the training kernels: candidates, their selection, lookup tables

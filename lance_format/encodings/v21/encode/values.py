@@ -10,8 +10,9 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from lance_format.core.errors import NotSupportedError
+from lance_format.core.jit import kernel, warm
 
-__all__ = ["FixedVals", "PageBuffers", "VarVals", "extract"]
+__all__ = ["FixedVals", "PageBuffers", "VarVals", "compact_strings", "extract", "warm_up"]
 
 U8 = npt.NDArray[np.uint8]
 I64 = npt.NDArray[np.int64]
@@ -95,6 +96,36 @@ def _packed(arr: pa.Array) -> FixedVals:
     )
 
 
+@kernel
+def compact_strings(
+    offsets: I64, raw: U8, valid: npt.NDArray[np.bool_]
+) -> tuple[I64, U8]:  # pragma: no cover
+    """The valid strings' bytes back to back and their offsets (nulls empty): one pass, where a
+    gather of every byte's position costs ten times the bytes."""
+    n = offsets.shape[0] - 1
+    new = np.empty(n + 1, dtype=np.int64)
+    new[0] = 0
+    total = 0
+    for i in range(n):
+        if valid[i]:
+            total += offsets[i + 1] - offsets[i]
+        new[i + 1] = total
+    out = np.empty(total, dtype=np.uint8)
+    for i in range(n):
+        a = new[i]
+        size = new[i + 1] - a
+        if size:
+            out[a : a + size] = raw[offsets[i] : offsets[i] + size]
+    return new, out
+
+
+def warm_up() -> None:
+    """Compile (or load) the string compaction kernel (bytes and validity may be read-only)."""
+    offsets = np.array([0, 2, 5], dtype=np.int64)
+    raw = np.frombuffer(b"abcde", dtype=np.uint8).copy()
+    warm(compact_strings, offsets, raw, np.array([True, False]), readonly=(1, 2))
+
+
 def extract(arr: pa.Array) -> FixedVals | VarVals:
     """The value bytes of ``arr`` (nulls hold arbitrary bytes or empty values)."""
     t = arr.type
@@ -128,17 +159,15 @@ def extract(arr: pa.Array) -> FixedVals | VarVals:
         raw = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
         if arr.null_count:
             # Null slots may span bytes in Arrow; they are stored empty.
-            lens = np.diff(offs)
             valid = _valid(arr)
             assert valid is not None
-            lens = np.where(valid, lens, 0)
-            from lance_format.encodings.base import expand_ranges
-
-            data = raw[expand_ranges(offs[:-1].astype(np.int64), lens.astype(np.int64))]
-            new = np.zeros(n + 1, dtype=np.int64)
-            np.cumsum(lens, out=new[1:])
+            new, data = compact_strings(np.asarray(offs, dtype=np.int64), raw, valid)
             return VarVals(new, data, large)
-        return VarVals(offs - offs[0], raw[offs[0] : offs[-1]], large)
+        start, end = int(offs[0]), int(offs[-1])
+        own: npt.NDArray[np.int64] = np.asarray(offs, dtype=np.int64)
+        if start:
+            own -= start  # our own copy (astype above): no second array
+        return VarVals(own, raw[start:end], large)
     width = t.bit_width // 8
     buf = arr.buffers()[1]
     raw = np.frombuffer(buf, dtype=np.uint8) if buf is not None else np.zeros(0, np.uint8)
