@@ -122,6 +122,21 @@ def file_descriptor_bytes(schema: LanceSchema, num_rows: int) -> bytes:
     return bytes(fd.SerializeToString())
 
 
+def with_length(descriptor: bytes, num_rows: int) -> bytes:
+    """:func:`file_descriptor_bytes` of ``num_rows`` from that of 0 rows (the schema's bytes are
+    the same for every file of a schema): the row count is field 2, which follows the schema."""
+    if num_rows == 0:
+        return descriptor
+    out = bytearray(descriptor)
+    out.append(0x10)  # field 2, varint
+    n = num_rows
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
 def _unwrap(enc: file2_pb2.Encoding, path: str, what: str) -> RawEncoding:
     kind = enc.WhichOneof("location")
     if kind != "direct":
