@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 from google.protobuf import any_pb2
@@ -181,13 +182,19 @@ def wrap_any(raw: RawEncoding) -> file2_pb2.Encoding:
     return file2_pb2.Encoding(direct=file2_pb2.DirectEncoding(encoding=anyp.SerializeToString()))
 
 
+@functools.lru_cache(maxsize=64)
+def _wrapped_column(raw: RawEncoding) -> file2_pb2.Encoding:
+    """:func:`wrap_any` of a column encoding (a file's columns share a few; copied, not changed)."""
+    return wrap_any(raw)
+
+
 def column_metadata_bytes(
     column_encoding: RawEncoding,
     pages: Sequence[tuple[Sequence[int], Sequence[int], int, int, RawEncoding]],
 ) -> bytes:
     """Serialize a column: ``pages`` are ``(offsets, sizes, length, priority, encoding)``."""
     cm = file2_pb2.ColumnMetadata()
-    cm.encoding.CopyFrom(wrap_any(column_encoding))
+    cm.encoding.CopyFrom(_wrapped_column(column_encoding))
     for offsets, sizes, length, priority, enc in pages:
         p = cm.pages.add()
         p.buffer_offsets.extend(offsets)

@@ -244,7 +244,7 @@ class LanceFileWriter:
         pieces = -(-nbytes // self._max_page)
         step = max(1, -(-len(arr) // pieces))
         for start in range(0, len(arr), step):
-            piece = arr.slice(start, step)
+            piece = arr if step >= len(arr) else arr.slice(start, step)
             if self.version.structural:
                 from lance_format.encodings.v21.encode import encode_field, encode_jobs, has_blobs
 
