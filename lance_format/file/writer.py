@@ -68,6 +68,8 @@ class _SchemaPlan:
     column_encodings: tuple[_serde.RawEncoding, ...]
     #: The file descriptor without its row count (see :func:`_serde.with_length`).
     descriptor: bytes
+    #: Per top-level field, whether it holds JSON (stored as JSONB, converted on write).
+    json: tuple[bool, ...]
 
 
 #: Schema plans by (serialized Arrow schema, version): a process writing many files of one schema
@@ -104,6 +106,7 @@ def _schema_plan(schema: pa.Schema, version: LanceFileVersion) -> _SchemaPlan:
         columns_of,
         tuple(encodings[c] for c in range(len(encodings))),
         _serde.file_descriptor_bytes(lance, 0),
+        tuple(f.has_json for f in lance.fields),
     )
     if len(_PLANS) >= _PLANS_MAX:
         _PLANS.clear()
@@ -189,6 +192,7 @@ class LanceFileWriter:
         self._next_row = [0] * len(schema)
         self._columns_of = plan.columns_of
         self._columns = [_ColumnPages(enc) for enc in plan.column_encodings]
+        self._json = plan.json
         ntop = max(1, len(schema))
         total = self._cache_bytes or DEFAULT_PAGE_BUFFER_BYTES * ntop
         self._page_budget = max(1, total // ntop)
@@ -218,7 +222,9 @@ class LanceFileWriter:
                     f"{self.path}: batch schema does not match the file schema: {e}"
                 ) from None
         for i, top in enumerate(self._lance.fields):
-            col = json_to_storage(top, batch.column(i))
+            col = batch.column(i)
+            if self._json[i]:
+                col = json_to_storage(top, col)
             chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
             for chunk in chunks:
                 if len(chunk):
