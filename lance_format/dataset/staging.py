@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 
 from lance_format.core.errors import CorruptFileError, InvalidInputError, NotFoundError
 from lance_format.core.types import LanceSchema
@@ -95,6 +95,9 @@ class StagingStore(ObjectStore):
         return self.inner.read_all(key)
 
     def write(self, key: str, data: bytes) -> None:
+        self.write_parts(key, (data,))
+
+    def write_parts(self, key: str, parts: Sequence[bytes | memoryview]) -> None:
         if key.startswith(_DATA):
             record = staged_key(key[len(_DATA) :])
             with self._lock:
@@ -102,7 +105,7 @@ class StagingStore(ObjectStore):
             self.inner.write(record, json.dumps({"owner": self.owner}).encode())
         with self._lock:
             self.written.append(key)
-        self.inner.write(key, data)
+        self.inner.write_parts(key, parts)
 
     def put_if_not_exists(self, key: str, data: bytes) -> bool:
         return self.inner.put_if_not_exists(key, data)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 from google.protobuf import any_pb2
@@ -124,6 +125,21 @@ def file_descriptor_bytes(schema: LanceSchema, num_rows: int) -> bytes:
     return bytes(fd.SerializeToString())
 
 
+def with_length(descriptor: bytes, num_rows: int) -> bytes:
+    """:func:`file_descriptor_bytes` of ``num_rows`` from that of 0 rows (the schema's bytes are
+    the same for every file of a schema): the row count is field 2, which follows the schema."""
+    if num_rows == 0:
+        return descriptor
+    out = bytearray(descriptor)
+    out.append(0x10)  # field 2, varint
+    n = num_rows
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
 def _unwrap(enc: file2_pb2.Encoding, path: str, what: str) -> RawEncoding:
     kind = enc.WhichOneof("location")
     if kind != "direct":
@@ -168,13 +184,19 @@ def wrap_any(raw: RawEncoding) -> file2_pb2.Encoding:
     return file2_pb2.Encoding(direct=file2_pb2.DirectEncoding(encoding=anyp.SerializeToString()))
 
 
+@functools.lru_cache(maxsize=64)
+def _wrapped_column(raw: RawEncoding) -> file2_pb2.Encoding:
+    """:func:`wrap_any` of a column encoding (a file's columns share a few; copied, not changed)."""
+    return wrap_any(raw)
+
+
 def column_metadata_bytes(
     column_encoding: RawEncoding,
     pages: Sequence[tuple[Sequence[int], Sequence[int], int, int, RawEncoding]],
 ) -> bytes:
     """Serialize a column: ``pages`` are ``(offsets, sizes, length, priority, encoding)``."""
     cm = file2_pb2.ColumnMetadata()
-    cm.encoding.CopyFrom(wrap_any(column_encoding))
+    cm.encoding.CopyFrom(_wrapped_column(column_encoding))
     for offsets, sizes, length, priority, enc in pages:
         p = cm.pages.add()
         p.buffer_offsets.extend(offsets)

@@ -52,8 +52,66 @@ _VIEW_TYPES = {"string_view": pa.string(), "binary_view": pa.binary()}
 
 def _without_views(schema: pa.Schema) -> pa.Schema:
     """2.1+ files store top-level string/binary views as plain strings/binaries (as pylance does)."""
+    if not any(pa.types.is_string_view(f.type) or pa.types.is_binary_view(f.type) for f in schema):
+        return schema
     fields = [f.with_type(_VIEW_TYPES[str(f.type)]) if str(f.type) in _VIEW_TYPES else f for f in schema]
     return pa.schema(fields, metadata=schema.metadata)
+
+
+@dataclass(frozen=True)
+class _SchemaPlan:
+    """What a writer derives from its Arrow schema alone (shared by writers of one schema)."""
+
+    schema: pa.Schema
+    lance: LanceSchema
+    columns_of: dict[int, int]
+    column_encodings: tuple[_serde.RawEncoding, ...]
+    #: The file descriptor without its row count (see :func:`_serde.with_length`).
+    descriptor: bytes
+    #: Per top-level field, whether it holds JSON (stored as JSONB, converted on write).
+    json: tuple[bool, ...]
+
+
+#: Schema plans by (serialized Arrow schema, version): a process writing many files of one schema
+#: (every fragment of a dataset, every small write) derives its fields, column assignment and
+#: descriptor once, not per file. Bounded because schemas come from clients.
+_PLANS: dict[tuple[bytes, LanceFileVersion], _SchemaPlan] = {}
+_PLANS_MAX = 64
+
+
+def _schema_plan(schema: pa.Schema, version: LanceFileVersion) -> _SchemaPlan:
+    # The serialized schema keys on everything that shapes the file (field metadata included,
+    # which Schema equality ignores).
+    key = (schema.serialize().to_pybytes(), version)
+    plan = _PLANS.get(key)
+    if plan is not None:
+        return plan
+    from lance_format.encodings import v20
+
+    if version.structural:
+        schema = _without_views(schema)
+    lance = fields_from_arrow(schema)
+    for f in lance.walk():
+        v20.check_writable(f)
+    columns_of = assign_columns(lance, version)
+    # 2.1+ columns are plain "values" columns, blobs included (their pages say blob).
+    encodings = {
+        c: v20.column_encoding_for(f) if not version.structural else _VALUES_COLUMN
+        for f in lance.walk()
+        if (c := columns_of.get(f.id)) is not None
+    }
+    plan = _SchemaPlan(
+        schema,
+        lance,
+        columns_of,
+        tuple(encodings[c] for c in range(len(encodings))),
+        _serde.file_descriptor_bytes(lance, 0),
+        tuple(f.has_json for f in lance.fields),
+    )
+    if len(_PLANS) >= _PLANS_MAX:
+        _PLANS.clear()
+    _PLANS[key] = plan
+    return plan
 
 
 class LanceFileWriter:
@@ -128,22 +186,14 @@ class LanceFileWriter:
 
     # -- setup -----------------------------------------------------------------------------------
     def _init_schema(self, schema: pa.Schema) -> None:
-        from lance_format.encodings import v20
-
-        if self.version.structural:
-            schema = _without_views(schema)
-        self._schema = schema
-        self._lance = fields_from_arrow(schema)
-        for f in self._lance.walk():
-            v20.check_writable(f)
+        plan = _schema_plan(schema, self.version)
+        self._schema = schema = plan.schema
+        self._lance = plan.lance
+        self._descriptor = plan.descriptor
         self._next_row = [0] * len(schema)
-        self._columns_of = assign_columns(self._lance, self.version)
-        # 2.1+ columns are plain "values" columns, blobs included (their pages say blob).
-        self._columns = {
-            c: _ColumnPages(v20.column_encoding_for(f) if not self.version.structural else _VALUES_COLUMN)
-            for f in self._lance.walk()
-            if (c := self._columns_of.get(f.id)) is not None
-        }
+        self._columns_of = plan.columns_of
+        self._columns = [_ColumnPages(enc) for enc in plan.column_encodings]
+        self._json = plan.json
         ntop = max(1, len(schema))
         total = self._cache_bytes or DEFAULT_PAGE_BUFFER_BYTES * ntop
         self._page_budget = max(1, total // ntop)
@@ -173,7 +223,9 @@ class LanceFileWriter:
                     f"{self.path}: batch schema does not match the file schema: {e}"
                 ) from None
         for i, top in enumerate(self._lance.fields):
-            col = json_to_storage(top, batch.column(i))
+            col = batch.column(i)
+            if self._json[i]:
+                col = json_to_storage(top, col)
             chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
             for chunk in chunks:
                 if len(chunk):
@@ -199,7 +251,7 @@ class LanceFileWriter:
         pieces = -(-nbytes // self._max_page)
         step = max(1, -(-len(arr) // pieces))
         for start in range(0, len(arr), step):
-            piece = arr.slice(start, step)
+            piece = arr if step >= len(arr) else arr.slice(start, step)
             if self.version.structural:
                 from lance_format.encodings.v21.encode import encode_field, encode_jobs, has_blobs
 
@@ -315,7 +367,7 @@ class LanceFileWriter:
             raise InvalidInputError(f"{self.path}: cannot encode data: {e}") from None
         self._pad()
         # Global buffer 0 (the file descriptor) must sit right before the column metadata.
-        fd = _serde.file_descriptor_bytes(self._lance, self._rows)
+        fd = _serde.with_length(self._descriptor, self._rows)
         fd_pos = self._write(fd)
         col_meta_start = self._pos
         cmo = []
@@ -331,7 +383,7 @@ class LanceFileWriter:
         footer = Footer(col_meta_start, cmo_start, gbo_start, 1, len(cmo), major, minor)
         self._write(footer.pack())
         assert self._pos - gbo_start == 16 + FOOTER_LEN
-        self._store.write(self._key, b"".join(self._parts))
+        self._store.write_parts(self._key, self._parts)
         self._parts = []
         self._closed = True
         return self._rows

@@ -19,6 +19,8 @@ __all__ = [
     "Stream",
     "assemble_chunks",
     "bitpack_chunks",
+    "bitpack_page",
+    "flat_page",
     "pack_level_chunks",
     "variable_chunks",
     "warm_up",
@@ -117,16 +119,22 @@ def _block_widths(values: UInts, t: int) -> I64:  # pragma: no cover - compiled
     nb = (n + FL_BLOCK - 1) // FL_BLOCK
     widths = np.zeros(nb, dtype=np.int64)
     for b in range(nb):
-        mx = np.uint64(0)
-        for i in range(b * FL_BLOCK, min(n, (b + 1) * FL_BLOCK)):
-            v = np.uint64(values[i])
-            if v > mx:
-                mx = v
-        w = 0
-        while w < t and mx >> np.uint64(w) != 0:
-            w += 1
-        widths[b] = w
+        widths[b] = _block_width(values, b, t)
     return widths
+
+
+@kernel
+def _block_width(values: UInts, b: int, t: int) -> int:  # pragma: no cover - compiled
+    """Bits of the largest value of block ``b`` of 1024."""
+    mx = np.uint64(0)
+    for i in range(b * FL_BLOCK, min(values.shape[0], (b + 1) * FL_BLOCK)):
+        v = np.uint64(values[i])
+        if v > mx:
+            mx = v
+    w = 0
+    while w < t and mx >> np.uint64(w) != 0:
+        w += 1
+    return w
 
 
 @kernel
@@ -182,6 +190,109 @@ def bitpack_chunks(values: UInts) -> Stream:
     out = np.empty(int(woffs[-1]), dtype=values.dtype)
     _bitpack_fill(values, widths, woffs, t, fastlanes_order(t), out)
     return out.view(np.uint8), woffs * (t // 8)
+
+
+@kernel
+def _bitpack_page(
+    values: UInts, t: int, order: I64, large: bool
+) -> tuple[U8, I64]:  # pragma: no cover - compiled
+    """A whole bit-packed page without levels in one pass: per block of 1024 values, a chunk of a
+    header (u16 value count, the buffer's u16 (u32 when ``large``) size, padded to 8) and the
+    buffer (a word with the block's bit width, then its packed words) padded to 8 with ``PAD``.
+    Returns (chunks, per chunk its metadata word)."""
+    n = values.shape[0]
+    nb = (n + FL_BLOCK - 1) // FL_BLOCK
+    lanes = FL_BLOCK // t
+    tb = t // 8
+    szw = 4 if large else 2
+    widths = np.zeros(nb, dtype=np.int64)
+    coffs = np.zeros(nb + 1, dtype=np.int64)
+    woffs = np.zeros(nb + 1, dtype=np.int64)
+    for b in range(nb):
+        w = _block_width(values, b, t)
+        widths[b] = w
+        words = 1 + w * lanes
+        woffs[b + 1] = woffs[b] + words
+        coffs[b + 1] = coffs[b] + 8 + (words * tb + 7) // 8 * 8
+    packed = np.empty(woffs[nb], dtype=values.dtype)
+    for b in range(nb):
+        packed[woffs[b]] = widths[b]
+        if widths[b]:
+            count = min(FL_BLOCK, n - b * FL_BLOCK)
+            _pack_into(values, count, b * FL_BLOCK, widths[b], t, order, packed, woffs[b] + 1)
+    pb = packed.view(np.uint8)
+    out = np.full(coffs[nb], PAD, dtype=np.uint8)
+    meta = np.empty(nb, dtype=np.int64)
+    for b in range(nb):
+        p = coffs[b]
+        count = min(FL_BLOCK, n - b * FL_BLOCK)
+        out[p] = count & 0xFF
+        out[p + 1] = (count >> 8) & 0xFF
+        size = (woffs[b + 1] - woffs[b]) * tb
+        for k in range(szw):
+            out[p + 2 + k] = (size >> (8 * k)) & 0xFF
+        out[p + 8 : p + 8 + size] = pb[woffs[b] * tb : woffs[b + 1] * tb]
+        log = 10 if b < nb - 1 else 0  # log2(FL_BLOCK) for every chunk but the last
+        meta[b] = (((coffs[b + 1] - p) // 8 - 1) << 4) | log
+    return out, meta
+
+
+def bitpack_page(values: UInts, large: bool) -> tuple[U8, I64]:
+    """Chunks and metadata words of a mini-block page of integers without levels, bit-packed per
+    block of 1024 (the page :func:`bitpack_chunks` and :func:`assemble_chunks` make together, in
+    one compiled call: a small page costs no per-step overhead)."""
+    values = np.ascontiguousarray(values)
+    t = values.dtype.itemsize * 8
+    return _bitpack_page(values, t, fastlanes_order(t), large)
+
+
+@kernel
+def _flat_page(
+    data: U8, n: int, bits: int, per: int, large: bool, limit: int
+) -> tuple[U8, I64, int]:  # pragma: no cover - compiled
+    """A whole page of fixed-width values without levels in one pass: chunks of ``per`` values
+    (the last one shorter) of ``bits`` bits each, every chunk a header (u16 value count, the
+    buffer's u16 (u32 when ``large``) size, padded to 8) and its bytes of ``data`` padded to 8
+    with ``PAD``. Returns (chunks, per chunk its metadata word, error as :func:`_assemble`'s)."""
+    nc = (n + per - 1) // per
+    szw = 4 if large else 2
+    log = 0
+    while (1 << (log + 1)) <= per:
+        log += 1
+    coffs = np.zeros(nc + 1, dtype=np.int64)
+    for c in range(nc):
+        count = min(per, n - c * per)
+        size = (count * bits + 7) // 8
+        coffs[c + 1] = coffs[c] + 8 + (size + 7) // 8 * 8
+    out = np.full(coffs[nc], PAD, dtype=np.uint8)
+    meta = np.empty(nc, dtype=np.int64)
+    err = 0
+    for c in range(nc):
+        p = coffs[c]
+        count = min(per, n - c * per)
+        size = (count * bits + 7) // 8
+        a = c * per * bits // 8
+        out[p] = count & 0xFF
+        out[p + 1] = (count >> 8) & 0xFF
+        if size >> (8 * szw) != 0:
+            err = 2
+        for k in range(szw):
+            out[p + 2 + k] = (size >> (8 * k)) & 0xFF
+        out[p + 8 : p + 8 + size] = data[a : a + size]
+        total = coffs[c + 1] - p
+        if limit and total > limit:
+            err = 3
+        meta[c] = ((total // 8 - 1) << 4) | (log if c < nc - 1 else 0)
+        if err:
+            return out, meta, err
+    return out, meta, err
+
+
+def flat_page(data: U8, n: int, bits: int, per: int, large: bool, limit: int) -> tuple[U8, I64, int]:
+    """Chunks, metadata words and error code (see :func:`assemble_chunks`) of a mini-block page of
+    ``n`` fixed-width values of ``bits`` bits without levels, ``per`` values a chunk (a power of
+    two; ``per * bits`` a multiple of 8), in one compiled call."""
+    return _flat_page(np.ascontiguousarray(data, dtype=np.uint8), n, bits, per, large, limit)
 
 
 @kernel
@@ -319,6 +430,10 @@ def warm_up() -> None:
         warm(variable_chunks, offs, data, large, 4096, 4096, readonly=(1,))
     for t in (8, 16, 32, 64):
         warm(bitpack_chunks, np.arange(5, dtype=f"<u{t // 8}"), readonly=(0,))
+        for large in (False, True):
+            warm(bitpack_page, np.arange(5, dtype=f"<u{t // 8}"), large, readonly=(0,))
+    for large in (False, True):
+        warm(flat_page, np.zeros(16, dtype=np.uint8), 2, 64, 1, large, 0, readonly=(0,))
     lv = np.array([1, 0, 1], dtype=np.uint16)
     pack_level_chunks(lv, np.array([0, 3], dtype=np.int64), 1)
     s = (np.zeros(8, dtype=np.uint8), np.array([0, 8], dtype=np.int64))

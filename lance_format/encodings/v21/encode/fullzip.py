@@ -79,9 +79,8 @@ def _fixed_rows(v: FixedVals) -> tuple[npt.NDArray[np.uint8], int, m.Compressive
             parts.append(np.packbits(valid.reshape(n, per), axis=1, bitorder="little"))
     inner: m.CompressiveEncoding
     if v.width == 0:
-        assert v.bools is not None
         # Booleans of a row are a bitmap of the row, padded to whole bytes.
-        parts.append(np.packbits(v.bools.reshape(n, items), axis=1, bitorder="little"))
+        parts.append(np.packbits(v.bits().reshape(n, items), axis=1, bitorder="little"))
         inner = m.Flat(1)
     else:
         parts.append(v.data.reshape(n, v.width * items))

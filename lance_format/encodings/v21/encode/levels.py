@@ -295,6 +295,10 @@ def _finish(
 ) -> LeafLevels:
     nl = len(outer_layers)
     kinds = [_kind(layer) for layer in outer_layers]
+    if ent.identity and not len(ent.code) and not any(layer.is_list for layer in outer_layers):
+        # No list and no null on the way down (the common flat column): no levels at all, and
+        # the values are the entries (no pass over them needed).
+        return LeafLevels(field, arr, None, None, None, tuple(reversed(kinds)), num_rows, is_dict, (0, ent.n))
     # Level numbering: the layer at outer index k owns the levels after those of the layers inside
     # it; a null there has the first of them, an empty list (when the layer has both) the second.
     ndef = [k.num_def_levels for k in kinds]

@@ -18,6 +18,8 @@ from lance_format.encodings.v21.encode._chunks import (
     Stream,
     assemble_chunks,
     bitpack_chunks,
+    bitpack_page,
+    flat_page,
     pack_level_chunks,
     variable_chunks,
 )
@@ -58,8 +60,24 @@ class _Chunked:
     num_buffers: int
 
 
+def _pow2(per: int) -> int:
+    """Values per chunk: the largest power of two at most ``per`` (and the most a chunk holds)."""
+    return max(1, min(MAX_CHUNK_VALUES, 1 << (max(1, per).bit_length() - 1)))
+
+
+def _flat_per(v: FixedVals) -> int:
+    """Values per chunk of a fixed-width page (booleans: chunks start on whole bytes)."""
+    items = v.items
+    if v.width == 0:
+        per = _pow2((FIXED_CHUNK_BYTES * 8) // max(1, items))
+        if v.n > per and per * items % 8:
+            per = _pow2(max(8, (FIXED_CHUNK_BYTES * 8) // max(1, items)))
+        return per
+    return _pow2(FIXED_CHUNK_BYTES // (v.width * items))
+
+
 def _pow2_counts(n: int, per: int) -> I64:
-    per = max(1, min(MAX_CHUNK_VALUES, 1 << (max(1, per).bit_length() - 1)))
+    per = _pow2(per)
     full, rest = divmod(n, per)
     counts = np.full(full + (1 if rest else 0), per, dtype=np.int64)
     if rest:
@@ -88,11 +106,16 @@ def _bitmap_stream(bits: npt.NDArray[np.bool_], counts: I64, per_value: int) -> 
 def _flat(v: FixedVals) -> _Chunked:
     items = v.items
     if v.width == 0:
-        assert v.bools is not None
         counts = _pow2_counts(v.n, (FIXED_CHUNK_BYTES * 8) // max(1, items))
         if (counts[:-1] * items % 8).any():
             counts = _pow2_counts(v.n, max(8, (FIXED_CHUNK_BYTES * 8) // max(1, items)))
-        values = _bitmap_stream(v.bools, counts, items)
+        if v.bitmap is not None:
+            # Chunks start on whole bytes: the packed booleans are every chunk's bitmap already.
+            offs = np.zeros(len(counts) + 1, dtype=np.int64)
+            offs[1:] = (np.cumsum(counts) * items + 7) // 8
+            values = (v.bitmap, offs)
+        else:
+            values = _bitmap_stream(v.bits(), counts, items)
         inner: m.CompressiveEncoding = m.Flat(1)
     else:
         row = v.width * items
@@ -142,8 +165,10 @@ def dictionary_block(d: FixedVals | VarVals) -> bytes:
     Variable-width items are a block of: u32 offset width, the start of the bytes (u32, or u64 after
     4 zero bytes for 64-bit offsets), the offsets, the bytes. Large Arrow types get 64-bit offsets."""
     if isinstance(d, FixedVals):
-        if d.bools is not None:  # booleans: a bitmap, least significant bit first (Flat(1))
-            return np.packbits(d.bools[: d.n], bitorder="little").tobytes()
+        if d.width == 0:  # booleans: a bitmap, least significant bit first (Flat(1))
+            if d.bitmap is not None and not d.dims:
+                return d.bitmap.tobytes()
+            return np.packbits(d.bits()[: d.n], bitorder="little").tobytes()
         return d.data[: d.n * d.width].tobytes()
     ob = 8 if d.large else 4
     head_len = 8 if ob == 4 else 16
@@ -197,6 +222,57 @@ def encode_miniblock(
     TooLarge
         A chunk would exceed what a mini-block chunk can hold.
     """
+    simple_ints = isinstance(values, FixedVals) and values.int_bits is not None and not values.dims
+    if simple_ints and bitpack and rep is None and defs is None and visible is None and general is None:
+        # The common flat integer column: the whole page in one compiled call.
+        assert isinstance(values, FixedVals)
+        ints = values.data[: values.n * values.width].view(np.dtype(f"<u{values.width}"))
+        chunks, words = bitpack_page(ints, large)
+        return _layout(
+            values,
+            chunks,
+            words,
+            None,
+            None,
+            None,
+            layers,
+            large,
+            1,
+            dictionary,
+            fsst_table,
+            m.InlineBitpacking(values.width * 8),
+        )
+    if (
+        isinstance(values, FixedVals)
+        and not (values.int_bits is not None and not values.dims and bitpack)
+        and all(valid is None for valid in values.level_valid)
+        and rep is None
+        and defs is None
+        and visible is None
+        and general is None
+    ):
+        # Flat values without levels or item validity (floats, booleans, vectors in mini-block):
+        # the whole page in one compiled call.
+        per = _flat_per(values)
+        if values.width == 0:
+            data = values.bitmap
+            if data is None:
+                data = np.packbits(values.bits()[: values.n * values.items], bitorder="little")
+            bits = values.items
+        else:
+            data = values.data[: values.n * values.width * values.items]
+            bits = values.width * 8 * values.items
+        chunks, words, err = flat_page(data, values.n, bits, per, large, 0 if large else MAX_CHUNK_BYTES_21)
+        if err:
+            raise TooLarge(_TOO_LARGE[err])
+        comp: m.CompressiveEncoding = m.Flat(values.width * 8 if values.width else 1)
+        for d in reversed(values.dims):
+            comp = m.FixedSizeList(d, comp, False)
+        if values.packed_bits:
+            comp = m.PackedStruct(values.packed_bits, comp)
+        return _layout(
+            values, chunks, words, None, None, None, layers, large, 1, dictionary, fsst_table, comp
+        )
     if isinstance(values, VarVals):
         ch = _variable(values)
     elif values.int_bits is not None and not values.dims and bitpack:
@@ -217,7 +293,6 @@ def encode_miniblock(
         bounds = chunk_bounds(visible, counts.astype(np.int64, copy=False), nent)
     rep_w = int(rep.max()).bit_length() if rep is not None and len(rep) else 0
     def_w = int(defs.max()).bit_length() if defs is not None and len(defs) else 0
-    max_rep = sum(1 for x in layers if x.is_list)
     bounds = bounds.astype(np.int64)
     levels: list[Stream] = []
     if rep is not None:
@@ -232,6 +307,43 @@ def encode_miniblock(
     )
     if err:
         raise TooLarge(_TOO_LARGE[err])
+    return _layout(
+        values,
+        chunks,
+        words,
+        rep,
+        defs,
+        bounds,
+        layers,
+        large,
+        ch.num_buffers,
+        dictionary,
+        fsst_table,
+        ch.compression,
+        rep_w,
+        def_w,
+    )
+
+
+def _layout(
+    values: FixedVals | VarVals,
+    chunks: npt.NDArray[np.uint8],
+    words: I64,
+    rep: npt.NDArray[np.uint16] | None,
+    defs: npt.NDArray[np.uint16] | None,
+    bounds: I64 | None,
+    layers: tuple[m.RepDefLayer, ...],
+    large: bool,
+    num_buffers: int,
+    dictionary: FixedVals | VarVals | None,
+    fsst_table: bytes | None,
+    compression: m.CompressiveEncoding,
+    rep_w: int = 0,
+    def_w: int = 0,
+) -> tuple[m.MiniBlockLayout, PageBuffers]:
+    """The page's buffers (metadata words, chunks, dictionary, repetition index) and layout."""
+    nchunks = len(words)
+    max_rep = sum(1 for x in layers if x.is_list)
     if not large and nchunks and int(words.max()) > 0xFFFF:
         raise TooLarge("chunk metadata word overflows u16")
     bufs: PageBuffers = [words.astype("<u4" if large else "<u2"), chunks]
@@ -244,16 +356,17 @@ def encode_miniblock(
             dict_ce = m.Variable(m.Flat(64 if dictionary.large else 32))
     depth = 0
     if rep is not None:
+        assert bounds is not None
         depth = 1
         bufs.append(rep_index(rep, bounds, max_rep).astype("<u8"))
     layout = m.MiniBlockLayout(
         rep_compression=m.OutOfLineBitpacking(16, m.Flat(max(rep_w, 1))) if rep is not None else None,
         def_compression=m.OutOfLineBitpacking(16, m.Flat(max(def_w, 1))) if defs is not None else None,
-        value_compression=m.Fsst(fsst_table, ch.compression) if fsst_table is not None else ch.compression,
+        value_compression=m.Fsst(fsst_table, compression) if fsst_table is not None else compression,
         dictionary=dict_ce,
         num_dictionary_items=dictionary.n if dictionary is not None else 0,
         layers=layers,
-        num_buffers=ch.num_buffers,
+        num_buffers=num_buffers,
         repetition_index_depth=depth,
         num_items=values.n,
         has_large_chunk=large,

@@ -16,6 +16,7 @@ __all__ = ["FixedVals", "PageBuffers", "VarVals", "compact_strings", "extract", 
 
 U8 = npt.NDArray[np.uint8]
 I64 = npt.NDArray[np.int64]
+_NO_BYTES = np.zeros(0, np.uint8)
 #: A page's buffers: bytes or arrays the writer takes as they are (no copy to bytes).
 PageBuffers = list[bytes | npt.NDArray[Any]]
 
@@ -38,11 +39,22 @@ class FixedVals:
     int_bits: int | None = None
     #: Bits of each field of a packed struct (its rows are the fields' bytes side by side).
     packed_bits: tuple[int, ...] = ()
+    #: Booleans packed least significant bit first, bits past the last value zero: set instead
+    #: of ``bools`` when Arrow's own bitmap could be taken as it is (see :meth:`bits`).
+    bitmap: U8 | None = None
 
     @property
     def items(self) -> int:
         """Innermost items per value."""
         return int(np.prod(self.dims)) if self.dims else 1
+
+    def bits(self) -> npt.NDArray[np.bool_]:
+        """The booleans, one per byte (unpacked from :attr:`bitmap` when that holds them)."""
+        if self.bools is not None:
+            return self.bools
+        assert self.bitmap is not None
+        count = self.n * self.items
+        return np.unpackbits(self.bitmap, count=count, bitorder="little").view(np.bool_)
 
 
 @dataclass(frozen=True)
@@ -67,6 +79,21 @@ def _is_int_storage(t: pa.DataType) -> bool:
         or pa.types.is_timestamp(t)
         or pa.types.is_duration(t)
     )
+
+
+def _bitmap(arr: pa.Array) -> U8 | None:
+    """Arrow's value bitmap of booleans as :attr:`FixedVals.bitmap` (no unpacking), or None when
+    the values do not start on a byte."""
+    buf = arr.buffers()[1]
+    if buf is None or arr.offset % 8:
+        return None
+    n = len(arr)
+    start = arr.offset // 8
+    bm = np.frombuffer(buf, dtype=np.uint8)[start : start + (n + 7) // 8].copy()
+    if n % 8:
+        # Arrow leaves the bits past the last value undefined; the file has them zero.
+        bm[-1] &= (1 << (n % 8)) - 1
+    return bm
 
 
 def _bits(arr: pa.Array) -> npt.NDArray[np.bool_]:
@@ -131,7 +158,10 @@ def extract(arr: pa.Array) -> FixedVals | VarVals:
     t = arr.type
     n = len(arr)
     if pa.types.is_boolean(t):
-        return FixedVals(np.zeros(0, np.uint8), 0, n, bools=_bits(arr))
+        bm = _bitmap(arr)
+        if bm is not None:
+            return FixedVals(_NO_BYTES, 0, n, bitmap=bm)
+        return FixedVals(_NO_BYTES, 0, n, bools=_bits(arr))
     if pa.types.is_fixed_size_list(t):
         dims = []
         valids = []
@@ -143,7 +173,9 @@ def extract(arr: pa.Array) -> FixedVals | VarVals:
             valids.append(_valid(node))
         inner = extract(node)
         assert isinstance(inner, FixedVals)
-        return FixedVals(inner.data, inner.width, n, inner.bools, tuple(dims), tuple(valids), None)
+        return FixedVals(
+            inner.data, inner.width, n, inner.bools, tuple(dims), tuple(valids), None, bitmap=inner.bitmap
+        )
     if pa.types.is_struct(t):
         return _packed(arr)
     if (
