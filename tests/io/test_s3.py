@@ -107,8 +107,8 @@ def test_reads_hand_back_the_response_buffer_without_copying(s3_server: S3Server
     assert [bytes(b) for b in one + many] == [data[5:1005], data[:100], data[300_000:500_000], data[599_990:]]
     assert (r.stats.requests, r.stats.bytes_read) == (4, 1000 + 100 + 200_000 + 10)
     assert {type(b.obj).__name__ for b in one + many} == {"Bytes"}  # obstore.Bytes, not bytes
-    assert store.read_range_view("views", 599_990, 700_000) == data[599_990:]
-    assert store.read_range_view("views", 700_000, 700_010) == b""
+    assert bytes(store.read_range_view("views", 599_990, 700_000)) == data[599_990:]
+    assert bytes(store.read_range_view("views", 700_000, 700_010)) == b""
 
 
 def test_missing_and_denied_surface_at_once_with_the_path(s3_server: S3Server, s3_uri: str) -> None:
