@@ -108,16 +108,16 @@ def _variable_chunks(
         # (a flag, not a branch per value, so the loop stays a straight load-add-store).
         base = total - lo
         prev = lo
-        bad = False
+        bad = 0
         for j in range(1, cnt + 1):
             v = _read_le(blob, s + j * ob, ob)
-            bad |= v < prev
+            bad |= int(v < prev)
             offsets[pos + j] = base + v
             prev = v
         if bad:
             raise ValueError("variable-width offsets out of order")
         pos += cnt
-        total += prev - lo
+        total += int(prev - lo)
         if prev > sizes[c]:
             raise ValueError("variable-width offsets out of order")
         if s + prev > nblob:
