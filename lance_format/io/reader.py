@@ -114,8 +114,8 @@ class RangeReader:
         with _GLOBAL_LOCK:
             _GLOBAL.add(requests, nbytes)
 
-    def _fetch(self, req: Request) -> bytes:
-        data = self.store.read_range(self.key, req.start, req.end)
+    def _fetch(self, req: Request) -> memoryview:
+        data = self.store.read_range_view(self.key, req.start, req.end)
         if len(data) != req.length:
             raise CorruptFileError(
                 self.key,
@@ -123,14 +123,14 @@ class RangeReader:
             )
         return data
 
-    def _fetch_many(self, requests: Sequence[Request]) -> list[bytes]:
+    def _fetch_many(self, requests: Sequence[Request]) -> list[memoryview]:
         datas = self.store.read_ranges(self.key, [(r.start, r.end) for r in requests])
         for req, data in zip(requests, datas, strict=True):
             if len(data) != req.length:
                 self._fetch(req)  # raises the truncation error with the range in it
-        return datas
+        return [memoryview(d) for d in datas]
 
-    def _fetch_all(self, requests: list[Request]) -> list[bytes]:
+    def _fetch_all(self, requests: list[Request]) -> list[memoryview]:
         total = sum(r.length for r in requests)
         if self.store.remote:
             parallel = len(requests) > 1
@@ -141,7 +141,9 @@ class RangeReader:
             requests,
             parallel=parallel,
             max_parallel=self.store.io_parallelism,
-            fetch_many=self._fetch_many,
+            # Object stores: one request at a time through the zero-copy path (a batch call
+            # would copy every response into ``bytes``); local stores batch their preads.
+            fetch_many=None if self.store.remote else self._fetch_many,
         )
         self._count(len(requests), sum(len(d) for d in datas))
         return datas
@@ -191,7 +193,7 @@ class RangeReader:
                 spans.append((i, i))
         if all(a == b for a, b in spans):
             datas = self._fetch_all(requests)
-            return [r.start for r in requests], [memoryview(d) for d in datas]
+            return [r.start for r in requests], datas
         bases: list[int] = [0] * len(requests)
         views: list[memoryview] = [memoryview(b"")] * len(requests)
         jobs: list[tuple[Request, memoryview]] = []
@@ -209,7 +211,7 @@ class RangeReader:
                 jobs.append((r, buf[r.start - base : r.end - base]))
         if singles:
             for i, d in zip(singles, self._fetch_all([requests[i] for i in singles]), strict=True):
-                bases[i], views[i] = requests[i].start, memoryview(d)
+                bases[i], views[i] = requests[i].start, d
         self.store.runtime.scheduler.run(
             self._fetch_into, jobs, parallel=True, max_parallel=self.store.io_parallelism
         )

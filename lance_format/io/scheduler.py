@@ -344,14 +344,16 @@ def _run(
     pending = deque(range(len(requests)))
     lock = threading.Lock()
 
-    def start_next() -> None:
+    def take() -> int | None:
         with lock:
-            if not pending:
-                return
-            i = pending.popleft()
-        workers.submit(priority, lambda: run(i))
+            return pending.popleft() if pending else None
 
-    def run(i: int) -> None:
+    def start_next() -> None:
+        i = take()
+        if i is not None:
+            workers.submit(priority, lambda: run(i))
+
+    def execute(i: int) -> None:
         fut = futures[i]
         if fut.set_running_or_notify_cancel():
             try:
@@ -359,10 +361,18 @@ def _run(
                     fut.set_result(fetch(requests[i]))
             except BaseException as e:
                 fut.set_exception(e)
+
+    def run(i: int) -> None:
+        execute(i)
         start_next()
 
-    for _ in range(limit):
+    # The caller is one of the ``limit`` hands: it issues requests too instead of idling until
+    # the workers finish. A take of one row over four columns hands three requests to workers,
+    # not four, and on a busy machine a woken worker can wait milliseconds for a core.
+    for _ in range(limit - 1):
         start_next()
+    while (i := take()) is not None:
+        execute(i)
     return [f.result() for f in futures]
 
 

@@ -61,6 +61,11 @@ class ObjectStore(ABC):
     def read_range(self, key: str, start: int, end: int) -> bytes:
         """Bytes ``[start, end)`` of the object (shorter only if the object is shorter)."""
 
+    def read_range_view(self, key: str, start: int, end: int) -> memoryview:
+        """:meth:`read_range` as a read-only buffer; stores whose client hands back its own
+        response buffer override it to skip the copy into ``bytes`` (scans move megabytes)."""
+        return memoryview(self.read_range(key, start, end))
+
     def read_ranges(self, key: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
         """Several ``(start, end)`` ranges of one object, in order."""
         return [self.read_range(key, s, e) for s, e in ranges]

@@ -227,3 +227,34 @@ def test_deletion_vectors_and_row_id_index_are_cached(tmp_path: Path) -> None:
     meta, _ = data_region_reads(store, again)
     assert [c.op for c in meta] == ["list"]  # no manifest, deletion file or row-id reads
     assert METADATA_CACHE.counters().hits > 0
+
+
+def test_cold_takes_cost_what_pylances_cost(tmp_path: Path) -> None:
+    """A cold take issues as many data requests as pylance's for the same rows of a file pylance
+    wrote (one per column for one row: 4 for all columns, 1 for one; each mini-block chunk a
+    take of scattered rows needs once), and reads the same bytes."""
+    import lance
+
+    import lance_format
+    from lance_format.dataset.session import Session
+    from lance_format.io.reader import io_stats
+
+    n = 60_000
+    lance.write_dataset(table(n), str(tmp_path / "d"))
+    theirs = lance.dataset(str(tmp_path / "d"))
+    cold = Session(page_cache_bytes=0, decoded_cache_bytes=0)
+    ours = lance_format.dataset(str(tmp_path / "d"), session=cold)
+    theirs.take([0])
+    ours.take([0])  # opens the file (metadata), as pylance's first take did
+    theirs.io_stats_incremental()
+    rng = np.random.default_rng(5)
+    for k, cols, want in ((1, None, 4), (1, ["x"], 1), (100, None, None), (100, ["x"], None)):
+        rows = np.sort(rng.choice(n, k, replace=False))
+        before = io_stats()
+        got = ours.take(rows, columns=cols)
+        spent = io_stats() - before
+        assert got.equals(theirs.take(rows, columns=cols))
+        stats = theirs.io_stats_incremental()
+        assert (spent.requests, spent.bytes_read) == (stats.read_iops, stats.read_bytes), (k, cols)
+        if want is not None:
+            assert spent.requests == want

@@ -95,6 +95,22 @@ def test_a_read_split_at_max_request_fills_one_buffer(s3_server: S3Server, s3_ur
     assert store.read_range_into("split", 200_000, buf) == 0
 
 
+def test_reads_hand_back_the_response_buffer_without_copying(s3_server: S3Server, s3_uri: str) -> None:
+    # A full scan moves the whole file through these reads: each range is a view of obstore's
+    # response buffer, not a ``bytes`` copy of it (one request each, single or in parallel).
+    data = np.random.default_rng(4).integers(0, 256, 600_000, dtype=np.uint8).tobytes()
+    store = store_for_uri(s3_uri, s3_server.storage_options)
+    store.write("views", data)
+    r = RangeReader(store, "views", len(data), PlanLimits(max_gap=0, max_request=1 << 20), ByteCache(0))
+    one = r.read([(5, 1000)])
+    many = r.read([(0, 100), (300_000, 200_000), (599_990, 10)])
+    assert [bytes(b) for b in one + many] == [data[5:1005], data[:100], data[300_000:500_000], data[599_990:]]
+    assert (r.stats.requests, r.stats.bytes_read) == (4, 1000 + 100 + 200_000 + 10)
+    assert {type(b.obj).__name__ for b in one + many} == {"Bytes"}  # obstore.Bytes, not bytes
+    assert bytes(store.read_range_view("views", 599_990, 700_000)) == data[599_990:]
+    assert bytes(store.read_range_view("views", 700_000, 700_010)) == b""
+
+
 def test_missing_and_denied_surface_at_once_with_the_path(s3_server: S3Server, s3_uri: str) -> None:
     store = store_for_uri(s3_uri, s3_server.storage_options)
     before = retry_count()

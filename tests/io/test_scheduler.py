@@ -10,6 +10,7 @@ import pytest
 
 from lance_format.io.scheduler import (
     MAX_PARALLEL_REQUESTS,
+    IOScheduler,
     PriorityGate,
     ReadAhead,
     current_priority,
@@ -150,3 +151,29 @@ def test_hold_is_reentrant_per_thread_and_exclusive_across_threads() -> None:
     other.join(5)
     assert not other.is_alive()
     assert gate.max_in_flight == 1
+
+
+def test_the_caller_issues_requests_too() -> None:
+    # A parallel read hands all but one of its requests to workers: the calling thread issues
+    # the rest itself instead of idling (fewer thread wake-ups per take), within max_parallel.
+    sched = IOScheduler(8)
+    seen: list[int] = []
+    lock = threading.Lock()
+    # All four requests are in flight at once (none returns before the others start), so the
+    # fourth hand is the caller's: three workers are busy when it looks for work.
+    together = threading.Barrier(4, timeout=30)
+
+    def fetch(x: int) -> int:
+        with lock:
+            seen.append(threading.get_ident())
+        together.wait()
+        return x * 2
+
+    assert sched.run(fetch, [1, 2, 3, 4], parallel=True) == [2, 4, 6, 8]
+    assert threading.get_ident() in seen
+    assert len(seen) == 4
+    seen.clear()
+    together = threading.Barrier(1)
+    # max_parallel=1: only the caller's hand, no worker at all.
+    assert sched.run(fetch, [1, 2, 3], parallel=True, max_parallel=1) == [2, 4, 6]
+    assert set(seen) == {threading.get_ident()}

@@ -60,12 +60,23 @@ def variable_chunks(bufs: Bufs, offset_bits: int, counts: I64) -> tuple[I64, U8]
 
 
 @kernel
-def _read_le(blob: U8, pos: int, width: int) -> int:  # pragma: no cover - compiled
+def _read_le(blob: U8, pos: int, width: int) -> np.int64:  # pragma: no cover - compiled
+    # The common widths spelled out: a loop over a run-time width kept every offset of a string
+    # column (a million per scan) at ~80 ns; these compile to one load each.
+    if width == 4:
+        return np.int64(
+            np.uint32(blob[pos])
+            | (np.uint32(blob[pos + 1]) << np.uint32(8))
+            | (np.uint32(blob[pos + 2]) << np.uint32(16))
+            | (np.uint32(blob[pos + 3]) << np.uint32(24))
+        )
+    if width == 2:
+        return np.int64(np.uint16(blob[pos]) | (np.uint16(blob[pos + 1]) << np.uint16(8)))
     v = np.uint64(0)
     for j in range(width):
         v |= np.uint64(blob[pos + j]) << np.uint64(8 * j)
     # Offsets past 2**63 are garbage; fold them to -1 so the range checks reject them.
-    return int(np.int64(v)) if v < np.uint64(1) << np.uint64(63) else -1
+    return np.int64(v) if v < np.uint64(1) << np.uint64(63) else np.int64(-1)
 
 
 @kernel
@@ -90,18 +101,23 @@ def _variable_chunks(
         cnt = counts[c]
         if s < 0 or s + (cnt + 1) * ob > nblob:
             raise ValueError("integer read outside the data read")
-        prev = _read_le(blob, s, ob)
-        if prev < 0:
+        lo = _read_le(blob, s, ob)
+        if lo < 0:
             raise ValueError("variable-width offsets out of order")
-        lo = prev
+        # Output offset = this chunk's base + the stored offset; order is checked once per chunk
+        # (a flag, not a branch per value, so the loop stays a straight load-add-store).
+        base = total - lo
+        prev = lo
+        bad = 0
         for j in range(1, cnt + 1):
             v = _read_le(blob, s + j * ob, ob)
-            if v < prev:
-                raise ValueError("variable-width offsets out of order")
-            total += v - prev
-            pos += 1
-            offsets[pos] = total
+            bad |= int(v < prev)
+            offsets[pos + j] = base + v
             prev = v
+        if bad:
+            raise ValueError("variable-width offsets out of order")
+        pos += cnt
+        total += int(prev - lo)
         if prev > sizes[c]:
             raise ValueError("variable-width offsets out of order")
         if s + prev > nblob:
