@@ -34,6 +34,7 @@ from flight_server.client_streams import (
     MAX_BATCH_BYTES,
     IdleDeadline,
     progress_bar,
+    show_progress,
     spinner,
     split_batches,
     to_reader,
@@ -396,6 +397,7 @@ class LanceFlightClient:
         reader = to_reader(data)
         descriptor = flight.FlightDescriptor.for_command(encode_command(request))
         bar = progress_bar(progress, f"{request.mode} {request.dataset}", total)
+        counting = show_progress(progress)  # a batch's nbytes costs ~50 us: only for a drawn bar
         try:
             with IdleDeadline(self.idle_timeout, f"write to {request.dataset!r}") as deadline:
                 writer, meta = deadline.run(
@@ -405,7 +407,8 @@ class LanceFlightClient:
                     # Batches are produced here (a slow producer is not an idle server), sent there.
                     for batch in split_batches(reader, self.max_batch_bytes):
                         deadline.run(lambda b=batch: writer.write_batch(b))  # type: ignore[misc]
-                        bar.update(batch.nbytes)
+                        if counting:
+                            bar.update(batch.nbytes)
                     deadline.run(lambda: writer.write_metadata(pa.py_buffer(END_OF_WRITE)))
                     deadline.run(writer.done_writing)
                     buf = deadline.run(meta.read)

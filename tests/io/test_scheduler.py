@@ -177,3 +177,27 @@ def test_the_caller_issues_requests_too() -> None:
     # max_parallel=1: only the caller's hand, no worker at all.
     assert sched.run(fetch, [1, 2, 3], parallel=True, max_parallel=1) == [2, 4, 6]
     assert set(seen) == {threading.get_ident()}
+
+
+def test_read_ahead_measures_each_result_once() -> None:
+    # Measuring a result may walk all of it (a decoded table's nbytes): it is done once per
+    # result, not at every look at the byte budget.
+    measured: list[int] = []
+    lock = threading.Lock()
+
+    def size_of(item: bytes) -> int:
+        with lock:
+            measured.append(id(item))
+        return len(item)
+
+    def make(i: int):  # type: ignore[no-untyped-def]
+        return lambda: bytes(100 + i)
+
+    with ThreadPoolExecutor(4) as pool:
+        ahead = ReadAhead((make(i) for i in range(30)), size_of, pool.submit, max_bytes=10_000, max_tasks=4)
+        out = []
+        for item in ahead:
+            time.sleep(0.001)  # results finish while the consumer works: many looks at the budget
+            out.append(len(item))
+    assert out == [100 + i for i in range(30)]
+    assert len(measured) == 30

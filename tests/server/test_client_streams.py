@@ -13,6 +13,7 @@ import pyarrow.flight as flight
 import pytest
 
 from flight_server.client import LanceFlightClient
+from flight_server.client_streams import split_batches
 from flight_server.requests import END_OF_WRITE
 from tests.server.service_fixtures import Recorder, Served, start, stop
 
@@ -164,3 +165,17 @@ def test_end_marker_is_sent_after_split_batches(served: Served) -> None:
     assert served.client.versions("m")[-1].version == 1
     assert served.client.scan("m").num_rows == 10_000
     assert END_OF_WRITE
+
+
+def test_split_batches_measures_slices_by_their_rows_not_their_buffers() -> None:
+    # A small slice of a big batch shares its buffers (over the limit) but is itself small: sent
+    # whole. A batch that is big by its rows is cut into parts under the limit, rows in order.
+    big = pa.record_batch({"x": pa.array(range(100_000), pa.int64())})
+    small = big.slice(10, 50)
+    assert small.get_total_buffer_size() > 1000 >= small.nbytes
+    assert list(split_batches([small], max_bytes=1000)) == [small]
+    parts = list(split_batches([big.slice(0, 1000)], max_bytes=1000))
+    assert all(p.nbytes <= 1000 for p in parts)
+    assert len(parts) == 8
+    assert pa.Table.from_batches(parts).column("x").to_pylist() == list(range(1000))
+    assert list(split_batches([big.slice(5, 1)], max_bytes=1)) == [big.slice(5, 1)]

@@ -20,7 +20,13 @@ from flight_server._serde import decode_write_result, encode_command
 from flight_server.catalog import Catalog
 from flight_server.client import LanceFlightClient
 from flight_server.errors import error_code
-from flight_server.handlers.put import CANCEL_GRACE_S, StreamCancelled, cancelled_within, write_stream
+from flight_server.handlers.put import (
+    CANCEL_GRACE_S,
+    StreamCancelled,
+    cancelled_within,
+    received_bytes,
+    write_stream,
+)
 from flight_server.requests import END_OF_WRITE, WriteRequest
 from lance_format.core.errors import NotFoundError
 from tests.server.service_fixtures import Recorder, Served, seed, start, stop, table
@@ -225,6 +231,20 @@ def test_oversized_batches_are_refused(tmp_path: Path, recorder: Recorder) -> No
 
 
 @pytest.mark.interop
+def test_received_bytes_is_what_a_received_batch_holds() -> None:
+    # A batch off the wire (sent sliced, as Spark and split_batches send): the cheap buffer sum the
+    # server charges and limits is nbytes up to padding, never below it.
+    vec = pa.FixedSizeListArray.from_arrays(pa.array(range(800), pa.float32()), 8)
+    tags = pa.array([f"t{i % 7}" for i in range(100)]).dictionary_encode()
+    names = pa.array([None if i % 5 == 0 else "x" * (i % 9) for i in range(100)])
+    sent = pa.record_batch({"i": range(100), "v": vec, "t": tags, "s": names}).slice(13, 50)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, sent.schema) as w:
+        w.write_batch(sent)
+    got = pa.ipc.open_stream(sink.getvalue()).read_next_batch()
+    assert got.nbytes <= received_bytes(got) <= got.nbytes + 64 * 2 * got.num_columns
+
+
 def test_pylance_opens_what_the_server_wrote(served: Served) -> None:
     lance = pytest.importorskip("lance")
     c = served.client
