@@ -279,6 +279,7 @@ class RangeReader:
             datas = self._fetch_all(requests)
             starts = [r.start for r in requests]
             for b, (off, n) in zip(missing, wanted, strict=True):
+                block: bytes | memoryview
                 i = bisect.bisect_right(starts, off) - 1
                 req = requests[i]
                 if off == req.start and n == req.length and isinstance(datas[i], bytes):
