@@ -25,11 +25,13 @@ from lance_format.core.errors import InvalidInputError
 __all__ = [
     "ENV_PREFIX",
     "KERNEL_CACHE_ENV",
+    "KERNEL_SEED_ENV",
     "SETTINGS",
     "EngineConfig",
     "Setting",
     "env_setting",
     "kernel_cache_dir_from_env",
+    "kernel_seed_dir_from_env",
     "resolve_config",
 ]
 
@@ -287,3 +289,16 @@ def kernel_cache_dir_from_env(environ: Mapping[str, str] | None = None) -> str |
         if value:
             return os.path.expanduser(value)
     return None
+
+
+#: A directory of kernels compiled ahead (an image bakes one in at build time): copied into an
+#: empty kernel cache at start, so a fresh container loads its kernels instead of compiling them.
+KERNEL_SEED_ENV = ENV_PREFIX + "KERNEL_SEED_DIR"
+
+
+def kernel_seed_dir_from_env(environ: Mapping[str, str] | None = None) -> str | None:
+    """The seed directory of compiled kernels the environment names (``LANCE_FORMAT_KERNEL_SEED_DIR``),
+    or None."""
+    environ = os.environ if environ is None else environ
+    value = environ.get(KERNEL_SEED_ENV, "").strip()
+    return os.path.expanduser(value) if value else None

@@ -168,6 +168,25 @@ def test_dockerfile_exposes_ports_and_checks_health() -> None:
     assert ("deploy/config.yaml", "/etc/lance-flight/config.yaml") in copies
 
 
+def test_dockerfile_bakes_compiled_kernels_in_as_the_cache_seed() -> None:
+    """The build stage compiles every kernel into a directory of the copied venv; the final stage
+    names it as the seed of the (writable, /tmp) kernel cache, so a new pod does not compile."""
+    commands = list(dockerfile.parse_file(str(DOCKERFILE)))
+    final = _final_stage()
+    build = commands[: len(commands) - len(final)]
+    env: dict[str, str] = {}
+    for c in final:
+        if c.cmd == "ENV":
+            env.update(zip(c.value[::2], c.value[1::2], strict=True))
+    seed = env["LANCE_FORMAT_KERNEL_SEED_DIR"]
+    assert env["LANCE_FORMAT_KERNEL_CACHE_DIR"].startswith("/tmp/")  # the chart's emptyDir
+    compiles = [c for c in build if c.cmd == "RUN" and "compile_kernels()" in c.value[0]]
+    assert len(compiles) == 1
+    assert f"LANCE_FORMAT_KERNEL_CACHE_DIR={seed} " in compiles[0].value[0]
+    copied = [c.value for c in final if c.cmd == "COPY" and "--from=build" in c.flags]
+    assert any(seed.startswith(dst.rstrip("/") + "/") and src == dst for src, dst in copied), copied
+
+
 def test_dockerfile_copies_only_what_the_context_keeps() -> None:
     sources = []
     for command in dockerfile.parse_file(str(DOCKERFILE)):

@@ -288,3 +288,52 @@ def test_compile_kernels_covers_what_reads_and_writes_use(tmp_path: Path) -> Non
             w.write_batch(table)
         assert LanceFileReader(path).read_all().to_table().equals(table)
     assert {k.py_func.__qualname__: len(k.signatures) for k in kernels} == before
+
+
+def test_a_seed_directory_fills_an_empty_kernel_cache(tmp_path: Path) -> None:
+    """LANCE_FORMAT_KERNEL_SEED_DIR (kernels compiled ahead, as the image bakes them in): a process
+    with an empty cache copies them and loads every kernel from there, compiling none."""
+    from lance_format.core.jit import kernel_cache_dir
+    from lance_format.encodings import compile_kernels
+
+    compile_kernels()  # this process's cache (the seed) holds every kernel
+    cache = tmp_path / "cache"
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    env["LANCE_FORMAT_KERNEL_CACHE_DIR"] = str(cache)
+    env["LANCE_FORMAT_KERNEL_SEED_DIR"] = kernel_cache_dir()
+    code = (
+        "import sys\n"
+        "from lance_format.encodings import compile_kernels\n"
+        "compile_kernels()\n"
+        "from numba.core.registry import CPUDispatcher\n"
+        "hits = misses = 0\n"
+        "for mod in list(sys.modules.values()):\n"
+        "    if not getattr(mod, '__name__', '').startswith('lance_format'):\n"
+        "        continue\n"
+        "    for obj in vars(mod).values():\n"
+        "        if isinstance(obj, CPUDispatcher):\n"
+        "            hits += sum(obj.stats.cache_hits.values())\n"
+        "            misses += sum(obj.stats.cache_misses.values())\n"
+        "print(hits, misses)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    hits, misses = map(int, out.stdout.split())
+    assert any(cache.rglob("*.nbi")), "the seed was copied into the empty cache"
+    assert hits > 20, (hits, misses)
+    assert misses == 0, (hits, misses)
+    # Without a seed the same empty cache compiles: the check above can fail.
+    env.pop("LANCE_FORMAT_KERNEL_SEED_DIR")
+    env["LANCE_FORMAT_KERNEL_CACHE_DIR"] = str(tmp_path / "fresh")
+    code_one = (
+        "import numpy as np\n"
+        "from lance_format.encodings.v21 import _fsst\n"
+        "_fsst.warm_up()\n"
+        "from numba.core.registry import CPUDispatcher\n"
+        "print(sum(sum(o.stats.cache_misses.values()) for o in vars(_fsst).values()"
+        " if isinstance(o, CPUDispatcher)))\n"
+    )
+    argv = [sys.executable, "-c", code_one]
+    out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout) > 0

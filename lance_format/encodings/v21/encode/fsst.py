@@ -385,9 +385,13 @@ def warm_up() -> None:
     table = _Table(np.array([0x636261, 0x61, 0x6362], dtype=np.uint64), np.array([3, 1, 2], dtype=np.int64))
     # Offsets are always the writer's own arrays and training codes a copied sample: only the
     # compressed bytes (and so their windows) may be a read-only Arrow buffer.
-    for ro in (False, True):
-        d = data.copy()
-        d.setflags(write=not ro)
-        _code(table, d, offsets, False)
+    # Data of one 8-byte window has a contiguous window view, longer data a strided one: numba
+    # compiles each layout apart, so warm both.
+    longer = np.frombuffer(b"abcabcababcabcab", dtype=np.uint8)
+    for d0, offs in ((data, offsets), (longer, np.array([0, 3, 8, 16], dtype=np.int64))):
+        for ro in (False, True):
+            d = d0.copy()
+            d.setflags(write=not ro)
+            _code(table, d, offs, False)
     _code(table, data, offsets, True)
     _train(data, offsets)  # the training kernels: candidates, their selection, lookup tables
