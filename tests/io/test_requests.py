@@ -233,7 +233,7 @@ def test_cold_takes_cost_what_pylances_cost(tmp_path: Path) -> None:
     """A cold take issues as many data requests as pylance's for the same rows of a file pylance
     wrote (one per column for one row: 4 for all columns, 1 for one; each mini-block chunk a
     take of scattered rows needs once), and reads the same bytes."""
-    import lance
+    lance = pytest.importorskip("lance")
 
     import lance_format
     from lance_format.dataset.session import Session
