@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["FSST_MIN_BYTES", "fsst_compress"]
+__all__ = ["FSST_MIN_BYTES", "assert_same_compression", "fsst_compress"]
 
 U8 = npt.NDArray[np.uint8]
 I64 = npt.NDArray[np.int64]
@@ -224,3 +224,16 @@ def fsst_compress(data: U8, offsets: I64) -> tuple[bytes, I64, U8] | None:
     if len(out) + TABLE_SIZE >= total:
         return None
     return _serialize(table), new, out
+
+
+def assert_same_compression(got: tuple[bytes, I64, U8] | None, data: U8, offsets: I64) -> None:
+    """Assert a compressor's ``got`` is this reference's result for the strings: the same symbol
+    table, offsets and codes, or None where the reference declines."""
+    want = fsst_compress(data, offsets)
+    if want is None:
+        assert got is None
+        return
+    assert got is not None
+    assert got[0] == want[0]
+    assert np.array_equal(got[1], want[1])
+    assert got[2].tobytes() == want[2].tobytes()
