@@ -27,6 +27,8 @@ import pyarrow.flight as flight
 import pytest
 import yaml
 
+from lance_format.core.config import KERNEL_CACHE_ENV, KERNEL_SEED_ENV
+from lance_format.core.jit import kernel_cache_dir
 from loadtest.load.server import free_port
 from tests.deploy.chart import CHART_DIR, Obj, by_kind, container, deep_merge, objects, one, render
 from tests.deploy.value_sets import VALUE_SETS
@@ -159,6 +161,13 @@ def _start(values: dict[str, Any], tmp_path: Path) -> Iterator[RunningServer]:
     env["PATH"] = f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
     rendered_env = _container_env(ctr, objs, pod_ip="127.0.0.1")
     env.update(rendered_env)
+    # The pod's kernel cache is an empty /tmp emptyDir seeded from the kernels the image compiled at
+    # build time. Here: an empty directory of this test, seeded from the kernels this test session
+    # compiled (tests/conftest.py). The chart's fixed /tmp path would be shared between runs of
+    # other checkouts, whose stale entries make the server compile for a minute before it is ready.
+    assert rendered_env.get(KERNEL_CACHE_ENV), "the chart does not give the kernels a writable cache"
+    env[KERNEL_CACHE_ENV] = str(tmp_path / "kernels")
+    env[KERNEL_SEED_ENV] = kernel_cache_dir()
 
     log = tmp_path / "server.log"
     with log.open("wb") as sink:
