@@ -62,20 +62,27 @@ def _writable(path: str) -> bool:
 
 
 def seed_kernel_cache(cache_dir: str, seed_dir: str) -> int:
-    """Copy the compiled kernels of ``seed_dir`` that ``cache_dir`` lacks into it; returns how many
-    files were copied (0 when the seed is missing: kernels then compile as usual)."""
+    """Copy the compiled kernels of ``seed_dir`` that ``cache_dir`` lacks, or holds older copies of,
+    into it; returns how many files were copied (0 when the seed is missing: kernels then compile
+    as usual).
+
+    A cache entry older than the seed's is one a previous image left on a kept volume: numba would
+    find it stale and compile again, so the seed's replaces it. A newer entry was compiled here
+    after the seed was built and stays.
+    """
     copied = 0
     if not os.path.isdir(seed_dir):
         return 0
     for root, _dirs, files in os.walk(seed_dir):
         target = os.path.join(cache_dir, os.path.relpath(root, seed_dir))
         for name in files:
+            source = os.path.join(root, name)
             dest = os.path.join(target, name)
-            if os.path.exists(dest):
-                continue  # the cache's own (newer or equal) entry wins
             try:
+                if os.path.exists(dest) and os.stat(dest).st_mtime >= os.stat(source).st_mtime:
+                    continue  # compiled here after the seed was built
                 os.makedirs(target, exist_ok=True)
-                shutil.copy2(os.path.join(root, name), dest)
+                shutil.copy2(source, dest)
             except OSError:
                 continue  # a seed file we cannot copy is compiled instead
             copied += 1
