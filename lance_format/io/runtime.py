@@ -40,6 +40,10 @@ class IORuntime:
         two levels cannot deadlock.
     encode_pool:
         Threads encoding the pages of a file's columns (setting ``encode_threads``).
+    split_pool:
+        Threads coding the row ranges of one large string page side by side (``encode_threads``
+        too; :mod:`lance_format.encodings.v21.encode._split`). Page encodes on ``encode_pool``
+        wait on it and its tasks never wait, so the two levels cannot deadlock.
     config:
         The session's settings; file writers read theirs here (page size, buffering, threads).
     """
@@ -49,6 +53,7 @@ class IORuntime:
     decode_pool: LazyPool
     page_pool: LazyPool
     encode_pool: LazyPool
+    split_pool: LazyPool
     config: EngineConfig
 
     @classmethod
@@ -60,8 +65,14 @@ class IORuntime:
             LazyPool(config.decode_threads, "lance-decode"),
             LazyPool(config.decode_threads, "lance-decode-page"),
             LazyPool(config.encode_threads, "lance-encode"),
+            LazyPool(config.encode_threads, "lance-encode-split"),
             config,
         )
+
+    @property
+    def pools(self) -> tuple[LazyPool, ...]:
+        """Every thread pool of this runtime."""
+        return (self.decode_pool, self.page_pool, self.encode_pool, self.split_pool)
 
     def resize(self, config: EngineConfig) -> None:
         """Size the scheduler, page cache and pools by ``config`` and take its settings."""
@@ -70,6 +81,7 @@ class IORuntime:
         self.decode_pool.resize(config.decode_threads)
         self.page_pool.resize(config.decode_threads)
         self.encode_pool.resize(config.encode_threads)
+        self.split_pool.resize(config.encode_threads)
         self.config = config
 
     @property
@@ -78,12 +90,19 @@ class IORuntime:
         return self.scheduler.closed
 
     def close(self) -> None:
-        """Stop every thread of this runtime (the scheduler's workers, the decode, page and encode
-        pools), waiting for their tasks; later work raises
+        """Stop every thread of this runtime (the scheduler's workers, the decode, page, encode and
+        split pools), waiting for their tasks; later work raises
         :class:`~lance_format.core.errors.SessionClosedError`. Idempotent."""
         self.scheduler.close()
-        for pool in (self.decode_pool, self.page_pool, self.encode_pool):
+        for pool in self.pools:
             pool.close()
+
+    def stop_threads(self) -> None:
+        """Stop every thread of this runtime, waiting for their tasks, but keep it usable: the
+        next use starts threads again (the process-wide runtime, when a server stops)."""
+        self.scheduler.stop_threads()
+        for pool in self.pools:
+            pool.shutdown(wait=True)
 
 
 def _process_runtime() -> IORuntime:
@@ -94,6 +113,7 @@ def _process_runtime() -> IORuntime:
         LazyPool(config.decode_threads, "lance-decode"),
         LazyPool(config.decode_threads, "lance-decode-page"),
         LazyPool(config.encode_threads, "lance-encode"),
+        LazyPool(config.encode_threads, "lance-encode-split"),
         config,
     )
 
