@@ -12,14 +12,62 @@ global lookup. Stores opened without a session use
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+import threading
+import weakref
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Any
 
 from lance_format.core.concurrency import LazyPool
 from lance_format.core.config import EngineConfig, resolve_config
 from lance_format.io.cache import PAGE_CACHE, ByteCache
 from lance_format.io.scheduler import IOScheduler, default_scheduler
 
-__all__ = ["IORuntime", "default_runtime"]
+__all__ = ["ClientRegistry", "IORuntime", "default_runtime"]
+
+
+class ClientRegistry:
+    """Object-store clients of one runtime (each owns a connection pool), one per key (settings
+    and bucket): stores of one session share them, two sessions do not."""
+
+    def __init__(self) -> None:
+        self._clients: dict[Hashable, Any] = {}
+        self._lock = threading.Lock()
+        _REGISTRIES.add(self)
+
+    def get(self, key: Hashable, make: Callable[[], Any]) -> Any:
+        """The client of ``key``, made by ``make`` on first use."""
+        with self._lock:
+            client = self._clients.get(key)
+            if client is None:
+                client = self._clients[key] = make()
+            return client
+
+    def __len__(self) -> int:
+        return len(self._clients)
+
+    def clear(self) -> None:
+        """Forget every client (their connections close as they go)."""
+        with self._lock:
+            self._clients.clear()
+
+    def _after_fork(self) -> None:
+        # A forked child must not share the parent's pooled sockets: it builds its own clients.
+        self._lock = threading.Lock()
+        self._clients = {}
+
+
+_REGISTRIES: weakref.WeakSet[ClientRegistry] = weakref.WeakSet()
+
+
+def _reset_after_fork() -> None:
+    for registry in list(_REGISTRIES):
+        registry._after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_after_fork)
 
 
 @dataclass
@@ -46,6 +94,8 @@ class IORuntime:
         wait on it and its tasks never wait, so the two levels cannot deadlock.
     config:
         The session's settings; file writers read theirs here (page size, buffering, threads).
+    clients:
+        The object-store clients (S3 connection pools) the session's stores share.
     """
 
     scheduler: IOScheduler
@@ -55,6 +105,7 @@ class IORuntime:
     encode_pool: LazyPool
     split_pool: LazyPool
     config: EngineConfig
+    clients: ClientRegistry = field(default_factory=ClientRegistry)
 
     @classmethod
     def build(cls, config: EngineConfig, page_cache: ByteCache | None = None) -> IORuntime:
@@ -96,6 +147,7 @@ class IORuntime:
         self.scheduler.close()
         for pool in self.pools:
             pool.close()
+        self.clients.clear()
 
     def stop_threads(self) -> None:
         """Stop every thread of this runtime, waiting for their tasks, but keep it usable: the

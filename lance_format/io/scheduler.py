@@ -269,6 +269,11 @@ class IOScheduler:
         self.gate.resize(parallelism)
         self._workers.threads = parallelism
 
+    def stop_threads(self) -> None:
+        """Stop the worker threads (after the requests queued) but keep serving: the next request
+        starts them again (the process-wide scheduler, when a server stops)."""
+        self._workers.stop_threads()
+
     @property
     def closed(self) -> bool:
         """Whether :meth:`close` was called."""
@@ -278,11 +283,6 @@ class IOScheduler:
         """Stop the worker threads (after the requests queued) and refuse later requests with
         :class:`~lance_format.core.errors.SessionClosedError`. Idempotent."""
         self._workers.close()
-
-    def stop_threads(self) -> None:
-        """Stop the worker threads (after the requests queued) but keep serving: the next request
-        starts them again (the process-wide scheduler, when a server stops)."""
-        self._workers.stop_threads()
 
     def run(
         self,

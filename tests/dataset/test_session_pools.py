@@ -165,3 +165,22 @@ def test_closing_the_default_session_stops_its_threads_which_come_back(
     assert lance_format.dataset(uri).take([0, 39_999]).equals(table.take([0, 39_999]))
     default.close()
     assert [n for n in _new_threads(before) if n.startswith("lance-")] == []
+
+
+def test_s3_clients_belong_to_the_session() -> None:
+    """An S3 client (its connection pool) is made once per session, settings and bucket: stores
+    of one session share it, another session makes its own, and closing a session drops its
+    clients (no process-wide client cache)."""
+    options = {"aws_endpoint": "http://127.0.0.1:9", "aws_access_key_id": "k", "aws_secret_access_key": "s"}
+    one, two = Session(), Session()
+    try:
+        a = one.store_for("s3://bucket/a", options)
+        b = one.store_for("s3://bucket/b", options)
+        c = two.store_for("s3://bucket/a", options)
+        assert a._client is b._client  # type: ignore[attr-defined]
+        assert c._client is not a._client  # type: ignore[attr-defined]
+        assert len(one.runtime.clients) == 1 == len(two.runtime.clients)
+    finally:
+        one.close()
+        two.close()
+    assert len(one.runtime.clients) == 0
