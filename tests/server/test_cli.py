@@ -160,6 +160,9 @@ def test_two_workers_serve_on_two_ports_and_advertise_both(start, tmp_path: Path
             assert advertised == set(expected)
     assert http_get(server.url("/readyz"))[0] == 200
     assert server.terminate() == 0, server.output()
+    # Each worker drained, then closed its engine session: no engine thread left in either.
+    drained = re.findall(r"msg=drained .*who=\"?worker (\d).*engine_threads=(\d+)", server.output())
+    assert sorted(drained) == [("0", "0"), ("1", "0")], server.output()
     for uri in expected:  # both workers are gone
         with pytest.raises(flight.FlightUnavailableError), flight.FlightClient(uri) as client:
             list(client.list_flights(options=flight.FlightCallOptions(timeout=2)))
