@@ -183,6 +183,12 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
         # Local roots appear in engine messages; clients see "<root>" instead.
         self._hide = (self.catalog.root,) if self.catalog.local else ()
 
+    def shutdown(self) -> None:
+        """Stop serving: wait for the calls in flight to finish, then close the engine session, so
+        none of its threads (I/O, decode, encode) outlives the server."""
+        super().shutdown()
+        self.session.close()
+
     @property
     def work_scheduler(self) -> FairScheduler:
         """The fair scheduler of this process's CPU work (``limits.workSlots`` turns)."""

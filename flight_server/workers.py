@@ -50,6 +50,7 @@ __all__ = [
     "Supervisor",
     "build_server",
     "default_factory",
+    "engine_threads",
     "resolve_advertise",
     "resolve_ports",
     "serve",
@@ -188,8 +189,15 @@ def build_server(
         raise ServerStartError(f"cannot serve on {location}: {exc} (is the port in use?)") from exc
 
 
+def engine_threads() -> list[str]:
+    """Names of the engine's threads alive in this process (its sessions' I/O, decode, encode and
+    dataset threads: every one is named ``lance-*``)."""
+    return sorted(t.name for t in threading.enumerate() if t.name.startswith("lance-"))
+
+
 def _drain(server: flight.FlightServerBase, grace: float, who: str) -> bool:
-    """Stop accepting, wait up to ``grace`` seconds for in-flight calls; True when all finished."""
+    """Stop accepting, wait up to ``grace`` seconds for in-flight calls (the service then closes
+    its engine session); True when all finished."""
     log.info("draining", extra={"who": who, "grace_s": grace})
     done = threading.Thread(target=server.shutdown, name="drain", daemon=True)
     done.start()
@@ -197,7 +205,8 @@ def _drain(server: flight.FlightServerBase, grace: float, who: str) -> bool:
     if done.is_alive():
         log.warning("drain timed out; exiting with calls still open", extra={"who": who})
         return False
-    log.info("drained", extra={"who": who})
+    # The service closed the engine session after the last call: no engine thread is left.
+    log.info("drained", extra={"who": who, "engine_threads": len(engine_threads())})
     return True
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from lance_format.core.errors import SessionClosedError
@@ -11,11 +12,21 @@ __all__ = ["LazyPool"]
 
 
 class LazyPool:
-    """A :class:`ThreadPoolExecutor` created on first use (so importing starts no thread)."""
+    """A :class:`ThreadPoolExecutor` created on first use (so importing starts no thread).
 
-    def __init__(self, workers: int, prefix: str) -> None:
+    ``executor`` makes the pool (``ThreadPoolExecutor(workers, thread_name_prefix=prefix)`` by
+    default; tests pass one that counts its tasks).
+    """
+
+    def __init__(
+        self,
+        workers: int,
+        prefix: str,
+        executor: Callable[[int, str], ThreadPoolExecutor] | None = None,
+    ) -> None:
         self.workers = workers
         self.prefix = prefix
+        self._make = executor or _thread_pool
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
         self._closed = False
@@ -30,7 +41,7 @@ class LazyPool:
             if self._closed:
                 raise SessionClosedError(f"the {self.prefix} threads were closed with their session")
             if self._pool is None:
-                self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix=self.prefix)
+                self._pool = self._make(self.workers, self.prefix)
             return self._pool
 
     def resize(self, workers: int) -> None:
@@ -43,12 +54,13 @@ class LazyPool:
         if old is not None:
             old.shutdown(wait=False)
 
-    def shutdown(self) -> None:
-        """Let the threads go once their tasks finish (a later call makes a new pool)."""
+    def shutdown(self, wait: bool = False) -> None:
+        """Let the threads go once their tasks finish (a later call makes a new pool); ``wait``:
+        return once they have ended."""
         with self._lock:
             old, self._pool = self._pool, None
         if old is not None:
-            old.shutdown(wait=False)
+            old.shutdown(wait=wait)
 
     def close(self) -> None:
         """Stop the threads for good: wait for their tasks to finish and refuse any later use
@@ -58,3 +70,7 @@ class LazyPool:
             old, self._pool = self._pool, None
         if old is not None:
             old.shutdown(wait=True)
+
+
+def _thread_pool(workers: int, prefix: str) -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(workers, thread_name_prefix=prefix)

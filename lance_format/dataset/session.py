@@ -178,18 +178,17 @@ class Session:
 
     def close(self) -> None:
         """Stop this session's threads (the I/O scheduler's workers, the decode, page-decode,
-        encode and dataset pools), waiting for the tasks they run, and refuse later work: opening
-        a dataset, reading or writing through it raises
+        encode, string-split and dataset pools), waiting for the tasks they run, and refuse later
+        work: opening a dataset, reading or writing through it raises
         :class:`~lance_format.core.errors.SessionClosedError`. Idempotent; its caches are emptied.
 
         The default session (and the one :meth:`for_process` made) owns the process's objects:
-        its threads are let go and come back when used again, as plain library calls expect.
+        its threads are stopped too (this waits for them) but come back when used again, as plain
+        library calls expect; its caches keep their entries.
         """
         if self._datasets is _dataset_pool:
-            _dataset_pool.shutdown()
-            self.runtime.decode_pool.shutdown()
-            self.runtime.page_pool.shutdown()
-            self.runtime.encode_pool.shutdown()
+            _dataset_pool.shutdown(wait=True)
+            self.runtime.stop_threads()
             return
         self._datasets.close()
         self.runtime.close()

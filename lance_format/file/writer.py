@@ -171,6 +171,9 @@ class LanceFileWriter:
         self._threads = encode_threads or config.encode_threads
         self._dict_threshold = config.dict_encoding_threshold  # 2.0 string pages
         self._encode_pool = store.runtime.encode_pool
+        # Large string pages split their dictionary build and FSST coding over the session's
+        # split pool (None when the writer encodes on its calling thread only).
+        self._split_pool = store.runtime.split_pool if self._threads > 1 else None
         # Pages being encoded on the pool (with the encode itself, so a waiting writer can run one
         # the pool has not started), added to the file in submission order (so the bytes are the
         # same whatever the threads).
@@ -261,7 +264,7 @@ class LanceFileWriter:
                 if self._threads > 1 and not has_blobs(top):
                     # Blob fields write their bytes to the file while encoding: those stay inline.
                     # One job per leaf column of a struct, so its leaves encode side by side too.
-                    jobs = encode_jobs(top, piece, self._columns_of, first, large)
+                    jobs = encode_jobs(top, piece, self._columns_of, first, large, self._split_pool)
                     if last and start + step >= len(arr):
                         # The file's last page: encode it here rather than wait for a pool thread.
                         *pooled, mine = jobs
@@ -278,7 +281,13 @@ class LanceFileWriter:
                     continue
                 self._drain(0)
                 pages = encode_field(
-                    top, piece, self._columns_of, first, large=large, write_external=self._write_external
+                    top,
+                    piece,
+                    self._columns_of,
+                    first,
+                    large=large,
+                    write_external=self._write_external,
+                    split=self._split_pool,
                 )
             else:
                 pages = v20.encode_field(

@@ -12,14 +12,62 @@ global lookup. Stores opened without a session use
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+import threading
+import weakref
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Any
 
 from lance_format.core.concurrency import LazyPool
 from lance_format.core.config import EngineConfig, resolve_config
 from lance_format.io.cache import PAGE_CACHE, ByteCache
 from lance_format.io.scheduler import IOScheduler, default_scheduler
 
-__all__ = ["IORuntime", "default_runtime"]
+__all__ = ["ClientRegistry", "IORuntime", "default_runtime"]
+
+
+class ClientRegistry:
+    """Object-store clients of one runtime (each owns a connection pool), one per key (settings
+    and bucket): stores of one session share them, two sessions do not."""
+
+    def __init__(self) -> None:
+        self._clients: dict[Hashable, Any] = {}
+        self._lock = threading.Lock()
+        _REGISTRIES.add(self)
+
+    def get(self, key: Hashable, make: Callable[[], Any]) -> Any:
+        """The client of ``key``, made by ``make`` on first use."""
+        with self._lock:
+            client = self._clients.get(key)
+            if client is None:
+                client = self._clients[key] = make()
+            return client
+
+    def __len__(self) -> int:
+        return len(self._clients)
+
+    def clear(self) -> None:
+        """Forget every client (their connections close as they go)."""
+        with self._lock:
+            self._clients.clear()
+
+    def _after_fork(self) -> None:
+        # A forked child must not share the parent's pooled sockets: it builds its own clients.
+        self._lock = threading.Lock()
+        self._clients = {}
+
+
+_REGISTRIES: weakref.WeakSet[ClientRegistry] = weakref.WeakSet()
+
+
+def _reset_after_fork() -> None:
+    for registry in list(_REGISTRIES):
+        registry._after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_after_fork)
 
 
 @dataclass
@@ -40,8 +88,14 @@ class IORuntime:
         two levels cannot deadlock.
     encode_pool:
         Threads encoding the pages of a file's columns (setting ``encode_threads``).
+    split_pool:
+        Threads coding the row ranges of one large string page side by side (``encode_threads``
+        too; :mod:`lance_format.encodings.v21.encode._split`). Page encodes on ``encode_pool``
+        wait on it and its tasks never wait, so the two levels cannot deadlock.
     config:
         The session's settings; file writers read theirs here (page size, buffering, threads).
+    clients:
+        The object-store clients (S3 connection pools) the session's stores share.
     """
 
     scheduler: IOScheduler
@@ -49,7 +103,9 @@ class IORuntime:
     decode_pool: LazyPool
     page_pool: LazyPool
     encode_pool: LazyPool
+    split_pool: LazyPool
     config: EngineConfig
+    clients: ClientRegistry = field(default_factory=ClientRegistry)
 
     @classmethod
     def build(cls, config: EngineConfig, page_cache: ByteCache | None = None) -> IORuntime:
@@ -60,8 +116,14 @@ class IORuntime:
             LazyPool(config.decode_threads, "lance-decode"),
             LazyPool(config.decode_threads, "lance-decode-page"),
             LazyPool(config.encode_threads, "lance-encode"),
+            LazyPool(config.encode_threads, "lance-encode-split"),
             config,
         )
+
+    @property
+    def pools(self) -> tuple[LazyPool, ...]:
+        """Every thread pool of this runtime."""
+        return (self.decode_pool, self.page_pool, self.encode_pool, self.split_pool)
 
     def resize(self, config: EngineConfig) -> None:
         """Size the scheduler, page cache and pools by ``config`` and take its settings."""
@@ -70,6 +132,7 @@ class IORuntime:
         self.decode_pool.resize(config.decode_threads)
         self.page_pool.resize(config.decode_threads)
         self.encode_pool.resize(config.encode_threads)
+        self.split_pool.resize(config.encode_threads)
         self.config = config
 
     @property
@@ -78,12 +141,20 @@ class IORuntime:
         return self.scheduler.closed
 
     def close(self) -> None:
-        """Stop every thread of this runtime (the scheduler's workers, the decode, page and encode
-        pools), waiting for their tasks; later work raises
+        """Stop every thread of this runtime (the scheduler's workers, the decode, page, encode and
+        split pools), waiting for their tasks; later work raises
         :class:`~lance_format.core.errors.SessionClosedError`. Idempotent."""
         self.scheduler.close()
-        for pool in (self.decode_pool, self.page_pool, self.encode_pool):
+        for pool in self.pools:
             pool.close()
+        self.clients.clear()
+
+    def stop_threads(self) -> None:
+        """Stop every thread of this runtime, waiting for their tasks, but keep it usable: the
+        next use starts threads again (the process-wide runtime, when a server stops)."""
+        self.scheduler.stop_threads()
+        for pool in self.pools:
+            pool.shutdown(wait=True)
 
 
 def _process_runtime() -> IORuntime:
@@ -94,6 +165,7 @@ def _process_runtime() -> IORuntime:
         LazyPool(config.decode_threads, "lance-decode"),
         LazyPool(config.decode_threads, "lance-decode-page"),
         LazyPool(config.encode_threads, "lance-encode"),
+        LazyPool(config.encode_threads, "lance-encode-split"),
         config,
     )
 

@@ -19,9 +19,9 @@ owns them, so every attempt is counted and permanent errors surface at once.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
-import threading
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
@@ -111,21 +111,6 @@ def s3_options(
     return opts
 
 
-_clients: dict[tuple[S3Options, str], Any] = {}
-_clients_lock = threading.Lock()
-
-
-def _forget_clients() -> None:
-    # A forked child must not share the parent's pooled sockets or runtime: it builds its own.
-    global _clients_lock
-    _clients.clear()
-    _clients_lock = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_clients)
-
-
 class _BotocoreCredentials:
     """Credentials from botocore's provider chain (profiles, SSO, ...), refreshed as they expire."""
 
@@ -158,48 +143,42 @@ def _credential_provider(opts: S3Options) -> Any | None:
     return None if credentials is None else _BotocoreCredentials(credentials)
 
 
-def _client(opts: S3Options, bucket: str) -> Any:
-    """One obstore client per settings, bucket and process (it owns the connection pool)."""
-    key = (opts, bucket)
-    with _clients_lock:
-        client = _clients.get(key)
-        if client is not None:
-            return client
-        try:
-            from obstore.store import S3Store as ObstoreS3
-        except ImportError as e:  # pragma: no cover - obstore is a runtime dependency
-            raise NotSupportedError("s3:// needs the obstore package") from e
-        config: dict[str, Any] = {}
-        if opts.endpoint_url:
-            config["endpoint"] = opts.endpoint_url
-        config["region"] = opts.region or "us-east-1"
-        if opts.anonymous:
-            config["skip_signature"] = True
-        elif opts.key and opts.secret:
-            config["access_key_id"] = opts.key
-            config["secret_access_key"] = opts.secret
-            if opts.token:
-                config["session_token"] = opts.token
-        # Custom endpoints (MinIO, SeaweedFS, IP addresses) rarely resolve bucket subdomains.
-        config["virtual_hosted_style_request"] = bool(opts.virtual_hosted)
-        client_options: dict[str, Any] = {
-            "connect_timeout": f"{CONNECT_TIMEOUT}s",
-            "read_timeout": f"{READ_TIMEOUT}s",
-            "pool_max_idle_per_host": str(MAX_POOL_CONNECTIONS),
-        }
-        if opts.endpoint_url and opts.endpoint_url.startswith("http://"):
-            client_options["allow_http"] = True
-        provider = _credential_provider(opts)
-        client = ObstoreS3(
-            bucket,
-            config=cast(Any, config),
-            client_options=cast(Any, client_options),
-            # One attempt per call: retries are ours (counted, jittered, bounded by a deadline).
-            retry_config={"max_retries": 0, "retry_timeout": timedelta(seconds=opts.retry.timeout)},
-            credential_provider=provider,
-        )
-        _clients[key] = client
-        return client
+def _make_client(opts: S3Options, bucket: str) -> Any:
+    """An obstore client of the settings and bucket (it owns a connection pool: the session's
+    :class:`~lance_format.io.runtime.ClientRegistry` keeps one per settings and bucket)."""
+    try:
+        from obstore.store import S3Store as ObstoreS3
+    except ImportError as e:  # pragma: no cover - obstore is a runtime dependency
+        raise NotSupportedError("s3:// needs the obstore package") from e
+    config: dict[str, Any] = {}
+    if opts.endpoint_url:
+        config["endpoint"] = opts.endpoint_url
+    config["region"] = opts.region or "us-east-1"
+    if opts.anonymous:
+        config["skip_signature"] = True
+    elif opts.key and opts.secret:
+        config["access_key_id"] = opts.key
+        config["secret_access_key"] = opts.secret
+        if opts.token:
+            config["session_token"] = opts.token
+    # Custom endpoints (MinIO, SeaweedFS, IP addresses) rarely resolve bucket subdomains.
+    config["virtual_hosted_style_request"] = bool(opts.virtual_hosted)
+    client_options: dict[str, Any] = {
+        "connect_timeout": f"{CONNECT_TIMEOUT}s",
+        "read_timeout": f"{READ_TIMEOUT}s",
+        "pool_max_idle_per_host": str(MAX_POOL_CONNECTIONS),
+    }
+    if opts.endpoint_url and opts.endpoint_url.startswith("http://"):
+        client_options["allow_http"] = True
+    provider = _credential_provider(opts)
+    return ObstoreS3(
+        bucket,
+        config=cast(Any, config),
+        client_options=cast(Any, client_options),
+        # One attempt per call: retries are ours (counted, jittered, bounded by a deadline).
+        retry_config={"max_retries": 0, "retry_timeout": timedelta(seconds=opts.retry.timeout)},
+        credential_provider=provider,
+    )
 
 
 def _split_s3(uri: str) -> tuple[str, str]:
@@ -287,7 +266,14 @@ class S3Store(LevelListingStore):
     def __init__(self, uri: str, storage_options: Mapping[str, str] | None = None, **overrides: Any) -> None:
         self.bucket, self.prefix = _split_s3(uri)
         self.options = s3_options(storage_options, **overrides)
-        self._client = _client(self.options, self.bucket)
+
+    @functools.cached_property
+    def _client(self) -> Any:
+        """The obstore client: the session's for these settings and bucket (made on first use,
+        once the store is bound to its session's runtime)."""
+        return self.runtime.clients.get(
+            (self.options, self.bucket), functools.partial(_make_client, self.options, self.bucket)
+        )
 
     @property
     def uri(self) -> str:

@@ -165,6 +165,8 @@ class _Workers:
         self._idle = 0
         self._threads: list[threading.Thread] = []
         self.closed = False
+        # Bumped by stop_threads: idle threads of an older generation end.
+        self._generation = 0
 
     def _reset(self) -> None:  # in a forked child the threads are gone
         self._lock = threading.Lock()
@@ -181,18 +183,20 @@ class _Workers:
             heapq.heappush(self._heap, (priority, next(self._seq), fn))
             if self._idle == 0 and self._started < self.threads:
                 self._started += 1
-                thread = threading.Thread(target=self._run, name=f"lance-io-{self._started}", daemon=True)
+                thread = threading.Thread(
+                    target=self._run, args=(self._generation,), name=f"lance-io-{self._started}", daemon=True
+                )
                 self._threads.append(thread)
                 thread.start()
             else:
                 self._cv.notify()
 
-    def _run(self) -> None:
+    def _run(self, generation: int) -> None:
         while True:
             with self._cv:
                 self._idle += 1
                 while not self._heap:
-                    if self.closed:
+                    if self.closed or generation != self._generation:
                         self._idle -= 1
                         return
                     self._cv.wait()
@@ -205,6 +209,19 @@ class _Workers:
         with self._cv:
             self.closed = True
             threads, self._threads = self._threads, []
+            self._cv.notify_all()
+        me = threading.current_thread()
+        for thread in threads:
+            if thread is not me:
+                thread.join()
+
+    def stop_threads(self) -> None:
+        """Let the threads finish the queued tasks and wait for them to end, still taking tasks
+        (a later task starts threads again)."""
+        with self._cv:
+            self._generation += 1
+            threads, self._threads = self._threads, []
+            self._started = 0
             self._cv.notify_all()
         me = threading.current_thread()
         for thread in threads:
@@ -251,6 +268,11 @@ class IOScheduler:
         """Keep ``parallelism`` requests in flight from now on."""
         self.gate.resize(parallelism)
         self._workers.threads = parallelism
+
+    def stop_threads(self) -> None:
+        """Stop the worker threads (after the requests queued) but keep serving: the next request
+        starts them again (the process-wide scheduler, when a server stops)."""
+        self._workers.stop_threads()
 
     @property
     def closed(self) -> bool:

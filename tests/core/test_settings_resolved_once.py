@@ -90,3 +90,34 @@ def test_the_v20_dictionary_threshold_is_the_sessions(
     assert "Dictionary" in encodings(dictionary, "dict.lance")
     plain.close()
     dictionary.close()
+
+
+#: Modules resolving a setting at import (``env_setting`` at module level): the process-wide
+#: objects the default session owns, sized from the environment before any session exists. Any
+#: other module takes its settings from the session passed to it.
+IMPORT_TIME_SETTINGS = {
+    "lance_format/io/cache.py",  # the default session's metadata, page and decoded caches
+    "lance_format/io/scheduler.py",  # its I/O gate and read-ahead budget
+    "lance_format/io/descriptors.py",  # the process's open-file budget
+    "lance_format/dataset/session.py",  # its dataset pool
+    "lance_format/dataset/cleanup.py",  # the default age of unverified files
+}
+
+
+def test_only_the_default_sessions_objects_resolve_settings_at_import() -> None:
+    """The encode split threads, for one, were resolved at import into a process-wide pool; now
+    they are the writing session's (``encode_threads``)."""
+    found = set()
+    for rel, tree in _modules():
+        for node in getattr(tree, "body", []):
+            for call in ast.walk(node):
+                if isinstance(call, ast.Call) and getattr(call.func, "id", None) == "env_setting":
+                    found.add(rel)
+    assert found <= IMPORT_TIME_SETTINGS, sorted(found - IMPORT_TIME_SETTINGS)
+
+
+def test_the_split_threads_are_the_sessions_encode_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    session = Session(encode_threads=3)
+    monkeypatch.setenv("LANCE_FORMAT_ENCODE_THREADS", "1")  # after the session resolved
+    assert session.runtime.split_pool.workers == 3 == session.runtime.encode_pool.workers
+    session.close()

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from lance_format.core.concurrency import LazyPool
 from lance_format.encodings.v21 import model as m
 from lance_format.encodings.v21.encode import miniblock
 from lance_format.encodings.v21.encode._dict import dictionary_strings
@@ -513,12 +514,16 @@ def test_dictionary_strings_split_over_threads_matches_arrow(
     ]
     data, offsets, valid = _packed_strings(picks)
     limit = n // divisor
-    with mock.patch.object(_split, "SPLIT_MIN_BYTES", 1), mock.patch.object(_split, "SPLIT_THREADS", parts):
-        bounds = _split.split_rows(offsets)
-        assert (bounds[0], bounds[-1]) == (0, n)
-        assert len(bounds) <= parts + 1
-        assert all(a < b for a, b in pairwise(bounds))
-        got = dictionary_strings(data, offsets, None if valid.all() else valid, limit)
+    pool = LazyPool(parts, "test-split")
+    try:
+        with mock.patch.object(_split, "SPLIT_MIN_BYTES", 1):
+            bounds = _split.split_rows(offsets, pool)
+            assert (bounds[0], bounds[-1]) == (0, n)
+            assert len(bounds) <= parts + 1
+            assert all(a < b for a, b in pairwise(bounds))
+            got = dictionary_strings(data, offsets, None if valid.all() else valid, limit, pool)
+    finally:
+        pool.close()
     enc = pa.array(picks, pa.binary()).dictionary_encode()
     if len(enc.dictionary) > limit:
         assert got is None
@@ -572,11 +577,12 @@ def test_fsst_coding_split_over_threads_matches_one_pass(seed: int, tokens: list
         b"".join(tokens[int(i)] for i in rng.integers(0, len(tokens), int(k))) for k in rng.integers(0, 12, n)
     ]
     data, offsets, _ = _packed_strings(list(picks))
-    with (
-        mock.patch.object(_split, "SPLIT_MIN_BYTES", 1 << 10),
-        mock.patch.object(_split, "SPLIT_THREADS", parts),
-    ):
-        got = fsst_compress(data, offsets)
+    pool = LazyPool(parts, "test-split")
+    try:
+        with mock.patch.object(_split, "SPLIT_MIN_BYTES", 1 << 10):
+            got = fsst_compress(data, offsets, pool)
+    finally:
+        pool.close()
     ref_fsst.assert_same_compression(got, data, offsets)
     if got is None:
         return

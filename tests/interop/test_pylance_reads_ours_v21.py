@@ -198,6 +198,7 @@ def test_pylance_reads_strings_encoded_in_ranges_on_threads(version: str, tmp_pa
 
     import numpy as np
 
+    from lance_format.dataset.session import Session
     from lance_format.encodings.v21.encode import _split
     from lance_format.file import LanceFileWriter
 
@@ -217,14 +218,14 @@ def test_pylance_reads_strings_encoded_in_ranges_on_threads(version: str, tmp_pa
     )
 
     def write(name: str, min_bytes: int, threads: int) -> bytes:
-        path = tmp_path / name
+        # The split threads are the writing session's (its encode_threads).
         with (
+            Session(encode_threads=threads) as session,
             mock.patch.object(_split, "SPLIT_MIN_BYTES", min_bytes),
-            mock.patch.object(_split, "SPLIT_THREADS", threads),
-            LanceFileWriter(str(path), table.schema, version=version) as w,
+            LanceFileWriter(name, table.schema, version=version, store=session.store_for(str(tmp_path))) as w,
         ):
             w.write_batch(table)
-        return path.read_bytes()
+        return (tmp_path / name).read_bytes()
 
     one = write("one.lance", 1 << 40, 1)
     split = write("split.lance", 1 << 12, 3)

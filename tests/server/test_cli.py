@@ -108,6 +108,26 @@ def test_serve_on_free_ports_answers_flight_and_probes_then_stops_on_sigterm(sta
     assert "drained" in server.output()
 
 
+def test_sigterm_after_reads_and_writes_closes_the_session_and_exits_cleanly(start, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A server that wrote, scanned and took (so its I/O, decode and encode threads ran) drains on
+    SIGTERM, closes its engine session (the drain log counts no engine thread left) and exits 0
+    with no traceback or thread noise in its log."""
+    from flight_server.client import LanceFlightClient
+
+    server = start(["--port", "0", "--metrics-port", "-1", "--root", str(tmp_path / "data")])
+    (uri,) = server.locations
+    table = pa.table({"a": list(range(60_000)), "s": [f"value-{i % 5000}" for i in range(60_000)]})
+    with LanceFlightClient(uri, timeout=60) as client:
+        client.write("t", table, mode="create")
+        assert client.scan("t").num_rows == 60_000
+        assert client.take("t", indices=[0, 59_999]).column("a").to_pylist() == [0, 59_999]
+    assert server.terminate() == 0, server.output()
+    out = server.output()
+    assert re.search(r"msg=drained .*engine_threads=0", out), out
+    for noise in ("Traceback", "Exception ignored", "Error in atexit", "Fatal Python error"):
+        assert noise not in out, out
+
+
 def test_auth_from_the_environment(start, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     server = start(["--port", "0", "--metrics-port", "-1"], env={"LANCE_FLIGHT_TOKENS": "w,r:ro"})
     assert server.metrics == "off"
@@ -140,6 +160,9 @@ def test_two_workers_serve_on_two_ports_and_advertise_both(start, tmp_path: Path
             assert advertised == set(expected)
     assert http_get(server.url("/readyz"))[0] == 200
     assert server.terminate() == 0, server.output()
+    # Each worker drained, then closed its engine session: no engine thread left in either.
+    drained = re.findall(r"msg=drained .*who=\"?worker (\d).*engine_threads=(\d+)", server.output())
+    assert sorted(drained) == [("0", "0"), ("1", "0")], server.output()
     for uri in expected:  # both workers are gone
         with pytest.raises(flight.FlightUnavailableError), flight.FlightClient(uri) as client:
             list(client.list_flights(options=flight.FlightCallOptions(timeout=2)))

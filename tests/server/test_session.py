@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pyarrow as pa
@@ -39,3 +40,55 @@ def test_the_server_session_comes_from_its_settings(tmp_path: Path, monkeypatch:
     finally:
         client.close()
         server.shutdown()
+
+
+def _new_threads(before: set[int]) -> list[str]:
+    return sorted(t.name for t in threading.enumerate() if t.ident not in before and t.is_alive())
+
+
+def test_shutdown_closes_the_services_session(tmp_path: Path) -> None:
+    """``server.shutdown()`` drains the calls, then closes the engine session it was given: it
+    is closed and none of its threads (I/O, decode, encode, split, read-ahead) is left."""
+    from flight_server.service import LanceFlightService
+
+    before = {t.ident for t in threading.enumerate()}
+    session = Session(decode_threads=2, encode_threads=2, dataset_threads=2, io_parallelism=2)
+    settings = ServerSettings(root=str(tmp_path / "root"), port=0, metrics_port=-1)
+    server = LanceFlightService(settings, location="grpc://127.0.0.1:0", session=session)
+    client = LanceFlightClient(f"grpc://127.0.0.1:{server.port}", timeout=30)
+    table = pa.table({"a": list(range(50_000)), "s": [f"v{i % 977}" for i in range(50_000)]})
+    try:
+        client.write("ds", table, mode="create")
+        assert client.scan("ds").num_rows == 50_000
+        assert client.take("ds", indices=[0, 49_999]).column("a").to_pylist() == [0, 49_999]
+        for pool in session.runtime.pools:  # whatever the sizes decided, each pool has run
+            assert pool().submit(threading.current_thread).result() is not None
+        assert any(name.startswith("lance-") for name in _new_threads(before))
+    finally:
+        client.close()
+        server.shutdown()
+    assert session.closed
+    assert [n for n in _new_threads(before) if n.startswith("lance-")] == []
+
+
+def test_build_server_shutdown_stops_every_engine_thread(tmp_path: Path) -> None:
+    """The server ``build_server`` makes (its session is the process's) leaves no engine thread
+    once shut down; the process's default session still serves plain calls afterwards."""
+    import lance_format
+    from flight_server.workers import engine_threads
+
+    before = {t.ident for t in threading.enumerate()}
+    settings = ServerSettings(root=str(tmp_path / "root"), port=0, metrics_port=-1)
+    server = build_server(settings, 0, (), None)
+    client = LanceFlightClient(f"grpc://127.0.0.1:{server.port}", timeout=30)
+    try:
+        client.write("ds", pa.table({"a": list(range(1000))}), mode="create")
+        assert client.scan("ds").num_rows == 1000
+        for pool in Session.default().runtime.pools:
+            assert pool().submit(threading.current_thread).result() is not None
+    finally:
+        client.close()
+        server.shutdown()
+    assert [n for n in _new_threads(before) if n.startswith("lance-")] == []
+    assert not [n for n in engine_threads() if n in _new_threads(before)]
+    assert lance_format.dataset(str(tmp_path / "root" / "ds")).count_rows() == 1000

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from lance_format.core.concurrency import LazyPool
 from lance_format.core.jit import kernel
 from lance_format.encodings.v21.encode._split import run_split, split_rows, windows
 
@@ -40,7 +41,9 @@ _MIN_EXPECTED_PAIRS = 64.0
 _PAIRS_FRACTION = 1 / 8
 
 
-def dictionary_strings(data: U8, offsets: I64, valid: Bools | None, limit: int) -> tuple[I32, I64] | None:
+def dictionary_strings(
+    data: U8, offsets: I64, valid: Bools | None, limit: int, split: LazyPool | None = None
+) -> tuple[I32, I64] | None:
     """Dictionary indices of strings, in first-occurrence order (as Arrow's ``dictionary_encode``).
 
     Parameters
@@ -51,6 +54,8 @@ def dictionary_strings(data: U8, offsets: I64, valid: Bools | None, limit: int) 
         Per string, whether it is valid (None: all are). Nulls get index 0 and are not entries.
     limit:
         Most distinct values wanted: beyond it the build stops and returns None.
+    split:
+        The writing session's split pool: a large page builds in ranges on it (same result).
 
     Returns
     -------
@@ -65,8 +70,8 @@ def dictionary_strings(data: U8, offsets: I64, valid: Bools | None, limit: int) 
     ok = np.ones(0, dtype=np.bool_) if valid is None else np.ascontiguousarray(valid, dtype=np.bool_)
     # Ranges of a large page build dictionaries of their own side by side; the ranges' entries are
     # then merged in range order, so the entries and their order are those of one pass.
-    bounds = split_rows(offsets)
-    parts = run_split([partial(_build, win, offsets, ok, a, b, limit) for a, b in pairwise(bounds)])
+    bounds = split_rows(offsets, split)
+    parts = run_split([partial(_build, win, offsets, ok, a, b, limit) for a, b in pairwise(bounds)], split)
     if any(u < 0 for _, _, _, u in parts):
         return None
     idx, firsts, hashes, u = parts[0]

@@ -8,6 +8,7 @@ from functools import partial
 import numpy as np
 import pyarrow as pa
 
+from lance_format.core.concurrency import LazyPool
 from lance_format.core.errors import InvalidInputError
 from lance_format.core.types import LanceField
 from lance_format.encodings.base import EncodedPage, expand_ranges
@@ -59,7 +60,7 @@ def _choose_fullzip(leaf: LanceField, vals: FixedVals | VarVals) -> bool:
 
 
 def _dictionary(
-    arr: pa.Array, vals: FixedVals | VarVals, index_bits: int | None
+    arr: pa.Array, vals: FixedVals | VarVals, index_bits: int | None, split: LazyPool | None = None
 ) -> tuple[FixedVals, FixedVals | VarVals] | None:
     """Indices and dictionary of low-cardinality strings when that is smaller, or of a dictionary
     field of any value type (``index_bits`` set): pylance stores those this way whatever the size,
@@ -73,7 +74,7 @@ def _dictionary(
         valid = None
         if arr.null_count:
             valid = np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
-        built = dictionary_strings(vals.data, vals.offsets, valid, vals.n // DICT_DIVISOR)
+        built = dictionary_strings(vals.data, vals.offsets, valid, vals.n // DICT_DIVISOR, split)
         if built is None:
             return None
         idx32, firsts = built
@@ -159,7 +160,7 @@ def _encode_empty_struct(ll: LeafLevels) -> tuple[m.PageLayout, PageBuffers]:
 
 
 def _encode_leaf(
-    ll: LeafLevels, large: bool, write_external: WriteExternal | None = None
+    ll: LeafLevels, large: bool, write_external: WriteExternal | None = None, split: LazyPool | None = None
 ) -> tuple[m.PageLayout, PageBuffers]:
     if ll.field.is_empty_struct:
         return _encode_empty_struct(ll)
@@ -185,11 +186,11 @@ def _encode_leaf(
             stored, dictionary = picked
     if isinstance(vals, VarVals):
         if ll.index_bits is not None or (not full and not plain and compression != "fsst" and not vals.large):
-            picked = _dictionary(taken, vals, ll.index_bits)
+            picked = _dictionary(taken, vals, ll.index_bits, split)
             if picked is not None:
                 stored, dictionary = picked
         if dictionary is None and not plain and (general is None or full):
-            coded = fsst_compress(vals.data, vals.offsets)
+            coded = fsst_compress(vals.data, vals.offsets, split)
             if coded is not None:
                 fsst_table, offs, codes = coded
                 stored = VarVals(offs, codes, vals.large)
@@ -222,6 +223,7 @@ def encode_field(
     first_row: int,
     large: bool,
     write_external: WriteExternal | None = None,
+    split: LazyPool | None = None,
 ) -> list[EncodedPage]:
     """Encode rows of a top-level field as one page per leaf column.
 
@@ -240,9 +242,12 @@ def encode_field(
     write_external:
         Stores bytes out of line and returns their file position (blob columns need it; without
         it blobs are written inline like other binaries).
+    split:
+        Threads a large string page's dictionary build and FSST coding are split over: the
+        writing session's :attr:`~lance_format.io.runtime.IORuntime.split_pool` (None: this thread).
     """
     return [
-        _leaf_page(ll, columns_of, first_row, large, write_external)
+        _leaf_page(ll, columns_of, first_row, large, write_external, split)
         for ll in leaf_levels(field, arr, columns_of)
     ]
 
@@ -253,8 +258,9 @@ def _leaf_page(
     first_row: int,
     large: bool,
     write_external: WriteExternal | None = None,
+    split: LazyPool | None = None,
 ) -> EncodedPage:
-    layout, bufs = _encode_leaf(ll, large, write_external)
+    layout, bufs = _encode_leaf(ll, large, write_external, split)
     return EncodedPage(columns_of[ll.field.id], bufs, ll.num_rows, page_layout_bytes(layout), first_row)
 
 
@@ -262,7 +268,12 @@ EncodeJob = Callable[[], list[EncodedPage]]
 
 
 def encode_jobs(
-    field: LanceField, arr: pa.Array, columns_of: dict[int, int], first_row: int, large: bool
+    field: LanceField,
+    arr: pa.Array,
+    columns_of: dict[int, int],
+    first_row: int,
+    large: bool,
+    split: LazyPool | None = None,
 ) -> list[EncodeJob]:
     """:func:`encode_field` cut into jobs to run side by side (on a pool), in column order.
 
@@ -271,11 +282,14 @@ def encode_jobs(
     of one wide struct encode on every core. The pages are the ones :func:`encode_field` makes.
     """
     if sum(1 for f in field.walk() if f.id in columns_of) <= 1:
-        return [partial(encode_field, field, arr, columns_of, first_row, large)]
+        return [partial(encode_field, field, arr, columns_of, first_row, large, split=split)]
     return [
-        partial(_page_list, ll, columns_of, first_row, large) for ll in leaf_levels(field, arr, columns_of)
+        partial(_page_list, ll, columns_of, first_row, large, split)
+        for ll in leaf_levels(field, arr, columns_of)
     ]
 
 
-def _page_list(ll: LeafLevels, columns_of: dict[int, int], first_row: int, large: bool) -> list[EncodedPage]:
-    return [_leaf_page(ll, columns_of, first_row, large)]
+def _page_list(
+    ll: LeafLevels, columns_of: dict[int, int], first_row: int, large: bool, split: LazyPool | None
+) -> list[EncodedPage]:
+    return [_leaf_page(ll, columns_of, first_row, large, split=split)]

@@ -14,6 +14,7 @@ from itertools import pairwise
 import numpy as np
 import numpy.typing as npt
 
+from lance_format.core.concurrency import LazyPool
 from lance_format.core.jit import kernel
 from lance_format.encodings.v21.encode._split import run_split, split_rows, windows
 
@@ -329,13 +330,15 @@ def _serialize(table: _Table) -> bytes:
     return out.tobytes()
 
 
-def fsst_compress(data: U8, offsets: I64) -> tuple[bytes, I64, U8] | None:
+def fsst_compress(data: U8, offsets: I64, split: LazyPool | None = None) -> tuple[bytes, I64, U8] | None:
     """Compress strings; None when FSST does not apply or does not pay.
 
     Parameters
     ----------
     data, offsets:
         The strings (``n + 1`` offsets into ``data``).
+    split:
+        The writing session's split pool: a large page codes in ranges on it (same bytes).
 
     Returns
     -------
@@ -347,25 +350,26 @@ def fsst_compress(data: U8, offsets: I64) -> tuple[bytes, I64, U8] | None:
     if total < FSST_MIN_BYTES or not FSST_MIN_MAX_LEN <= longest <= MAX_FSST_VALUE:
         return None
     table = _train(data, offsets)
-    new, out = _code_split(table, data, offsets)
+    new, out = _code_split(table, data, offsets, split)
     if len(out) + TABLE_SIZE >= total:
         return None
     return _serialize(table), new, out
 
 
-def _code_split(table: _Table, data: U8, offsets: I64) -> tuple[I64, U8]:
+def _code_split(table: _Table, data: U8, offsets: I64, split: LazyPool | None) -> tuple[I64, U8]:
     """Compression of every string, ranges of a large page on threads side by side (each string
     codes on its own, so the joined ranges are the bytes of one pass)."""
     data = np.ascontiguousarray(data, dtype=np.uint8)
     offs = np.ascontiguousarray(offsets, dtype=np.int64)
-    bounds = split_rows(offs)
+    bounds = split_rows(offs, split)
     if len(bounds) == 2:
         new, out, _ = _code(table, data, offs, False)
         return new, out
     win = windows(data)
     look = table.lookup()
     parts = run_split(
-        [partial(_code_strings, data, win, offs[a : b + 1], *look, False) for a, b in pairwise(bounds)]
+        [partial(_code_strings, data, win, offs[a : b + 1], *look, False) for a, b in pairwise(bounds)],
+        split,
     )
     out = np.concatenate([p[1] for p in parts])
     new = np.empty(len(offs), dtype=np.int64)
