@@ -11,12 +11,14 @@ import numpy as np
 import pyarrow as pa
 
 import lance_format
+from lance_format.dataset.cache import cached_manifest
 from lance_format.dataset.fragment import ReaderCache
 from lance_format.dataset.session import STORE_REGISTRY_ENTRIES, Session
 from lance_format.encodings.v20 import pages
 from lance_format.file import LanceFileReader, LanceFileWriter, decoded
 from lance_format.io.cache import ByteCache
 from lance_format.table import commit as commit_module
+from lance_format.table.naming import manifest_key
 
 
 def test_a_cached_file_reader_is_charged_at_least_the_memory_it_holds(tmp_path: Path) -> None:
@@ -88,3 +90,25 @@ def test_tiny_decoded_blocks_are_charged_their_object_overhead(tmp_path: Path) -
             decoded.take_cached(reader, np.array([1, 5]), cache=cache)
     assert len(cache) == 20
     assert cache.nbytes >= 20 * 1024
+
+
+def test_a_cached_manifest_is_charged_at_least_the_memory_it_holds(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t.lance")
+    table = pa.table({"id": np.arange(10), "s": pa.array(["x"] * 10)})
+    for i in range(30):
+        ds = lance_format.write_dataset(table, uri, mode="append" if i else "create")
+    store = ds.snapshot.store
+    key = manifest_key(ds.version, ds.manifest_naming)
+    size = (tmp_path / "t.lance" / key).stat().st_size
+    cache = ByteCache(1 << 30, "metadata")
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        manifest = cached_manifest(store, ds.version, key, size, cache=cache)
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert len(manifest.fragments) == 30
+    assert cache.nbytes >= held, (cache.nbytes, held)
