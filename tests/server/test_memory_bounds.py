@@ -8,6 +8,7 @@ import pytest
 
 from flight_server.plan_cache import MAX_KEY_BYTES, PlanCache
 from lance_format.dataset.session import STORE_REGISTRY_ENTRIES
+from tests.fuzz.server import memory_report
 from tests.server.service_fixtures import Served, seed
 
 
@@ -42,3 +43,7 @@ def test_cache_stats_report_what_holds_memory(served: Served) -> None:
     assert stats["memory_open_files"] >= 1
     assert stats["plan_entries"] >= 1  # the scan's plan
     assert stats["plan_bytes"] > 0
+    # The fuzzer's progress line reads them.
+    line = memory_report(served.location)
+    assert line.startswith("memory: metadata=")
+    assert "handles=1" in line
