@@ -15,7 +15,8 @@ from lance_format.dataset.cache import cached_manifest
 from lance_format.dataset.fragment import ReaderCache
 from lance_format.dataset.session import STORE_REGISTRY_ENTRIES, Session
 from lance_format.encodings.v20 import pages
-from lance_format.file import LanceFileReader, LanceFileWriter, decoded
+from lance_format.file import LanceFileReader, LanceFileWriter, decoded, writer
+from lance_format.file.format import LanceFileVersion
 from lance_format.io.cache import ByteCache
 from lance_format.table import commit as commit_module
 from lance_format.table.naming import manifest_key
@@ -112,3 +113,11 @@ def test_a_cached_manifest_is_charged_at_least_the_memory_it_holds(tmp_path: Pat
         tracemalloc.stop()
     assert len(manifest.fragments) == 30
     assert cache.nbytes >= held, (cache.nbytes, held)
+
+
+def test_writer_schema_plans_describe_at_most_their_bound_of_columns() -> None:
+    # Schemas come from clients (a put of any width): 64 plans of wide ones held hundreds of MiB.
+    for k in range(12):
+        schema = pa.schema([(f"c{k}_{i}", pa.int32()) for i in range(3000)])
+        writer._schema_plan(schema, LanceFileVersion.V2_1)
+    assert sum(len(p.column_encodings) for p in writer._PLANS.values()) <= writer.PLAN_COLUMNS_MAX
