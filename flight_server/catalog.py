@@ -174,6 +174,12 @@ class Catalog:
                 self._handles.popitem(last=False)
         return ds
 
+    @property
+    def handle_count(self) -> int:
+        """Open dataset handles kept (at most :data:`DATASET_HANDLES`)."""
+        with self._lock:
+            return len(self._handles)
+
     def require(self, name: str) -> None:
         """Raise :class:`NotFoundError` unless dataset ``name`` exists."""
         if not self.exists(name):

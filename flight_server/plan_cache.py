@@ -18,7 +18,15 @@ from collections.abc import Callable, Hashable
 
 import pyarrow.flight as flight
 
-__all__ = ["MAX_KEY_BYTES", "PLAN_MAX_AGE_SECONDS", "PlanCache", "info_bytes"]
+__all__ = [
+    "ENTRY_OVERHEAD_BYTES",
+    "MAX_KEY_BYTES",
+    "PLAN_MAX_AGE_SECONDS",
+    "PlanCache",
+    "entry_bytes",
+    "info_bytes",
+    "key_bytes",
+]
 
 #: Seconds an answer is reused: short beside the ticket lifetime (an hour by default), long beside
 #: the interval at which clients that plan in a loop ask again.
@@ -28,9 +36,26 @@ PLAN_MAX_AGE_SECONDS = 60.0
 MAX_KEY_BYTES = 64 * 1024
 
 
+#: Bytes counted per entry beside its answer and key: the FlightInfo object, the key tuple and the
+#: LRU's node (a few hundred bytes of Python objects).
+ENTRY_OVERHEAD_BYTES = 512
+
+
+def key_bytes(key: Hashable) -> int:
+    """Bytes the bytes and strings of ``key`` (a tuple of them, or one) take: counted with the
+    answer, as a descriptor up to :data:`MAX_KEY_BYTES` can be far larger than a small answer."""
+    parts = key if isinstance(key, tuple) else (key,)
+    return sum(len(p) for p in parts if isinstance(p, (bytes, str)))
+
+
 def info_bytes(info: flight.FlightInfo) -> int:
     """Bytes a FlightInfo takes (its serialized size: schema, tickets, locations)."""
     return len(info.serialize())
+
+
+def entry_bytes(key: Hashable, info: flight.FlightInfo) -> int:
+    """Bytes an entry counts for: its answer, its key and :data:`ENTRY_OVERHEAD_BYTES`."""
+    return info_bytes(info) + key_bytes(key) + ENTRY_OVERHEAD_BYTES
 
 
 class PlanCache:
@@ -39,13 +64,14 @@ class PlanCache:
     Parameters
     ----------
     max_bytes : int
-        Bytes of answers kept (``cache.planBytes``, counted as their serialized size); 0 keeps none.
+        Bytes of answers kept (``cache.planBytes``, counted as their serialized size plus their
+        key's bytes and :data:`ENTRY_OVERHEAD_BYTES`); 0 keeps none.
     max_age : float
         Seconds an answer is reused.
     clock : Callable[[], float]
         Monotonic seconds (tests pass a fake one).
-    sizer : Callable[[flight.FlightInfo], int]
-        Bytes an answer counts for (:func:`info_bytes`; tests pass a fixed size).
+    sizer : Callable[[Hashable, flight.FlightInfo], int]
+        Bytes an entry (key and answer) counts for (:func:`entry_bytes`; tests pass a fixed size).
     """
 
     def __init__(
@@ -53,7 +79,7 @@ class PlanCache:
         max_bytes: int,
         max_age: float = PLAN_MAX_AGE_SECONDS,
         clock: Callable[[], float] = time.monotonic,
-        sizer: Callable[[flight.FlightInfo], int] = info_bytes,
+        sizer: Callable[[Hashable, flight.FlightInfo], int] = entry_bytes,
     ) -> None:
         self.max_bytes = max(0, max_bytes)
         self.nbytes = 0
@@ -88,7 +114,7 @@ class PlanCache:
         """Keep ``info`` for ``key`` (the least recently used answers go when full)."""
         if not self.enabled:
             return
-        size = self._sizer(info)
+        size = self._sizer(key, info)
         if size > self.max_bytes:
             return  # larger than the whole cache: planned again each time
         with self._lock:

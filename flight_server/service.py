@@ -639,6 +639,7 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
                 batch = dataclasses.asdict(self.batch_cache.counters())
                 counters = {**result.counters, **{f"batch_{k}": int(v) for k, v in batch.items()}}
                 counters |= self._slots.stats()  # streams_open, stream_principals, stream_memory_bytes
+                counters |= {"plan_entries": len(self.plan_cache), "plan_bytes": self.plan_cache.nbytes}
                 result = dataclasses.replace(result, counters=counters)
             return encode_json_result(result) if is_json_body(body) else encode_action_result(result)
 

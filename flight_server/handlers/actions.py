@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +37,7 @@ from lance_format.dataset.staging import (
     forget_staged,
 )
 from lance_format.io import io_stats
+from lance_format.io.descriptors import DESCRIPTORS
 from lance_format.table.fragment_json import fragment_from_json
 from lance_format.table.model import Append, DataFragment, Overwrite
 
@@ -334,7 +336,31 @@ def _cache_stats(catalog: Catalog, req: ActionRequest) -> ActionResult:
     io = io_stats()
     counters["io_requests"] = int(io.requests)
     counters["io_bytes_read"] = int(io.bytes_read)
+    counters |= _memory(catalog)
     return ActionResult(counters=counters)
+
+
+def _memory(catalog: Catalog) -> dict[str, int]:
+    """What holds this process's memory besides the caches: its resident size, Arrow's allocator
+    and the registries a client's names fill (each bounded; docs/configuration.md lists them)."""
+    pool = pa.default_memory_pool()
+    return {
+        "memory_rss_bytes": resident_bytes(),
+        "memory_arrow_bytes": int(pool.bytes_allocated()),
+        "memory_arrow_peak_bytes": int(pool.max_memory() or 0),
+        "memory_dataset_handles": catalog.handle_count,
+        "memory_object_stores": catalog.session.store_count,
+        "memory_open_files": len(DESCRIPTORS),
+    }
+
+
+def resident_bytes() -> int:
+    """This process's resident set size (from Linux's ``/proc``; 0 where there is none)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 def _health(catalog: Catalog, req: ActionRequest) -> ActionResult:

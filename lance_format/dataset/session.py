@@ -24,6 +24,7 @@ it explicitly to every dataset it opens.
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
@@ -36,11 +37,17 @@ from lance_format.io.descriptors import DESCRIPTORS
 from lance_format.io.runtime import IORuntime, default_runtime
 from lance_format.io.store import ObjectStore, store_for_uri
 
-__all__ = ["DATASET_THREADS", "Session"]
+__all__ = ["DATASET_THREADS", "STORE_REGISTRY_ENTRIES", "Session"]
 
 #: Worker threads of the dataset layer (scan read-ahead, parallel per-fragment takes). Separate from
 #: the I/O layer's pool, whose fetches these tasks wait on. Setting ``dataset_threads``.
 DATASET_THREADS = env_setting("dataset_threads")
+
+#: Object stores a session's registry keeps (least recently used dropped first). Stores are keyed
+#: by URI and a server opens one per dataset it stages into or discards from, so names a client
+#: chooses would otherwise grow the registry without end; a store dropped here is simply opened
+#: again (its reads stay cached: caches key on the store's URI, not the object).
+STORE_REGISTRY_ENTRIES = 256
 
 # The default session's dataset-layer pool (never used by the I/O layer, so waiting on it is safe).
 _dataset_pool = LazyPool(DATASET_THREADS, "lance-dataset")
@@ -99,7 +106,7 @@ class Session:
         # The default session opens a store per dataset, as plain calls always did (credentials
         # set in the environment later still apply); explicit sessions keep one per root.
         self._registry = registry
-        self._stores: dict[tuple[str, tuple[tuple[str, str], ...]], ObjectStore] = {}
+        self._stores: OrderedDict[tuple[str, tuple[tuple[str, str], ...]], ObjectStore] = OrderedDict()
         self._lock = threading.Lock()
 
     @classmethod
@@ -218,11 +225,21 @@ class Session:
         key = (uri, tuple(sorted((str(k), str(v)) for k, v in (storage_options or {}).items())))
         with self._lock:
             store = self._stores.get(key)
+            if store is not None:
+                self._stores.move_to_end(key)
         if store is None:
             store = store_for_uri(uri, options, runtime=self.runtime)
             with self._lock:
                 store = self._stores.setdefault(key, store)
+                while len(self._stores) > STORE_REGISTRY_ENTRIES:
+                    self._stores.popitem(last=False)
         return store
+
+    @property
+    def store_count(self) -> int:
+        """Object stores held by this session's registry (at most :data:`STORE_REGISTRY_ENTRIES`)."""
+        with self._lock:
+            return len(self._stores)
 
     def forget(self, uri: str) -> None:
         """Drop every cached entry of the dataset (or root) at ``uri`` from this session's caches,

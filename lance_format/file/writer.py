@@ -77,6 +77,10 @@ class _SchemaPlan:
 #: descriptor once, not per file. Bounded because schemas come from clients.
 _PLANS: dict[tuple[bytes, LanceFileVersion], _SchemaPlan] = {}
 _PLANS_MAX = 64
+#: Columns the kept plans may describe in all: a plan takes ~600 bytes per column (1.2 MiB for 2,000
+#: columns), so 64 plans of 10,000-column schemas would hold ~370 MiB; this keeps them near 12 MiB.
+PLAN_COLUMNS_MAX = 20_000
+_plan_columns = 0
 
 
 def _schema_plan(schema: pa.Schema, version: LanceFileVersion) -> _SchemaPlan:
@@ -108,9 +112,12 @@ def _schema_plan(schema: pa.Schema, version: LanceFileVersion) -> _SchemaPlan:
         _serde.file_descriptor_bytes(lance, 0),
         tuple(f.has_json for f in lance.fields),
     )
-    if len(_PLANS) >= _PLANS_MAX:
+    global _plan_columns
+    if len(_PLANS) >= _PLANS_MAX or _plan_columns + len(encodings) > PLAN_COLUMNS_MAX:
         _PLANS.clear()
+        _plan_columns = 0
     _PLANS[key] = plan
+    _plan_columns += len(encodings)
     return plan
 
 

@@ -11,6 +11,7 @@ import contextlib
 import random
 import threading
 import time
+import weakref
 from dataclasses import dataclass, replace
 
 from lance_format.core.errors import (
@@ -54,7 +55,9 @@ class CommitOptions:
     committer: ManifestCommitter | None = None
 
 
-_COMMIT_LOCKS: dict[str, threading.Lock] = {}
+# Weak values: a lock lives while a commit holds or waits on it, so the table stays as small as the
+# commits in progress (a dict grew by one lock per dataset URI ever written, client-chosen names).
+_COMMIT_LOCKS: weakref.WeakValueDictionary[str, threading.Lock] = weakref.WeakValueDictionary()
 _COMMIT_LOCKS_GUARD = threading.Lock()
 
 
@@ -63,7 +66,8 @@ def _commit_lock(uri: str) -> threading.Lock:
     with _COMMIT_LOCKS_GUARD:
         lock = _COMMIT_LOCKS.get(uri)
         if lock is None:
-            lock = _COMMIT_LOCKS[uri] = threading.Lock()
+            lock = threading.Lock()
+            _COMMIT_LOCKS[uri] = lock
         return lock
 
 

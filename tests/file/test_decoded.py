@@ -119,7 +119,7 @@ def test_one_take_admits_at_most_its_budget(reader: LanceFileReader) -> None:
 
 def test_a_full_cache_needs_a_third_touch(reader: LanceFileReader) -> None:
     one = reader._view(reader._projection[:1])  # id: 64 rows x 8 bytes = 512 bytes a block
-    cache = ByteCache(1024)  # room for two blocks
+    cache = ByteCache(2 * (512 + dec.BLOCK_OVERHEAD_BYTES))  # room for two blocks
     dec.take_cached(one, np.array([0, 64]), cache=cache)
     dec.take_cached(one, np.array([0, 64]), cache=cache)
     assert len(cache) == 2
@@ -143,7 +143,7 @@ def test_ranges_come_from_cached_blocks_and_scans_fill_only_free_room(reader: La
     again = dec.read_range_cached(reader, 128, 1000, cache=cache)
     assert reader.io_stats.requests == before
     assert_tables_equal(again, plain.slice(128, 872), context="cached range")
-    tiny = ByteCache(600)  # one block of id fits; nothing is evicted to make room
+    tiny = ByteCache(600 + dec.BLOCK_OVERHEAD_BYTES)  # one block of id fits; nothing is evicted to make room
     dec.read_range_cached(reader._view(reader._projection[:1]), 0, 256, cache=tiny)
     assert len(tiny) == 1
     assert tiny.counters().evictions == 0

@@ -26,7 +26,7 @@ import pyarrow.flight as flight
 from flight_server.errors import ERROR_CODES
 from flight_server.requests import END_OF_WRITE
 from tests.fuzz.generate import Call, Context, Generator, PutData
-from tests.fuzz.server import FuzzServer, ServerLimits, bound_datasets, populate
+from tests.fuzz.server import FuzzServer, ServerLimits, bound_datasets, memory_report, populate
 from tests.fuzz.wire import Entry, Msg, describe, parse_text, simpler
 
 __all__ = ["Failure", "FuzzReport", "Outcome", "execute", "run_fuzz"]
@@ -559,6 +559,8 @@ def run_fuzz(
                     f"({len(report.unique)} distinct), rss {session.server.rss() >> 20} MiB, "
                     f"{time.monotonic() - start:.0f}s"
                 )
+                if session.server.alive:
+                    log("  " + memory_report(session.server.location))
     finally:
         session.close()
     if shrink_failures:

@@ -29,7 +29,7 @@ from flight_server.client import LanceFlightClient
 from loadtest.load.server import free_port
 from tests.fuzz.generate import Context, DatasetInfo
 
-__all__ = ["FuzzServer", "ServerLimits", "bound_datasets", "populate", "rss_bytes"]
+__all__ = ["FuzzServer", "ServerLimits", "bound_datasets", "memory_report", "populate", "rss_bytes"]
 
 #: Seconds ``serve`` may take to answer its first call on a loaded 2-core machine (its imports
 #: alone took ~20 s with nine agents sharing two cores).
@@ -216,6 +216,36 @@ def bound_datasets(location: str) -> int:
             except (flight.FlightError, pa.ArrowException):
                 pass  # e.g. a concurrent change: the next check tries again
     return rewritten
+
+
+#: ``cache_stats`` counters :func:`memory_report` prints, in MiB when they are bytes.
+_MEMORY_FIELDS = (
+    ("metadata", "metadata_bytes"),
+    ("page", "page_bytes"),
+    ("decoded", "decoded_bytes"),
+    ("batch", "batch_bytes"),
+    ("plan", "plan_bytes"),
+    ("arrow", "memory_arrow_bytes"),
+    ("arrow_peak", "memory_arrow_peak_bytes"),
+)
+
+
+def memory_report(location: str) -> str:
+    """What holds the server's memory, from its ``cache_stats`` action, on one line ("" when the
+    server does not answer): a long run prints it with its progress so growth can be attributed."""
+    try:
+        with LanceFlightClient(location, timeout=20.0) as client:
+            stats = client.cache_stats()
+    except (flight.FlightError, pa.ArrowException, OSError):
+        return ""
+    parts = [f"{name}={stats.get(key, 0) / 2**20:.0f}MiB" for name, key in _MEMORY_FIELDS]
+    parts += [
+        f"decoded_entries={stats.get('decoded_entries', 0)}",
+        f"handles={stats.get('memory_dataset_handles', 0)}",
+        f"stores={stats.get('memory_object_stores', 0)}",
+        f"files={stats.get('memory_open_files', 0)}",
+    ]
+    return "memory: " + " ".join(parts)
 
 
 def populate(location: str, canary: str) -> Context:

@@ -15,7 +15,7 @@ import pytest
 import flight_server.service as service_module
 from flight_server._serde import encode_ticket, peek_take_count
 from flight_server.handlers.take import TAKE_CHUNK_ROWS, take_batches
-from flight_server.plan_cache import PlanCache
+from flight_server.plan_cache import PlanCache, entry_bytes
 from flight_server.requests import ScanRequest, TakeRequest
 from flight_server.streams import CancelCheck
 from tests.server.service_fixtures import Served, start, stop
@@ -40,7 +40,7 @@ def _info(name: str) -> flight.FlightInfo:
 
 def test_plan_cache_reuses_young_answers_and_forgets_old_ones() -> None:
     clock = _Clock()
-    cache = PlanCache(2, max_age=60.0, clock=clock, sizer=lambda _: 1)
+    cache = PlanCache(2, max_age=60.0, clock=clock, sizer=lambda _k, _i: 1)
     info = _info("a")
     cache.put("k", info)
     assert cache.get("k") is info
@@ -51,7 +51,7 @@ def test_plan_cache_reuses_young_answers_and_forgets_old_ones() -> None:
 
 
 def test_plan_cache_is_bounded_lru() -> None:
-    cache = PlanCache(2, sizer=lambda _: 1)  # two answers of one byte each
+    cache = PlanCache(2, sizer=lambda _k, _i: 1)  # two answers of one byte each
     cache.put("a", _info("a"))
     cache.put("b", _info("b"))
     assert cache.get("a") is not None  # "b" is now the least recently used
@@ -184,7 +184,7 @@ def test_a_calls_cancellation_flag_is_asked_at_most_once_per_interval() -> None:
 
 def test_plan_cache_counts_bytes_and_skips_answers_larger_than_itself() -> None:
     info = _info("a")
-    size = len(info.serialize())
+    size = entry_bytes("a", info)  # answer, one-byte key and the entry's overhead
     cache = PlanCache(size * 2)
     cache.put("a", info)
     cache.put("b", _info("a"))

@@ -65,13 +65,19 @@ def _is_large(t: pa.DataType) -> bool:
 
 # fixed_width by type: the pyarrow type checks cost microseconds per call on the take path.
 _WIDTHS: dict[pa.DataType, int] = {}
+#: Types :func:`fixed_width` remembers: types come from clients' schemas (timestamp time zones,
+#: fixed-size binary widths, decimals), so the table is emptied when it reaches this many.
+WIDTH_TYPES = 1024
 
 
 def fixed_width(t: pa.DataType) -> int:
     """Bytes per value of a fixed-width Arrow type (0 for anything else, bool included)."""
     width = _WIDTHS.get(t)
     if width is None:
-        width = _WIDTHS[t] = _fixed_width(t)
+        width = _fixed_width(t)
+        if len(_WIDTHS) >= WIDTH_TYPES:
+            _WIDTHS.clear()
+        _WIDTHS[t] = width
     return width
 
 
