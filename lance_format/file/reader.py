@@ -27,6 +27,8 @@ from lance_format.encodings.base import (
 from lance_format.file import _serde
 from lance_format.file.format import FOOTER_LEN, Footer, LanceFileVersion, parse_footer, parse_offset_table
 from lance_format.io.cache import ReadPolicy
+from lance_format.io.planner import SCAN_PLAN
+from lance_format.io.prefetch import FilePrefetch, current_scan_scope
 from lance_format.io.reader import IOStats, RangeReader
 from lance_format.io.store import ObjectStore, split_uri, store_for_uri
 
@@ -484,8 +486,13 @@ class LanceFileReader:
         gens = [decode_field(self.version, self._ctx, f, self._columns_of, runs) for f in self._projection]
         io = self._io
 
-        def read(ranges: list[tuple[int, int]]) -> list[memoryview]:
+        prefetch = self._scan_prefetch()
+
+        def direct(ranges: list[tuple[int, int]]) -> list[memoryview]:
             return io.read(ranges, policy)
+
+        def read(ranges: list[tuple[int, int]]) -> list[memoryview]:
+            return direct(ranges) if prefetch is None else prefetch.read(ranges, direct)
 
         try:
             arrays = drive(gens, read, pool=io.store.runtime.decode_pool)
@@ -504,6 +511,42 @@ class LanceFileReader:
             raise CorruptFileError(self.path, f"cannot decode data: {type(e).__name__}: {e}") from None
         arrays = [json_from_storage(f, a, self.path) for f, a in zip(self._projection, arrays, strict=True)]
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+    def _scan_prefetch(self) -> FilePrefetch | None:
+        """The read-ahead of the scan this read belongs to (object stores only; ``None`` outside
+        a :func:`~lance_format.io.prefetch.scan_scope`): the pages of this projection's columns in
+        the scan's rows, fetched in large requests ahead of decoding."""
+        scope = current_scan_scope()
+        io = self._io
+        if scope is None or not io.store.remote:
+            return None
+        meta = self._meta
+        cols: list[int] = []
+        for f in self._projection:
+            for sub in f.walk():
+                idx = self._columns_of.get(sub.id)
+                # 2.0 list items count values, not rows: their pages are read on demand.
+                if idx is not None and meta.columns[idx].num_rows == meta.num_rows:
+                    cols.append(idx)
+        lo, hi = scope.lo, min(scope.hi, meta.num_rows)
+
+        def make() -> FilePrefetch:
+            regions: list[tuple[int, int, int, int]] = []
+            for c in cols:
+                col = meta.columns[c]
+                starts = col.page_starts
+                first = max(0, int(np.searchsorted(starts, lo, side="right")) - 1)
+                last = int(np.searchsorted(starts, hi, side="left"))
+                for j in range(first, min(last, len(col.pages))):
+                    r0, r1 = int(starts[j]), int(starts[j + 1])
+                    page = col.pages[j]
+                    regions += [
+                        (o, n, r0, r1) for o, n in zip(page.buffer_offsets, page.buffer_sizes, strict=True)
+                    ]
+            window = scope.window or io.store.runtime.config.scan_prefetch_bytes
+            return FilePrefetch(io, regions, SCAN_PLAN, window)
+
+        return scope.file((io.store.uri, io.key, io.size, tuple(cols)), make)
 
     def close(self) -> None:
         """Nothing to release: reads are stateless. Present for API symmetry."""

@@ -123,6 +123,12 @@ class RangeReader:
             )
         return data
 
+    def fetch(self, req: Request) -> memoryview:
+        """Issue one planned request now (the caller holds the store's gate), counted."""
+        data = self._fetch(req)
+        self._count(1, len(data))
+        return data
+
     def _fetch_many(self, requests: Sequence[Request]) -> list[memoryview]:
         datas = self.store.read_ranges(self.key, [(r.start, r.end) for r in requests])
         for req, data in zip(requests, datas, strict=True):
