@@ -31,8 +31,8 @@ PARALLEL_MIN_BYTES = 1024 * 1024
 # small requests are latency bound.
 PARALLEL_MIN_MEAN_BYTES = 64 * 1024
 
-#: Page cache granule. Well under the object-store planner's merge gap, so fetching whole blocks
-#: costs no extra round trip; a block holds a few hundred rows of a typical column, so neighbouring
+#: Page cache granule. The object-store planner's merge gap, so the missing blocks between two
+#: wanted ones are fetched in the same request; a block holds a few hundred rows of a typical column, so neighbouring
 #: takes share it, while keeping the cache's byte overhead per random row small.
 PAGE_BLOCK_BYTES = 64 * 1024
 

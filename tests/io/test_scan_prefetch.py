@@ -190,3 +190,43 @@ def test_s3_scan_requests_and_bytes_against_pylance(s3_uri: str, s3_server: obje
     assert spent.bytes_read <= stats.read_bytes * 1.01
     assert spent.requests <= math.ceil(total / SCAN_REQUEST_BYTES) + ncols
     assert spent.requests <= stats.read_iops + ncols
+
+
+def test_object_store_merge_gap_is_derived_from_the_cost_model() -> None:
+    from lance_format.io.planner import (
+        OBJECT_STORE_PLAN,
+        OBJECT_STORE_REQUEST_COST_S,
+        OBJECT_STORE_STREAM_BYTES_PER_S,
+        merge_gap,
+    )
+
+    assert merge_gap(0.35e-3, 200e6) == 64 * 1024  # 70 KB rounded down
+    assert merge_gap(0.35e-3, 100e6) == 32 * 1024
+    assert merge_gap(0.0, 1.0) == 4096
+    assert OBJECT_STORE_PLAN.max_gap == merge_gap(
+        OBJECT_STORE_REQUEST_COST_S, OBJECT_STORE_STREAM_BYTES_PER_S
+    )
+    assert OBJECT_STORE_PLAN.max_gap == 64 * 1024
+
+
+@pytest.mark.s3
+def test_s3_cold_takes_cost_what_pylances_cost(s3_uri: str, s3_server: object) -> None:
+    """Cold takes on S3 issue pylance's requests and read its bytes: random rows of the vector
+    column lie ~200 KB apart, which the old 256 KiB merge gap read whole (3x the bytes)."""
+    lance = pytest.importorskip("lance")
+    opts = s3_server.storage_options  # type: ignore[attr-defined]
+    lance.write_dataset(table(), s3_uri, storage_options=opts)
+    theirs = lance.dataset(s3_uri, storage_options=opts)
+    ours = lance_format.dataset(s3_uri, storage_options=opts, session=cold())
+    theirs.take([0])
+    ours.take([0])
+    theirs.io_stats_incremental()
+    rng = np.random.default_rng(11)
+    for k, cols in ((1, None), (100, None), (100, ["v"]), (100, ["x"])):
+        rows = np.sort(rng.choice(ROWS, k, replace=False))
+        before = io_stats()
+        got = ours.take(rows, columns=cols)
+        spent = io_stats() - before
+        assert got.equals(theirs.take(rows, columns=cols))
+        stats = theirs.io_stats_incremental()
+        assert (spent.requests, spent.bytes_read) == (stats.read_iops, stats.read_bytes), (k, cols)
