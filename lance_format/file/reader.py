@@ -28,7 +28,7 @@ from lance_format.file import _serde
 from lance_format.file.format import FOOTER_LEN, Footer, LanceFileVersion, parse_footer, parse_offset_table
 from lance_format.io.cache import ReadPolicy
 from lance_format.io.planner import SCAN_PLAN
-from lance_format.io.prefetch import FilePrefetch, current_scan_scope
+from lance_format.io.prefetch import FilePrefetch, ScanScope, current_scan_scope, scan_scope
 from lance_format.io.reader import IOStats, RangeReader
 from lance_format.io.store import ObjectStore, split_uri, store_for_uri
 
@@ -138,10 +138,18 @@ class ReaderResults:
         ends = np.cumsum(lengths)
         done = 0
         total = int(ends[-1]) if len(ends) else 0
+        # One run of rows (read_all, read_range) streamed in several chunks: its pages are read
+        # ahead in large requests on object stores (lance_format.io.prefetch).
+        scope = (
+            ScanScope(int(runs[0, 0]), int(runs[0, 1]))
+            if len(runs) == 1 and total > STREAM_CHUNK_ROWS
+            else None
+        )
         while done < total:
             stop = min(done + STREAM_CHUNK_ROWS, total)
             chunk = _slice_runs(runs, ends, done, stop)
-            batch = self._reader._read_runs(chunk, self._policy)
+            with scan_scope(scope):
+                batch = self._reader._read_runs(chunk, self._policy)
             for off in range(0, batch.num_rows, self._batch_size):
                 yield batch.slice(off, self._batch_size)
             done = stop

@@ -32,8 +32,9 @@ PARALLEL_MIN_BYTES = 1024 * 1024
 PARALLEL_MIN_MEAN_BYTES = 64 * 1024
 
 #: Page cache granule. The object-store planner's merge gap, so the missing blocks between two
-#: wanted ones are fetched in the same request; a block holds a few hundred rows of a typical column, so neighbouring
-#: takes share it, while keeping the cache's byte overhead per random row small.
+#: wanted ones are fetched in the same request; a block holds a few hundred rows of a typical
+#: column, so neighbouring takes share it, while keeping the cache's byte overhead per random row
+#: small.
 PAGE_BLOCK_BYTES = 64 * 1024
 
 #: Reads larger than this bypass the page cache, as do all reads of scans: one scan would otherwise

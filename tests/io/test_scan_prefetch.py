@@ -230,3 +230,22 @@ def test_s3_cold_takes_cost_what_pylances_cost(s3_uri: str, s3_server: object) -
         assert got.equals(theirs.take(rows, columns=cols))
         stats = theirs.io_stats_incremental()
         assert (spent.requests, spent.bytes_read) == (stats.read_iops, stats.read_bytes), (k, cols)
+
+
+def test_file_reader_stream_reads_pages_ahead_on_object_stores(tmp_path: Path) -> None:
+    from lance_format.file import LanceFileReader, LanceFileWriter
+
+    t = table()
+    with LanceFileWriter(str(tmp_path / "f.lance")) as w:
+        w.write_batch(t)
+    store = remote_counting(tmp_path)
+    r = LanceFileReader("f.lance", store=store)
+    meta = r.metadata()
+    total = sum(sum(p.buffer_sizes) for c in meta.columns for p in c.pages)
+    store.reset()
+    got = pa.Table.from_batches(list(r.read_all(batch_size=50_000).to_batches()))
+    assert got.equals(t)
+    reads = [(c.start, c.end) for c in store.calls if c.op == "read_range"]
+    assert total <= sum(e - s for s, e in reads) <= total + 64 * 4
+    # Before: one request per column for each of the five 64K-row chunks (20).
+    assert len(reads) <= math.ceil(total / SCAN_REQUEST_BYTES) + len(meta.columns)
