@@ -22,8 +22,9 @@ it copies from memory; the cold scan decodes everything.
 
 Measures: ``take 1`` and ``take 100`` random rows (p50, p99; all columns and one column ``x``),
 ``scan`` (whole dataset, rows/s), ``open+take`` (open the dataset and take one row with every cache
-cleared: new process-like cold start). Ratios are ours / pylance at p50 (below 1 = we are faster). A second table gives the requests and bytes of one
-operation of pylance (its ``io_stats_incremental``) and of ours cold (our I/O counters).
+cleared: new process-like cold start). Ratios are ours / pylance at p50 (below 1 = we are faster).
+A second table gives the requests and bytes of one operation of pylance (its
+``io_stats_incremental``) and of ours cold (our I/O counters).
 Targets (issue 4): local warm take and scan <= 1.0x; S3 warm take >= 5x faster (ratio <= 0.2).
 
 Run: ``python -m loadtest dataset [--rows N]``.
