@@ -98,7 +98,7 @@ SETTINGS: tuple[Setting, ...] = (
         "scan_prefetch_bytes",
         64 * _MIB,
         1,
-        "Object-store bytes a scan requests ahead of its decoding, per fragment: eight 8 MiB GETs "
+        "Object-store bytes a scan requests ahead of its decoding, per fragment: four 16 MiB GETs "
         "stream at once (one connection does ~100-200 MB/s) and the next chunks' pages arrive while "
         "one decodes; bounds the raw bytes a scan holds.",
     ),

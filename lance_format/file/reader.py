@@ -539,7 +539,7 @@ class LanceFileReader:
         lo, hi = scope.lo, min(scope.hi, meta.num_rows)
 
         def make() -> FilePrefetch:
-            regions: list[tuple[int, int, int, int]] = []
+            regions: list[tuple[int, int, int, int, int]] = []
             for c in cols:
                 col = meta.columns[c]
                 starts = col.page_starts
@@ -549,7 +549,7 @@ class LanceFileReader:
                     r0, r1 = int(starts[j]), int(starts[j + 1])
                     page = col.pages[j]
                     regions += [
-                        (o, n, r0, r1) for o, n in zip(page.buffer_offsets, page.buffer_sizes, strict=True)
+                        (o, n, r0, r1, c) for o, n in zip(page.buffer_offsets, page.buffer_sizes, strict=True)
                     ]
             window = scope.window or io.store.runtime.config.scan_prefetch_bytes
             return FilePrefetch(io, regions, SCAN_PLAN, window)

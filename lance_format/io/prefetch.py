@@ -22,12 +22,13 @@ from __future__ import annotations
 import bisect
 import contextlib
 import contextvars
+import itertools
 import threading
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from concurrent.futures import Future
 
 from lance_format.core.config import env_setting
-from lance_format.io.planner import PlanLimits, plan_requests
+from lance_format.io.planner import PlanLimits, Request, plan_requests
 from lance_format.io.reader import RangeReader
 
 __all__ = [
@@ -39,7 +40,7 @@ __all__ = [
 ]
 
 #: Bytes a scan may have requested ahead of its decoding, per fragment (in flight or fetched and
-#: not yet consumed). 64 MiB is eight 8 MiB requests: several GETs stream at once, which a single
+#: not yet consumed). 64 MiB is four 16 MiB requests: several GETs stream at once, which a single
 #: connection's bandwidth (~100-200 MB/s) needs to fill a link, and the next chunks' bytes (a 128K-row
 #: chunk of four columns is ~10 MB) are on their way while one chunk decodes.
 #: Override: LANCE_FORMAT_SCAN_PREFETCH_BYTES (setting ``scan_prefetch_bytes``).
@@ -61,9 +62,10 @@ class FilePrefetch:
     io:
         The file's reader (requests are counted in its stats).
     regions:
-        ``(offset, length, first_row, end_row)`` of every buffer the scan will read, with the rows
-        its page holds (requests are issued in the order of the rows their bytes hold, estimated
-        in proportion to the offset inside the buffer: every column's first rows arrive first).
+        ``(offset, length, first_row, end_row, column)`` of every buffer the scan will read, with
+        the rows its page holds (requests are issued in the order of the rows their bytes hold,
+        estimated in proportion to the offset inside the buffer: every column's first rows arrive
+        first). Each column's buffers are planned apart, so no request holds two columns' rows.
     limits:
         How to merge and cut the regions into requests.
     window:
@@ -74,14 +76,14 @@ class FilePrefetch:
     def __init__(
         self,
         io: RangeReader,
-        regions: Sequence[tuple[int, int, int, int]],
+        regions: Sequence[tuple[int, int, int, int, int]],
         limits: PlanLimits,
         window: int,
     ) -> None:
         self._io = io
         self.window = max(1, window)
-        live = sorted((o, o + n, r0, r1) for o, n, r0, r1 in regions if n > 0)
-        self.requests = plan_requests([(o, e - o) for o, e, _, _ in live], limits)
+        live = sorted((o, o + n, r0, r1) for o, n, r0, r1, _ in regions if n > 0)
+        self.requests = _plan_by_column(regions, limits)
         n = len(self.requests)
         self._starts = [r.start for r in self.requests]
         self._wanted = [0] * n  # bytes of the regions inside each request (its gaps are not read)
@@ -119,6 +121,8 @@ class FilePrefetch:
         return fut
 
     def _fill(self) -> None:  # under the lock
+        # Everything within the window at once: on loopback, 4 or 2 requests at a time in row
+        # order (so the first chunk's pages land first) scanned 1.1-1.2x slower than the window.
         while self._next < len(self._order) and (self._pending < self.window or self._pending == 0):
             i = self._order[self._next]
             self._next += 1
@@ -216,6 +220,21 @@ class FilePrefetch:
                     self._pending -= self.requests[i].length
                     self.released_requests += 1
             self._fill()
+
+
+def _plan_by_column(regions: Sequence[tuple[int, int, int, int, int]], limits: PlanLimits) -> list[Request]:
+    """Each column's buffers planned apart; all together when that makes requests overlap (pages
+    of one column lying within the merge gap of another's)."""
+    by_column: dict[int, list[tuple[int, int]]] = {}
+    for o, n, _, _, c in regions:
+        if n > 0:
+            by_column.setdefault(c, []).append((o, n))
+    out = sorted(
+        (r for ranges in by_column.values() for r in plan_requests(ranges, limits)), key=lambda r: r.start
+    )
+    if any(b.start < a.end for a, b in itertools.pairwise(out)):
+        return plan_requests([(o, n) for o, n, _, _, _ in regions], limits)
+    return out
 
 
 class ScanScope:

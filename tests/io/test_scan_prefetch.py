@@ -116,7 +116,9 @@ def test_prefetch_serves_reads_from_few_requests_and_releases_them(tmp_path: Pat
     store, io, data = _prefetch(tmp_path)
     mib = 1 << 20
     # Two "columns": bytes [0, 4 MiB) and [5 MiB, 9 MiB), each a page of 1000 rows.
-    pf = FilePrefetch(io, [(0, 4 * mib, 0, 1000), (5 * mib, 4 * mib, 0, 1000)], PlanLimits(0, mib), 3 * mib)
+    pf = FilePrefetch(
+        io, [(0, 4 * mib, 0, 1000, 0), (5 * mib, 4 * mib, 0, 1000, 1)], PlanLimits(0, mib), 3 * mib
+    )
     pf.start()
     assert len(pf.requests) == 8
     direct_calls: list[list[tuple[int, int]]] = []
@@ -143,7 +145,7 @@ def test_prefetch_serves_reads_from_few_requests_and_releases_them(tmp_path: Pat
 def test_prefetch_window_bounds_requests_ahead(tmp_path: Path) -> None:
     store, io, _ = _prefetch(tmp_path)
     mib = 1 << 20
-    pf = FilePrefetch(io, [(0, 8 * mib, 0, 8)], PlanLimits(0, mib), 2 * mib)
+    pf = FilePrefetch(io, [(0, 8 * mib, 0, 8, 0)], PlanLimits(0, mib), 2 * mib)
     pf.start()
     for f in list(pf._futures):
         if f is not None:
@@ -160,15 +162,23 @@ def test_prefetch_issues_in_row_order_across_columns(tmp_path: Path) -> None:
     _, io, _ = _prefetch(tmp_path)
     mib = 1 << 20
     # Column a: 6 MiB for rows 0..600; column b after it: 2 MiB for the same rows.
-    pf = FilePrefetch(io, [(0, 6 * mib, 0, 600), (6 * mib, 2 * mib, 0, 600)], PlanLimits(0, mib), 1)
+    pf = FilePrefetch(io, [(0, 6 * mib, 0, 600, 0), (6 * mib, 2 * mib, 0, 600, 1)], PlanLimits(0, mib), 1)
     order = [(pf.requests[i].start // mib) for i in pf._order]
     assert order[:2] == [0, 6]  # both columns' first rows first
     assert order.index(7) < order.index(4)  # b's second half (rows 300+) before a's rows 400+
 
 
+def test_prefetch_plans_each_column_apart(tmp_path: Path) -> None:
+    _, io, _ = _prefetch(tmp_path)
+    mib = 1 << 20
+    # Adjacent columns: planned together, the second 4 MiB part would hold both columns' rows.
+    pf = FilePrefetch(io, [(0, 6 * mib, 0, 600, 0), (6 * mib, 2 * mib, 0, 600, 1)], PlanLimits(0, 4 * mib), 1)
+    assert [(r.start // mib, r.end // mib) for r in pf.requests] == [(0, 3), (3, 6), (6, 8)]
+
+
 @pytest.mark.s3
 def test_s3_scan_requests_and_bytes_against_pylance(s3_uri: str, s3_server: object) -> None:
-    """A cold scan on S3 reads every page byte once in requests of at most 8 MiB; pylance reads the
+    """A cold scan on S3 reads every page byte once in requests of at most 16 MiB; pylance reads the
     same pages (its count is the bound: at most one more request per column than it issues when
     its requests are larger)."""
     lance = pytest.importorskip("lance")
