@@ -554,7 +554,9 @@ class LanceFileReader:
             window = scope.window or io.store.runtime.config.scan_prefetch_bytes
             return FilePrefetch(io, regions, SCAN_PLAN, window)
 
-        return scope.file((io.store.uri, io.key, io.size, tuple(cols)), make)
+        # One per file: the first view's columns (a scan's later chunks may decode fewer fields when
+        # the decoded-block cache holds some; their reads are then served, never fetched twice).
+        return scope.file((io.store.uri, io.key, io.size), make)
 
     def close(self) -> None:
         """Nothing to release: reads are stateless. Present for API symmetry."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from pathlib import Path
 
@@ -259,3 +260,26 @@ def test_file_reader_stream_reads_pages_ahead_on_object_stores(tmp_path: Path) -
     assert total <= sum(e - s for s, e in reads) <= total + 64 * 4
     # Before: one request per column for each of the five 64K-row chunks (20).
     assert len(reads) <= math.ceil(total / SCAN_REQUEST_BYTES) + len(meta.columns)
+
+
+def test_views_of_one_file_in_a_scan_share_its_prefetch(tmp_path: Path) -> None:
+    """Later chunks may decode fewer fields (the others come from the decoded-block cache): their
+    reads are served by the file's prefetch, no byte is fetched twice."""
+    from lance_format.file import LanceFileReader, LanceFileWriter
+    from lance_format.io.prefetch import ScanScope, scan_scope
+
+    t = table()
+    with LanceFileWriter(str(tmp_path / "f.lance")) as w:
+        w.write_batch(t)
+    store = remote_counting(tmp_path)
+    r = LanceFileReader("f.lance", store=store)
+    fields = r.projection
+    store.reset()
+    scope = ScanScope(0, ROWS)
+    step = 100_000
+    for k, view in enumerate([r.view(fields), r.view(fields[1:]), r.view(fields[2:])]):
+        with scan_scope(scope):
+            got = view.read_range(k * step, step, policy=ReadPolicy.SCAN).to_table()
+        assert got.equals(t.select(view.schema.names).slice(k * step, step))
+    reads = sorted((c.start, c.end) for c in store.calls if c.op == "read_range")
+    assert all(b[0] >= a[1] for a, b in itertools.pairwise(reads))
