@@ -67,9 +67,11 @@ def merge_gap(request_cost_s: float, stream_bytes_per_s: float) -> int:
 # request: 0.35 ms x 200 MB/s = 70 KB -> 64 KiB (in-region S3 gives half that; Lance also uses
 # 64 KiB). The old 256 KiB (a serial-latency model: 5 ms x 200 MB/s) made a cold take of 100
 # random rows of the 1M-row benchmark read 20.8 MB in 78 GETs where pylance reads 6.5 MB in 186;
-# at 64 KiB it issues pylance's requests and bytes exactly, at about the same time on loopback
-# (p50 0.9-1.1x pylance for both gaps, within the machine's noise) and ~5 ms less CPU per 1 MB
-# of gap not read. 16 MiB parts keep parallel GETs busy on large reads.
+# at 64 KiB it issues pylance's requests and bytes exactly. On loopback the extra GETs cost ~20 ms
+# more client CPU per such take (obstore's ~0.3 ms a GET) and p50 time stayed within the machine's
+# noise of 256 KiB's (0.84x vs 0.69x pylance in one run, 1.13x vs 0.89x in another); on a real link
+# the 14 MB not read per take is the larger cost. 16 MiB parts keep parallel GETs busy on large
+# reads.
 OBJECT_STORE_PLAN = PlanLimits(
     max_gap=merge_gap(OBJECT_STORE_REQUEST_COST_S, OBJECT_STORE_STREAM_BYTES_PER_S),
     max_request=16 * 1024 * 1024,
