@@ -23,6 +23,8 @@ it copies from memory; the cold scan decodes everything.
 Measures: ``take 1`` and ``take 100`` random rows (p50, p99; all columns and one column ``x``),
 ``scan`` (whole dataset, rows/s), ``open+take`` (open the dataset and take one row with every cache
 cleared: new process-like cold start). Ratios are ours / pylance at p50 (below 1 = we are faster).
+A second table gives the requests and bytes of one operation of pylance (its
+``io_stats_incremental``) and of ours cold (our I/O counters).
 Targets (issue 4): local warm take and scan <= 1.0x; S3 warm take >= 5x faster (ratio <= 0.2).
 
 Run: ``python -m loadtest dataset [--rows N]``.
@@ -66,6 +68,8 @@ class Row:
     columns: str
     times: dict[str, list[float]] = field(default_factory=dict)
     note: str = ""
+    #: Requests and bytes of one operation (pylance, ours cold), counted after the timed passes.
+    io: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     def q(self, engine: str, quantile: float) -> float | None:
         xs = self.times.get(engine) or []
@@ -91,6 +95,21 @@ def _timed(fn: Callable[[], object]) -> float:
     t0 = time.perf_counter()
     fn()
     return time.perf_counter() - t0
+
+
+def _count_io(row: Row, theirs: Any, ours_cold: Callable[[], object], pylance: Callable[[], object]) -> None:
+    """Count the requests and bytes of one operation of pylance (its ``io_stats_incremental``) and
+    of ours cold (our process-wide counters), untimed."""
+    from lance_format.io.reader import io_stats
+
+    theirs.io_stats_incremental()
+    pylance()
+    st = theirs.io_stats_incremental()
+    row.io["pylance"] = (int(st.read_iops), int(st.read_bytes))
+    before = io_stats()
+    ours_cold()
+    spent = io_stats() - before
+    row.io["ours cold"] = (spent.requests, spent.bytes_read)
 
 
 def _copy_tree(local: str, store: Any) -> int:
@@ -209,6 +228,7 @@ class Bench:
                 row.times.setdefault(engine, []).append(_timed(lambda e=engine, i=idx: op(e, i)))
             if time.perf_counter() - start > self.args.budget_s:
                 break
+        _count_io(row, theirs, lambda: op("ours cold", sets[0]), lambda: op("pylance", sets[0]))
 
     def _scan(self, opens: dict[str, Callable[[], Any]]) -> None:
         row = Row(self.storage, "scan", "all")
@@ -227,6 +247,7 @@ class Bench:
             row.times.setdefault("pylance", []).append(_timed(theirs.to_table))
             row.times.setdefault("ours cold", []).append(_timed(cold))
             row.times.setdefault("ours warm", []).append(_timed(ours.to_table))
+        _count_io(row, theirs, cold, theirs.to_table)
 
     def _open_take(self, opens: dict[str, Callable[[], Any]], rng: np.random.Generator) -> None:
         row = Row(self.storage, "open+take", "all")
@@ -283,6 +304,23 @@ def report(rows: list[Row], nrows: int) -> str:
             + extra
             + (f"  {r.note}" if r.note else "")
         )
+    return "\n".join(lines)
+
+
+def io_report(rows: list[Row]) -> str:
+    """Requests and bytes of one operation per measure: pylance and ours cold."""
+    head = f"{'storage':7s} {'measure':10s} {'cols':4s} " + " ".join(
+        f"{e + ' requests':>18s} {e + ' MB':>12s}" for e in ("pylance", "ours cold")
+    )
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        if not r.io:
+            continue
+        cells = []
+        for e in ("pylance", "ours cold"):
+            n, b = r.io.get(e, (0, 0))
+            cells += [f"{n:>18d}", f"{b / 1e6:>12.2f}"]
+        lines.append(f"{r.storage:7s} {r.measure:10s} {r.columns:4s} " + " ".join(cells))
     return "\n".join(lines)
 
 
@@ -379,6 +417,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "ratios = ours / pylance at p50"
         )
         print(report(rows, args.rows))
+        print("\nI/O of one operation (data reads after the file is open):")
+        print(io_report(rows))
         print()
         print(targets(rows))
         print(f"\ntotal {time.perf_counter() - t0:.0f}s")

@@ -95,6 +95,14 @@ SETTINGS: tuple[Setting, ...] = (
         "bandwidth product (~50 ms x ~1 GB/s) and bounds memory per scan.",
     ),
     Setting(
+        "scan_prefetch_bytes",
+        64 * _MIB,
+        1,
+        "Object-store bytes a scan requests ahead of its decoding, per fragment: four 16 MiB GETs "
+        "stream at once (one connection does ~100-200 MB/s) and the next chunks' pages arrive while "
+        "one decodes; bounds the raw bytes a scan holds.",
+    ),
+    Setting(
         "decode_threads",
         min(4, os.cpu_count() or 1),
         1,
@@ -221,6 +229,7 @@ class EngineConfig:
     decoded_cache_bytes: int = _BY_NAME["decoded_cache_bytes"].default
     io_parallelism: int = _BY_NAME["io_parallelism"].default
     readahead_bytes: int = _BY_NAME["readahead_bytes"].default
+    scan_prefetch_bytes: int = _BY_NAME["scan_prefetch_bytes"].default
     decode_threads: int = _BY_NAME["decode_threads"].default
     encode_threads: int = _BY_NAME["encode_threads"].default
     max_open_files: int = _BY_NAME["max_open_files"].default

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -17,6 +17,7 @@ from lance_format.dataset.filters import Filter, evaluate, parse_filter, parse_v
 from lance_format.dataset.fragment import FragmentReader
 from lance_format.dataset.scan_options import ScanOptions, sort_table, strict_batches
 from lance_format.io.cache import ReadPolicy
+from lance_format.io.prefetch import ScanScope, scan_scope
 from lance_format.io.scheduler import ReadAhead
 
 if TYPE_CHECKING:
@@ -303,7 +304,7 @@ class LanceScanner:
         consumer; chunk ``i`` reads at I/O priority ``i``, so earlier rows are fetched first.
         """
         skip = self._offset if self._filter is not None and not self._options.order_by else 0
-        tasks = (partial(self._load, *task) for task in self._plan())
+        tasks = self._scoped_tasks()
         ahead = ReadAhead(
             tasks, _table_bytes, self._ds.session.dataset_pool().submit, max_tasks=READAHEAD_CHUNKS
         )
@@ -312,6 +313,25 @@ class LanceScanner:
                 cut = min(skip, table.num_rows)
                 table, skip = table.slice(cut), skip - cut
             yield table
+
+    def _scoped_tasks(self) -> Iterator[Callable[[], pa.Table]]:
+        """The chunk loads, each under the :class:`ScanScope` of its fragment when the scan reads
+        every row from its first chunk on (no limit, no index pruning): object-store files then
+        fetch those rows' pages ahead in large requests (:mod:`lance_format.io.prefetch`)."""
+        whole = self._limit is None or bool(self._options.order_by)
+        whole = whole and not (self._filter is not None and self._use_scalar_index)
+        scope: ScanScope | None = None
+        frag_id: int | None = None
+        for reader, start, stop, skip in self._plan():
+            if whole and reader.frag.id != frag_id:
+                frag_id, scope = reader.frag.id, ScanScope(start, reader.frag.physical_rows)
+            yield partial(self._load_scoped, scope, reader, start, stop, skip)
+
+    def _load_scoped(
+        self, scope: ScanScope | None, reader: FragmentReader, start: int, stop: int, skip: int
+    ) -> pa.Table:
+        with scan_scope(scope):
+            return self._load(reader, start, stop, skip)
 
     def _project(self, table: pa.Table) -> pa.Table:
         assert self._exprs is not None

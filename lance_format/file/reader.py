@@ -27,6 +27,8 @@ from lance_format.encodings.base import (
 from lance_format.file import _serde
 from lance_format.file.format import FOOTER_LEN, Footer, LanceFileVersion, parse_footer, parse_offset_table
 from lance_format.io.cache import ReadPolicy
+from lance_format.io.planner import SCAN_PLAN
+from lance_format.io.prefetch import FilePrefetch, ScanScope, current_scan_scope, scan_scope
 from lance_format.io.reader import IOStats, RangeReader
 from lance_format.io.store import ObjectStore, split_uri, store_for_uri
 
@@ -136,10 +138,18 @@ class ReaderResults:
         ends = np.cumsum(lengths)
         done = 0
         total = int(ends[-1]) if len(ends) else 0
+        # One run of rows (read_all, read_range) streamed in several chunks: its pages are read
+        # ahead in large requests on object stores (lance_format.io.prefetch).
+        scope = (
+            ScanScope(int(runs[0, 0]), int(runs[0, 1]))
+            if len(runs) == 1 and total > STREAM_CHUNK_ROWS
+            else None
+        )
         while done < total:
             stop = min(done + STREAM_CHUNK_ROWS, total)
             chunk = _slice_runs(runs, ends, done, stop)
-            batch = self._reader._read_runs(chunk, self._policy)
+            with scan_scope(scope):
+                batch = self._reader._read_runs(chunk, self._policy)
             for off in range(0, batch.num_rows, self._batch_size):
                 yield batch.slice(off, self._batch_size)
             done = stop
@@ -484,8 +494,13 @@ class LanceFileReader:
         gens = [decode_field(self.version, self._ctx, f, self._columns_of, runs) for f in self._projection]
         io = self._io
 
-        def read(ranges: list[tuple[int, int]]) -> list[memoryview]:
+        prefetch = self._scan_prefetch()
+
+        def direct(ranges: list[tuple[int, int]]) -> list[memoryview]:
             return io.read(ranges, policy)
+
+        def read(ranges: list[tuple[int, int]]) -> list[memoryview]:
+            return direct(ranges) if prefetch is None else prefetch.read(ranges, direct)
 
         try:
             arrays = drive(gens, read, pool=io.store.runtime.decode_pool)
@@ -504,6 +519,44 @@ class LanceFileReader:
             raise CorruptFileError(self.path, f"cannot decode data: {type(e).__name__}: {e}") from None
         arrays = [json_from_storage(f, a, self.path) for f, a in zip(self._projection, arrays, strict=True)]
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+    def _scan_prefetch(self) -> FilePrefetch | None:
+        """The read-ahead of the scan this read belongs to (object stores only; ``None`` outside
+        a :func:`~lance_format.io.prefetch.scan_scope`): the pages of this projection's columns in
+        the scan's rows, fetched in large requests ahead of decoding."""
+        scope = current_scan_scope()
+        io = self._io
+        if scope is None or not io.store.remote:
+            return None
+        meta = self._meta
+        cols: list[int] = []
+        for f in self._projection:
+            for sub in f.walk():
+                idx = self._columns_of.get(sub.id)
+                # 2.0 list items count values, not rows: their pages are read on demand.
+                if idx is not None and meta.columns[idx].num_rows == meta.num_rows:
+                    cols.append(idx)
+        lo, hi = scope.lo, min(scope.hi, meta.num_rows)
+
+        def make() -> FilePrefetch:
+            regions: list[tuple[int, int, int, int, int]] = []
+            for c in cols:
+                col = meta.columns[c]
+                starts = col.page_starts
+                first = max(0, int(np.searchsorted(starts, lo, side="right")) - 1)
+                last = int(np.searchsorted(starts, hi, side="left"))
+                for j in range(first, min(last, len(col.pages))):
+                    r0, r1 = int(starts[j]), int(starts[j + 1])
+                    page = col.pages[j]
+                    regions += [
+                        (o, n, r0, r1, c) for o, n in zip(page.buffer_offsets, page.buffer_sizes, strict=True)
+                    ]
+            window = scope.window or io.store.runtime.config.scan_prefetch_bytes
+            return FilePrefetch(io, regions, SCAN_PLAN, window)
+
+        # One per file: the first view's columns (a scan's later chunks may decode fewer fields when
+        # the decoded-block cache holds some; their reads are then served, never fetched twice).
+        return scope.file((io.store.uri, io.key, io.size), make)
 
     def close(self) -> None:
         """Nothing to release: reads are stateless. Present for API symmetry."""

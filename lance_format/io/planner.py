@@ -11,7 +11,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["LOCAL_PLAN", "OBJECT_STORE_PLAN", "PlanLimits", "Request", "plan_requests"]
+__all__ = [
+    "LOCAL_PLAN",
+    "OBJECT_STORE_PLAN",
+    "OBJECT_STORE_REQUEST_COST_S",
+    "OBJECT_STORE_STREAM_BYTES_PER_S",
+    "SCAN_PLAN",
+    "SCAN_REQUEST_BYTES",
+    "PlanLimits",
+    "Request",
+    "merge_gap",
+    "plan_requests",
+]
 
 
 @dataclass(frozen=True)
@@ -35,14 +46,49 @@ class PlanLimits:
 # parallel threads share a large read (Lance uses the same 4 KiB / 16 MiB).
 LOCAL_PLAN = PlanLimits(max_gap=4 * 1024, max_request=16 * 1024 * 1024)
 
-# Object stores: merge two ranges when fetching the gap between them costs less than a request.
-# A GET has a fixed cost c (first-byte latency plus client CPU) and then streams at B per
-# connection; merging pays while gap / B < c. Measured here: SeaweedFS on loopback c ~ 5-6 ms,
-# B ~ 200 MB/s (break-even ~1 MB); AWS S3 in-region c ~ 20-30 ms, B ~ 90 MB/s (~2 MB). We take
-# 256 KiB, well under both break-evens, so merged reads waste at most a few times the bytes asked
-# for; a take of 100 random rows from a 1M-row dataset on loopback S3 went from 186 requests to 80
-# and ran 2x faster than with Lance's 64 KiB. 16 MiB parts keep parallel GETs busy on large scans.
-OBJECT_STORE_PLAN = PlanLimits(max_gap=256 * 1024, max_request=16 * 1024 * 1024)
+#: Fixed cost of one more GET when a read's requests run side by side (up to ``io_parallelism`` in
+#: flight, so first-byte latency overlaps and does not count): the client's CPU per request
+#: (signing, HTTP, the response's buffer), measured through obstore on loopback SeaweedFS: 186
+#: ranged GETs of 30 KB cost 60-75 ms of CPU whether issued from threads, asyncio or one
+#: ``get_ranges`` call.
+OBJECT_STORE_REQUEST_COST_S = 0.35e-3
+#: Bytes per second one request streams once it has started: ~200 MB/s on loopback SeaweedFS,
+#: ~90-100 MB/s per connection from in-region S3.
+OBJECT_STORE_STREAM_BYTES_PER_S = 200e6
+
+
+def merge_gap(request_cost_s: float, stream_bytes_per_s: float) -> int:
+    """The gap worth reading to save a request: what the store streams in the time one more
+    request costs, rounded down to a power of two (at least 4 KiB)."""
+    return 1 << max(12, int(request_cost_s * stream_bytes_per_s).bit_length() - 1)
+
+
+# Object stores: merge two ranges when reading the gap between them costs less than one more
+# request: 0.35 ms x 200 MB/s = 70 KB -> 64 KiB (in-region S3 gives half that; Lance also uses
+# 64 KiB). The old 256 KiB (a serial-latency model: 5 ms x 200 MB/s) made a cold take of 100
+# random rows of the 1M-row benchmark read 20.8 MB in 78 GETs where pylance reads 6.5 MB in 186;
+# at 64 KiB it issues pylance's requests and bytes exactly. On loopback the extra GETs cost ~20 ms
+# more client CPU per such take (obstore's ~0.3 ms a GET) and p50 time stayed within the machine's
+# noise of 256 KiB's (0.84x vs 0.69x pylance in one run, 1.13x vs 0.89x in another); on a real link
+# the 14 MB not read per take is the larger cost. 16 MiB parts keep parallel GETs busy on large
+# reads.
+OBJECT_STORE_PLAN = PlanLimits(
+    max_gap=merge_gap(OBJECT_STORE_REQUEST_COST_S, OBJECT_STORE_STREAM_BYTES_PER_S),
+    max_request=16 * 1024 * 1024,
+)
+
+#: Longest request of a scan's read-ahead on an object store (:mod:`lance_format.io.prefetch`).
+#: A GET pays a fixed cost (~5 ms on loopback SeaweedFS, ~20-30 ms in-region S3) and then streams
+#: at ~100-200 MB/s per connection: 16 MiB takes 80-160 ms, so the fixed cost stays a small share,
+#: while a 64 MiB page still becomes four requests streaming side by side. Measured on loopback
+#: (1M-row benchmark file, 84 MB in four columns, each column planned apart): 7 requests (pylance's
+#: count) scanned in p50 315 ms against 348 ms for 12 requests of <= 8 MiB (10 runs each,
+#: interleaved), and a decoder's read crosses a part boundary (one copy) half as often.
+SCAN_REQUEST_BYTES = 16 * 1024 * 1024
+
+#: Planning of a scan's read-ahead on object stores: page runs merged as for takes, cut at
+#: :data:`SCAN_REQUEST_BYTES`.
+SCAN_PLAN = PlanLimits(max_gap=OBJECT_STORE_PLAN.max_gap, max_request=SCAN_REQUEST_BYTES)
 
 
 @dataclass(frozen=True)

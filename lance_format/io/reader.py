@@ -31,9 +31,10 @@ PARALLEL_MIN_BYTES = 1024 * 1024
 # small requests are latency bound.
 PARALLEL_MIN_MEAN_BYTES = 64 * 1024
 
-#: Page cache granule. Well under the object-store planner's merge gap, so fetching whole blocks
-#: costs no extra round trip; a block holds a few hundred rows of a typical column, so neighbouring
-#: takes share it, while keeping the cache's byte overhead per random row small.
+#: Page cache granule. The object-store planner's merge gap, so the missing blocks between two
+#: wanted ones are fetched in the same request; a block holds a few hundred rows of a typical
+#: column, so neighbouring takes share it, while keeping the cache's byte overhead per random row
+#: small.
 PAGE_BLOCK_BYTES = 64 * 1024
 
 #: Reads larger than this bypass the page cache, as do all reads of scans: one scan would otherwise
@@ -121,6 +122,12 @@ class RangeReader:
                 self.key,
                 f"read of bytes [{req.start}, {req.end}) returned {len(data)} bytes (file truncated?)",
             )
+        return data
+
+    def fetch(self, req: Request) -> memoryview:
+        """Issue one planned request now (the caller holds the store's gate), counted."""
+        data = self._fetch(req)
+        self._count(1, len(data))
         return data
 
     def _fetch_many(self, requests: Sequence[Request]) -> list[memoryview]:

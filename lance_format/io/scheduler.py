@@ -284,6 +284,30 @@ class IOScheduler:
         :class:`~lance_format.core.errors.SessionClosedError`. Idempotent."""
         self._workers.close()
 
+    def submit(self, fn: Callable[[], R], priority: int | None = None) -> Future[R]:
+        """Run ``fn`` (one request) on a worker thread through the gate; its future.
+
+        ``priority``: the gate's and the workers' order (default: the caller's
+        :func:`current_priority`). Scans use it to fetch ahead of their decoding
+        (:mod:`lance_format.io.prefetch`).
+        """
+        if self._workers.closed:
+            raise SessionClosedError("the I/O scheduler was closed with its session")
+        prio = current_priority() if priority is None else priority
+        fut: Future[R] = Future()
+        gate = self.gate
+
+        def run() -> None:
+            if fut.set_running_or_notify_cancel():
+                try:
+                    with gate.hold(prio):
+                        fut.set_result(fn())
+                except BaseException as e:
+                    fut.set_exception(e)
+
+        self._workers.submit(prio, run)
+        return fut
+
     def run(
         self,
         fetch: Callable[[T], R],
