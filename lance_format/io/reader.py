@@ -8,6 +8,7 @@ served from the page cache of the store's session, keyed by ``(store, object, bl
 from __future__ import annotations
 
 import bisect
+import itertools
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ import numpy as np
 
 from lance_format.core.errors import CorruptFileError
 from lance_format.io.cache import ByteCache, ReadPolicy
-from lance_format.io.planner import PlanLimits, Request, plan_requests
+from lance_format.io.planner import PlanLimits, Request, merge_spans, plan_requests
 from lance_format.io.store import ObjectStore
 
 __all__ = ["IOStats", "RangeReader", "io_stats"]
@@ -164,6 +165,10 @@ class RangeReader:
             cached = self._read_blocks(ranges)
             if cached is not None:
                 return cached
+        if len(ranges) > _FEW_RANGES and not self.store.remote:
+            many = self._read_many_local(ranges)
+            if many is not None:
+                return many
         requests = plan_requests(ranges, self.limits)
         bases, views = self._fetch_spans(requests)
         starts = [r.start for r in requests]
@@ -177,6 +182,49 @@ class RangeReader:
             lo = off - bases[i]
             out.append(views[i][lo : lo + length])
         return out
+
+    def _read_many_local(self, ranges: Sequence[tuple[int, int]]) -> list[memoryview] | None:
+        """:meth:`read` of many small ranges of a local object, planned with arrays and read in
+        one batch (a take of 100 rows over 4 columns reads ~360 chunks: request objects, the
+        span bookkeeping and a search per range cost twice the preads themselves).
+
+        ``None`` when the general path must handle them (empty or negative ranges, spans above
+        ``max_request``, enough bytes to read on threads).
+        """
+        n = len(ranges)
+        flat = np.fromiter(itertools.chain.from_iterable(ranges), dtype=np.int64, count=2 * n)
+        offsets, lengths = flat[0::2], flat[1::2]
+        if int(lengths.min()) <= 0 or int(offsets.min()) < 0:
+            return None
+        starts, ends, owner = merge_spans(offsets, lengths, self.limits.max_gap)
+        sizes = ends - starts
+        total = int(sizes.sum())
+        if int(sizes.max()) > self.limits.max_request or (
+            total >= PARALLEL_MIN_BYTES and total >= PARALLEL_MIN_MEAN_BYTES * len(starts)
+        ):
+            return None
+        spans = list(zip(starts.tolist(), ends.tolist(), strict=True))
+        key = self.key
+
+        def fetch_many(batch: Sequence[tuple[int, int]]) -> list[bytes]:
+            return self.store.read_ranges(key, batch)
+
+        datas = self.store.runtime.scheduler.run(
+            lambda span: fetch_many([span])[0], spans, parallel=False, fetch_many=fetch_many
+        )
+        got = np.fromiter(map(len, datas), dtype=np.int64, count=len(datas))
+        if not np.array_equal(got, sizes):
+            bad = int(np.flatnonzero(got != sizes)[0])
+            self._fetch(Request(*spans[bad]))  # raises the truncation error with the range in it
+        self._count(len(spans), total)
+        views = [memoryview(d) for d in datas]
+        lo = offsets - starts[owner]
+        if len(spans) == n and not lo.any():
+            # Every range is a span of its own (takes: chunks far apart), at ``owner``.
+            return [views[g] for g in owner.tolist()]
+        return [
+            views[g][a : a + m] for g, a, m in zip(owner.tolist(), lo.tolist(), lengths.tolist(), strict=True)
+        ]
 
     def _fetch_spans(self, requests: list[Request]) -> tuple[list[int], list[memoryview]]:
         """Fetch ``requests``; per request, the file offset and the buffer of its span.
