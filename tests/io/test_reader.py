@@ -117,3 +117,20 @@ def test_many_small_ranges_past_the_end_of_a_short_object_are_reported_as_trunca
     r = RangeReader(LocalStore(str(tmp_path)), "obj", SIZE, PlanLimits(0, 40_000), page_cache=ByteCache(0))
     with pytest.raises(CorruptFileError, match="truncated"):
         r.read([(i * 10_000, 100) for i in range(30)])
+
+
+def test_a_few_local_ranges_are_planned_as_the_general_path_plans_them(tmp_path: Path) -> None:
+    # A one-row take reads one chunk per column: planned in plain Python, same requests and bytes.
+    (tmp_path / "obj").write_bytes(DATA)
+    limits = PlanLimits(max_gap=4096, max_request=1 << 20)
+    ranges = [(250_000, 300), (10, 5), (3_000, 2_000), (250_100, 50), (120_000, 9_000)]
+    planned = plan_requests(ranges, limits)
+    r = RangeReader(LocalStore(str(tmp_path)), "obj", SIZE, limits, page_cache=ByteCache(0))
+    out = r.read(ranges)
+    assert [bytes(b) for b in out] == [DATA[o : o + n] for o, n in ranges]
+    assert len(planned) == 3
+    assert (r.stats.requests, r.stats.bytes_read) == (3, sum(q.length for q in planned))
+    (tmp_path / "short").write_bytes(DATA[:100_000])
+    short = RangeReader(LocalStore(str(tmp_path)), "short", SIZE, limits, page_cache=ByteCache(0))
+    with pytest.raises(CorruptFileError, match="truncated"):
+        short.read([(10, 5), (150_000, 10)])
