@@ -41,6 +41,11 @@ PAGE_BLOCK_BYTES = 64 * 1024
 #: evict the hot set of random takes that the cache exists for.
 PAGE_CACHE_MAX_READ_BYTES = 8 * 1024 * 1024
 
+#: Object stores: a wave of at most this many requests is handed to the client in one concurrent
+#: call (one gate permit for all; a small take's one chunk per column) instead of to our threads,
+#: whose hand-offs cost more CPU than the GETs. Larger waves keep the gate's per-request bound.
+TOGETHER_MAX_REQUESTS = 8
+
 # Up to this many ranges, block bookkeeping runs in plain Python (numpy's per-call cost dominates).
 _FEW_RANGES = 16
 
@@ -135,6 +140,10 @@ class RangeReader:
         total = sum(r.length for r in requests)
         if self.store.remote:
             parallel = len(requests) > 1
+            if parallel and len(requests) <= TOGETHER_MAX_REQUESTS:
+                together = self._fetch_together(requests)
+                if together is not None:
+                    return together
         else:
             parallel = total >= PARALLEL_MIN_BYTES and total >= PARALLEL_MIN_MEAN_BYTES * len(requests)
         datas = self.store.runtime.scheduler.run(
@@ -147,6 +156,20 @@ class RangeReader:
             fetch_many=None if self.store.remote else self._fetch_many,
         )
         self._count(len(requests), sum(len(d) for d in datas))
+        return datas
+
+    def _fetch_together(self, requests: list[Request]) -> list[memoryview] | None:
+        """``requests`` in one concurrent call of the store's client (see
+        :meth:`~lance_format.io.store.ObjectStore.read_spans_together`); ``None`` when it has none."""
+        spans = [(r.start, r.end) for r in requests]
+        with self.store.runtime.scheduler.gate.hold():
+            datas = self.store.read_spans_together(self.key, spans)
+        if datas is None:
+            return None
+        for i, req in enumerate(requests):
+            if len(datas[i]) != req.length:
+                datas[i] = self._fetch(req)  # again alone: raises the truncation error if short
+        self._count(len(requests), sum(r.length for r in requests))
         return datas
 
     def read(
