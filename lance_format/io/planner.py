@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 __all__ = [
     "LOCAL_PLAN",
@@ -133,6 +134,32 @@ def _plan_small(ranges: Sequence[tuple[int, int]], limits: PlanLimits) -> list[R
     return out
 
 
+def merge_spans(
+    offsets: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64], max_gap: int
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Merge non-empty ranges (any order) closer than ``max_gap`` into sorted, disjoint spans.
+
+    Returns ``(span starts, span ends, span of each range)``; no span is split (see
+    :func:`plan_requests` for ``max_request``).
+    """
+    order = np.argsort(offsets, kind="stable")
+    starts = offsets[order]
+    ends = starts + lengths[order]
+    # A range starts a new group when it begins more than max_gap past every earlier end.
+    running_end = np.maximum.accumulate(ends)
+    new_group = np.empty(len(starts), dtype=bool)
+    new_group[0] = True
+    new_group[1:] = starts[1:] > running_end[:-1] + max_gap
+    group_ids = np.cumsum(new_group) - 1
+    # Every earlier group ends before this one starts: a group's end is the running end at its
+    # last range.
+    last = np.append(np.flatnonzero(new_group)[1:] - 1, len(starts) - 1)
+    group_ends = running_end[last]
+    owner = np.empty(len(order), dtype=np.int64)
+    owner[order] = group_ids
+    return starts[new_group], group_ends, owner
+
+
 def plan_requests(ranges: Sequence[tuple[int, int]], limits: PlanLimits) -> list[Request]:
     """Coalesce ``(offset, length)`` ranges into requests.
 
@@ -162,18 +189,7 @@ def plan_requests(ranges: Sequence[tuple[int, int]], limits: PlanLimits) -> list
         return []
     if (arr[:, 0] < 0).any():
         raise ValueError("negative offset in byte range")
-    order = np.argsort(arr[:, 0], kind="stable")
-    starts = arr[order, 0]
-    ends = starts + arr[order, 1]
-    # A range starts a new group when it begins more than max_gap past every earlier end.
-    running_end = np.maximum.accumulate(ends)
-    new_group = np.empty(len(starts), dtype=bool)
-    new_group[0] = True
-    new_group[1:] = starts[1:] > running_end[:-1] + limits.max_gap
-    group_ids = np.cumsum(new_group) - 1
-    group_starts = starts[new_group]
-    group_ends = np.zeros(len(group_starts), dtype=np.int64)
-    np.maximum.at(group_ends, group_ids, ends)
+    group_starts, group_ends, _ = merge_spans(arr[:, 0], arr[:, 1], limits.max_gap)
     gs, ge = group_starts.tolist(), group_ends.tolist()
     if int((group_ends - group_starts).max()) <= limits.max_request:
         return list(map(Request, gs, ge))  # takes: hundreds of small groups, none to split

@@ -361,6 +361,31 @@ class S3Store(LevelListingStore):
 
         return int(self._retry(key, get))
 
+    def read_spans_together(self, key: str, spans: Sequence[tuple[int, int]]) -> list[memoryview] | None:
+        # obstore runs the GETs concurrently in Rust with the GIL released: no hand-offs to
+        # Python threads (a one-row take of 4 columns: ~half the CPU of 4 threaded GETs).
+        # coalesce=0: the planner already merged what is worth merging; each span stays one GET.
+        import obstore
+
+        def get() -> list[memoryview]:
+            parts = _call(
+                obstore.get_ranges,
+                self._client,
+                self._key(key),
+                starts=[s for s, _ in spans],
+                ends=[e for _, e in spans],
+                coalesce=0,
+            )
+            return [memoryview(p) for p in parts]  # the responses' own buffers: no copy
+
+        try:
+            got: list[memoryview] = self._retry(key, get)
+        except StorageError as e:
+            if not _is_invalid_range(e):
+                raise
+            return None  # a span past the end: the one-by-one path reports each
+        return got
+
     def read_ranges(self, key: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
         wanted = [(i, s, e) for i, (s, e) in enumerate(ranges) if e > s]
         out = [b""] * len(ranges)

@@ -70,6 +70,12 @@ class ObjectStore(ABC):
         """Several ``(start, end)`` ranges of one object, in order."""
         return [self.read_range(key, s, e) for s, e in ranges]
 
+    def read_spans_together(self, key: str, spans: Sequence[tuple[int, int]]) -> list[memoryview] | None:
+        """Disjoint ``(start, end)`` spans of one object, fetched by the client concurrently in one
+        call (one request each, none merged), in order; ``None`` when this store has no such call
+        (the caller then issues them on its own threads)."""
+        return None
+
     def read_range_into(self, key: str, start: int, out: memoryview) -> int:
         """Fill ``out`` with the bytes at ``start``; returns how many were read (fewer only at
         the end of the object). Stores override it to read straight into ``out`` (no copy)."""

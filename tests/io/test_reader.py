@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from lance_format.core.errors import CorruptFileError
 from lance_format.io.cache import ByteCache
-from lance_format.io.planner import PlanLimits
+from lance_format.io.planner import PlanLimits, plan_requests
 from lance_format.io.reader import PAGE_BLOCK_BYTES, RangeReader, io_stats
 from lance_format.io.store import LocalStore, MemoryStore
 
@@ -86,3 +86,51 @@ def test_a_short_object_under_a_split_read_is_reported_as_truncated(tmp_path: Pa
     r = RangeReader(LocalStore(str(tmp_path)), "obj", SIZE, PlanLimits(0, 40_000), page_cache=ByteCache(0))
     with pytest.raises(CorruptFileError, match="truncated"):
         r.read([(0, 150_000)])
+
+
+def test_many_small_local_ranges_are_planned_as_the_general_path_plans_them(tmp_path: Path) -> None:
+    # Takes read hundreds of chunks per call; local stores plan and slice them with arrays. The
+    # requests and bytes are the planner's, and every range comes back exactly, in the order asked,
+    # repeats and neighbours merged within max_gap included.
+    (tmp_path / "obj").write_bytes(DATA)
+    rng = np.random.default_rng(3)
+    offsets = rng.integers(0, SIZE - 5_000, 60)
+    ranges = [(int(o), int(n)) for o, n in zip(offsets, rng.integers(1, 5_000, 60), strict=True)]
+    ranges += [ranges[7], (ranges[3][0] + 1, 10)]  # a repeat and a range inside another
+    limits = PlanLimits(max_gap=4096, max_request=1 << 20)
+    planned = plan_requests(ranges, limits)
+    for store in (LocalStore(str(tmp_path)), STORE):
+        r = RangeReader(store, "obj", SIZE, limits, page_cache=ByteCache(0))
+        out = r.read(ranges)
+        assert [bytes(b) for b in out] == [DATA[o : o + n] for o, n in ranges]
+        assert (r.stats.requests, r.stats.bytes_read) == (len(planned), sum(q.length for q in planned))
+    # Far apart: one request per range, each returned without a slice of a merged span.
+    far = [(i * 4_200, 100) for i in range(70, 0, -1)]
+    r = RangeReader(LocalStore(str(tmp_path)), "obj", SIZE, limits, page_cache=ByteCache(0))
+    out = r.read(far)
+    assert [bytes(b) for b in out] == [DATA[o : o + n] for o, n in far]
+    assert (r.stats.requests, r.stats.bytes_read) == (70, 7_000)
+
+
+def test_many_small_ranges_past_the_end_of_a_short_object_are_reported_as_truncated(tmp_path: Path) -> None:
+    (tmp_path / "obj").write_bytes(DATA[:100_000])
+    r = RangeReader(LocalStore(str(tmp_path)), "obj", SIZE, PlanLimits(0, 40_000), page_cache=ByteCache(0))
+    with pytest.raises(CorruptFileError, match="truncated"):
+        r.read([(i * 10_000, 100) for i in range(30)])
+
+
+def test_a_few_local_ranges_are_planned_as_the_general_path_plans_them(tmp_path: Path) -> None:
+    # A one-row take reads one chunk per column: planned in plain Python, same requests and bytes.
+    (tmp_path / "obj").write_bytes(DATA)
+    limits = PlanLimits(max_gap=4096, max_request=1 << 20)
+    ranges = [(250_000, 300), (10, 5), (3_000, 2_000), (250_100, 50), (120_000, 9_000)]
+    planned = plan_requests(ranges, limits)
+    r = RangeReader(LocalStore(str(tmp_path)), "obj", SIZE, limits, page_cache=ByteCache(0))
+    out = r.read(ranges)
+    assert [bytes(b) for b in out] == [DATA[o : o + n] for o, n in ranges]
+    assert len(planned) == 3
+    assert (r.stats.requests, r.stats.bytes_read) == (3, sum(q.length for q in planned))
+    (tmp_path / "short").write_bytes(DATA[:100_000])
+    short = RangeReader(LocalStore(str(tmp_path)), "short", SIZE, limits, page_cache=ByteCache(0))
+    with pytest.raises(CorruptFileError, match="truncated"):
+        short.read([(10, 5), (150_000, 10)])

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 import lance_format
-from lance_format.core.errors import InvalidInputError, NotFoundError, StorageError
+from lance_format.core.errors import CorruptFileError, InvalidInputError, NotFoundError, StorageError
 from lance_format.dataset import write_dataset
 from lance_format.io.cache import METADATA_CACHE, ByteCache
 from lance_format.io.planner import PlanLimits
@@ -272,3 +272,30 @@ def test_obstore_errors_are_classified_for_retries(message: str, kind: type, tra
     assert isinstance(translated, kind)
     assert is_transient(translated) is transient
     assert "Debug source" not in str(translated)
+
+
+def test_a_small_wave_of_requests_is_one_concurrent_client_call(
+    s3_server: S3Server, s3_uri: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A one-row take reads one chunk per column: the client fetches them concurrently in one call
+    # (no hand-offs to our threads), each its own GET; the bytes and request counts are the plan's.
+    store = store_for_uri(s3_uri, s3_server.storage_options)
+    data = np.random.default_rng(5).integers(0, 256, 3_000_000, dtype=np.uint8).tobytes()
+    store.write("obj", data)
+    seen: list[list[tuple[int, int]]] = []
+    together = S3Store.read_spans_together
+
+    def spy(self: S3Store, key: str, spans: list[tuple[int, int]]) -> list[memoryview] | None:
+        seen.append(list(spans))
+        return together(self, key, spans)
+
+    monkeypatch.setattr(S3Store, "read_spans_together", spy)
+    reader = RangeReader(store, "obj", len(data), page_cache=ByteCache(0))
+    ranges = [(2_500_000, 4_000), (10, 300), (1_200_000, 8_000), (1_500_000, 2_000)]
+    out = reader.read(ranges)
+    assert [bytes(b) for b in out] == [data[o : o + n] for o, n in ranges]
+    assert seen == [sorted((o, o + n) for o, n in ranges)]
+    assert (reader.stats.requests, reader.stats.bytes_read) == (4, 14_300)
+    # A range past the end of the object: the one-by-one path reports it as a truncated file.
+    with pytest.raises(CorruptFileError, match="truncated"):
+        RangeReader(store, "obj", 4_000_000, page_cache=ByteCache(0)).read([(10, 5), (3_500_000, 10)])
