@@ -280,9 +280,10 @@ def _decode(
         local = np.searchsorted(selected, chunk_of_rows(meta, runs[:, 0]))
         entry_start = chunk_base[local] + runs[:, 0] - meta.first_row[selected[local]]
         lengths = runs[:, 1] - runs[:, 0]
-        if len(runs) == 1:
-            # One range (scans): views of the decoded chunks, no gather.
-            lo, n = int(entry_start[0]), int(lengths[0])
+        if len(runs) == 1 or not bool((entry_start[1:] != entry_start[:-1] + lengths[:-1]).any()):
+            # One range of entries (scans, also across merged pages): views of the decoded
+            # chunks, no gather.
+            lo, n = int(entry_start[0]), int(lengths.sum())
             if lo < 0 or lo + n > values.n:
                 raise ValueError("rows outside the chunks read")
             return PageData(
