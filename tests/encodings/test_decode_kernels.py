@@ -109,3 +109,69 @@ def test_fsst_decompress_of_real_strings_matches_numpy(seed: int, n: int, vocab:
     got = fsst_decompress(table, coffs, codes)
     assert np.array_equal(got[0], want[0])
     assert got[1].tobytes() == want[1].tobytes() == data.tobytes()
+
+
+def _dict_ref(entries: list[bytes], idx: np.ndarray) -> list[bytes]:
+    """What a dictionary take means: entry ``min(i, last)`` for every index (null slots may hold
+    any index; their rows are masked later)."""
+    last = len(entries) - 1
+    return [entries[min(int(i), last)] for i in idx]
+
+
+def _dict_arrays(entries: list[bytes], lead: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    lengths = np.array([len(e) for e in entries], dtype=np.int64)
+    offsets = np.concatenate(([0], np.cumsum(lengths))) + lead
+    data = np.frombuffer(b"#" * lead + b"".join(entries), dtype=np.uint8)
+    return offsets, data
+
+
+@pytest.mark.parametrize("large", [False, True])
+@pytest.mark.parametrize("rows", [0, 1, 7, 1000])
+@pytest.mark.parametrize("kind", ["short", "long", "empty-strings", "big-dictionary"])
+def test_dictionary_take_matches_the_entries(kind: str, rows: int, large: bool) -> None:
+    """Word-store path (small dictionary, entries of 0..8+ bytes) and byte path (a dictionary larger
+    than the rows), 32- and 64-bit offsets, indices past the end clamped, a read-only dictionary
+    that does not start at byte 0."""
+    from lance_format.encodings.v21._decode_kernels import dictionary_take
+
+    rng = np.random.default_rng(rows)
+    if kind == "short":
+        entries = [f"t{i:04d}".encode() for i in range(100)]
+    elif kind == "long":
+        entries = [bytes(rng.integers(0, 256, int(n), dtype=np.uint8)) for n in rng.integers(0, 40, 50)]
+    elif kind == "empty-strings":
+        entries = [b"", b"a", b"", b"12345678", b"123456789"]
+    else:
+        entries = [bytes(rng.integers(97, 123, 30, dtype=np.uint8)) for _ in range(5000)]
+    offsets, data = _dict_arrays(entries, lead=3)
+    data.setflags(write=False)
+    idx = rng.integers(0, len(entries) + 3, rows).astype(np.uint32)
+    out_offsets, got = dictionary_take(idx, offsets, data, large)
+    assert out_offsets.dtype == (np.int64 if large else np.int32)
+    want = _dict_ref(entries, idx)
+    assert out_offsets.tolist() == np.concatenate(([0], np.cumsum([len(w) for w in want]))).tolist()
+    assert got.tobytes() == b"".join(want)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.uint64])
+def test_dictionary_take_of_other_index_widths(dtype: type) -> None:
+    from lance_format.encodings.v21._decode_kernels import dictionary_take
+
+    entries = [b"x", b"yy", b"zzz"]
+    offsets, data = _dict_arrays(entries)
+    idx = np.array([2, 0, 1, 200, 1], dtype=dtype)
+    _, got = dictionary_take(idx, offsets, data, False)
+    assert got.tobytes() == b"".join(_dict_ref(entries, idx))
+
+
+def test_dictionary_take_rejects_bad_dictionaries() -> None:
+    from lance_format.encodings.v21._decode_kernels import dictionary_take
+
+    idx = np.array([0, 1], dtype=np.uint32)
+    data = np.frombuffer(b"abcdef", dtype=np.uint8)
+    with pytest.raises(ValueError, match="out of order"):
+        dictionary_take(idx, np.array([0, 4, 2], np.int64), data, False)
+    with pytest.raises(ValueError, match="outside"):
+        dictionary_take(idx, np.array([0, 4, 9], np.int64), data, False)
+    with pytest.raises(ValueError, match="empty dictionary"):
+        dictionary_take(idx, np.array([0], np.int64), data, False)

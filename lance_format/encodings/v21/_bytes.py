@@ -12,10 +12,12 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from numba import types
+from numba.extending import intrinsic
 
 from lance_format.core.jit import kernel, warm
 
-__all__ = ["Bufs", "gather", "read_uint", "single", "warm_up"]
+__all__ = ["Bufs", "gather", "read_uint", "single", "store_u64", "warm_up"]
 
 U8 = npt.NDArray[np.uint8]
 
@@ -118,6 +120,22 @@ def _regular_gather(blob: U8, starts: I64, lengths: I64) -> U8 | None:
     out[: (k - 1) * width].reshape(k - 1, width)[...] = body
     out[(k - 1) * width :] = blob[last_start : last_start + last_len]
     return out
+
+
+@intrinsic
+def store_u64(typingctx: Any, arr: Any, idx: Any, val: Any) -> Any:  # pragma: no cover - compiled
+    """``arr[idx : idx + 8] = val`` (little-endian u64) as one unaligned store; ``arr`` is u8."""
+    sig = types.void(arr, idx, val)
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        data, i, v = args
+        ary = context.make_array(signature.args[0])(context, builder, data)
+        word = context.get_value_type(types.uint64).as_pointer()
+        ptr = builder.bitcast(builder.gep(ary.data, [i]), word)
+        builder.store(v, ptr).align = 1
+        return context.get_dummy_value()
+
+    return sig, codegen
 
 
 @kernel

@@ -5,17 +5,23 @@ value bytes. numpy decodes a batch of them with a per-offset index, a gather, a 
 cumsum and a byte gather, each a full pass over temporaries; :func:`variable_chunks` reads each
 chunk's offsets, checks them and copies its bytes in one compiled loop that holds no GIL, so the
 pages of a scan decode on every core.
+
+A dictionary-encoded string page decodes to indices; :func:`dictionary_take` turns them into the
+strings' offsets and bytes in two compiled passes (sizes, then bytes), straight into the buffers
+of the Arrow array: no int64 copy of the indices, no index array for Arrow's take.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from lance_format.core.jit import kernel, warm
-from lance_format.encodings.v21._bytes import Bufs
+from lance_format.encodings.v21._bytes import Bufs, store_u64
 
-__all__ = ["variable_chunks", "warm_up"]
+__all__ = ["dictionary_take", "variable_chunks", "warm_up"]
 
 I64 = npt.NDArray[np.int64]
 U8 = npt.NDArray[np.uint8]
@@ -134,8 +140,113 @@ def _variable_chunks(
     return offsets, data
 
 
+#: Largest byte offset of a string array with 32-bit offsets.
+_I32_MAX = 2**31 - 1
+_I64_MAX = 2**63 - 1
+
+
+def dictionary_take(
+    indices: npt.NDArray[np.unsignedinteger[Any]], offsets: I64, data: U8, large: bool
+) -> tuple[npt.NDArray[Any], U8]:
+    """The variable-width dictionary entries ``indices`` point at, as Arrow string buffers.
+
+    Parameters
+    ----------
+    indices:
+        Unsigned dictionary indices; one past the last entry or more (slots of null rows, which
+        may hold anything) read the last entry, as the validity masks them anyway.
+    offsets, data:
+        The dictionary: ``len(offsets) - 1`` entries, entry ``k`` is ``data[offsets[k]:offsets[k + 1]]``.
+    large:
+        64-bit output offsets (``large_string``/``large_binary``), else 32-bit.
+
+    Returns
+    -------
+    (offsets, data)
+        ``len(indices) + 1`` offsets from 0 and the bytes of the selected entries.
+
+    Raises
+    ------
+    ValueError
+        An empty dictionary, dictionary offsets out of order or past its bytes, or more bytes than
+        32-bit offsets address.
+    """
+    if len(offsets) < 2:
+        raise ValueError("an empty dictionary has no entry to take")
+    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+    if indices.dtype != np.uint32:
+        # 32-bit indices are what writers emit; others are widened or clamped to them first.
+        indices = np.minimum(indices, len(offsets) - 2).astype(np.uint32)
+    if not indices.flags.writeable or not indices.flags.c_contiguous:
+        indices = indices.copy()  # one specialization per array type: keep the kernel to one
+    out = np.empty(len(indices) + 1, dtype=np.int64 if large else np.int32)
+    got = _dictionary_take(indices, offsets, np.ascontiguousarray(data), out, _I64_MAX if large else _I32_MAX)
+    return out, got
+
+
+@kernel
+def _dictionary_take(
+    indices: npt.NDArray[np.uint32], offsets: I64, data: U8, out: npt.NDArray[Any], limit: int
+) -> U8:  # pragma: no cover - compiled
+    nd = offsets.shape[0] - 1
+    if offsets[0] < 0 or offsets[nd] > data.shape[0]:
+        raise ValueError("dictionary offsets outside its data")
+    lens = np.empty(nd, dtype=np.int64)
+    for k in range(nd):
+        lens[k] = offsets[k + 1] - offsets[k]
+        if lens[k] < 0:
+            raise ValueError("dictionary offsets out of order")
+    n = indices.shape[0]
+    last = np.uint32(nd - 1)
+    total = 0
+    out[0] = 0
+    for i in range(n):
+        total += lens[min(indices[i], last)]
+        if total > limit:
+            raise ValueError("dictionary values too large for 32-bit offsets")
+        out[i + 1] = total
+    # Each entry as whole 8-byte words (zero-padded), stored unaligned and overlapped by the next
+    # row's: a few stores per row instead of a byte loop. Worth it when the dictionary is small
+    # next to the rows (its words are built once per call).
+    got = np.empty(total + 8, dtype=np.uint8)
+    if offsets[nd] - offsets[0] > 8 * n:
+        for i in range(n):
+            k = min(indices[i], last)
+            s = offsets[k]
+            o = out[i]
+            for j in range(lens[k]):
+                got[o + j] = data[s + j]
+        return got[:total]
+    first = np.empty(nd + 1, dtype=np.int64)
+    first[0] = 0
+    for k in range(nd):
+        first[k + 1] = first[k] + (lens[k] + 7) // 8
+    words = np.zeros(first[nd], dtype=np.uint64)
+    for k in range(nd):
+        s = offsets[k]
+        for j in range(lens[k]):
+            w = first[k] + j // 8
+            words[w] |= np.uint64(data[s + j]) << np.uint64(8 * (j % 8))
+    for i in range(n):
+        k = min(indices[i], last)
+        o = out[i]
+        for w in range(first[k], first[k + 1]):
+            store_u64(got, o, words[w])  # type: ignore[call-arg]  # typingctx is numba's
+            o += 8
+    return got[:total]
+
+
 def warm_up() -> None:
     """Compile (or load) the kernels for writable and read-only blobs."""
     blob = np.array([0, 0, 0, 0, 1, 0, 0, 0, 7], dtype=np.uint8)
     one = np.zeros(1, dtype=np.int64)
     warm(_variable_chunks, blob, one, np.array([9], np.int64), np.array([1], np.int64), 4, readonly=(0,))
+    for large in (False, True):
+        warm(
+            dictionary_take,
+            np.array([1, 0, 5], np.uint32),
+            np.array([0, 2, 3], np.int64),
+            np.array([97, 98, 99], np.uint8),
+            large,
+            readonly=(1, 2),
+        )

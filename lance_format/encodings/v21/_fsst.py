@@ -8,14 +8,11 @@ sequential pass (no GIL held), after a first pass that sizes the output and vali
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import numpy.typing as npt
-from numba import types
-from numba.extending import intrinsic
 
 from lance_format.core.jit import kernel, warm
+from lance_format.encodings.v21._bytes import store_u64
 
 __all__ = ["fsst_decompress", "warm_up"]
 
@@ -80,22 +77,6 @@ def fsst_decompress(symbol_table: bytes, offsets: I64, data: U8) -> tuple[I64, U
     return _decode(codes, rel, sym, tlen)
 
 
-@intrinsic
-def _store_u64(typingctx: Any, arr: Any, idx: Any, val: Any) -> Any:  # pragma: no cover - compiled
-    """``arr[idx : idx + 8] = val`` (little-endian u64) as one unaligned store; ``arr`` is u8."""
-    sig = types.void(arr, idx, val)
-
-    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
-        data, i, v = args
-        ary = context.make_array(signature.args[0])(context, builder, data)
-        word = context.get_value_type(types.uint64).as_pointer()
-        ptr = builder.bitcast(builder.gep(ary.data, [i]), word)
-        builder.store(v, ptr).align = 1
-        return context.get_dummy_value()
-
-    return sig, codegen
-
-
 @kernel
 def _decode_strings(codes: U8, offs: I64, sym: U8, tlen: U8) -> tuple[I64, U8, bool]:  # pragma: no cover
     """Expand codes string by string; ``(offsets, bytes, True)``, or ``(_, _, False)`` when the
@@ -155,7 +136,7 @@ def _decode_strings(codes: U8, offs: I64, sym: U8, tlen: U8) -> tuple[I64, U8, b
             cur += 1
             i += 2
         else:
-            _store_u64(out, cur, words[c])  # type: ignore[call-arg]  # typingctx is numba's
+            store_u64(out, cur, words[c])  # type: ignore[call-arg]  # typingctx is numba's
             cur += lens[c]
             i += 1
     return new, out[:total], True

@@ -28,11 +28,12 @@ from lance_format.encodings.base import (
     runs_length,
     split_runs,
 )
+from lance_format.encodings.v21._decode_kernels import dictionary_take
 from lance_format.encodings.v21.miniblock_merge import merge_classes, read_miniblock_pages
 from lance_format.encodings.v21.page import PageData
 from lance_format.encodings.v21.readers import can_merge_pages, read_page
 from lance_format.encodings.v21.repdef import Layer, concat_layers, unravel
-from lance_format.encodings.v21.values import Fixed, to_arrow
+from lance_format.encodings.v21.values import Fixed, VarBin, to_arrow
 
 __all__ = ["decode_field", "read_page", "with_validity"]
 
@@ -61,8 +62,16 @@ def _page_values(data: PageData, typ: pa.DataType, path: str) -> pa.Array:
     idx = data.values
     if not isinstance(idx, Fixed) or idx.bits not in (8, 16, 32, 64):
         raise CorruptFileError(path, "dictionary indices are not integers")
-    indices = np.ascontiguousarray(idx.data).view(f"<u{idx.bits // 8}").astype(np.int64)
+    raw = np.ascontiguousarray(idx.data).view(f"<u{idx.bits // 8}")
     ndict = data.dictionary.n
+    dictionary = data.dictionary
+    large = pa.types.is_large_string(typ) or pa.types.is_large_binary(typ)
+    strings = large or pa.types.is_string(typ) or pa.types.is_binary(typ)
+    if ndict and isinstance(dictionary, VarBin) and strings:
+        # Strings (the common dictionary): offsets and bytes built straight from the indices.
+        offsets, got = dictionary_take(raw, dictionary.offsets, dictionary.data, large)
+        return pa.Array.from_buffers(typ, len(raw), [None, pa.py_buffer(offsets), pa.py_buffer(got)])
+    indices = raw.astype(np.int64)
     if len(indices) and (int(indices.max()) >= ndict or int(indices.min()) < 0):
         # Slots that are null may hold any index; clamp them (validity masks them later).
         indices = np.clip(indices, 0, max(ndict - 1, 0))

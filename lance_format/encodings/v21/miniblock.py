@@ -44,11 +44,16 @@ from lance_format.encodings.v21.miniblock_meta import (
 )
 from lance_format.encodings.v21.page import PageData, row_entry_ranges
 from lance_format.encodings.v21.repdef import max_visible_level
-from lance_format.encodings.v21.values import Values, VarBin, take_values
+from lance_format.encodings.v21.values import Values, VarBin, slice_values, take_values
 
 __all__ = ["read_chunks", "read_miniblock"]
 
 I64 = npt.NDArray[np.int64]
+
+#: A read decodes only its wanted values (one address per value, ``minitake``) when they are
+#: fewer than 1/this of the values in the chunks it fetched; otherwise it decodes whole chunks
+#: (a few ns per value in bulk, against tens per addressed value) and slices or gathers.
+SPARSE_TAKE_FRACTION = 4
 
 
 def read_miniblock(
@@ -226,7 +231,7 @@ def _decode(
         raise ValueError("chunk buffers overrun the chunk")
     for b in value_bufs:
         b.check()
-    if rep is None and (meta.tables or not _is_whole(meta, runs, selected, items)):
+    if rep is None and (meta.tables or _is_sparse(runs, items)):
         # A take of rows without repetition: decode only the wanted values when they can be
         # addressed directly (see ``minitake``), not whole chunks.
         chunk_base = np.cumsum(items) - items
@@ -275,8 +280,20 @@ def _decode(
         local = np.searchsorted(selected, chunk_of_rows(meta, runs[:, 0]))
         entry_start = chunk_base[local] + runs[:, 0] - meta.first_row[selected[local]]
         lengths = runs[:, 1] - runs[:, 0]
-        if len(runs) == 1 and entry_start[0] == 0 and lengths[0] == values.n:
-            return PageData(None, defs, layers, values.n, values, meta.dictionary)
+        if len(runs) == 1 or not bool((entry_start[1:] != entry_start[:-1] + lengths[:-1]).any()):
+            # One range of entries (scans, also across merged pages): views of the decoded
+            # chunks, no gather.
+            lo, n = int(entry_start[0]), int(lengths.sum())
+            if lo < 0 or lo + n > values.n:
+                raise ValueError("rows outside the chunks read")
+            return PageData(
+                None,
+                defs[lo : lo + n] if defs is not None else None,
+                layers,
+                n,
+                slice_values(values, lo, n),
+                meta.dictionary,
+            )
         idx = expand_ranges(entry_start, lengths)
         return PageData(
             None,
@@ -385,9 +402,9 @@ def _fsst_by_page(codes: VarBin, tables: tuple[bytes, ...], table_of: I64) -> Va
     return VarBin(offsets, np.concatenate(datas) if datas else np.zeros(0, dtype=np.uint8))
 
 
-def _is_whole(meta: MiniBlockMeta, runs: RowRuns, selected: I64, items: I64) -> bool:
-    """Whether ``runs`` are one run covering every value of the ``selected`` chunks."""
-    if len(runs) != 1 or not len(selected):
-        return False
-    start, stop = runs[0].tolist()
-    return bool(start == int(meta.first_row[selected[0]]) and stop - start == int(items.sum()))
+def _is_sparse(runs: RowRuns, items: I64) -> bool:
+    """Whether the rows of ``runs`` are few enough among the values of the chunks read that
+    addressing each (``minitake``) beats decoding the chunks whole and slicing (scans: one range
+    covering all but the edges of its first and last chunk)."""
+    wanted = int((runs[:, 1] - runs[:, 0]).sum())
+    return wanted * SPARSE_TAKE_FRACTION < int(items.sum())

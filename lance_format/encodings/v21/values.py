@@ -25,6 +25,7 @@ __all__ = [
     "VarBin",
     "concat_values",
     "num_values",
+    "slice_values",
     "take_values",
     "to_arrow",
 ]
@@ -183,6 +184,41 @@ def take_values(v: Values, idx: I64) -> Values:
         validity = v.validity[items] if v.validity is not None else None
         return Fsl(v.dim, validity, take_values(v.child, items), n)
     return Struct(tuple(take_values(c, idx) for c in v.children), n)
+
+
+def slice_values(v: Values, start: int, n: int) -> Values:
+    """Values ``start .. start + n`` as views of ``v``'s arrays (no copy).
+
+    Parameters
+    ----------
+    v:
+        The values.
+    start, n:
+        The first value and how many; ``0 <= start`` and ``start + n <= v.n``.
+
+    Raises
+    ------
+    ValueError
+        The range leaves ``v``.
+    """
+    if start < 0 or n < 0 or start + n > v.n:
+        raise ValueError("value range outside the values")
+    if start == 0 and n == v.n:
+        return v
+    if isinstance(v, Nulls):
+        return Nulls(n)
+    if isinstance(v, Fixed):
+        width = 1 if v.bits == 1 else _fixed_bytes(v)
+        return Fixed(v.data[start * width : (start + n) * width], v.bits, n)
+    if isinstance(v, VarBin):
+        offsets = v.offsets[start : start + n + 1]
+        lo = int(offsets[0])
+        return VarBin(offsets - lo, v.data[lo : int(offsets[-1])])
+    if isinstance(v, Fsl):
+        d = v.dim
+        validity = v.validity[start * d : (start + n) * d] if v.validity is not None else None
+        return Fsl(d, validity, slice_values(v.child, start * d, n * d), n)
+    return Struct(tuple(slice_values(c, start, n) for c in v.children), n)
 
 
 def _validity_buffer(valid: Bools | None) -> pa.Buffer | None:
