@@ -27,24 +27,17 @@ import threading
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from concurrent.futures import Future
 
-from lance_format.core.config import env_setting
 from lance_format.io.planner import PlanLimits, Request, plan_requests
 from lance_format.io.reader import RangeReader
 
 __all__ = [
-    "DEFAULT_SCAN_PREFETCH_BYTES",
     "FilePrefetch",
     "ScanScope",
     "current_scan_scope",
     "scan_scope",
 ]
 
-#: Bytes a scan may have requested ahead of its decoding, per fragment (in flight or fetched and
-#: not yet consumed). 64 MiB is four 16 MiB requests: several GETs stream at once, which a single
-#: connection's bandwidth (~100-200 MB/s) needs to fill a link, and the next chunks' bytes (a 128K-row
-#: chunk of four columns is ~10 MB) are on their way while one chunk decodes.
-#: Override: LANCE_FORMAT_SCAN_PREFETCH_BYTES (setting ``scan_prefetch_bytes``).
-DEFAULT_SCAN_PREFETCH_BYTES = env_setting("scan_prefetch_bytes")
+# The window (bytes requested ahead per fragment) is the session's ``scan_prefetch_bytes``.
 
 #: A request is released once its last byte was served and at most this fraction of its bytes was
 #: not: pages hold buffers a scan does not read again (a mini-block page's chunk table is parsed at
