@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections import deque
 from collections.abc import Callable
@@ -79,7 +80,23 @@ _PLANS: dict[tuple[bytes, LanceFileVersion], _SchemaPlan] = {}
 _PLANS_MAX = 64
 
 
+#: The last plans handed out, with the schema each was asked for: a writer of a schema seen just
+#: before finds its plan by one comparison (serializing the schema for the key costs more than a
+#: small file's page encode).
+_RECENT: deque[tuple[pa.Schema, LanceFileVersion, _SchemaPlan]] = deque(maxlen=8)
+
+
 def _schema_plan(schema: pa.Schema, version: LanceFileVersion) -> _SchemaPlan:
+    for seen, v, plan in _RECENT:
+        # With metadata: the schema's and every field's (both shape the file).
+        if v is version and (seen is schema or seen.equals(schema, check_metadata=True)):
+            return plan
+    plan = _plan_by_bytes(schema, version)
+    _RECENT.appendleft((schema, version, plan))
+    return plan
+
+
+def _plan_by_bytes(schema: pa.Schema, version: LanceFileVersion) -> _SchemaPlan:
     # The serialized schema keys on everything that shapes the file (field metadata included,
     # which Schema equality ignores).
     key = (schema.serialize().to_pybytes(), version)
@@ -157,7 +174,9 @@ class LanceFileWriter:
         path = os.fspath(path)
         if store is None:
             folder, key = split_uri(path)
-            store = store_for_uri(folder, storage_options)
+            store = _local_store(folder) if storage_options is None else None
+            if store is None:
+                store = store_for_uri(folder, storage_options)
         else:
             key = path
         self.path = path
@@ -198,7 +217,12 @@ class LanceFileWriter:
         total = self._cache_bytes or DEFAULT_PAGE_BUFFER_BYTES * ntop
         self._page_budget = max(1, total // ntop)
         self._pending: list[list[pa.Array]] = [[] for _ in schema]
+        # Per column: an upper bound of the buffered chunks' bytes (their whole buffers, known at no
+        # cost) and Arrow's exact count (which walks the buffers) for the first ``_measured``
+        # chunks, asked only once the bound reaches a limit.
+        self._pending_bound = [0] * len(schema)
         self._pending_bytes = [0] * len(schema)
+        self._measured = [0] * len(schema)
 
     @property
     def schema(self) -> pa.Schema | None:
@@ -230,8 +254,8 @@ class LanceFileWriter:
             for chunk in chunks:
                 if len(chunk):
                     self._pending[i].append(chunk)
-                    self._pending_bytes[i] += chunk.nbytes
-            if self._pending_bytes[i] >= self._page_budget:
+                    self._pending_bound[i] += chunk.get_total_buffer_size()
+            if self._pending_bound[i] >= self._page_budget and self._measure(i) >= self._page_budget:
                 self._flush(i, top)
         self._rows += batch.num_rows
 
@@ -244,10 +268,17 @@ class LanceFileWriter:
         if not chunks:
             return
         arr = _concat(chunks) if len(chunks) > 1 else chunks[0]
-        self._pending[i] = []
-        self._pending_bytes[i] = 0
         # Cut oversized pages by rows so no page exceeds the limit (roughly: bytes are assumed even).
-        nbytes = max(1, arr.nbytes)
+        # Below the limit the bound decides as well as the exact count (one piece either way).
+        if len(chunks) > 1:
+            nbytes = arr.nbytes
+        elif self._pending_bound[i] < self._max_page:
+            nbytes = self._pending_bound[i]
+        else:
+            nbytes = self._measure(i)
+        nbytes = max(1, nbytes)
+        self._pending[i] = []
+        self._pending_bound[i] = self._pending_bytes[i] = self._measured[i] = 0
         pieces = -(-nbytes // self._max_page)
         step = max(1, -(-len(arr) // pieces))
         for start in range(0, len(arr), step):
@@ -290,6 +321,14 @@ class LanceFileWriter:
                 )
             for page in pages:
                 self._add_page(page)
+
+    def _measure(self, i: int) -> int:
+        """Exact bytes of column ``i``'s buffered chunks (Arrow's nbytes, each chunk asked once)."""
+        pending = self._pending[i]
+        for chunk in pending[self._measured[i] :]:
+            self._pending_bytes[i] += chunk.nbytes
+        self._measured[i] = len(pending)
+        return self._pending_bytes[i]
 
     def _drain(self, keep: int) -> None:
         """Add the pages of encodes in flight, oldest first, until at most ``keep`` remain."""
@@ -406,6 +445,20 @@ class LanceFileWriter:
     def __exit__(self, exc_type: Any, *exc: Any) -> None:
         if exc_type is None:
             self.close()
+
+
+def _local_store(folder: str) -> ObjectStore | None:
+    """The store of an absolute local folder, opened once (a writer per small file would otherwise
+    parse and resolve its path each time); None for URIs and relative paths (those depend on the
+    working directory)."""
+    if "://" in folder or not os.path.isabs(folder):
+        return None
+    return _open_local(folder)
+
+
+@functools.lru_cache(maxsize=64)
+def _open_local(folder: str) -> ObjectStore:
+    return store_for_uri(folder)
 
 
 def _concat(chunks: list[pa.Array]) -> pa.Array:

@@ -113,7 +113,8 @@ def _flat(v: FixedVals) -> _Chunked:
             # Chunks start on whole bytes: the packed booleans are every chunk's bitmap already.
             offs = np.zeros(len(counts) + 1, dtype=np.int64)
             offs[1:] = (np.cumsum(counts) * items + 7) // 8
-            values = (v.bitmap, offs)
+            # (Writable: the chunk assembly kernel is compiled for writable arrays.)
+            values = (v.bitmap if v.bitmap.flags.writeable else v.bitmap.copy(), offs)
         else:
             values = _bitmap_stream(v.bits(), counts, items)
         inner: m.CompressiveEncoding = m.Flat(1)

@@ -11,6 +11,7 @@ import pyarrow as pa
 
 from lance_format.core.errors import NotSupportedError
 from lance_format.core.jit import kernel, warm
+from lance_format.encodings.v21.encode._chunks import copy_bytes
 
 __all__ = ["FixedVals", "PageBuffers", "VarVals", "compact_strings", "extract", "warm_up"]
 
@@ -89,11 +90,12 @@ def _bitmap(arr: pa.Array) -> U8 | None:
         return None
     n = len(arr)
     start = arr.offset // 8
-    bm = np.frombuffer(buf, dtype=np.uint8)[start : start + (n + 7) // 8].copy()
+    bm = np.frombuffer(buf, dtype=np.uint8)[start : start + (n + 7) // 8]
     if n % 8:
         # Arrow leaves the bits past the last value undefined; the file has them zero.
+        bm = bm.copy()
         bm[-1] &= (1 << (n % 8)) - 1
-    return bm
+    return bm  # (read-only when Arrow's: no copy of a whole page)
 
 
 def _bits(arr: pa.Array) -> npt.NDArray[np.bool_]:
@@ -142,7 +144,7 @@ def compact_strings(
         a = new[i]
         size = new[i + 1] - a
         if size:
-            out[a : a + size] = raw[offsets[i] : offsets[i] + size]
+            copy_bytes(out, a, raw, offsets[i], size)
     return new, out
 
 
