@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 
 from lance_format.core.errors import InvalidInputError, LanceError, SchemaMismatchError
 from lance_format.core.types import LanceField, LanceSchema, empty_array, fields_from_arrow, json_to_storage
+from lance_format.encodings import v20
 from lance_format.encodings.base import EncodedPage
 from lance_format.encodings.v20 import column_encoding_to_bytes
 from lance_format.encodings.v20.model import Values
@@ -71,6 +72,8 @@ class _SchemaPlan:
     descriptor: bytes
     #: Per top-level field, whether it holds JSON (stored as JSONB, converted on write).
     json: tuple[bool, ...]
+    #: Per top-level field, whether it stores blobs out of line (2.1+: encoded inline, not pooled).
+    blobs: tuple[bool, ...]
 
 
 #: Schema plans by (serialized Arrow schema, version): a process writing many files of one schema
@@ -103,7 +106,9 @@ def _plan_by_bytes(schema: pa.Schema, version: LanceFileVersion) -> _SchemaPlan:
     plan = _PLANS.get(key)
     if plan is not None:
         return plan
-    from lance_format.encodings import v20
+    # (Imported on first use: numba's kernels load only for 2.1+ files. This form of import finds
+    # a loaded module without the Python-level from-list step, which showed in small writes.)
+    import lance_format.encodings.v21.encode as v21_encode
 
     if version.structural:
         schema = _without_views(schema)
@@ -124,6 +129,7 @@ def _plan_by_bytes(schema: pa.Schema, version: LanceFileVersion) -> _SchemaPlan:
         tuple(encodings[c] for c in range(len(encodings))),
         _serde.file_descriptor_bytes(lance, 0),
         tuple(f.has_json for f in lance.fields),
+        tuple(version.structural and v21_encode.has_blobs(f) for f in lance.fields),
     )
     if len(_PLANS) >= _PLANS_MAX:
         _PLANS.clear()
@@ -209,20 +215,22 @@ class LanceFileWriter:
         self._schema = schema = plan.schema
         self._lance = plan.lance
         self._descriptor = plan.descriptor
-        self._next_row = [0] * len(schema)
+        n = len(plan.json)  # top-level fields (iterating an Arrow schema builds each field)
+        self._next_row = [0] * n
         self._columns_of = plan.columns_of
         self._columns = [_ColumnPages(enc) for enc in plan.column_encodings]
         self._json = plan.json
-        ntop = max(1, len(schema))
+        self._blobs = plan.blobs
+        ntop = max(1, n)
         total = self._cache_bytes or DEFAULT_PAGE_BUFFER_BYTES * ntop
         self._page_budget = max(1, total // ntop)
-        self._pending: list[list[pa.Array]] = [[] for _ in schema]
+        self._pending: list[list[pa.Array]] = [[] for _ in range(n)]
         # Per column: an upper bound of the buffered chunks' bytes (their whole buffers, known at no
         # cost) and Arrow's exact count (which walks the buffers) for the first ``_measured``
         # chunks, asked only once the bound reaches a limit.
-        self._pending_bound = [0] * len(schema)
-        self._pending_bytes = [0] * len(schema)
-        self._measured = [0] * len(schema)
+        self._pending_bound = [0] * n
+        self._pending_bytes = [0] * n
+        self._measured = [0] * n
 
     @property
     def schema(self) -> pa.Schema | None:
@@ -262,11 +270,11 @@ class LanceFileWriter:
     def _flush(self, i: int, top: LanceField, last: bool = False) -> None:
         """Encode column ``i``'s buffered rows; ``last``: nothing is flushed after them, so the
         final piece is encoded on this thread (which would otherwise only wait for the pool)."""
-        from lance_format.encodings import v20
-
         chunks = self._pending[i]
         if not chunks:
             return
+        import lance_format.encodings.v21.encode as v21_encode  # (see _plan_by_bytes)
+
         arr = _concat(chunks) if len(chunks) > 1 else chunks[0]
         # Cut oversized pages by rows so no page exceeds the limit (roughly: bytes are assumed even).
         # Below the limit the bound decides as well as the exact count (one piece either way).
@@ -284,15 +292,13 @@ class LanceFileWriter:
         for start in range(0, len(arr), step):
             piece = arr if step >= len(arr) else arr.slice(start, step)
             if self.version.structural:
-                from lance_format.encodings.v21.encode import encode_field, encode_jobs, has_blobs
-
                 large = self.version is LanceFileVersion.V2_2
                 first = self._next_row[i]
                 self._next_row[i] += len(piece)
-                if self._threads > 1 and not has_blobs(top):
+                if self._threads > 1 and not self._blobs[i]:
                     # Blob fields write their bytes to the file while encoding: those stay inline.
                     # One job per leaf column of a struct, so its leaves encode side by side too.
-                    jobs = encode_jobs(top, piece, self._columns_of, first, large)
+                    jobs = v21_encode.encode_jobs(top, piece, self._columns_of, first, large)
                     if last and start + step >= len(arr):
                         # The file's last page: encode it here rather than wait for a pool thread.
                         *pooled, mine = jobs
@@ -308,7 +314,7 @@ class LanceFileWriter:
                         self._drain(self._threads)
                     continue
                 self._drain(0)
-                pages = encode_field(
+                pages = v21_encode.encode_field(
                     top, piece, self._columns_of, first, large=large, write_external=self._write_external
                 )
             else:
@@ -390,8 +396,6 @@ class LanceFileWriter:
             self._drain(0)
             if self._rows == 0:
                 # A file without rows still has one (0-row) page per struct column, as pylance's.
-                from lance_format.encodings import v20
-
                 for f in self._lance.fields:
                     if self.version.structural:
                         # pylance writes 2.1+ files without rows with no pages at all.
