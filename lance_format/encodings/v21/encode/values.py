@@ -13,7 +13,7 @@ from lance_format.core.errors import NotSupportedError
 from lance_format.core.jit import kernel, warm
 from lance_format.encodings.v21.encode._chunks import copy_bytes
 
-__all__ = ["FixedVals", "PageBuffers", "VarVals", "compact_strings", "extract", "warm_up"]
+__all__ = ["FixedVals", "PageBuffers", "VarVals", "compact_strings", "extract", "longest_value", "warm_up"]
 
 U8 = npt.NDArray[np.uint8]
 I64 = npt.NDArray[np.int64]
@@ -148,11 +148,27 @@ def compact_strings(
     return new, out
 
 
+@kernel
+def _longest(offsets: I64) -> int:  # pragma: no cover - compiled
+    best = 0
+    for i in range(offsets.shape[0] - 1):
+        best = max(best, offsets[i + 1] - offsets[i])
+    return best
+
+
+def longest_value(offsets: I64) -> int:
+    """Bytes of the longest of the values ``offsets`` delimit (0 for none), in one pass: no array
+    of lengths (a page's strings are sized more than once on the way to their encoding)."""
+    return int(_longest(np.ascontiguousarray(offsets, dtype=np.int64)))
+
+
 def warm_up() -> None:
-    """Compile (or load) the string compaction kernel (bytes and validity may be read-only)."""
+    """Compile (or load) the string compaction kernel (bytes and validity may be read-only) and
+    the longest-value scan."""
     offsets = np.array([0, 2, 5], dtype=np.int64)
     raw = np.frombuffer(b"abcde", dtype=np.uint8).copy()
     warm(compact_strings, offsets, raw, np.array([True, False]), readonly=(1, 2))
+    warm(longest_value, offsets, readonly=(0,))
 
 
 def extract(arr: pa.Array) -> FixedVals | VarVals:
