@@ -90,7 +90,7 @@ _RECENT: deque[tuple[pa.Schema, LanceFileVersion, _SchemaPlan]] = deque(maxlen=8
 
 
 def _schema_plan(schema: pa.Schema, version: LanceFileVersion) -> _SchemaPlan:
-    for seen, v, plan in _RECENT:
+    for seen, v, plan in tuple(_RECENT):  # (a copy: other threads' writers add to it)
         # With metadata: the schema's and every field's (both shape the file).
         if v is version and (seen is schema or seen.equals(schema, check_metadata=True)):
             return plan
