@@ -7,9 +7,11 @@ low-cardinality strings (dictionary), high-cardinality short strings, long strin
 them together. Each writer writes every workload ``--reps`` times (median kept, one untimed warm-up).
 
 Columns: file sizes (MiB) ours and pylance's and their ratio (target: <= 1.05), write throughput in
-MB/s of Arrow data for both, and the throughput ratio (ours / pylance; issue 16's target is >= 1).
-Both writers use every core (ours encodes columns on a thread pool). ``--json PATH`` also writes
-the numbers.
+MB/s of Arrow data for both, and the throughput ratio (ours / pylance; issue 16's target is >= 1),
+then the ratio of the CPU time the process spent per write (pylance's / ours: all threads, so it
+counts work a pool spreads over cores). The two writers take turns write by write (on a shared
+machine, load that comes and goes then falls on both alike). Both writers use every core (ours
+encodes columns on a thread pool). ``--json PATH`` also writes the numbers.
 
 Run: ``python -m loadtest write [--rows N] [--versions 2.1,2.2]``.
 """
@@ -46,6 +48,8 @@ class WriteResult:
     pylance_bytes: int
     ours_s: float
     pylance_s: float
+    ours_cpu_s: float = 0.0
+    pylance_cpu_s: float = 0.0
 
     @property
     def size_ratio(self) -> float:
@@ -100,21 +104,31 @@ def _write_pylance(path: str, table: pa.Table, version: str) -> None:
         w.write_batch(table)
 
 
-def _timed(fn: Callable[[], None], reps: int) -> float:
-    fn()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+def _timed_pair(
+    ours: Callable[[], None], theirs: Callable[[], None], reps: int
+) -> tuple[float, float, float, float]:
+    """Median wall and CPU seconds of ``ours`` and ``theirs`` (one untimed warm-up each), the two
+    taking turns (which goes first alternates)."""
+    ours()
+    theirs()
+    wall: dict[int, list[float]] = {0: [], 1: []}
+    cpu: dict[int, list[float]] = {0: [], 1: []}
+    fns = (ours, theirs)
+    for rep in range(reps):
+        for k in (0, 1) if rep % 2 == 0 else (1, 0):
+            c0, t0 = time.process_time(), time.perf_counter()
+            fns[k]()
+            wall[k].append(time.perf_counter() - t0)
+            cpu[k].append(time.process_time() - c0)
+    med = statistics.median
+    return med(wall[0]), med(wall[1]), med(cpu[0]), med(cpu[1])
 
 
 def format_table(results: Sequence[WriteResult]) -> str:
     """The printed comparison table."""
     head = (
         f"{'workload':15s} {'ver':4s} {'arrow MB':>9s} {'ours MiB':>9s} {'pylance MiB':>11s} "
-        f"{'size x':>7s} {'ours MB/s':>10s} {'pylance MB/s':>12s} {'speed x':>8s}"
+        f"{'size x':>7s} {'ours MB/s':>10s} {'pylance MB/s':>12s} {'speed x':>8s} {'cpu x':>6s}"
     )
     lines = [head, "-" * len(head)]
     for r in results:
@@ -122,7 +136,8 @@ def format_table(results: Sequence[WriteResult]) -> str:
         lines.append(
             f"{r.workload:15s} {r.version:4s} {r.arrow_mb:9.1f} {r.ours_bytes / 2**20:9.2f} "
             f"{r.pylance_bytes / 2**20:11.2f} {r.size_ratio:7.2f} {r.arrow_mb / r.ours_s:10.1f} "
-            f"{r.arrow_mb / r.pylance_s:12.1f} {r.pylance_s / r.ours_s:8.2f}{mark}"
+            f"{r.arrow_mb / r.pylance_s:12.1f} {r.pylance_s / r.ours_s:8.2f} "
+            f"{r.pylance_cpu_s / max(r.ours_cpu_s, 1e-9):6.2f}{mark}"
         )
     return "\n".join(lines)
 
@@ -150,8 +165,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                     continue
                 ours = os.path.join(workdir, f"{name}-{version}-ours.lance")
                 theirs = os.path.join(workdir, f"{name}-{version}-pylance.lance")
-                t_ours = _timed(lambda: _write_ours(ours, table, version), args.reps)  # noqa: B023
-                t_theirs = _timed(lambda: _write_pylance(theirs, table, version), args.reps)  # noqa: B023
+                t_ours, t_theirs, c_ours, c_theirs = _timed_pair(
+                    lambda: _write_ours(ours, table, version),  # noqa: B023
+                    lambda: _write_pylance(theirs, table, version),  # noqa: B023
+                    args.reps,
+                )
                 results.append(
                     WriteResult(
                         name,
@@ -161,6 +179,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         os.path.getsize(theirs),
                         t_ours,
                         t_theirs,
+                        c_ours,
+                        c_theirs,
                     )
                 )
                 print(f"  {name} {version} done", file=sys.stderr, flush=True)

@@ -184,24 +184,66 @@ def wrap_any(raw: RawEncoding) -> file2_pb2.Encoding:
     return file2_pb2.Encoding(direct=file2_pb2.DirectEncoding(encoding=anyp.SerializeToString()))
 
 
-@functools.lru_cache(maxsize=64)
-def _wrapped_column(raw: RawEncoding) -> file2_pb2.Encoding:
-    """:func:`wrap_any` of a column encoding (a file's columns share a few; copied, not changed)."""
-    return wrap_any(raw)
-
-
 def column_metadata_bytes(
     column_encoding: RawEncoding,
     pages: Sequence[tuple[Sequence[int], Sequence[int], int, int, RawEncoding]],
 ) -> bytes:
-    """Serialize a column: ``pages`` are ``(offsets, sizes, length, priority, encoding)``."""
-    cm = file2_pb2.ColumnMetadata()
-    cm.encoding.CopyFrom(_wrapped_column(column_encoding))
+    """Serialize a column: ``pages`` are ``(offsets, sizes, length, priority, encoding)``.
+
+    Written straight in protobuf's wire format (the bytes protobuf makes of the same
+    ``ColumnMetadata``: fields in number order, zeros left out, repeated numbers packed), as
+    building the messages cost more than encoding a small file's pages."""
+    parts = [_column_encoding_field(column_encoding)]
     for offsets, sizes, length, priority, enc in pages:
-        p = cm.pages.add()
-        p.buffer_offsets.extend(offsets)
-        p.buffer_sizes.extend(sizes)
-        p.length = length
-        p.priority = priority
-        p.encoding.CopyFrom(wrap_any(enc))
-    return bytes(cm.SerializeToString())
+        page = b"".join(
+            (
+                _packed_field(0x0A, offsets),  # 1: buffer_offsets
+                _packed_field(0x12, sizes),  # 2: buffer_sizes
+                b"\x18" + _varint(length) if length else b"",  # 3: length
+                _len_field(0x22, _encoding_message(enc)),  # 4: encoding
+                b"\x28" + _varint(priority) if priority else b"",  # 5: priority
+            )
+        )
+        parts.append(_len_field(0x12, page))  # ColumnMetadata 2: pages
+    return b"".join(parts)
+
+
+#: One-byte varints (every value below 128).
+_SMALL_VARINTS = [bytes((i,)) for i in range(128)]
+
+
+def _varint(n: int) -> bytes:
+    if n < 128:
+        return _SMALL_VARINTS[n]
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _len_field(key: int, data: bytes) -> bytes:
+    """A length-delimited field (``key``: its tag byte, field number below 16)."""
+    return _SMALL_VARINTS[key] + _varint(len(data)) + data
+
+
+def _packed_field(key: int, values: Sequence[int]) -> bytes:
+    """A packed repeated varint field; nothing when empty."""
+    if not values:
+        return b""
+    return _len_field(key, b"".join(_varint(v) for v in values))
+
+
+def _encoding_message(raw: RawEncoding) -> bytes:
+    """The bytes of :func:`wrap_any` of ``raw``: ``Encoding.direct`` (2) holding a
+    ``DirectEncoding.encoding`` (1) with an ``Any`` (type_url 1, value 2)."""
+    type_name, value = raw
+    anyb = _len_field(0x0A, f"/{type_name}".encode()) + (_len_field(0x12, value) if value else b"")
+    return _len_field(0x12, _len_field(0x0A, anyb))
+
+
+@functools.lru_cache(maxsize=64)
+def _column_encoding_field(raw: RawEncoding) -> bytes:
+    """``ColumnMetadata.encoding`` (1) of a column encoding (a file's columns share a few)."""
+    return _len_field(0x0A, _encoding_message(raw))

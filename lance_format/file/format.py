@@ -69,11 +69,18 @@ class LanceFileVersion(Enum):
         """Accept ``"2.0"``, ``"2.1"``, ``"2.2"``, ``"stable"`` (= 2.2, as pylance 14) or an enum."""
         if isinstance(value, LanceFileVersion):
             return value
-        aliases = {"stable": "2.2", "v2.0": "2.0", "v2.1": "2.1", "v2.2": "2.2"}
-        try:
-            return LanceFileVersion(aliases.get(value, value))
-        except ValueError:
-            raise NotSupportedError(f"unsupported Lance file version {value!r}") from None
+        found = _VERSION_NAMES.get(value) if isinstance(value, str) else None
+        if found is None:
+            raise NotSupportedError(f"unsupported Lance file version {value!r}")
+        return found
+
+
+#: Every name :meth:`LanceFileVersion.parse` accepts (a lookup: every writer parses one).
+_VERSION_NAMES = {
+    **{v.value: v for v in LanceFileVersion},
+    **{f"v{v.value}": v for v in LanceFileVersion},
+    "stable": LanceFileVersion.V2_2,
+}
 
 
 @dataclass(frozen=True)

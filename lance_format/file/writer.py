@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections import deque
 from collections.abc import Callable
@@ -14,6 +15,7 @@ import pyarrow.compute as pc
 
 from lance_format.core.errors import InvalidInputError, LanceError, SchemaMismatchError
 from lance_format.core.types import LanceField, LanceSchema, empty_array, fields_from_arrow, json_to_storage
+from lance_format.encodings import v20
 from lance_format.encodings.base import EncodedPage
 from lance_format.encodings.v20 import column_encoding_to_bytes
 from lance_format.encodings.v20.model import Values
@@ -70,6 +72,8 @@ class _SchemaPlan:
     descriptor: bytes
     #: Per top-level field, whether it holds JSON (stored as JSONB, converted on write).
     json: tuple[bool, ...]
+    #: Per top-level field, whether it stores blobs out of line (2.1+: encoded inline, not pooled).
+    blobs: tuple[bool, ...]
 
 
 #: Schema plans by (serialized Arrow schema, version): a process writing many files of one schema
@@ -83,14 +87,32 @@ PLAN_COLUMNS_MAX = 20_000
 _plan_columns = 0
 
 
+#: The last plans handed out, with the schema each was asked for: a writer of a schema seen just
+#: before finds its plan by one comparison (serializing the schema for the key costs more than a
+#: small file's page encode).
+_RECENT: deque[tuple[pa.Schema, LanceFileVersion, _SchemaPlan]] = deque(maxlen=8)
+
+
 def _schema_plan(schema: pa.Schema, version: LanceFileVersion) -> _SchemaPlan:
+    for seen, v, plan in tuple(_RECENT):  # (a copy: other threads' writers add to it)
+        # With metadata: the schema's and every field's (both shape the file).
+        if v is version and (seen is schema or seen.equals(schema, check_metadata=True)):
+            return plan
+    plan = _plan_by_bytes(schema, version)
+    _RECENT.appendleft((schema, version, plan))
+    return plan
+
+
+def _plan_by_bytes(schema: pa.Schema, version: LanceFileVersion) -> _SchemaPlan:
     # The serialized schema keys on everything that shapes the file (field metadata included,
     # which Schema equality ignores).
     key = (schema.serialize().to_pybytes(), version)
     plan = _PLANS.get(key)
     if plan is not None:
         return plan
-    from lance_format.encodings import v20
+    # (Imported on first use: numba's kernels load only for 2.1+ files. This form of import finds
+    # a loaded module without the Python-level from-list step, which showed in small writes.)
+    import lance_format.encodings.v21.encode as v21_encode
 
     if version.structural:
         schema = _without_views(schema)
@@ -111,6 +133,7 @@ def _schema_plan(schema: pa.Schema, version: LanceFileVersion) -> _SchemaPlan:
         tuple(encodings[c] for c in range(len(encodings))),
         _serde.file_descriptor_bytes(lance, 0),
         tuple(f.has_json for f in lance.fields),
+        tuple(version.structural and v21_encode.has_blobs(f) for f in lance.fields),
     )
     global _plan_columns
     if len(_PLANS) >= _PLANS_MAX or _plan_columns + len(encodings) > PLAN_COLUMNS_MAX:
@@ -164,7 +187,9 @@ class LanceFileWriter:
         path = os.fspath(path)
         if store is None:
             folder, key = split_uri(path)
-            store = store_for_uri(folder, storage_options)
+            store = _local_store(folder) if storage_options is None else None
+            if store is None:
+                store = store_for_uri(folder, storage_options)
         else:
             key = path
         self.path = path
@@ -200,15 +225,22 @@ class LanceFileWriter:
         self._schema = schema = plan.schema
         self._lance = plan.lance
         self._descriptor = plan.descriptor
-        self._next_row = [0] * len(schema)
+        n = len(plan.json)  # top-level fields (iterating an Arrow schema builds each field)
+        self._next_row = [0] * n
         self._columns_of = plan.columns_of
         self._columns = [_ColumnPages(enc) for enc in plan.column_encodings]
         self._json = plan.json
-        ntop = max(1, len(schema))
+        self._blobs = plan.blobs
+        ntop = max(1, n)
         total = self._cache_bytes or DEFAULT_PAGE_BUFFER_BYTES * ntop
         self._page_budget = max(1, total // ntop)
-        self._pending: list[list[pa.Array]] = [[] for _ in schema]
-        self._pending_bytes = [0] * len(schema)
+        self._pending: list[list[pa.Array]] = [[] for _ in range(n)]
+        # Per column: an upper bound of the buffered chunks' bytes (their whole buffers, known at no
+        # cost) and Arrow's exact count (which walks the buffers) for the first ``_measured``
+        # chunks, asked only once the bound reaches a limit.
+        self._pending_bound = [0] * n
+        self._pending_bytes = [0] * n
+        self._measured = [0] * n
 
     @property
     def schema(self) -> pa.Schema | None:
@@ -240,38 +272,45 @@ class LanceFileWriter:
             for chunk in chunks:
                 if len(chunk):
                     self._pending[i].append(chunk)
-                    self._pending_bytes[i] += chunk.nbytes
-            if self._pending_bytes[i] >= self._page_budget:
+                    self._pending_bound[i] += chunk.get_total_buffer_size()
+            if self._pending_bound[i] >= self._page_budget and self._measure(i) >= self._page_budget:
                 self._flush(i, top)
         self._rows += batch.num_rows
 
     def _flush(self, i: int, top: LanceField, last: bool = False) -> None:
         """Encode column ``i``'s buffered rows; ``last``: nothing is flushed after them, so the
         final piece is encoded on this thread (which would otherwise only wait for the pool)."""
-        from lance_format.encodings import v20
-
         chunks = self._pending[i]
         if not chunks:
             return
+        import lance_format.encodings.v21.encode as v21_encode  # (see _plan_by_bytes)
+
         arr = _concat(chunks) if len(chunks) > 1 else chunks[0]
-        self._pending[i] = []
-        self._pending_bytes[i] = 0
         # Cut oversized pages by rows so no page exceeds the limit (roughly: bytes are assumed even).
-        nbytes = max(1, arr.nbytes)
+        # Below the limit the bound decides as well as the exact count (one piece either way).
+        if len(chunks) > 1:
+            nbytes = arr.nbytes
+        elif self._pending_bound[i] < self._max_page:
+            nbytes = self._pending_bound[i]
+        else:
+            nbytes = self._measure(i)
+        nbytes = max(1, nbytes)
+        self._pending[i] = []
+        self._pending_bound[i] = self._pending_bytes[i] = self._measured[i] = 0
         pieces = -(-nbytes // self._max_page)
         step = max(1, -(-len(arr) // pieces))
         for start in range(0, len(arr), step):
             piece = arr if step >= len(arr) else arr.slice(start, step)
             if self.version.structural:
-                from lance_format.encodings.v21.encode import encode_field, encode_jobs, has_blobs
-
                 large = self.version is LanceFileVersion.V2_2
                 first = self._next_row[i]
                 self._next_row[i] += len(piece)
-                if self._threads > 1 and not has_blobs(top):
+                if self._threads > 1 and not self._blobs[i]:
                     # Blob fields write their bytes to the file while encoding: those stay inline.
                     # One job per leaf column of a struct, so its leaves encode side by side too.
-                    jobs = encode_jobs(top, piece, self._columns_of, first, large, self._split_pool)
+                    jobs = v21_encode.encode_jobs(
+                        top, piece, self._columns_of, first, large, self._split_pool
+                    )
                     if last and start + step >= len(arr):
                         # The file's last page: encode it here rather than wait for a pool thread.
                         *pooled, mine = jobs
@@ -287,7 +326,7 @@ class LanceFileWriter:
                         self._drain(self._threads)
                     continue
                 self._drain(0)
-                pages = encode_field(
+                pages = v21_encode.encode_field(
                     top,
                     piece,
                     self._columns_of,
@@ -306,6 +345,14 @@ class LanceFileWriter:
                 )
             for page in pages:
                 self._add_page(page)
+
+    def _measure(self, i: int) -> int:
+        """Exact bytes of column ``i``'s buffered chunks (Arrow's nbytes, each chunk asked once)."""
+        pending = self._pending[i]
+        for chunk in pending[self._measured[i] :]:
+            self._pending_bytes[i] += chunk.nbytes
+        self._measured[i] = len(pending)
+        return self._pending_bytes[i]
 
     def _drain(self, keep: int) -> None:
         """Add the pages of encodes in flight, oldest first, until at most ``keep`` remain."""
@@ -367,8 +414,6 @@ class LanceFileWriter:
             self._drain(0)
             if self._rows == 0:
                 # A file without rows still has one (0-row) page per struct column, as pylance's.
-                from lance_format.encodings import v20
-
                 for f in self._lance.fields:
                     if self.version.structural:
                         # pylance writes 2.1+ files without rows with no pages at all.
@@ -422,6 +467,20 @@ class LanceFileWriter:
     def __exit__(self, exc_type: Any, *exc: Any) -> None:
         if exc_type is None:
             self.close()
+
+
+def _local_store(folder: str) -> ObjectStore | None:
+    """The store of an absolute local folder, opened once (a writer per small file would otherwise
+    parse and resolve its path each time); None for URIs and relative paths (those depend on the
+    working directory)."""
+    if "://" in folder or not os.path.isabs(folder):
+        return None
+    return _open_local(folder)
+
+
+@functools.lru_cache(maxsize=64)
+def _open_local(folder: str) -> ObjectStore:
+    return store_for_uri(folder)
 
 
 def _concat(chunks: list[pa.Array]) -> pa.Array:

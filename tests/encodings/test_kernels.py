@@ -240,7 +240,7 @@ def test_compile_kernels_covers_what_reads_and_writes_use(tmp_path: Path) -> Non
 
     from lance_format.encodings import compile_kernels
     from lance_format.encodings.v21 import _bytes, _decode_kernels, _fsst, fastlanes
-    from lance_format.encodings.v21.encode import _chunks, _dict, _levels, bitpack, fullzip
+    from lance_format.encodings.v21.encode import _chunks, _dict, _levels, bitpack, fullzip, values
     from lance_format.encodings.v21.encode import fsst as fsst_encode
     from lance_format.file import LanceFileWriter
     from lance_format.file.reader import LanceFileReader
@@ -259,6 +259,7 @@ def test_compile_kernels_covers_what_reads_and_writes_use(tmp_path: Path) -> Non
             _dict,
             _levels,
             fullzip,
+            values,
         )
         for f in vars(mod).values()
         if hasattr(f, "signatures") and hasattr(f, "py_func")
@@ -279,6 +280,8 @@ def test_compile_kernels_covers_what_reads_and_writes_use(tmp_path: Path) -> Non
             "ls": pa.array([f"v{i % 7}" for i in range(n)], pa.large_string()),
             "l": pa.array([[i] * (i % 3) for i in range(n)], pa.list_(pa.int32())),
             "ni": pa.array([None if i % 5 == 0 else i for i in range(n)], pa.int32()),
+            # Booleans: Arrow's bitmap read in place (a read-only array).
+            "b": pa.array(rng.random(n) < 0.3),
         }
     )
     for version in ("2.1", "2.2"):

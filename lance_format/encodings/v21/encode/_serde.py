@@ -3,6 +3,7 @@ of :mod:`lance_format.encodings.v21._serde`)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
@@ -212,6 +213,24 @@ def writers() -> tuple[Mapping[type[Any], object], Mapping[type[Any], object]]:
 
 def page_layout_bytes(layout: m.PageLayout) -> tuple[str, bytes]:
     """``(message name, bytes)`` of a page layout, as the file writer wraps it in an ``Any``."""
+    try:
+        return _known_layout_bytes(layout)
+    except TypeError:  # a layout holding something unhashable: serialized every time
+        return _page_layout_bytes(layout)
+
+
+#: Layouts serialized lately: pages of one shape (equal row counts and encodings, as the pages
+#: of one writer or the files of one dataset mostly are) repeat a layout, and building the
+#: protobuf message costs more than encoding a small page. Equal layouts serialize alike.
+_KNOWN_LAYOUTS = 256
+
+
+@functools.lru_cache(maxsize=_KNOWN_LAYOUTS)
+def _known_layout_bytes(layout: m.PageLayout) -> tuple[str, bytes]:
+    return _page_layout_bytes(layout)
+
+
+def _page_layout_bytes(layout: m.PageLayout) -> tuple[str, bytes]:
     msg = pb.PageLayout()
     _layout(layout, msg)
     return PAGE_LAYOUT, bytes(msg.SerializeToString())

@@ -19,7 +19,7 @@ from lance_format.encodings.v21.encode.fsst import fsst_compress
 from lance_format.encodings.v21.encode.fullzip import encode_all_null, encode_fullzip
 from lance_format.encodings.v21.encode.levels import LeafLevels, leaf_levels
 from lance_format.encodings.v21.encode.miniblock import TooLarge, encode_miniblock
-from lance_format.encodings.v21.encode.values import FixedVals, PageBuffers, VarVals, extract
+from lance_format.encodings.v21.encode.values import FixedVals, PageBuffers, VarVals, extract, longest_value
 
 __all__ = ["FULLZIP_MIN_VALUE_BYTES", "EncodeJob", "encode_field", "encode_jobs", "has_blobs"]
 
@@ -53,8 +53,8 @@ def _choose_fullzip(leaf: LanceField, vals: FixedVals | VarVals) -> bool:
     if isinstance(vals, VarVals):
         if vals.n == 0:
             return False
-        lens = np.diff(vals.offsets)
-        return bool(lens.mean() >= FULLZIP_MIN_VALUE_BYTES or lens.max() > FULLZIP_MAX_MINI_VALUE)
+        mean = int(vals.offsets[-1] - vals.offsets[0]) / vals.n
+        return mean >= FULLZIP_MIN_VALUE_BYTES or longest_value(vals.offsets) > FULLZIP_MAX_MINI_VALUE
     row = (vals.width or 1) * vals.items if vals.width else -(-vals.items // 8)
     return row >= FULLZIP_MIN_VALUE_BYTES
 

@@ -17,6 +17,7 @@ import numpy.typing as npt
 from lance_format.core.concurrency import LazyPool
 from lance_format.core.jit import kernel
 from lance_format.encodings.v21.encode._split import run_split, split_rows, windows
+from lance_format.encodings.v21.encode.values import longest_value
 
 __all__ = ["FSST_MIN_BYTES", "fsst_compress", "warm_up"]
 
@@ -345,8 +346,7 @@ def fsst_compress(data: U8, offsets: I64, split: LazyPool | None = None) -> tupl
     (symbol table, offsets, codes) or None
     """
     total = int(offsets[-1] - offsets[0])
-    lens = np.diff(offsets)
-    longest = int(lens.max()) if len(lens) else 0
+    longest = longest_value(offsets)
     if total < FSST_MIN_BYTES or not FSST_MIN_MAX_LEN <= longest <= MAX_FSST_VALUE:
         return None
     table = _train(data, offsets)

@@ -13,6 +13,7 @@ import numpy.typing as npt
 
 from lance_format.core.jit import kernel, warm
 from lance_format.encodings.v21 import model as m
+from lance_format.encodings.v21.encode._chunks import copy_bytes
 from lance_format.encodings.v21.encode.values import FixedVals, PageBuffers, VarVals
 
 __all__ = ["encode_all_null", "encode_fullzip", "warm_up"]
@@ -54,7 +55,7 @@ def _zip(
                 out[p + b] = (ln >> (8 * b)) & 0xFF
             p += lb
             s = src[e]
-            out[p : p + ln] = data[s : s + ln]
+            copy_bytes(out, p, data, s, ln)
     return out, starts
 
 

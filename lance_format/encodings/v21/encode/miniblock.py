@@ -113,7 +113,8 @@ def _flat(v: FixedVals) -> _Chunked:
             # Chunks start on whole bytes: the packed booleans are every chunk's bitmap already.
             offs = np.zeros(len(counts) + 1, dtype=np.int64)
             offs[1:] = (np.cumsum(counts) * items + 7) // 8
-            values = (v.bitmap, offs)
+            # (Writable: the chunk assembly kernel is compiled for writable arrays.)
+            values = (v.bitmap if v.bitmap.flags.writeable else v.bitmap.copy(), offs)
         else:
             values = _bitmap_stream(v.bits(), counts, items)
         inner: m.CompressiveEncoding = m.Flat(1)
@@ -271,7 +272,19 @@ def encode_miniblock(
         if values.packed_bits:
             comp = m.PackedStruct(values.packed_bits, comp)
         return _layout(
-            values, chunks, words, None, None, None, layers, large, 1, dictionary, fsst_table, comp
+            values,
+            chunks,
+            words,
+            None,
+            None,
+            None,
+            layers,
+            large,
+            1,
+            dictionary,
+            fsst_table,
+            comp,
+            checked=True,
         )
     if isinstance(values, VarVals):
         ch = _variable(values)
@@ -322,6 +335,7 @@ def encode_miniblock(
         ch.compression,
         rep_w,
         def_w,
+        checked=True,
     )
 
 
@@ -340,11 +354,14 @@ def _layout(
     compression: m.CompressiveEncoding,
     rep_w: int = 0,
     def_w: int = 0,
+    *,
+    checked: bool = False,
 ) -> tuple[m.MiniBlockLayout, PageBuffers]:
-    """The page's buffers (metadata words, chunks, dictionary, repetition index) and layout."""
+    """The page's buffers (metadata words, chunks, dictionary, repetition index) and layout.
+    ``checked``: the chunks were laid out within 2.1's chunk limit, whose words fit u16."""
     nchunks = len(words)
     max_rep = sum(1 for x in layers if x.is_list)
-    if not large and nchunks and int(words.max()) > 0xFFFF:
+    if not large and not checked and nchunks and int(words.max()) > 0xFFFF:
         raise TooLarge("chunk metadata word overflows u16")
     bufs: PageBuffers = [words.astype("<u4" if large else "<u2"), chunks]
     dict_ce: m.CompressiveEncoding | None = None

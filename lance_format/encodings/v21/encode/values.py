@@ -11,8 +11,9 @@ import pyarrow as pa
 
 from lance_format.core.errors import NotSupportedError
 from lance_format.core.jit import kernel, warm
+from lance_format.encodings.v21.encode._chunks import copy_bytes
 
-__all__ = ["FixedVals", "PageBuffers", "VarVals", "compact_strings", "extract", "warm_up"]
+__all__ = ["FixedVals", "PageBuffers", "VarVals", "compact_strings", "extract", "longest_value", "warm_up"]
 
 U8 = npt.NDArray[np.uint8]
 I64 = npt.NDArray[np.int64]
@@ -89,11 +90,12 @@ def _bitmap(arr: pa.Array) -> U8 | None:
         return None
     n = len(arr)
     start = arr.offset // 8
-    bm = np.frombuffer(buf, dtype=np.uint8)[start : start + (n + 7) // 8].copy()
+    bm = np.frombuffer(buf, dtype=np.uint8)[start : start + (n + 7) // 8]
     if n % 8:
         # Arrow leaves the bits past the last value undefined; the file has them zero.
+        bm = bm.copy()
         bm[-1] &= (1 << (n % 8)) - 1
-    return bm
+    return bm  # (read-only when Arrow's: no copy of a whole page)
 
 
 def _bits(arr: pa.Array) -> npt.NDArray[np.bool_]:
@@ -142,15 +144,31 @@ def compact_strings(
         a = new[i]
         size = new[i + 1] - a
         if size:
-            out[a : a + size] = raw[offsets[i] : offsets[i] + size]
+            copy_bytes(out, a, raw, offsets[i], size)
     return new, out
 
 
+@kernel
+def _longest(offsets: I64) -> int:  # pragma: no cover - compiled
+    best = 0
+    for i in range(offsets.shape[0] - 1):
+        best = max(best, offsets[i + 1] - offsets[i])
+    return best
+
+
+def longest_value(offsets: I64) -> int:
+    """Bytes of the longest of the values ``offsets`` delimit (0 for none), in one pass: no array
+    of lengths (a page's strings are sized more than once on the way to their encoding)."""
+    return int(_longest(np.ascontiguousarray(offsets, dtype=np.int64)))
+
+
 def warm_up() -> None:
-    """Compile (or load) the string compaction kernel (bytes and validity may be read-only)."""
+    """Compile (or load) the string compaction kernel (bytes and validity may be read-only) and
+    the longest-value scan."""
     offsets = np.array([0, 2, 5], dtype=np.int64)
     raw = np.frombuffer(b"abcde", dtype=np.uint8).copy()
     warm(compact_strings, offsets, raw, np.array([True, False]), readonly=(1, 2))
+    warm(longest_value, offsets, readonly=(0,))
 
 
 def extract(arr: pa.Array) -> FixedVals | VarVals:
