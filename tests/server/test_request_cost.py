@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 
+import flight_server.catalog as catalog_module
 import flight_server.service as service_module
 from flight_server._serde import encode_ticket, peek_take_count
 from flight_server.handlers.take import TAKE_CHUNK_ROWS, take_batches
@@ -93,10 +94,20 @@ def test_a_repeated_plan_is_reused_until_the_dataset_changes(
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(service_module, "plan_scan", counting)
+    opened = []
+    real_open = catalog_module.open_dataset
+
+    def opening(*args: object, **kwargs: object) -> object:
+        opened.append(1)
+        return real_open(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(catalog_module, "open_dataset", opening)
     descriptor = flight.FlightDescriptor.for_path("wide")
     first = wide.raw.get_flight_info(descriptor)
+    opened.clear()
     second = wide.raw.get_flight_info(descriptor)
     assert len(calls) == 1  # planned once, answered twice
+    assert opened == []  # "latest" resolved by one listing to the handle already open
     assert first.schema == second.schema
     assert len(first.schema) == 500
     assert [e.ticket for e in first.endpoints] == [e.ticket for e in second.endpoints]
