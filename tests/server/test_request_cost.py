@@ -231,9 +231,9 @@ def _counted_turns(served: Served, monkeypatch: pytest.MonkeyPatch) -> list[str]
     turns: list[str] = []
     acquire = scheduler.acquire
 
-    def counting(principal: str, cancelled: object = None) -> None:
+    def counting(principal: str, cancelled: object = None, *, bulk: bool = False) -> None:
         turns.append(principal)
-        acquire(principal, cancelled)  # type: ignore[arg-type]
+        acquire(principal, cancelled, bulk=bulk)  # type: ignore[arg-type]
 
     monkeypatch.setattr(scheduler, "acquire", counting)
     return turns
