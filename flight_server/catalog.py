@@ -13,6 +13,7 @@ import shutil
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Hashable
 from urllib.parse import urlparse
 
 from flight_server.settings import DEFAULT_LATEST_VERSION_SECONDS
@@ -21,6 +22,7 @@ from lance_format import dataset as open_dataset
 from lance_format.core.errors import InvalidInputError, NotFoundError
 from lance_format.dataset.session import Session
 from lance_format.io.store import ObjectStore
+from lance_format.table.versions import VersionInfo
 
 __all__ = ["Catalog", "validate_name"]
 
@@ -84,6 +86,9 @@ class Catalog:
         self._lock = threading.Lock()
         self.latest_seconds = 0.0 if self.local else max(0.0, float(latest_seconds))
         self._latest: dict[str, tuple[int, float]] = {}  # name -> (version, monotonic time resolved)
+        # The store tag of each handle's manifest when "latest" resolved to it: a dataset dropped
+        # and written again by another process reuses version numbers, never tags.
+        self._tags: dict[tuple[str, int], Hashable] = {}
 
     # -- names -----------------------------------------------------------------------------------
     def uri(self, name: str) -> str:
@@ -151,6 +156,25 @@ class Catalog:
                     self._handles.move_to_end((name, version))
                     return handle
         resolved_at = time.monotonic()
+        tag: Hashable = None
+        wants_latest = version is None
+        if version is None and shared:
+            # One listing says which version is the latest; a handle already open on it is reused
+            # as is (opening builds the dataset from its manifest again: per column, milliseconds
+            # for thousands of columns, on every plan and read of "latest").
+            try:
+                latest = VersionInfo(self.session.store_for(uri, self.storage_options or None))
+            except FileNotFoundError as exc:
+                raise NotFoundError(f"dataset {name!r} not found") from exc
+            if latest.latest is not None:
+                version, tag = latest.latest, latest.tags.get(latest.latest)
+                with self._lock:
+                    handle = self._handles.get((name, version))
+                    if handle is not None and tag is not None and self._tags.get((name, version)) == tag:
+                        self._handles.move_to_end((name, version))
+                        if self.latest_seconds > 0:
+                            self._latest[name] = (version, resolved_at)
+                        return handle
         try:
             ds = open_dataset(
                 uri, version=version, storage_options=self.storage_options or None, session=self.session
@@ -162,16 +186,18 @@ class Catalog:
         if not shared:
             return ds
         with self._lock:
-            if version is None and self.latest_seconds > 0:
+            if wants_latest and self.latest_seconds > 0:
                 self._latest[name] = (ds.version, resolved_at)
             # A handle already open on the resolved version keeps its warm per-file readers.
             known = self._handles.get((name, ds.version))
+            if tag is not None:
+                self._tags[(name, ds.version)] = tag
             if known is not None and known.manifest.timestamp_ns == ds.manifest.timestamp_ns:
                 self._handles.move_to_end((name, ds.version))
                 return known
             self._handles[(name, ds.version)] = ds
             while len(self._handles) > DATASET_HANDLES:
-                self._handles.popitem(last=False)
+                self._tags.pop(self._handles.popitem(last=False)[0], None)
         return ds
 
     @property
@@ -191,6 +217,7 @@ class Catalog:
             self._latest.pop(name, None)
             for key in [k for k in self._handles if k[0] == name]:
                 del self._handles[key]
+                self._tags.pop(key, None)
 
     def written(self, name: str) -> None:
         """Note a write to ``name`` through this process: its latest version is resolved anew."""

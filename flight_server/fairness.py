@@ -11,6 +11,15 @@ mostly holds the GIL, so a heavy client's four threads of 100,000-row takes make
 reads. When turns are scarce, the next one goes to the waiting principal that holds the fewest turns,
 then to the one served least recently: a light principal's request goes ahead of a heavy principal's
 queued batches, and waits for at most one piece of the heavy principal's work.
+
+Work comes in two lanes. *Interactive* work starts a call (decoding its ticket, planning, a stream's
+first batch, a small take whole); *bulk* work is every later batch of a long stream (a big take's
+further chunks, a scan's read-ahead, which an unread stream produces until gRPC's buffers are full).
+Bulk work holds at most ``slots - 1`` turns at once (at least one), so one turn is always left for
+a call that starts: a light client's take waits for no heavy client's piece of work, and runs
+beside fewer of them (in one process they share the GIL). A freed turn goes to interactive work
+first; a bulk waiter passed over :data:`BULK_PASSES` times goes ahead of it, so a stream of small
+calls cannot starve long streams.
 """
 
 from __future__ import annotations
@@ -31,6 +40,9 @@ __all__ = ["DEFAULT_WORK_SLOTS", "FairScheduler", "HeldTurn", "default_work_slot
 
 #: Seconds between two looks at the call's cancellation flag while waiting for a turn.
 _WAIT_POLL_S = 0.05
+#: Interactive grants a waiting piece of bulk work lets go ahead of it before it goes first: small
+#: calls keep their priority, long streams still move (one piece per this many small calls at worst).
+BULK_PASSES = 8
 
 _T = TypeVar("_T")
 _END = object()
@@ -45,10 +57,11 @@ def default_work_slots() -> int:
 
 
 class _Waiter:
-    __slots__ = ("granted", "principal")
+    __slots__ = ("bulk", "granted", "principal")
 
-    def __init__(self, principal: str) -> None:
+    def __init__(self, principal: str, bulk: bool) -> None:
         self.principal = principal
+        self.bulk = bulk
         self.granted = False
 
 
@@ -74,15 +87,20 @@ class FairScheduler:
         self._cond = threading.Condition(self._lock)
         self._running = 0
         self._held: dict[str, int] = {}  # turns each principal holds now
-        self._queues: dict[str, deque[_Waiter]] = {}  # waiters per principal, arrival order
+        self._queues: dict[str, deque[_Waiter]] = {}  # interactive waiters per principal, in order
+        self._bulk: dict[str, deque[_Waiter]] = {}  # bulk waiters per principal, arrival order
         self._last: dict[str, int] = {}  # sequence number of each principal's last grant
         self._seq = itertools.count(1)
+        # Bulk work holds at most this many turns: one is left for calls that start.
+        self.bulk_slots = max(1, self.slots - 1)
+        self._bulk_running = 0
+        self._passes = 0  # interactive grants made while bulk work waited
 
     # -- state (for tests and cache_stats) ---------------------------------------------------------
     def waiting(self) -> int:
         """Callers waiting for a turn now."""
         with self._lock:
-            return sum(len(q) for q in self._queues.values())
+            return sum(len(q) for q in self._queues.values()) + sum(len(q) for q in self._bulk.values())
 
     def running(self) -> int:
         """Turns held now."""
@@ -90,8 +108,12 @@ class FairScheduler:
             return self._running
 
     # -- turns -------------------------------------------------------------------------------------
-    def acquire(self, principal: str, cancelled: Callable[[], bool] | None = None) -> None:
-        """Wait for a turn for ``principal``; give it back with :meth:`release`.
+    def acquire(
+        self, principal: str, cancelled: Callable[[], bool] | None = None, *, bulk: bool = False
+    ) -> None:
+        """Wait for a turn for ``principal``; give it back with :meth:`release` (same ``bulk``).
+
+        ``bulk`` marks a later piece of a long stream (see the module's notes on lanes).
 
         Raises
         ------
@@ -99,11 +121,12 @@ class FairScheduler:
             The call was cancelled while it waited (it never got the turn).
         """
         with self._cond:
-            if self._running < self.slots and not self._queues:
-                self._grant(principal)
+            free = self._running < self.slots and (not bulk or self._bulk_running < self.bulk_slots)
+            if free and not self._queues and not self._bulk:
+                self._grant(principal, bulk)
                 return
-            waiter = _Waiter(principal)
-            self._queues.setdefault(principal, deque()).append(waiter)
+            waiter = _Waiter(principal, bulk)
+            (self._bulk if bulk else self._queues).setdefault(principal, deque()).append(waiter)
             self._dispatch()
             while not waiter.granted:
                 if self._cond.wait(_WAIT_POLL_S if cancelled is not None else None) or waiter.granted:
@@ -120,10 +143,12 @@ class FairScheduler:
                     self._withdraw(waiter)
                     raise CallCancelled()
 
-    def release(self, principal: str) -> None:
+    def release(self, principal: str, *, bulk: bool = False) -> None:
         """Give back a turn of ``principal``; the next one goes to whoever is owed it."""
         with self._cond:
             self._running -= 1
+            if bulk:
+                self._bulk_running -= 1
             left = self._held.get(principal, 0) - 1
             if left > 0:
                 self._held[principal] = left
@@ -133,53 +158,71 @@ class FairScheduler:
             self._dispatch()
 
     @contextmanager
-    def turn(self, principal: str, cancelled: Callable[[], bool] | None = None) -> Iterator[None]:
-        """Run the body inside one turn of ``principal``."""
-        self.acquire(principal, cancelled)
+    def turn(
+        self, principal: str, cancelled: Callable[[], bool] | None = None, *, bulk: bool = False
+    ) -> Iterator[None]:
+        """Run the body inside one turn of ``principal`` (``bulk``: a later piece of a long stream)."""
+        self.acquire(principal, cancelled, bulk=bulk)
         try:
             yield
         finally:
-            self.release(principal)
+            self.release(principal, bulk=bulk)
 
     # -- internals (lock held) ---------------------------------------------------------------------
-    def _grant(self, principal: str) -> None:
+    def _grant(self, principal: str, bulk: bool) -> None:
         self._running += 1
+        if bulk:
+            self._bulk_running += 1
         self._held[principal] = self._held.get(principal, 0) + 1
         self._last[principal] = next(self._seq)
 
-    def _next_principal(self) -> str | None:
-        if not self._queues:
+    def _next_principal(self, queues: dict[str, deque[_Waiter]]) -> str | None:
+        if not queues:
             return None
-        return min(self._queues, key=lambda p: (self._held.get(p, 0), self._last.get(p, 0)))
+        return min(queues, key=lambda p: (self._held.get(p, 0), self._last.get(p, 0)))
+
+    def _next_lane(self) -> dict[str, deque[_Waiter]] | None:
+        """The queues the next free turn is granted from (None: nobody may have it now)."""
+        bulk_may = bool(self._bulk) and self._bulk_running < self.bulk_slots
+        if self._queues and not (bulk_may and self._passes >= BULK_PASSES):
+            if self._bulk:
+                self._passes += 1
+            return self._queues
+        if bulk_may:
+            self._passes = 0
+            return self._bulk
+        return None
 
     def _dispatch(self) -> None:
         granted = False
         while self._running < self.slots:
-            principal = self._next_principal()
-            if principal is None:
+            queues = self._next_lane()
+            principal = self._next_principal(queues) if queues is not None else None
+            if queues is None or principal is None:
                 break
-            queue = self._queues[principal]
+            queue = queues[principal]
             waiter = queue.popleft()
             if not queue:
-                del self._queues[principal]
+                del queues[principal]
             waiter.granted = True
-            self._grant(principal)
+            self._grant(principal, waiter.bulk)
             granted = True
         if granted:
             self._cond.notify_all()
 
     def _withdraw(self, waiter: _Waiter) -> None:
-        queue = self._queues.get(waiter.principal)
+        queues = self._bulk if waiter.bulk else self._queues
+        queue = queues.get(waiter.principal)
         if queue is not None and waiter in queue:
             queue.remove(waiter)
             if not queue:
-                del self._queues[waiter.principal]
+                del queues[waiter.principal]
                 self._forget(waiter.principal)
 
     def _forget(self, principal: str) -> None:
         # A principal with no turn and no waiter is forgotten: the tables stay as small as the set
         # of principals with work, and one that comes back starts as a newcomer.
-        if principal not in self._held and principal not in self._queues:
+        if principal not in self._held and principal not in self._queues and principal not in self._bulk:
             self._last.pop(principal, None)
 
 
@@ -191,17 +234,21 @@ def scheduled(
 ) -> Iterator[_T]:
     """``items``, each produced inside its own turn of ``principal`` (none held between items).
 
+    The first item is interactive work, every later one bulk work (see the module's notes on
+    lanes): a long stream's further batches leave one turn free for calls that start.
     An iterator that knows how many items it has left (``__length_hint__``, as a take's chunks do)
     ends without a turn once it says none are: a small take waits for one turn fewer behind a
     heavy principal's work just to learn that it is over.
     """
+    bulk = False
     while True:
         if operator.length_hint(items, -1) == 0:
             return
-        with scheduler.turn(principal, cancelled):
+        with scheduler.turn(principal, cancelled, bulk=bulk):
             item = next(items, _END)
         if item is _END:
             return
+        bulk = True
         yield cast(_T, item)
 
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import operator
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeAlias, TypeVar
 
 import pyarrow as pa
 import pyarrow.flight as flight
@@ -62,6 +63,9 @@ __all__ = ["LanceFlightService"]
 
 log = logging.getLogger("lance_flight.server")
 _T = TypeVar("_T")
+#: An opened read: the cached table of a finished scan, or (kind, schema, estimated bytes of the
+#: first batch, lazy batches).
+_Opened: TypeAlias = pa.Table | tuple[str, pa.Schema, int, Iterator[pa.RecordBatch]]
 
 
 def _storage_options(settings: ServerSettings) -> dict[str, str]:
@@ -99,6 +103,47 @@ def _checkpoint(context: flight.ServerCallContext) -> Callable[[], None]:
             raise CallCancelled()
 
     return check
+
+
+#: Results up to this many bytes (estimated from the column types) are read whole in the turn that
+#: decoded their ticket and sent by C++ without calling back into Python: a small take then costs
+#: one turn of the fair scheduler and one GIL hand-off fewer per step, each of which can wait
+#: behind a heavy client's work. 64 KiB is HTTP/2's initial flow-control window: gRPC takes a
+#: result this small without waiting on the client, so holding no stream slot while it is sent
+#: lets no unread call pin more than that.
+SMALL_RESULT_BYTES = 64 * 1024
+
+
+def _read_small(opened: _Opened) -> tuple[pa.RecordBatch | None, _Opened]:
+    """The whole result of a take of one small chunk, read now (else None: streamed in turns), and
+    the read; a chunk found bigger than estimated (long strings) is put back in front of it."""
+    if isinstance(opened, pa.Table):
+        return None, opened
+    kind, schema, first, batches = opened
+    if kind != "take" or first > SMALL_RESULT_BYTES or operator.length_hint(batches, -1) != 1:
+        return None, opened
+    batch = next(batches)
+    if batch.nbytes <= SMALL_RESULT_BYTES:
+        return batch, opened
+    return None, (kind, schema, first, _Prepended(batch, batches))
+
+
+class _Prepended(Iterator[pa.RecordBatch]):
+    """``first``, then ``rest``; says how many are left, as a take's chunks do (see
+    :func:`~flight_server.fairness.scheduled`)."""
+
+    def __init__(self, first: pa.RecordBatch, rest: Iterator[pa.RecordBatch]) -> None:
+        self._first: pa.RecordBatch | None = first
+        self._rest = rest
+
+    def __next__(self) -> pa.RecordBatch:
+        if self._first is not None:
+            first, self._first = self._first, None
+            return first
+        return next(self._rest)
+
+    def __length_hint__(self) -> int:
+        return (self._first is not None) + operator.length_hint(self._rest)
 
 
 class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
@@ -420,6 +465,7 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
             cancelled = self._cancelled(context)
             lease: Lease | None = None
             opened = None
+            small: pa.RecordBatch | None = None
             with self._turn(context, cancelled):
                 # A plain take ticket is no Flight SQL ticket, and its ids are read in place (a
                 # big take's ids are megabytes: parsing and copying them would hold the GIL).
@@ -435,7 +481,7 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
                     lease = self._slots.try_acquire(principal_of(context), cancelled)
                     if lease is not None:
                         try:
-                            opened = self._open_read(req)
+                            small, opened = _read_small(self._open_read(req))
                         except BaseException:
                             lease.release()
                             raise
@@ -444,6 +490,10 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
                 self._note(context)
                 return self._sql_stream(context, cancelled, *sql)
             assert req is not None
+            if small is not None and lease is not None and isinstance(opened, tuple):
+                # The whole (small) result was read in the decoding turn: C++ sends it alone.
+                lease.release()
+                return self._table_stream("take", pa.Table.from_batches([small], opened[1]))
             if lease is None:
                 lease = self._lease(context, cancelled)
             try:
@@ -469,9 +519,7 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
 
         return self._guard(run)
 
-    def _open_read(
-        self, req: ScanRequest | TakeRequest
-    ) -> pa.Table | tuple[str, pa.Schema, int, Iterator[pa.RecordBatch]]:
+    def _open_read(self, req: ScanRequest | TakeRequest) -> _Opened:
         """A read's batches (lazy), schema and estimated first-batch bytes; or the cached table of
         an identical finished scan."""
         if isinstance(req, TakeRequest):

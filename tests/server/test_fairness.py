@@ -28,17 +28,23 @@ def _until(condition: Callable[[], bool]) -> None:
         time.sleep(0.001)
 
 
-def _grant_order(sched: FairScheduler, arrivals: list[tuple[str, str]], release: list[str]) -> list[str]:
+def _grant_order(
+    sched: FairScheduler,
+    arrivals: list[tuple[str, str]],
+    release: list[str],
+    bulk: frozenset[str] = frozenset(),
+) -> list[str]:
     """Queue ``arrivals`` (tag, principal) in order while every turn is held by ``release``'s
-    principals; then give those turns back and return the tags in the order they were granted."""
+    principals; then give those turns back and return the tags in the order they were granted.
+    Tags in ``bulk`` ask for bulk turns."""
     order: list[str] = []
     lock = threading.Lock()
 
     def worker(tag: str, principal: str) -> None:
-        sched.acquire(principal)
+        sched.acquire(principal, bulk=tag in bulk)
         with lock:
             order.append(tag)
-        sched.release(principal)
+        sched.release(principal, bulk=tag in bulk)
 
     threads = []
     for tag, principal in arrivals:
@@ -128,9 +134,11 @@ def test_an_iterator_that_says_it_is_done_needs_no_turn_to_end() -> None:
     class Counting(FairScheduler):
         turns = 0
 
-        def acquire(self, principal: str, cancelled: Callable[[], bool] | None = None) -> None:
+        def acquire(
+            self, principal: str, cancelled: Callable[[], bool] | None = None, *, bulk: bool = False
+        ) -> None:
             Counting.turns += 1
-            super().acquire(principal, cancelled)
+            super().acquire(principal, cancelled, bulk=bulk)
 
     sched = Counting(1)
     assert list(scheduled(sched, "a", iter([1, 2, 3]))) == [1, 2, 3]  # a list iterator's hint
@@ -146,3 +154,57 @@ def test_an_iterator_that_says_it_is_done_needs_no_turn_to_end() -> None:
 
 def test_zero_slots_means_one_per_core() -> None:
     assert FairScheduler(0).slots == default_work_slots() >= 1
+
+
+def test_bulk_work_leaves_a_turn_for_calls_that_start() -> None:
+    # Two slots: a heavy client's long stream produces a later batch (bulk) in one; its next bulk
+    # piece waits although the second slot is free, and a light client's call takes that slot at
+    # once (before the lanes, the heavy stream held both and the light call waited for a piece).
+    sched = FairScheduler(2)
+    sched.acquire("heavy", bulk=True)
+    done = threading.Event()
+
+    def heavy_next() -> None:
+        sched.acquire("heavy", bulk=True)
+        done.set()
+        sched.release("heavy", bulk=True)
+
+    t = threading.Thread(target=heavy_next, daemon=True)
+    t.start()
+    _until(lambda: sched.waiting() == 1)
+    assert not done.is_set()
+    sched.acquire("light")  # granted at once: the free slot was kept for it
+    assert sched.running() == 2
+    sched.release("light")
+    assert not done.is_set()  # a free slot, but bulk work already holds its share
+    sched.release("heavy", bulk=True)
+    t.join(SYNC_TIMEOUT_S)
+    assert done.is_set()
+    assert sched.running() == 0
+    assert sched.waiting() == 0
+
+
+def test_calls_that_start_go_ahead_of_bulk_work_but_cannot_starve_it() -> None:
+    from flight_server.fairness import BULK_PASSES
+
+    sched = FairScheduler(1)
+    sched.acquire("x")
+    arrivals = [("bulk", "heavy")] + [(f"s{i}", f"light{i}") for i in range(BULK_PASSES + 2)]
+    order = _grant_order(sched, arrivals, release=["x"], bulk=frozenset({"bulk"}))
+    # The bulk piece came first but lets BULK_PASSES starting calls go ahead, then runs.
+    assert order == [f"s{i}" for i in range(BULK_PASSES)] + ["bulk", f"s{BULK_PASSES}", f"s{BULK_PASSES + 1}"]
+    assert sched.running() == 0
+
+
+def test_a_streams_first_batch_is_interactive_and_later_ones_bulk() -> None:
+    lanes: list[bool] = []
+
+    class Recording(FairScheduler):
+        def acquire(
+            self, principal: str, cancelled: Callable[[], bool] | None = None, *, bulk: bool = False
+        ) -> None:
+            lanes.append(bulk)
+            super().acquire(principal, cancelled, bulk=bulk)
+
+    assert list(scheduled(Recording(2), "a", iter([1, 2, 3]))) == [1, 2, 3]
+    assert lanes == [False, True, True]

@@ -3,6 +3,7 @@ once after a write through the same process."""
 
 from __future__ import annotations
 
+import shutil
 import uuid
 from dataclasses import replace
 from pathlib import Path
@@ -77,3 +78,35 @@ def test_server_reads_its_own_writes_and_lists_once_per_interval(monkeypatch: py
     finally:
         client.close()
         server.shutdown()
+
+
+def test_latest_reuses_the_open_handle_until_a_new_version_or_a_rewrite(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Resolving "latest" lists ``_versions/`` once and reuses the handle open on that version:
+    a wide dataset is not built from its manifest again on every plan and read."""
+    opened: list[object] = []
+    real = catalog_module.open_dataset
+
+    def counting(*args: object, **kwargs: object) -> lance_format.LanceDataset:
+        opened.append(kwargs.get("version"))
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(catalog_module, "open_dataset", counting)
+    cat = Catalog(str(tmp_path))
+    lance_format.write_dataset(DATA, str(tmp_path / "ds"))
+    first = cat.open("ds")
+    assert cat.open("ds") is first
+    assert len(opened) == 1
+    lance_format.write_dataset(DATA, str(tmp_path / "ds"), mode="append")  # another process's write
+    second = cat.open("ds")
+    assert second.version == 2
+    assert cat.open("ds") is second
+    assert len(opened) == 2
+    # Dropped and written again elsewhere: version 1 again, but another manifest file.
+    shutil.rmtree(tmp_path / "ds")
+    lance_format.write_dataset(pa.table({"id": pa.array([7], pa.int64())}), str(tmp_path / "ds"))
+    third = cat.open("ds")
+    assert third.version == 1
+    assert third.count_rows() == 1
+    assert len(opened) == 3

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 
+import flight_server.catalog as catalog_module
 import flight_server.service as service_module
 from flight_server._serde import encode_ticket, peek_take_count
 from flight_server.handlers.take import TAKE_CHUNK_ROWS, take_batches
@@ -93,10 +94,20 @@ def test_a_repeated_plan_is_reused_until_the_dataset_changes(
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(service_module, "plan_scan", counting)
+    opened = []
+    real_open = catalog_module.open_dataset
+
+    def opening(*args: object, **kwargs: object) -> object:
+        opened.append(1)
+        return real_open(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(catalog_module, "open_dataset", opening)
     descriptor = flight.FlightDescriptor.for_path("wide")
     first = wide.raw.get_flight_info(descriptor)
+    opened.clear()
     second = wide.raw.get_flight_info(descriptor)
     assert len(calls) == 1  # planned once, answered twice
+    assert opened == []  # "latest" resolved by one listing to the handle already open
     assert first.schema == second.schema
     assert len(first.schema) == 500
     assert [e.ticket for e in first.endpoints] == [e.ticket for e in second.endpoints]
@@ -215,26 +226,50 @@ def test_plans_are_reused_for_a_quarter_of_a_short_ticket_lifetime(tmp_path: Pat
         stop(served)
 
 
-def test_a_small_take_costs_two_turns_of_the_fair_scheduler(
+def _counted_turns(served: Served, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    scheduler = served.server.work_scheduler
+    turns: list[str] = []
+    acquire = scheduler.acquire
+
+    def counting(principal: str, cancelled: object = None, *, bulk: bool = False) -> None:
+        turns.append(principal)
+        acquire(principal, cancelled, bulk=bulk)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(scheduler, "acquire", counting)
+    return turns
+
+
+def test_a_small_take_costs_one_turn_of_the_fair_scheduler(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Each turn may wait behind one piece of a heavy principal's work: a small take decodes its
-    # ticket and opens its read in one turn (a stream slot was free), produces its one chunk in a
-    # second, and needs none to learn that it is over.
+    # ticket, opens its read and reads its one chunk in one turn (a stream slot was free), and C++
+    # sends the result without calling back into Python (two turns before session 9).
     served = start(tmp_path / "root")
     try:
         served.client.write("t", pa.table({"id": np.arange(100, dtype=np.int64)}), mode="create")
-        scheduler = served.server.work_scheduler
-        turns: list[str] = []
-        acquire = scheduler.acquire
-
-        def counting(principal: str, cancelled: object = None) -> None:
-            turns.append(principal)
-            acquire(principal, cancelled)  # type: ignore[arg-type]
-
-        monkeypatch.setattr(scheduler, "acquire", counting)
+        turns = _counted_turns(served, monkeypatch)
         ticket = flight.Ticket(encode_ticket(TakeRequest("t", indices=np.arange(3, dtype=np.uint64))))
-        assert served.raw.do_get(ticket).read_all().num_rows == 3
+        assert served.raw.do_get(ticket).read_all().column("id").to_pylist() == [0, 1, 2]
+        assert len(turns) == 1, turns
+    finally:
+        stop(served)
+
+
+def test_a_small_take_bigger_than_estimated_is_streamed_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Strings far longer than the estimate: the chunk read in the decoding turn is over the small
+    # result bound and goes back in front of the stream, which sends it in a turn of its own.
+    from flight_server.service import SMALL_RESULT_BYTES
+
+    served = start(tmp_path / "root")
+    try:
+        long = ["x" * SMALL_RESULT_BYTES] * 4
+        served.client.write("t", pa.table({"s": long}), mode="create")
+        turns = _counted_turns(served, monkeypatch)
+        ticket = flight.Ticket(encode_ticket(TakeRequest("t", indices=np.array([3, 1], dtype=np.uint64))))
+        assert served.raw.do_get(ticket).read_all().column("s").to_pylist() == long[:2]
         assert len(turns) == 2, turns
     finally:
         stop(served)
