@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+import numpy as np
+
+from lance_format.io.reader import IOStats, io_stats
 from lance_format.io.store import ObjectStore
 
 
@@ -79,3 +83,23 @@ class CountingStore(ObjectStore):
     def delete(self, key: str) -> None:
         self._log(Call("delete", key))
         self.inner.delete(key)
+
+
+def takes_against_pylance(
+    ours: Any, theirs: Any, rows: int, seed: int, cases: Sequence[tuple[int, list[str] | None]]
+) -> list[IOStats]:
+    """Take the same random rows from both datasets for each ``(count, columns)`` case (both opened
+    and cold, pylance's I/O counters just reset); assert equal results and that ours issued
+    pylance's requests and read its bytes. Returns our I/O of each case."""
+    rng = np.random.default_rng(seed)
+    spent_all: list[IOStats] = []
+    for k, cols in cases:
+        picked = np.sort(rng.choice(rows, k, replace=False))
+        before = io_stats()
+        got = ours.take(picked, columns=cols)
+        spent = io_stats() - before
+        assert got.equals(theirs.take(picked, columns=cols))
+        stats = theirs.io_stats_incremental()
+        assert (spent.requests, spent.bytes_read) == (stats.read_iops, stats.read_bytes), (k, cols)
+        spent_all.append(spent)
+    return spent_all

@@ -18,7 +18,7 @@ from lance_format.io.planner import SCAN_REQUEST_BYTES, PlanLimits
 from lance_format.io.prefetch import FilePrefetch
 from lance_format.io.reader import RangeReader, io_stats
 from lance_format.io.store import LocalStore
-from tests.io.counting import CountingStore
+from tests.io.counting import CountingStore, takes_against_pylance
 
 ROWS = 300_000  # more than two scan chunks (128K rows)
 
@@ -232,15 +232,7 @@ def test_s3_cold_takes_cost_what_pylances_cost(s3_uri: str, s3_server: object) -
     theirs.take([0])
     ours.take([0])
     theirs.io_stats_incremental()
-    rng = np.random.default_rng(11)
-    for k, cols in ((1, None), (100, None), (100, ["v"]), (100, ["x"])):
-        rows = np.sort(rng.choice(ROWS, k, replace=False))
-        before = io_stats()
-        got = ours.take(rows, columns=cols)
-        spent = io_stats() - before
-        assert got.equals(theirs.take(rows, columns=cols))
-        stats = theirs.io_stats_incremental()
-        assert (spent.requests, spent.bytes_read) == (stats.read_iops, stats.read_bytes), (k, cols)
+    takes_against_pylance(ours, theirs, ROWS, 11, [(1, None), (100, None), (100, ["v"]), (100, ["x"])])
 
 
 def test_file_reader_stream_reads_pages_ahead_on_object_stores(tmp_path: Path) -> None:
