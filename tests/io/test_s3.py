@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -274,13 +275,13 @@ def test_obstore_errors_are_classified_for_retries(message: str, kind: type, tra
     assert "Debug source" not in str(translated)
 
 
-def test_a_small_wave_of_requests_is_one_concurrent_client_call(
-    s3_server: S3Server, s3_uri: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # A one-row take reads one chunk per column: the client fetches them concurrently in one call
-    # (no hand-offs to our threads), each its own GET; the bytes and request counts are the plan's.
+def _object_and_client_calls(
+    s3_server: S3Server, s3_uri: str, monkeypatch: pytest.MonkeyPatch, size: int, seed: int
+) -> tuple[Any, bytes, list[list[tuple[int, int]]]]:
+    """An object of ``size`` random bytes on the S3 server: its store, its bytes and the spans of
+    every concurrent client call (``read_spans_together``) made from now on."""
     store = store_for_uri(s3_uri, s3_server.storage_options)
-    data = np.random.default_rng(5).integers(0, 256, 3_000_000, dtype=np.uint8).tobytes()
+    data = np.random.default_rng(seed).integers(0, 256, size, dtype=np.uint8).tobytes()
     store.write("obj", data)
     seen: list[list[tuple[int, int]]] = []
     together = S3Store.read_spans_together
@@ -290,6 +291,15 @@ def test_a_small_wave_of_requests_is_one_concurrent_client_call(
         return together(self, key, spans)
 
     monkeypatch.setattr(S3Store, "read_spans_together", spy)
+    return store, data, seen
+
+
+def test_a_small_wave_of_requests_is_one_concurrent_client_call(
+    s3_server: S3Server, s3_uri: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A one-row take reads one chunk per column: the client fetches them concurrently in one call
+    # (no hand-offs to our threads), each its own GET; the bytes and request counts are the plan's.
+    store, data, seen = _object_and_client_calls(s3_server, s3_uri, monkeypatch, 3_000_000, 5)
     reader = RangeReader(store, "obj", len(data), page_cache=ByteCache(0))
     ranges = [(2_500_000, 4_000), (10, 300), (1_200_000, 8_000), (1_500_000, 2_000)]
     out = reader.read(ranges)
@@ -299,3 +309,28 @@ def test_a_small_wave_of_requests_is_one_concurrent_client_call(
     # A range past the end of the object: the one-by-one path reports it as a truncated file.
     with pytest.raises(CorruptFileError, match="truncated"):
         RangeReader(store, "obj", 4_000_000, page_cache=ByteCache(0)).read([(10, 5), (3_500_000, 10)])
+
+
+def test_many_requests_go_as_waves_of_concurrent_client_calls(
+    s3_server: S3Server, s3_uri: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A take of 100 rows issues ~180 GETs: one client call per wave of <= TOGETHER_MAX_REQUESTS
+    # (a call per request cost ~2x the client CPU), waves of near-equal size in offset order, each
+    # planned request still one GET with the plan's bytes.
+    from lance_format.io.reader import TOGETHER_MAX_REQUESTS
+
+    store, data, seen = _object_and_client_calls(s3_server, s3_uri, monkeypatch, 4_000_000, 6)
+    reader = RangeReader(store, "obj", len(data), page_cache=ByteCache(0))
+    gap = reader.limits.max_gap
+    ranges = [(i * (gap + 20_000), 1_000 + i) for i in range(23)][::-1]  # none close enough to merge
+    out = reader.read(ranges)
+    assert [bytes(b) for b in out] == [data[o : o + n] for o, n in ranges]
+    assert sorted(len(w) for w in seen) == [7, 8, 8]  # 23 requests: ceil(23 / 10) = 3 waves
+    assert max(len(w) for w in seen) <= TOGETHER_MAX_REQUESTS
+    # Waves run side by side (any order), each a contiguous run of the sorted requests.
+    assert [s for w in sorted(seen) for s in w] == sorted((o, o + n) for o, n in ranges)
+    assert (reader.stats.requests, reader.stats.bytes_read) == (23, sum(n for _, n in ranges))
+    # A range past the end of the object in one wave: the others' bytes stand, it reports truncation.
+    far = [(i * (gap + 20_000), 100) for i in range(22)] + [(3_999_950, 100)]
+    with pytest.raises(CorruptFileError, match="truncated"):
+        RangeReader(store, "obj", 5_000_000, page_cache=ByteCache(0)).read(far)
