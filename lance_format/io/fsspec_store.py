@@ -34,7 +34,6 @@ from lance_format.core.errors import (
     NotSupportedError,
     StorageError,
 )
-from lance_format.io.planner import OBJECT_STORE_PLAN
 from lance_format.io.retry import (
     RetryPolicy,
     TransientStorageError,
@@ -146,7 +145,6 @@ class FsspecStore(LevelListingStore):
         The URI has no bucket, or the implementation rejects ``storage_options``.
     """
 
-    plan_limits = OBJECT_STORE_PLAN
     io_parallelism = FSSPEC_IO_PARALLELISM
     remote = True
 

@@ -5,12 +5,15 @@ No I/O happens here. The result *is* the I/O plan, so tests can assert on it dir
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+
+from lance_format.core.config import EngineConfig
 
 __all__ = [
     "LOCAL_PLAN",
@@ -22,6 +25,7 @@ __all__ = [
     "PlanLimits",
     "Request",
     "merge_gap",
+    "object_store_limits",
     "plan_requests",
 ]
 
@@ -47,36 +51,55 @@ class PlanLimits:
 # parallel threads share a large read (Lance uses the same 4 KiB / 16 MiB).
 LOCAL_PLAN = PlanLimits(max_gap=4 * 1024, max_request=16 * 1024 * 1024)
 
-#: Fixed cost of one more GET when a read's requests run side by side (up to ``io_parallelism`` in
-#: flight, so first-byte latency overlaps and does not count): the client's CPU per request
-#: (signing, HTTP, the response's buffer), measured through obstore on loopback SeaweedFS: 186
-#: ranged GETs of 30 KB cost 60-75 ms of CPU whether issued from threads, asyncio or one
-#: ``get_ranges`` call.
-OBJECT_STORE_REQUEST_COST_S = 0.35e-3
+#: Client CPU of one more GET (signing, HTTP, the response's buffer), measured through obstore on
+#: loopback SeaweedFS with requests sent in waves of concurrent calls (reader.TOGETHER_MAX_REQUESTS):
+#: 182 ranged GETs of 35 KB cost 27-47 ms of CPU, ~150-250 us each (one request per call from
+#: threads cost ~350 us each).
+OBJECT_STORE_REQUEST_COST_S = 0.2e-3
 #: Bytes per second one request streams once it has started: ~200 MB/s on loopback SeaweedFS,
-#: ~90-100 MB/s per connection from in-region S3.
+#: ~90-100 MB/s per connection from in-region S3 (where the latency term dominates the gap).
 OBJECT_STORE_STREAM_BYTES_PER_S = 200e6
 
 
-def merge_gap(request_cost_s: float, stream_bytes_per_s: float) -> int:
-    """The gap worth reading to save a request: what the store streams in the time one more
-    request costs, rounded down to a power of two (at least 4 KiB)."""
-    return 1 << max(12, int(request_cost_s * stream_bytes_per_s).bit_length() - 1)
+def merge_gap(
+    request_cost_s: float, stream_bytes_per_s: float, latency_s: float = 0.0, concurrency: int = 1
+) -> int:
+    """The gap worth reading to save a request, rounded down to a power of two (at least 4 KiB).
+
+    One more request costs its client CPU (``request_cost_s``) and a share of a round trip: the
+    requests of a read go out ``concurrency`` at a time, so every ``concurrency`` more requests add
+    one wave, one first-byte latency (``latency_s``), to the read. What the store streams in that
+    time (``stream_bytes_per_s``) is the gap that costs no more than the request it saves. Rounding
+    down keeps the byte side of the trade at or below its break-even point.
+    """
+    cost_s = request_cost_s + latency_s / max(1, concurrency)
+    return 1 << max(12, int(cost_s * stream_bytes_per_s).bit_length() - 1)
 
 
-# Object stores: merge two ranges when reading the gap between them costs less than one more
-# request: 0.35 ms x 200 MB/s = 70 KB -> 64 KiB (in-region S3 gives half that; Lance also uses
-# 64 KiB). The old 256 KiB (a serial-latency model: 5 ms x 200 MB/s) made a cold take of 100
-# random rows of the 1M-row benchmark read 20.8 MB in 78 GETs where pylance reads 6.5 MB in 186;
-# at 64 KiB it issues pylance's requests and bytes exactly. On loopback the extra GETs cost ~20 ms
-# more client CPU per such take (obstore's ~0.3 ms a GET) and p50 time stayed within the machine's
-# noise of 256 KiB's (0.84x vs 0.69x pylance in one run, 1.13x vs 0.89x in another); on a real link
-# the 14 MB not read per take is the larger cost. 16 MiB parts keep parallel GETs busy on large
-# reads.
-OBJECT_STORE_PLAN = PlanLimits(
-    max_gap=merge_gap(OBJECT_STORE_REQUEST_COST_S, OBJECT_STORE_STREAM_BYTES_PER_S),
-    max_request=16 * 1024 * 1024,
-)
+def object_store_limits(latency_us: int, concurrency: int) -> PlanLimits:
+    """Merge and split limits of takes on an object store whose first byte arrives ``latency_us``
+    after a request and whose reads keep ``concurrency`` requests in flight (engine settings
+    ``object_store_latency_us`` and ``io_parallelism``)."""
+    gap = merge_gap(
+        OBJECT_STORE_REQUEST_COST_S, OBJECT_STORE_STREAM_BYTES_PER_S, latency_us * 1e-6, concurrency
+    )
+    return _object_store_limits(gap)
+
+
+@functools.lru_cache(maxsize=64)
+def _object_store_limits(gap: int) -> PlanLimits:
+    # 16 MiB parts keep parallel GETs busy on large reads.
+    return PlanLimits(max_gap=gap, max_request=16 * 1024 * 1024)
+
+
+# Object stores with the default settings: (0.2 ms CPU + 20 ms first-byte latency / 64 requests in
+# flight) x 200 MB/s = 102 KB -> 64 KiB (Lance also uses 64 KiB). A cold take of 100 random rows of
+# the 1M-row benchmark then issues pylance's requests and bytes exactly (182 GETs, 6.5 MB); the old
+# 256 KiB (a serial-latency model: 5 ms x 200 MB/s) read 20.8 MB in 78 GETs. On loopback, where the
+# latency is ~1 ms, 128 KiB gaps made such takes ~10% faster at 3x the bytes: a trade a real link
+# (20 ms, ~100 MB/s a connection) does not repay.
+# The stores plan with their session's settings (``plan_limits``); this is the defaults' plan.
+OBJECT_STORE_PLAN = object_store_limits(EngineConfig.object_store_latency_us, EngineConfig.io_parallelism)
 
 #: Longest request of a scan's read-ahead on an object store (:mod:`lance_format.io.prefetch`).
 #: A GET pays a fixed cost (~5 ms on loopback SeaweedFS, ~20-30 ms in-region S3) and then streams

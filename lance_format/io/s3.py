@@ -28,7 +28,6 @@ from datetime import timedelta
 from typing import Any, cast
 
 from lance_format.core.errors import InvalidInputError, NotFoundError, NotSupportedError, StorageError
-from lance_format.io.planner import OBJECT_STORE_PLAN
 from lance_format.io.retry import DEFAULT_RETRY, RetryPolicy, call_with_retries, retry_policy
 from lance_format.io.store import LevelListingStore
 
@@ -259,7 +258,6 @@ class S3Store(LevelListingStore):
         Settings that win over ``storage_options`` and the environment (:class:`S3Options` fields).
     """
 
-    plan_limits = OBJECT_STORE_PLAN
     io_parallelism = MAX_POOL_CONNECTIONS
     remote = True
 

@@ -22,7 +22,7 @@ from urllib.parse import urlparse
 
 from lance_format.core.errors import NotFoundError, NotSupportedError, StorageError
 from lance_format.io.descriptors import DESCRIPTORS, DescriptorCache
-from lance_format.io.planner import LOCAL_PLAN, PlanLimits
+from lance_format.io.planner import LOCAL_PLAN, PlanLimits, object_store_limits
 from lance_format.io.runtime import IORuntime, default_runtime
 
 __all__ = ["LevelListingStore", "LocalStore", "MemoryStore", "ObjectStore", "split_uri", "store_for_uri"]
@@ -31,8 +31,6 @@ __all__ = ["LevelListingStore", "LocalStore", "MemoryStore", "ObjectStore", "spl
 class ObjectStore(ABC):
     """Typed storage interface: keyed objects, ranged reads, atomic writes."""
 
-    #: How to coalesce reads against this store.
-    plan_limits: PlanLimits = LOCAL_PLAN
     #: Requests of one read in flight at once. Local: 8 threads overlap page-cache copies without
     #: thrashing a small box (Lance's local default). Object stores raise it (latency bound).
     io_parallelism: int = 8
@@ -47,6 +45,16 @@ class ObjectStore(ABC):
     def runtime(self) -> IORuntime:
         """The :class:`~lance_format.io.runtime.IORuntime` this store's reads and requests use."""
         return self._runtime or default_runtime()
+
+    @property
+    def plan_limits(self) -> PlanLimits:
+        """How to coalesce reads against this store: local disk's limits, or for object stores the
+        merge gap of their session's ``object_store_latency_us`` and ``io_parallelism``
+        (:func:`~lance_format.io.planner.object_store_limits`)."""
+        if not self.remote:
+            return LOCAL_PLAN
+        config = self.runtime.config
+        return object_store_limits(config.object_store_latency_us, config.io_parallelism)
 
     @property
     @abstractmethod
@@ -190,7 +198,6 @@ class LocalStore(ObjectStore):
     fails atomically when the target exists.
     """
 
-    plan_limits = LOCAL_PLAN
     #: Where read descriptors are cached: one bound for the whole process (tests give a store
     #: class a small cache of its own).
     descriptors: ClassVar[DescriptorCache] = DESCRIPTORS

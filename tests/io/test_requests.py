@@ -13,6 +13,7 @@ from lance_format.dataset import write_dataset
 from lance_format.dataset.dataset import LanceDataset
 from lance_format.file import LanceFileReader, LanceFileWriter
 from lance_format.io.cache import METADATA_CACHE, PAGE_CACHE, configure_caches
+from lance_format.io.planner import LOCAL_PLAN
 from lance_format.io.store import LocalStore
 from tests.io.counting import Call, CountingStore, takes_against_pylance
 
@@ -247,5 +248,5 @@ def test_cold_takes_cost_what_pylances_cost(tmp_path: Path) -> None:
     ours.take([0])  # opens the file (metadata), as pylance's first take did
     theirs.io_stats_incremental()
     cases: list[tuple[int, list[str] | None]] = [(1, None), (1, ["x"]), (100, None), (100, ["x"])]
-    spent = takes_against_pylance(ours, theirs, n, 5, cases)
+    spent = takes_against_pylance(ours, theirs, n, 5, cases, LOCAL_PLAN.max_gap)
     assert [s.requests for s in spent[:2]] == [4, 1]  # one per column for one row

@@ -209,30 +209,69 @@ def test_object_store_merge_gap_is_derived_from_the_cost_model() -> None:
         OBJECT_STORE_REQUEST_COST_S,
         OBJECT_STORE_STREAM_BYTES_PER_S,
         merge_gap,
+        object_store_limits,
     )
 
-    assert merge_gap(0.35e-3, 200e6) == 64 * 1024  # 70 KB rounded down
+    assert merge_gap(0.35e-3, 200e6) == 64 * 1024  # CPU only: 70 KB rounded down
     assert merge_gap(0.35e-3, 100e6) == 32 * 1024
     assert merge_gap(0.0, 1.0) == 4096
+    # A request beyond a wave of `concurrency` adds latency / concurrency: 0.2 ms + 20 ms / 64.
+    assert merge_gap(0.2e-3, 200e6, 20e-3, 64) == 64 * 1024  # 102 KB
+    assert merge_gap(0.2e-3, 200e6, 20e-3, 8) == 512 * 1024  # fewer in flight: each costs more
+    assert merge_gap(0.2e-3, 200e6, 100e-3, 64) == 256 * 1024  # 352 KB
+    assert merge_gap(0.2e-3, 200e6, 0.0, 64) == 32 * 1024  # no latency: the CPU alone
+    assert object_store_limits(20_000, 64) == OBJECT_STORE_PLAN
     assert OBJECT_STORE_PLAN.max_gap == merge_gap(
-        OBJECT_STORE_REQUEST_COST_S, OBJECT_STORE_STREAM_BYTES_PER_S
+        OBJECT_STORE_REQUEST_COST_S, OBJECT_STORE_STREAM_BYTES_PER_S, 20e-3, 64
     )
     assert OBJECT_STORE_PLAN.max_gap == 64 * 1024
 
 
+def test_object_stores_plan_with_their_sessions_latency_and_parallelism(tmp_path: Path) -> None:
+    from lance_format.io.planner import LOCAL_PLAN, object_store_limits
+    from lance_format.io.store import store_for_uri
+
+    # No request is made: a store's plan needs only its session's settings.
+    uri, opts = "s3://bucket/gap", {"aws_endpoint": "http://127.0.0.1:9", "aws_skip_signature": "true"}
+    slow = Session(object_store_latency_us=100_000)
+    store = store_for_uri(uri, opts, runtime=slow.runtime)
+    assert store.remote
+    assert store.plan_limits.max_gap == 256 * 1024
+    assert store.plan_limits == object_store_limits(100_000, 64)
+    narrow = Session(object_store_latency_us=20_000, io_parallelism=8)
+    assert store_for_uri(uri, opts, runtime=narrow.runtime).plan_limits.max_gap == 512 * 1024
+    assert store_for_uri(uri, opts, runtime=cold().runtime).plan_limits.max_gap == 64 * 1024
+    assert store_for_uri(str(tmp_path), runtime=slow.runtime).plan_limits == LOCAL_PLAN  # local disk
+
+
 @pytest.mark.s3
 def test_s3_cold_takes_cost_what_pylances_cost(s3_uri: str, s3_server: object) -> None:
-    """Cold takes on S3 issue pylance's requests and read its bytes: random rows of the vector
-    column lie ~200 KB apart, which the old 256 KiB merge gap read whole (3x the bytes)."""
+    """Cold takes on S3 cost no more requests than pylance's, and no more bytes than pylance's
+    plus one merge gap per request saved: random rows of the vector column lie ~200 KB apart, which
+    the old 256 KiB merge gap read whole (3x the bytes). With the default settings the gap is
+    64 KiB; a session that expects 100 ms latency merges more (256 KiB gaps): fewer requests,
+    within the bound."""
+    from lance_format.io.planner import OBJECT_STORE_PLAN, object_store_limits
+
     lance = pytest.importorskip("lance")
     opts = s3_server.storage_options  # type: ignore[attr-defined]
     lance.write_dataset(table(), s3_uri, storage_options=opts)
     theirs = lance.dataset(s3_uri, storage_options=opts)
     ours = lance_format.dataset(s3_uri, storage_options=opts, session=cold())
+    slow = lance_format.dataset(
+        s3_uri,
+        storage_options=opts,
+        session=Session(page_cache_bytes=0, decoded_cache_bytes=0, object_store_latency_us=100_000),
+    )
     theirs.take([0])
     ours.take([0])
+    slow.take([0])
+    cases: list[tuple[int, list[str] | None]] = [(1, None), (100, None), (100, ["v"]), (100, ["x"])]
     theirs.io_stats_incremental()
-    takes_against_pylance(ours, theirs, ROWS, 11, [(1, None), (100, None), (100, ["v"]), (100, ["x"])])
+    spent = takes_against_pylance(ours, theirs, ROWS, 11, cases, OBJECT_STORE_PLAN.max_gap)
+    theirs.io_stats_incremental()
+    merged = takes_against_pylance(slow, theirs, ROWS, 11, cases, object_store_limits(100_000, 64).max_gap)
+    assert merged[1].requests < spent[1].requests  # the 256 KiB gap merged some of them
 
 
 def test_file_reader_stream_reads_pages_ahead_on_object_stores(tmp_path: Path) -> None:
