@@ -49,12 +49,14 @@ class ObjectStore(ABC):
     @property
     def plan_limits(self) -> PlanLimits:
         """How to coalesce reads against this store: local disk's limits, or for object stores the
-        merge gap of their session's ``object_store_latency_us`` and ``io_parallelism``
-        (:func:`~lance_format.io.planner.object_store_limits`)."""
+        merge gap of their session's ``object_store_latency_us`` with the requests a read keeps in
+        flight (the session's ``io_parallelism``, at most the store's own bound;
+        :func:`~lance_format.io.planner.object_store_limits`)."""
         if not self.remote:
             return LOCAL_PLAN
         config = self.runtime.config
-        return object_store_limits(config.object_store_latency_us, config.io_parallelism)
+        in_flight = min(config.io_parallelism, self.io_parallelism)
+        return object_store_limits(config.object_store_latency_us, in_flight)
 
     @property
     @abstractmethod
