@@ -188,7 +188,7 @@ class RangeReader:
             return store.read_spans_together(key, [(r.start, r.end) for r in part])
 
         got = store.runtime.scheduler.run(
-            wave, waves, parallel=True, max_parallel=max(1, store.io_parallelism // TOGETHER_MAX_REQUESTS)
+            wave, waves, parallel=True, max_parallel=max(1, store.requests_in_flight // TOGETHER_MAX_REQUESTS)
         )
         if all(datas is None for datas in got):
             return None

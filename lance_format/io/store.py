@@ -49,14 +49,17 @@ class ObjectStore(ABC):
     @property
     def plan_limits(self) -> PlanLimits:
         """How to coalesce reads against this store: local disk's limits, or for object stores the
-        merge gap of their session's ``object_store_latency_us`` with the requests a read keeps in
-        flight (the session's ``io_parallelism``, at most the store's own bound;
-        :func:`~lance_format.io.planner.object_store_limits`)."""
+        merge gap of their session's ``object_store_latency_us`` with :attr:`requests_in_flight`
+        (:func:`~lance_format.io.planner.object_store_limits`)."""
         if not self.remote:
             return LOCAL_PLAN
-        config = self.runtime.config
-        in_flight = min(config.io_parallelism, self.io_parallelism)
-        return object_store_limits(config.object_store_latency_us, in_flight)
+        return object_store_limits(self.runtime.config.object_store_latency_us, self.requests_in_flight)
+
+    @property
+    def requests_in_flight(self) -> int:
+        """Requests of one read this store keeps in flight at most: its own bound and its
+        session's (``io_parallelism``), whichever is lower."""
+        return min(self.io_parallelism, self.runtime.scheduler.parallelism)
 
     @property
     @abstractmethod

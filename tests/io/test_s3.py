@@ -334,3 +334,26 @@ def test_many_requests_go_as_waves_of_concurrent_client_calls(
     far = [(i * (gap + 20_000), 100) for i in range(22)] + [(3_999_950, 100)]
     with pytest.raises(CorruptFileError, match="truncated"):
         RangeReader(store, "obj", 5_000_000, page_cache=ByteCache(0)).read(far)
+
+
+def test_a_sessions_io_parallelism_bounds_the_waves_in_flight_and_sets_the_gap(
+    s3_server: S3Server, s3_uri: str
+) -> None:
+    # io_parallelism=20: two waves of <= 10 requests in flight at once (one gate permit each), and
+    # since each request beyond 20 adds a round trip, the merge gap is the model's for 20.
+    from lance_format.dataset.session import Session
+    from lance_format.io.planner import object_store_limits
+
+    session = Session(io_parallelism=20)
+    store = store_for_uri(s3_uri, s3_server.storage_options, runtime=session.runtime)
+    assert store.requests_in_flight == 20
+    assert store.plan_limits == object_store_limits(20_000, 20)
+    assert store.plan_limits.max_gap == 128 * 1024  # (0.2 ms + 20 ms / 20) x 200 MB/s = 240 KB
+    data = np.random.default_rng(7).integers(0, 256, 8_000_000, dtype=np.uint8).tobytes()
+    store.write("obj", data)
+    reader = RangeReader(store, "obj", len(data), page_cache=ByteCache(0))
+    ranges = [(i * 150_000, 2_000) for i in range(50)]
+    out = reader.read(ranges)
+    assert [bytes(b) for b in out] == [data[o : o + n] for o, n in ranges]
+    assert reader.stats.requests == 50
+    assert 1 <= session.runtime.scheduler.gate.max_in_flight <= 2
