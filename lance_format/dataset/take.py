@@ -40,7 +40,8 @@ def as_u64(values: Sequence[int] | npt.ArrayLike, what: str) -> npt.NDArray[np.u
         return np.zeros(0, np.uint64)
     if arr.ndim != 1 or arr.dtype.kind not in "iu":
         raise InvalidInputError(f"{what} must be a one-dimensional sequence of integers")
-    if arr.dtype.kind == "i" and (arr < 0).any():
+    # One value (one-row takes): a scalar comparison, not an array reduction.
+    if arr.dtype.kind == "i" and (arr[0] < 0 if arr.size == 1 else (arr < 0).any()):
         raise InvalidInputError(f"{what} must not be negative, got {int(arr[arr < 0][0])}")
     return arr.astype(np.uint64, copy=False)
 
@@ -51,7 +52,7 @@ def logical_to_addresses(ds: Snapshot, indices: npt.NDArray[np.uint64]) -> npt.N
     index = ds.fragment_index()
     counts, ends = index.counts, index.ends
     total = int(ends[-1]) if len(ends) else 0
-    if len(indices) and int(indices.max()) >= total:
+    if len(indices) and int(indices[0] if len(indices) == 1 else indices.max()) >= total:
         bad = int(indices[indices >= total][0])
         raise InvalidInputError(f"index {bad} is out of range for a dataset of {total} rows")
     pos = np.searchsorted(ends, indices, side="right")
@@ -100,12 +101,15 @@ def take_addresses(
     offsets = (uniq & _LOW32).astype(np.int64)
     by_id = index.by_id
     live = np.ones(len(uniq), dtype=bool)
-    bounds = np.flatnonzero(np.diff(frag_ids)) + 1
-    starts = np.concatenate([[0], bounds]).astype(np.int64)
-    stops = np.concatenate([bounds, [len(uniq)]]).astype(np.int64)
+    if len(uniq) and frag_ids[0] == frag_ids[-1]:
+        # Sorted: every row in one fragment (one-row takes). No boundary search.
+        spans = [(0, len(uniq))]
+    else:
+        bounds = (np.flatnonzero(np.diff(frag_ids)) + 1).tolist()
+        spans = list(zip([0, *bounds], [*bounds, len(uniq)], strict=True))
     stable = ds.has_stable_row_ids
     groups: list[tuple[int, int, DataFragment]] = []
-    for lo, hi in zip(starts.tolist(), stops.tolist(), strict=True):
+    for lo, hi in spans:
         if lo == hi:
             continue
         fid = int(frag_ids[lo])

@@ -52,7 +52,8 @@ class _Leaf:
 
 
 def _leaf_type(field: LanceField) -> pa.DataType:
-    return field.arrow_type
+    # The memoized Arrow field's type: ``field.arrow_type`` builds the type again on every call.
+    return field.to_arrow().type
 
 
 def _page_values(data: PageData, typ: pa.DataType, path: str) -> pa.Array:
