@@ -36,12 +36,13 @@ def test_chunk_words_equal_the_numpy_formulas(dtype: type, readonly: bool) -> No
         words[-1] = (int(words[-1]) & ~0xF) | (0 if last != 1 << int(logs[-1]) else int(logs[-1]))
         num_items = int((1 << logs[:-1]).sum()) + last
         words.setflags(write=not readonly)
-        pos, sizes, items, first, total, status = chunk_words(words, num_items, 4096, MAX, 8)
+        pos, sizes, items, first, total, empty, status = chunk_words(words, num_items, 4096, MAX, 8)
         want = _reference(words, num_items, 4096)
         assert status == 0
         for got, ref in zip((pos, sizes, items, first), want, strict=True):
             np.testing.assert_array_equal(got, ref)
         assert total == int(sizes.sum())
+        assert empty == int((items == 0).sum())
 
 
 def test_counts_that_do_not_add_up_or_are_too_large_are_flagged() -> None:
@@ -53,3 +54,7 @@ def test_counts_that_do_not_add_up_or_are_too_large_are_flagged() -> None:
     assert chunk_words(tail, 40, 0, MAX, 8)[2].tolist() == [32, 8]
     assert chunk_words(tail, 32 + MAX + 1, 0, MAX, 8)[-1] == CHUNK_TOO_LARGE
     assert chunk_words(np.zeros(0, np.uint16), 0, 0, MAX, 8)[4] == 0
+    gap = np.array([0x15, 0x10, 0x10], dtype=np.uint16)  # a middle chunk of no values
+    got = chunk_words(gap, 40, 0, MAX, 8)
+    assert got[2].tolist() == [32, 0, 8]
+    assert got[5] == 1
