@@ -173,12 +173,9 @@ def chunks_for_runs(meta: MiniBlockMeta, runs: RowRuns) -> tuple[I64, I64]:
         # One run (one-row takes): two scalar searches.
         start, stop = runs[0].tolist()
         hfr = meta.holder_first_row
-        a = int(meta.holders[int(np.searchsorted(hfr, start, side="right")) - 1])
-        b = (
-            a
-            if stop - start == 1
-            else int(meta.holders[int(np.searchsorted(hfr, stop - 1, side="right")) - 1])
-        )
+        # The array method: np.searchsorted's dispatch wrapper costs more than the search.
+        a = int(meta.holders[int(hfr.searchsorted(start, side="right")) - 1])
+        b = a if stop - start == 1 else int(meta.holders[int(hfr.searchsorted(stop - 1, side="right")) - 1])
         return np.array([a], dtype=np.int64), np.array([b], dtype=np.int64)
     first = chunk_of_rows(meta, runs[:, 0])
     last_row = runs[:, 1] - 1
