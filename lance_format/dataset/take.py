@@ -139,7 +139,12 @@ def take_addresses(
             offs = offs[ok]
         if not len(offs):
             return None
-        table = reader.take(cols, offs, budget) if cols else pa.table({"__n": offs})
+        if not cols:
+            table = pa.table({"__n": offs})
+        else:
+            table = reader.take(cols, offs, budget)
+            if not (with_row_id or with_row_address):
+                return table  # the columns of ``cols`` in that order already
         for name, col in row_id_columns(reader, offs, with_row_id, with_row_address, stable):
             table = table.append_column(name, col)
         return table.select(out_schema.names)
