@@ -55,9 +55,9 @@ def logical_to_addresses(ds: Snapshot, indices: npt.NDArray[np.uint64]) -> npt.N
     if len(indices) and int(indices[0] if len(indices) == 1 else indices.max()) >= total:
         bad = int(indices[indices >= total][0])
         raise InvalidInputError(f"index {bad} is out of range for a dataset of {total} rows")
-    pos = np.searchsorted(ends, indices, side="right")
+    pos = ends.searchsorted(indices, side="right")  # the method: np.searchsorted's wrapper costs more
     local = indices - (ends[pos] - counts[pos]) if len(indices) else indices
-    phys = local.copy()
+    phys = local  # copied before the first fragment with deletions changes it
     for p in np.unique(pos) if len(pos) > 1 else pos:
         frag = frags[int(p)]
         if frag.deletion_file is None:
@@ -66,6 +66,8 @@ def logical_to_addresses(ds: Snapshot, indices: npt.NDArray[np.uint64]) -> npt.N
         if keep is None:
             continue
         sel = pos == p
+        if phys is local:
+            phys = local.copy()
         phys[sel] = np.flatnonzero(keep).astype(np.uint64)[local[sel]]
     return (index.ids[pos] << _SHIFT) | phys if len(indices) else indices
 
