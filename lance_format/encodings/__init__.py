@@ -62,9 +62,7 @@ def decode_page_encoding(version: FileVersion, raw: tuple[str, bytes], path: str
 
 def decode_column_encoding(version: FileVersion, raw: tuple[str, bytes], path: str) -> Any:
     """Parse a column's serialized column-level encoding (``ColumnEncoding``)."""
-    from lance_format.encodings.v20 import column_encoding_from_raw
-
-    return column_encoding_from_raw(raw, path)
+    return _codec_module(False).column_encoding_from_raw(raw, path)
 
 
 def decode_field(
