@@ -211,7 +211,12 @@ class LanceField:
     @property
     def has_json(self) -> bool:
         """Whether this field or a descendant is Lance's JSON type (JSONB bytes on disk)."""
-        return any(f.logical_type == "json" for f in self.walk())
+        # Memoized like to_arrow: every decoded column asks, one-row takes included.
+        known: bool | None = self.__dict__.get("_has_json")
+        if known is None:
+            known = any(f.logical_type == "json" for f in self.walk())
+            self.__dict__["_has_json"] = known
+        return known
 
     def to_logical_arrow(self) -> pa.Field:
         """This field as users see it: :meth:`to_arrow`, except that JSON fields are ``pa.json_()``

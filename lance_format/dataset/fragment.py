@@ -148,6 +148,7 @@ class FragmentReader:
         # Projection plans by column list: takes ask for the same columns again and again, and a
         # plan (projected reader views, name mapping) costs more than a small take's decode.
         self._plans: dict[tuple[str, ...], list[_Part]] = {}
+        self._schemas: dict[tuple[str, ...], pa.Schema] = {}
 
     @property
     def physical_rows(self) -> int:
@@ -233,9 +234,19 @@ class FragmentReader:
         for (_, names, paths), arrays in parts:
             for name, leaf_paths, arr in zip(names, paths, arrays, strict=True):
                 sources.setdefault(name, []).append((arr, leaf_paths))
-        arrow = self.schema.to_arrow()
         out = [assemble_column(self.schema.field_by_name(c), sources.get(c, []), n) for c in columns]
-        return pa.Table.from_arrays(out, schema=pa.schema([arrow.field(c) for c in columns]))
+        return pa.Table.from_arrays(out, schema=self._out_schema(columns))
+
+    def _out_schema(self, columns: Sequence[str]) -> pa.Schema:
+        """The Arrow schema of ``columns`` (cached with the plans: takes ask for the same ones)."""
+        key = tuple(columns)
+        known = self._schemas.get(key)
+        if known is None:
+            arrow = self.schema.to_arrow()
+            known = pa.schema([arrow.field(c) for c in columns])
+            if len(self._schemas) < _MAX_PLANS:
+                self._schemas[key] = known
+        return known
 
     def read_range(
         self, columns: Sequence[str], start: int, stop: int, policy: ReadPolicy = ReadPolicy.CACHED

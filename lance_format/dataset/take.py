@@ -40,7 +40,8 @@ def as_u64(values: Sequence[int] | npt.ArrayLike, what: str) -> npt.NDArray[np.u
         return np.zeros(0, np.uint64)
     if arr.ndim != 1 or arr.dtype.kind not in "iu":
         raise InvalidInputError(f"{what} must be a one-dimensional sequence of integers")
-    if arr.dtype.kind == "i" and (arr < 0).any():
+    # One value (one-row takes): a scalar comparison, not an array reduction.
+    if arr.dtype.kind == "i" and (arr[0] < 0 if arr.size == 1 else (arr < 0).any()):
         raise InvalidInputError(f"{what} must not be negative, got {int(arr[arr < 0][0])}")
     return arr.astype(np.uint64, copy=False)
 
@@ -51,12 +52,12 @@ def logical_to_addresses(ds: Snapshot, indices: npt.NDArray[np.uint64]) -> npt.N
     index = ds.fragment_index()
     counts, ends = index.counts, index.ends
     total = int(ends[-1]) if len(ends) else 0
-    if len(indices) and int(indices.max()) >= total:
+    if len(indices) and int(indices[0] if len(indices) == 1 else indices.max()) >= total:
         bad = int(indices[indices >= total][0])
         raise InvalidInputError(f"index {bad} is out of range for a dataset of {total} rows")
-    pos = np.searchsorted(ends, indices, side="right")
+    pos = ends.searchsorted(indices, side="right")  # the method: np.searchsorted's wrapper costs more
     local = indices - (ends[pos] - counts[pos]) if len(indices) else indices
-    phys = local.copy()
+    phys = local  # copied before the first fragment with deletions changes it
     for p in np.unique(pos) if len(pos) > 1 else pos:
         frag = frags[int(p)]
         if frag.deletion_file is None:
@@ -65,6 +66,8 @@ def logical_to_addresses(ds: Snapshot, indices: npt.NDArray[np.uint64]) -> npt.N
         if keep is None:
             continue
         sel = pos == p
+        if phys is local:
+            phys = local.copy()
         phys[sel] = np.flatnonzero(keep).astype(np.uint64)[local[sel]]
     return (index.ids[pos] << _SHIFT) | phys if len(indices) else indices
 
@@ -100,12 +103,15 @@ def take_addresses(
     offsets = (uniq & _LOW32).astype(np.int64)
     by_id = index.by_id
     live = np.ones(len(uniq), dtype=bool)
-    bounds = np.flatnonzero(np.diff(frag_ids)) + 1
-    starts = np.concatenate([[0], bounds]).astype(np.int64)
-    stops = np.concatenate([bounds, [len(uniq)]]).astype(np.int64)
+    if len(uniq) and frag_ids[0] == frag_ids[-1]:
+        # Sorted: every row in one fragment (one-row takes). No boundary search.
+        spans = [(0, len(uniq))]
+    else:
+        bounds = (np.flatnonzero(np.diff(frag_ids)) + 1).tolist()
+        spans = list(zip([0, *bounds], [*bounds, len(uniq)], strict=True))
     stable = ds.has_stable_row_ids
     groups: list[tuple[int, int, DataFragment]] = []
-    for lo, hi in zip(starts.tolist(), stops.tolist(), strict=True):
+    for lo, hi in spans:
         if lo == hi:
             continue
         fid = int(frag_ids[lo])
@@ -135,7 +141,12 @@ def take_addresses(
             offs = offs[ok]
         if not len(offs):
             return None
-        table = reader.take(cols, offs, budget) if cols else pa.table({"__n": offs})
+        if not cols:
+            table = pa.table({"__n": offs})
+        else:
+            table = reader.take(cols, offs, budget)
+            if not (with_row_id or with_row_address):
+                return table  # the columns of ``cols`` in that order already
         for name, col in row_id_columns(reader, offs, with_row_id, with_row_address, stable):
             table = table.append_column(name, col)
         return table.select(out_schema.names)

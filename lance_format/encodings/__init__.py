@@ -37,22 +37,32 @@ def compile_kernels() -> float:
     return compile_all()
 
 
+def _codec_module(structural: bool) -> Any:
+    """``v21`` or ``v20``, imported on first use (this package's import stays light) and then
+    kept: a function-level import costs ~1.5 us per call, paid per column on every take."""
+    mod = _MODULES.get(structural)
+    if mod is None:
+        if structural:
+            from lance_format.encodings import v21 as mod
+        else:
+            from lance_format.encodings import v20 as mod
+        _MODULES[structural] = mod
+    return mod
+
+
+_MODULES: dict[bool, Any] = {}
+
+
 def decode_page_encoding(version: FileVersion, raw: tuple[str, bytes], path: str) -> Any:
     """Parse a page's serialized encoding into its dataclass tree."""
     if version.structural:
-        from lance_format.encodings.v21 import page_layout_from_raw
-
-        return page_layout_from_raw(raw, path)
-    from lance_format.encodings.v20 import page_encoding_from_raw
-
-    return page_encoding_from_raw(raw, path)
+        return _codec_module(True).page_layout_from_raw(raw, path)
+    return _codec_module(False).page_encoding_from_raw(raw, path)
 
 
 def decode_column_encoding(version: FileVersion, raw: tuple[str, bytes], path: str) -> Any:
     """Parse a column's serialized column-level encoding (``ColumnEncoding``)."""
-    from lance_format.encodings.v20 import column_encoding_from_raw
-
-    return column_encoding_from_raw(raw, path)
+    return _codec_module(False).column_encoding_from_raw(raw, path)
 
 
 def decode_field(
@@ -63,10 +73,4 @@ def decode_field(
     runs: RowRuns,
 ) -> IOGen[pa.Array]:
     """Decoder generator for the selected rows of one top-level field (see ``base``)."""
-    if version.structural:
-        from lance_format.encodings import v21
-
-        return v21.decode_field(ctx, field, columns_of, runs)
-    from lance_format.encodings import v20
-
-    return v20.decode_field(ctx, field, columns_of, runs)
+    return _codec_module(version.structural).decode_field(ctx, field, columns_of, runs)  # type: ignore[no-any-return]

@@ -451,7 +451,11 @@ class LanceFileReader:
         """Rows at ``indices``, in the order given; repeats allowed."""
         idx = _as_indices(indices)
         n = self._meta.num_rows
-        if len(idx) and (int(idx.min()) < 0 or int(idx.max()) >= n):
+        # One row (one-row takes): the value itself, not two array reductions.
+        one = int(idx[0]) if len(idx) == 1 else None
+        if one is not None and not 0 <= one < n:
+            raise InvalidInputError(f"{self.path}: row index {one} is out of range for {n} rows")
+        if one is None and len(idx) and (int(idx.min()) < 0 or int(idx.max()) >= n):
             bad = int(idx[(idx < 0) | (idx >= n)][0])
             raise InvalidInputError(f"{self.path}: row index {bad} is out of range for {n} rows")
         if len(idx) <= 1 or bool((idx[1:] > idx[:-1]).all()):

@@ -175,3 +175,52 @@ def test_dictionary_take_rejects_bad_dictionaries() -> None:
         dictionary_take(idx, np.array([0, 4, 9], np.int64), data, False)
     with pytest.raises(ValueError, match="empty dictionary"):
         dictionary_take(idx, np.array([0], np.int64), data, False)
+
+
+def _packed(seed: int) -> tuple[bytes, np.ndarray, np.ndarray, bytes]:
+    rng = np.random.default_rng(seed)
+    words = [rng.integers(97, 123, int(rng.integers(2, 9)), dtype=np.uint8).tobytes() for _ in range(20)]
+    parts = [b"".join(words[int(i)] for i in rng.integers(0, 20, 4)) for _ in range(3000)]
+    data = np.frombuffer(b"".join(parts), dtype=np.uint8)
+    offsets = np.zeros(len(parts) + 1, dtype=np.int64)
+    np.cumsum([len(p) for p in parts], out=offsets[1:])
+    packed = fsst_compress(data, offsets)
+    assert packed is not None
+    table, coffs, codes = packed
+    return table, coffs, codes, data.tobytes()
+
+
+def test_fsst_symbol_table_parsed_once_and_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One-row takes decode one string at a time: the symbol table's parsed form is kept per
+    table (the same arrays on the next call), strings still decode right, and the map of tables
+    stays within its bound."""
+    from lance_format.encodings.v21 import _fsst
+
+    monkeypatch.setattr(_fsst, "_TABLES", {})
+    monkeypatch.setattr(_fsst, "_MAX_TABLES", 2)
+    table, coffs, codes, _ = _packed(0)
+    info = int.from_bytes(table[:8], "little")
+    first = _fsst._tables(table, info)
+    for i in (0, 7, 2999):
+        offs, out = fsst_decompress(table, coffs[i : i + 2], codes)
+        want = ref_fsst_decode.fsst_decompress(table, coffs[i : i + 2], codes)
+        assert out.tobytes() == want[1].tobytes()
+        assert np.array_equal(offs, want[0])
+    again = _fsst._tables(table, info)
+    assert again[0] is first[0]
+    assert again[1] is first[1]
+    for seed in (1, 2, 3):
+        other, oo, oc, odata = _packed(seed)
+        assert fsst_decompress(other, oo, oc)[1].tobytes() == odata
+        assert len(_fsst._TABLES) <= 2
+
+
+def test_fsst_bad_symbol_length_still_rejected_after_caching() -> None:
+    """A table with a symbol longer than 8 bytes raises on every call (it is never kept)."""
+    table, coffs, codes, _ = _packed(4)
+    nsym = int.from_bytes(table[:8], "little") & 0xFF
+    bad = bytearray(table)
+    bad[8 + 8 * nsym] = 9  # first symbol's length
+    for _ in range(2):
+        with pytest.raises(ValueError, match="longer than 8 bytes"):
+            fsst_decompress(bytes(bad), coffs, codes)

@@ -3,6 +3,8 @@ and flags the corrupt counts they rejected."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -36,12 +38,13 @@ def test_chunk_words_equal_the_numpy_formulas(dtype: type, readonly: bool) -> No
         words[-1] = (int(words[-1]) & ~0xF) | (0 if last != 1 << int(logs[-1]) else int(logs[-1]))
         num_items = int((1 << logs[:-1]).sum()) + last
         words.setflags(write=not readonly)
-        pos, sizes, items, first, total, status = chunk_words(words, num_items, 4096, MAX, 8)
+        pos, sizes, items, first, total, empty, status = chunk_words(words, num_items, 4096, MAX, 8)
         want = _reference(words, num_items, 4096)
         assert status == 0
         for got, ref in zip((pos, sizes, items, first), want, strict=True):
             np.testing.assert_array_equal(got, ref)
         assert total == int(sizes.sum())
+        assert empty == int((items == 0).sum())
 
 
 def test_counts_that_do_not_add_up_or_are_too_large_are_flagged() -> None:
@@ -53,3 +56,44 @@ def test_counts_that_do_not_add_up_or_are_too_large_are_flagged() -> None:
     assert chunk_words(tail, 40, 0, MAX, 8)[2].tolist() == [32, 8]
     assert chunk_words(tail, 32 + MAX + 1, 0, MAX, 8)[-1] == CHUNK_TOO_LARGE
     assert chunk_words(np.zeros(0, np.uint16), 0, 0, MAX, 8)[4] == 0
+    gap = np.array([0x15, 0x10, 0x10], dtype=np.uint16)  # a middle chunk of no values
+    got = chunk_words(gap, 40, 0, MAX, 8)
+    assert got[2].tolist() == [32, 0, 8]
+    assert got[5] == 1
+
+
+def _flat_page(words: np.ndarray, num_items: int) -> tuple[Any, Any, list[memoryview]]:
+    from lance_format.encodings.base import PageInfo
+    from lance_format.encodings.v21 import model as m
+
+    layout = m.MiniBlockLayout(
+        None, None, m.Flat(64), None, 0, (m.RepDefLayer.ALL_VALID_ITEM,), 1, 0, num_items
+    )
+    data = int(((words.astype(np.int64) >> 4) + 1).sum() * 8)
+    page = PageInfo((0, 4096), (words.nbytes, data), num_items, 0, layout)
+    return layout, page, [memoryview(words.tobytes())]
+
+
+def test_flat_pages_share_their_trivial_search_arrays() -> None:
+    """Opening a flat page (no repetition, every chunk holds rows) builds only the arrays the
+    words define: the 'no chunk ends inside a row' flags and the chunk -> holder map are shared,
+    read-only arrays per chunk count, the same for every open; a page with an empty chunk gets
+    its own."""
+    from lance_format.encodings.v21.miniblock_meta import chunk_of_rows, load_meta
+
+    words = np.full(300, 0x16, dtype=np.uint16)  # 300 chunks of 64 values
+    a = load_meta(*_flat_page(words, 300 * 64), path="t")
+    b = load_meta(*_flat_page(words, 300 * 64), path="t")
+    assert a.holders is b.holders
+    assert a.has_trailer is b.has_trailer
+    assert not a.holders.flags.writeable
+    assert not a.any_trailer
+    np.testing.assert_array_equal(a.holders, np.arange(300))
+    assert not a.has_trailer.any()
+    assert chunk_of_rows(a, np.array([0, 63, 64, 300 * 64 - 1])).tolist() == [0, 0, 1, 299]
+    gap = words.copy()
+    gap[5] = 0x10  # a chunk of no values: the holders skip it
+    c = load_meta(*_flat_page(gap, 299 * 64), path="t")
+    assert c.holders is not a.holders
+    assert 5 not in c.holders.tolist()
+    assert chunk_of_rows(c, np.array([5 * 64])).tolist() == [6]

@@ -18,6 +18,11 @@ __all__ = ["fsst_decompress", "warm_up"]
 
 _MAGIC = 0x46535354 << 32
 _ESC = 255
+#: Parsed symbol tables kept, by the serialized table: one per string page in use (~2.3 KiB each,
+#: so at most ~2.3 MiB). Tables repeat across the pages of a file only by chance; the bound keeps
+#: a scan over many files from growing the map.
+_MAX_TABLES = 1024
+_TABLES: dict[bytes, tuple[npt.NDArray[np.uint8], npt.NDArray[np.uint8]]] = {}
 
 I64 = npt.NDArray[np.int64]
 U8 = npt.NDArray[np.uint8]
@@ -56,6 +61,23 @@ def fsst_decompress(symbol_table: bytes, offsets: I64, data: U8) -> tuple[I64, U
     if not info & (1 << 24):
         # Stored uncompressed: the "codes" are the bytes.
         return offsets - lo, codes
+    sym, tlen = _tables(symbol_table, info)
+    codes = np.ascontiguousarray(codes, dtype=np.uint8)
+    rel = offsets - lo
+    new, out, regular = _decode_strings(codes, rel, sym, tlen)
+    if regular:
+        return new, out
+    # Offsets out of order, or an escape whose literal lies in the next string: the sequential
+    # kernel defines what those decode to (or raises).
+    return _decode(codes, rel, sym, tlen)
+
+
+def _tables(symbol_table: bytes, info: int) -> tuple[U8, U8]:
+    """The kernels' symbol and length tables of ``symbol_table``, parsed once per table: a
+    one-row take decodes a single short string, and building the tables cost it more than that."""
+    known = _TABLES.get(symbol_table)
+    if known is not None:
+        return known
     nsym = info & 0xFF
     if len(symbol_table) < 8 + 9 * nsym:
         raise ValueError("FSST symbol table is truncated")
@@ -67,14 +89,12 @@ def fsst_decompress(symbol_table: bytes, offsets: I64, data: U8) -> tuple[I64, U
     tlen[:nsym] = np.frombuffer(symbol_table, dtype=np.uint8, count=nsym, offset=8 + nsym * 8)
     if int(tlen[:nsym].max(initial=0)) > 8:
         raise ValueError("FSST symbol longer than 8 bytes")
-    codes = np.ascontiguousarray(codes, dtype=np.uint8)
-    rel = offsets - lo
-    new, out, regular = _decode_strings(codes, rel, sym, tlen)
-    if regular:
-        return new, out
-    # Offsets out of order, or an escape whose literal lies in the next string: the sequential
-    # kernel defines what those decode to (or raises).
-    return _decode(codes, rel, sym, tlen)
+    # Shared between calls and threads: the kernels only read them (left writeable: the
+    # compiled signatures are those of writeable tables).
+    if len(_TABLES) >= _MAX_TABLES:
+        _TABLES.clear()  # rare (more string pages in use than the bound): start over
+    _TABLES[bytes(symbol_table)] = (sym, tlen)
+    return sym, tlen
 
 
 @kernel

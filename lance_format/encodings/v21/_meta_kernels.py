@@ -26,10 +26,10 @@ CHUNK_TOO_LARGE = 2
 @kernel
 def chunk_words(
     words: npt.NDArray[np.unsignedinteger[Any]], num_items: int, data_pos: int, max_values: int, align: int
-) -> tuple[I64, I64, I64, I64, int, int]:
+) -> tuple[I64, I64, I64, I64, int, int, int]:
     """``(chunk positions, byte sizes, value counts, first value of each chunk, total bytes,
-    status)`` of the chunk metadata ``words`` (``size / align - 1`` above a 4-bit log2 of the
-    value count; the last chunk holds the rest of ``num_items``)."""
+    chunks without values, status)`` of the chunk metadata ``words`` (``size / align - 1`` above a
+    4-bit log2 of the value count; the last chunk holds the rest of ``num_items``)."""
     n = len(words)
     pos = np.empty(n, np.int64)
     sizes = np.empty(n, np.int64)
@@ -37,6 +37,7 @@ def chunk_words(
     first = np.empty(n, np.int64)
     at = np.int64(data_pos)
     seen = np.int64(0)
+    empty = 0
     status = 0
     for i in range(n):
         w = np.int64(words[i])
@@ -54,9 +55,11 @@ def chunk_words(
         sizes[i] = size
         items[i] = count
         first[i] = seen
+        if count == 0:
+            empty += 1
         at += size
         seen += count
-    return pos, sizes, items, first, int(at - data_pos), status
+    return pos, sizes, items, first, int(at - data_pos), empty, status
 
 
 def warm_up() -> None:

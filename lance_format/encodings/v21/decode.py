@@ -52,7 +52,8 @@ class _Leaf:
 
 
 def _leaf_type(field: LanceField) -> pa.DataType:
-    return field.arrow_type
+    # The memoized Arrow field's type: ``field.arrow_type`` builds the type again on every call.
+    return field.to_arrow().type
 
 
 def _page_values(data: PageData, typ: pa.DataType, path: str) -> pa.Array:
@@ -209,7 +210,11 @@ def _read_leaf(ctx: DecodeContext, field: LanceField, column: int, runs: RowRuns
 
 
 def _leaves(field: LanceField, columns_of: dict[int, int]) -> list[tuple[LanceField, int, int]]:
-    """(leaf field, its column, its depth below ``field``) for every column under ``field``."""
+    """(leaf field, its column, its depth below ``field``) for every column under ``field``
+    (kept on the field for the file's ``columns_of``: every take of a column asks again)."""
+    known = field.__dict__.get("_v21_leaves")
+    if known is not None and known[0] is columns_of:
+        return known[1]  # type: ignore[no-any-return]
     out: list[tuple[LanceField, int, int]] = []
 
     def visit(f: LanceField, depth: int) -> None:
@@ -223,6 +228,7 @@ def _leaves(field: LanceField, columns_of: dict[int, int]) -> list[tuple[LanceFi
             visit(c, depth + 1)
 
     visit(field, 0)
+    field.__dict__["_v21_leaves"] = (columns_of, out)  # frozen dataclass: as LanceField.to_arrow
     return out
 
 

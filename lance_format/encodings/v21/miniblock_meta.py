@@ -70,7 +70,7 @@ def load_meta(layout: m.MiniBlockLayout, page: PageInfo, bufs: list[memoryview],
     data_pos, data_size = page.buffer(1)
     # One compiled pass: positions, sizes, value counts (the last chunk holds the rest) and the
     # first value of every chunk.
-    chunk_pos, sizes, items, first_item, total, status = chunk_words(
+    chunk_pos, sizes, items, first_item, total, empty, status = chunk_words(
         words, layout.num_items, data_pos, _MAX_CHUNK_VALUES, ALIGN
     )
     if status == CHUNK_COUNTS_DO_NOT_ADD_UP:
@@ -111,17 +111,17 @@ def load_meta(layout: m.MiniBlockLayout, page: PageInfo, bufs: list[memoryview],
         rows = int(row_starts.sum())
     else:
         row_starts = items
-        has_trailer = np.zeros(nchunks, dtype=bool)
+        has_trailer = _shared("none", nchunks)
         ends = items
         first_row = first_item  # a row per value
         rows = int(first_item[-1] + items[-1]) if nchunks else 0
     if nchunks and rows != page.num_rows:
         raise CorruptFileError(path, "mini-block chunks do not hold the page's rows")
     holder_first_row = first_row
-    if layout.repetition_index_depth == 0 and bool((items > 0).all()):
+    if layout.repetition_index_depth == 0 and not empty:
         # Flat pages (the usual case): every chunk holds rows and ends one, no searches needed
         # (the holders are all chunks, so their first rows are first_row itself).
-        next_end = holders = np.arange(nchunks, dtype=np.int64)
+        next_end = holders = _shared("every", nchunks)
     else:
         # For each chunk, the first chunk at or after it in which some row ends.
         has_end = np.flatnonzero(ends > 0)
@@ -142,8 +142,29 @@ def load_meta(layout: m.MiniBlockLayout, page: PageInfo, bufs: list[memoryview],
         dictionary,
         holders,
         holder_first_row,
-        any_trailer=bool(has_trailer.any()),
+        any_trailer=layout.repetition_index_depth > 0 and bool(has_trailer.any()),
     )
+
+
+def _shared(kind: str, n: int) -> npt.NDArray[Any]:
+    """A read-only ``zeros(n, bool)`` (``"none"``: no chunk ends inside a row) or ``arange(n)``
+    (``"every"``: every chunk holds rows), shared by the pages of that many chunks: a flat page of
+    15,000 chunks allocated both on every open."""
+    key = (kind, n)
+    known = _SHARED.get(key)
+    if known is None:
+        known = np.zeros(n, dtype=bool) if kind == "none" else np.arange(n, dtype=np.int64)
+        known.flags.writeable = False
+        if len(_SHARED) >= _MAX_SHARED:
+            _SHARED.clear()
+        _SHARED[key] = known
+    return known
+
+
+#: Shared arrays kept: two per distinct chunk count of the flat pages in use, 9 bytes per chunk
+#: (~140 KiB for a page of 15,000 chunks); past the bound the map starts over.
+_MAX_SHARED = 256
+_SHARED: dict[tuple[str, int], npt.NDArray[Any]] = {}
 
 
 def chunks_for_runs(meta: MiniBlockMeta, runs: RowRuns) -> tuple[I64, I64]:
@@ -152,12 +173,9 @@ def chunks_for_runs(meta: MiniBlockMeta, runs: RowRuns) -> tuple[I64, I64]:
         # One run (one-row takes): two scalar searches.
         start, stop = runs[0].tolist()
         hfr = meta.holder_first_row
-        a = int(meta.holders[int(np.searchsorted(hfr, start, side="right")) - 1])
-        b = (
-            a
-            if stop - start == 1
-            else int(meta.holders[int(np.searchsorted(hfr, stop - 1, side="right")) - 1])
-        )
+        # The array method: np.searchsorted's dispatch wrapper costs more than the search.
+        a = int(meta.holders[int(hfr.searchsorted(start, side="right")) - 1])
+        b = a if stop - start == 1 else int(meta.holders[int(hfr.searchsorted(stop - 1, side="right")) - 1])
         return np.array([a], dtype=np.int64), np.array([b], dtype=np.int64)
     first = chunk_of_rows(meta, runs[:, 0])
     last_row = runs[:, 1] - 1
