@@ -24,19 +24,33 @@ calls cannot starve long streams.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import itertools
 import operator
 import os
+import sys
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import TypeVar, cast
 
-from flight_server.settings import DEFAULT_WORK_SLOTS
+from flight_server.settings import DEFAULT_BULK_NICE, DEFAULT_WORK_SLOTS
 from flight_server.streams import CallCancelled
 
-__all__ = ["DEFAULT_WORK_SLOTS", "FairScheduler", "HeldTurn", "default_work_slots", "scheduled"]
+__all__ = [
+    "DEFAULT_BULK_NICE",
+    "DEFAULT_WORK_SLOTS",
+    "THREAD_NICE",
+    "FairScheduler",
+    "HeldTurn",
+    "default_work_slots",
+    "scheduled",
+    "set_gil_switch",
+    "thread_nice",
+]
 
 #: Seconds between two looks at the call's cancellation flag while waiting for a turn.
 _WAIT_POLL_S = 0.05
@@ -56,6 +70,37 @@ def default_work_slots() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def set_gil_switch(ms: float) -> float:
+    """Set this process's GIL switch interval to ``ms`` milliseconds (``limits.gilSwitchMs``; 0
+    leaves it alone); returns the interval now in force, in milliseconds.
+
+    Turns bound how many pieces of work run at once, not how long a thread that runs Python keeps
+    the GIL from one that waits: that is the switch interval. A small call needs the GIL several
+    times, so its latency behind a heavy client's Python work is a few intervals.
+    """
+    if ms > 0:
+        sys.setswitchinterval(ms / 1000.0)
+    return sys.getswitchinterval() * 1000.0
+
+
+#: Whether a nice value can be given to one thread (Linux: ``setpriority`` on a thread id); elsewhere
+#: it would lower the whole process, so bulk work then runs in the caller's thread.
+THREAD_NICE = sys.platform.startswith("linux")
+
+
+def thread_nice() -> int:
+    """The nice value of the calling thread (Linux; the process's elsewhere)."""
+    return os.getpriority(os.PRIO_PROCESS, threading.get_native_id() if THREAD_NICE else 0)
+
+
+def _lower_priority(nice: int) -> None:
+    """Raise the calling thread's nice value by ``nice`` (a thread initializer)."""
+    tid = threading.get_native_id()
+    # A sandbox may forbid it: the work still runs, at the usual priority.
+    with contextlib.suppress(OSError):
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + nice))
+
+
 class _Waiter:
     __slots__ = ("bulk", "granted", "principal")
 
@@ -72,6 +117,9 @@ class FairScheduler:
     ----------
     slots : int
         Turns that may run at once (``limits.workSlots``; 0 means one per core).
+    bulk_nice : int
+        Added to the nice value of the threads that run bulk work (``limits.bulkNice``; 0: bulk
+        work runs in the caller's thread, as interactive work does). See :meth:`run_bulk`.
 
     Notes
     -----
@@ -81,8 +129,10 @@ class FairScheduler:
     call is cancelled.
     """
 
-    def __init__(self, slots: int = DEFAULT_WORK_SLOTS) -> None:
+    def __init__(self, slots: int = DEFAULT_WORK_SLOTS, bulk_nice: int = DEFAULT_BULK_NICE) -> None:
         self.slots = slots if slots > 0 else default_work_slots()
+        self.bulk_nice = max(0, bulk_nice) if THREAD_NICE else 0
+        self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._running = 0
@@ -168,6 +218,37 @@ class FairScheduler:
         finally:
             self.release(principal, bulk=bulk)
 
+    def run_bulk(self, fn: Callable[[], _T]) -> _T:
+        """``fn()``, a piece of bulk work whose turn the caller holds, run on a thread of lower CPU
+        priority (``bulk_nice``) while the caller waits for it without the GIL.
+
+        Turns decide whose work runs in this process; the operating system decides which runnable
+        thread gets a core. A heavy client's batches (decoding, the compiled kernels that run
+        without the GIL) then compete for the cores with the threads that serve small calls, and
+        with their clients on the same host. At a higher nice value they take what the others
+        leave: a small call gets a core at once, bulk work still gets every idle cycle.
+        """
+        if self.bulk_nice <= 0:
+            return fn()
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(
+                    self.bulk_slots,
+                    thread_name_prefix="flight-bulk",
+                    initializer=_lower_priority,
+                    initargs=(self.bulk_nice,),
+                )
+            pool = self._pool
+        # The caller's context (its call's log fields) goes with the work.
+        return pool.submit(contextvars.copy_context().run, fn).result()
+
+    def close(self) -> None:
+        """Stop the bulk threads (after their work); a later :meth:`run_bulk` starts new ones."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
+
     # -- internals (lock held) ---------------------------------------------------------------------
     def _grant(self, principal: str, bulk: bool) -> None:
         self._running += 1
@@ -245,7 +326,7 @@ def scheduled(
         if operator.length_hint(items, -1) == 0:
             return
         with scheduler.turn(principal, cancelled, bulk=bulk):
-            item = next(items, _END)
+            item = scheduler.run_bulk(lambda: next(items, _END)) if bulk else next(items, _END)
         if item is _END:
             return
         bulk = True

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from flight_server.fairness import FairScheduler, default_work_slots, scheduled
+from flight_server.fairness import THREAD_NICE, FairScheduler, default_work_slots, scheduled, thread_nice
 from flight_server.streams import CallCancelled
 
 #: Seconds a test waits for a thread to reach the scheduler's queue before it fails (a sync, not a
@@ -208,3 +208,45 @@ def test_a_streams_first_batch_is_interactive_and_later_ones_bulk() -> None:
 
     assert list(scheduled(Recording(2), "a", iter([1, 2, 3]))) == [1, 2, 3]
     assert lanes == [False, True, True]
+
+
+@pytest.mark.skipif(not THREAD_NICE, reason="per-thread nice values are a Linux feature")
+def test_bulk_work_runs_on_threads_of_lower_priority() -> None:
+    # A stream's first batch is produced in the caller's thread at its priority; every later one
+    # (bulk) on a thread whose nice value is bulk_nice higher, while the caller waits for it.
+    base = thread_nice()
+    where: list[tuple[str, int]] = []
+
+    def items() -> Iterator[int]:
+        for i in range(3):
+            where.append((threading.current_thread().name, thread_nice()))
+            yield i
+
+    sched = FairScheduler(2, bulk_nice=5)
+    try:
+        assert list(scheduled(sched, "a", items())) == [0, 1, 2]
+    finally:
+        sched.close()
+    me = threading.current_thread().name
+    assert where[0] == (me, base)
+    assert [nice for _, nice in where[1:]] == [min(19, base + 5)] * 2
+    assert all(name.startswith("flight-bulk") for name, _ in where[1:])
+    assert thread_nice() == base  # the caller's own priority never changed
+    # bulk_nice=0: all in the caller's thread, as before.
+    where.clear()
+    assert list(scheduled(FairScheduler(2, bulk_nice=0), "a", items())) == [0, 1, 2]
+    assert where == [(me, base)] * 3
+
+
+def test_an_error_of_bulk_work_reaches_the_caller() -> None:
+    def items() -> Iterator[int]:
+        yield 1
+        raise ValueError("boom")
+
+    sched = FairScheduler(2, bulk_nice=5)
+    try:
+        with pytest.raises(ValueError, match="boom"):
+            list(scheduled(sched, "a", items()))
+        assert sched.running() == 0
+    finally:
+        sched.close()
