@@ -250,3 +250,84 @@ def test_an_error_of_bulk_work_reaches_the_caller() -> None:
         assert sched.running() == 0
     finally:
         sched.close()
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_principal_over_its_cpu_share_leaves_a_turn_to_the_others() -> None:
+    from flight_server.fairness import CPU_HALF_LIFE_S
+
+    clock = _Clock()
+    sched = FairScheduler(2, bulk_nice=0, clock=clock)
+    sched.charge("heavy", 0.8)  # the last second: a loop of plans, a big take's chunks
+    assert not sched.heavy("heavy")  # alone, a principal may use every turn
+    sched.acquire("heavy")
+    sched.acquire("heavy")
+    sched.release("heavy")
+    sched.release("heavy")
+    sched.charge("light", 0.05)  # another principal is active: the heavy one is above the mean
+    assert sched.heavy("heavy")
+    assert not sched.heavy("light")
+    sched.acquire("heavy")
+    done = threading.Event()
+
+    def second() -> None:
+        sched.acquire("heavy")  # waits: its other turn is the light principal's to take
+        done.set()
+
+    t = threading.Thread(target=second, daemon=True)
+    t.start()
+    _until(lambda: sched.waiting() == 1)
+    assert sched.running() == 1
+    assert not done.is_set()
+    sched.acquire("light")  # at once, without waiting for the heavy principal's piece of work
+    assert sched.running() == 2
+    sched.release("light")
+    assert not done.is_set()  # a free turn, but the heavy principal holds its share
+    sched.release("heavy")
+    t.join(SYNC_TIMEOUT_S)
+    assert done.is_set()
+    sched.release("heavy")
+    # The light principal goes quiet: its use decays below activity, the heavy one is alone again.
+    clock.now += 20 * CPU_HALF_LIFE_S
+    assert sched.cpu_use("heavy") < 0.001
+    sched.charge("heavy", 0.8)
+    assert not sched.heavy("heavy")
+    sched.acquire("heavy")
+    sched.acquire("heavy")  # both turns at once
+    assert sched.running() == 2
+    sched.release("heavy")
+    sched.release("heavy")
+
+
+def test_turns_charge_the_cpu_they_used_to_their_principal() -> None:
+    sched = FairScheduler(2, bulk_nice=0)
+    with sched.turn("a"):
+        start = time.thread_time()
+        while time.thread_time() - start < 0.01:  # 10 ms of CPU inside the turn
+            pass
+    assert sched.cpu_use("a") >= 0.009
+    assert sched.cpu_use("b") == 0.0
+
+
+@pytest.mark.skipif(not THREAD_NICE, reason="per-thread nice values are a Linux feature")
+def test_bulk_work_on_its_own_threads_is_charged_to_its_principal() -> None:
+    def items() -> Iterator[int]:
+        for i in range(2):
+            start = time.thread_time()
+            while time.thread_time() - start < 0.01:
+                pass
+            yield i
+
+    sched = FairScheduler(2, bulk_nice=5)
+    try:
+        assert list(scheduled(sched, "a", items())) == [0, 1]
+    finally:
+        sched.close()
+    assert sched.cpu_use("a") >= 0.018  # the first batch in the caller's turn, the second on a bulk thread
