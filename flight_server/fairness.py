@@ -117,12 +117,15 @@ def _lower_priority(nice: int) -> None:
 
 
 class _Waiter:
-    __slots__ = ("bulk", "granted", "principal")
+    __slots__ = ("bulk", "granted", "principal", "wake")
 
-    def __init__(self, principal: str, bulk: bool) -> None:
+    def __init__(self, principal: str, bulk: bool, lock: threading.Lock) -> None:
         self.principal = principal
         self.bulk = bulk
         self.granted = False
+        # Its own condition on the scheduler's lock: a grant wakes the one waiter it goes to, not
+        # every waiter (dozens of streams waiting for bulk turns woke at each grant).
+        self.wake = threading.Condition(lock)
 
 
 class FairScheduler:
@@ -159,7 +162,6 @@ class FairScheduler:
         self.bulk_nice = max(0, bulk_nice) if THREAD_NICE else 0
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
-        self._cond = threading.Condition(self._lock)
         self._running = 0
         self._held: dict[str, int] = {}  # turns each principal holds now
         self._queues: dict[str, deque[_Waiter]] = {}  # interactive waiters per principal, in order
@@ -216,7 +218,7 @@ class FairScheduler:
         CallCancelled
             The call was cancelled while it waited (it never got the turn).
         """
-        with self._cond:
+        with self._lock:
             free = self._running < self.slots and (not bulk or self._bulk_running < self.bulk_slots)
             if (
                 free
@@ -227,20 +229,20 @@ class FairScheduler:
                 self._grant(principal, bulk)
                 self._start_clock()
                 return
-            waiter = _Waiter(principal, bulk)
+            waiter = _Waiter(principal, bulk, self._lock)
             (self._bulk if bulk else self._queues).setdefault(principal, deque()).append(waiter)
             self._dispatch()
             while not waiter.granted:
-                if self._cond.wait(_WAIT_POLL_S if cancelled is not None else None) or waiter.granted:
+                if waiter.wake.wait(_WAIT_POLL_S if cancelled is not None else None) or waiter.granted:
                     continue
                 # Timed out: look at the call's flag without the lock (the look may wait on
                 # gRPC's locks; releases must not wait for it).
                 assert cancelled is not None
-                self._cond.release()
+                self._lock.release()
                 try:
                     gone = cancelled()
                 finally:
-                    self._cond.acquire()
+                    self._lock.acquire()
                 if gone and not waiter.granted:
                     self._withdraw(waiter)
                     raise CallCancelled()
@@ -252,7 +254,7 @@ class FairScheduler:
         used = time.thread_time() - started.pop() if started else 0.0
         if used > 0:
             self.charge(principal, used)
-        with self._cond:
+        with self._lock:
             self._running -= 1
             if bulk:
                 self._bulk_running -= 1
@@ -373,7 +375,6 @@ class FairScheduler:
         return None
 
     def _dispatch(self) -> None:
-        granted = False
         while self._running < self.slots:
             queues = self._next_lane()
             principal = self._next_principal(queues) if queues is not None else None
@@ -388,9 +389,7 @@ class FairScheduler:
                 del queues[principal]
             waiter.granted = True
             self._grant(principal, waiter.bulk)
-            granted = True
-        if granted:
-            self._cond.notify_all()
+            waiter.wake.notify()
 
     def _withdraw(self, waiter: _Waiter) -> None:
         queues = self._bulk if waiter.bulk else self._queues

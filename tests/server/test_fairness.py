@@ -331,3 +331,32 @@ def test_bulk_work_on_its_own_threads_is_charged_to_its_principal() -> None:
     finally:
         sched.close()
     assert sched.cpu_use("a") >= 0.018  # the first batch in the caller's turn, the second on a bulk thread
+
+
+def test_a_grant_wakes_only_the_waiter_it_goes_to(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Dozens of streams waiting for bulk turns each woke (and took the GIL) at every grant when
+    # all waited on one condition; now each grant wakes one thread.
+    wakeups = [0]
+    real = threading.Condition
+    mine: list[object] = []  # conditions made by the scheduler (not by Thread.start's events)
+
+    class Counting(real):  # type: ignore[valid-type,misc]
+        def wait(self, timeout: float | None = None) -> bool:
+            woken = super().wait(timeout)
+            if woken and self in mine:
+                wakeups[0] += 1
+            return woken
+
+    def make(lock: object = None) -> Counting:
+        cond = Counting(lock)  # type: ignore[arg-type]
+        if lock is not None and lock is getattr(sched, "_lock", None):
+            mine.append(cond)
+        return cond
+
+    sched = FairScheduler(1, bulk_nice=0)
+    monkeypatch.setattr(threading, "Condition", make)
+    sched.acquire("x")
+    arrivals = [(f"w{i}", f"p{i}") for i in range(10)]
+    order = _grant_order(sched, arrivals, release=["x"])
+    assert sorted(order) == sorted(tag for tag, _ in arrivals)
+    assert wakeups[0] == len(arrivals)  # one per grant (one condition for all: 10 + 9 + ... + 1)
