@@ -108,6 +108,18 @@ def _seconds(raw: Any) -> float:
     return value
 
 
+def _float_in(lo: float, hi: float) -> Callable[[Any], float]:
+    def parse(raw: Any) -> float:
+        if isinstance(raw, bool):
+            raise ValueError("expected a number")
+        value = float(str(raw).strip())
+        if not lo <= value <= hi:  # NaN fails too
+            raise ValueError(f"must be between {lo:g} and {hi:g}")
+        return value
+
+    return parse
+
+
 def _choice(choices: Sequence[str], upper: bool) -> Callable[[Any], str]:
     def parse(raw: Any) -> str:
         text = str(raw).strip()
@@ -393,6 +405,22 @@ OPTIONS: tuple[Option, ...] = (
         "CPU work running at once, shared fairly between principals (0 = one per core)",
     ),
     Option(
+        "gil_switch_ms",
+        "limits.gilSwitchMs",
+        "--gil-switch-ms",
+        ("LANCE_FLIGHT_GIL_SWITCH_MS",),
+        _float_in(0.0, 100.0),
+        "milliseconds a thread holds the GIL before a waiting one may take it (0 = Python's default)",
+    ),
+    Option(
+        "bulk_nice",
+        "limits.bulkNice",
+        "--bulk-nice",
+        ("LANCE_FLIGHT_BULK_NICE",),
+        _int_in(0, 19),
+        "nice value added to the threads running long streams' later batches (0 = same priority)",
+    ),
+    Option(
         "plan_cache_bytes",
         "cache.planBytes",
         "--plan-cache-bytes",
@@ -503,6 +531,8 @@ _METAVARS = {
     "stream_idle_seconds": "SECONDS",
     "max_endpoints": "N",
     "work_slots": "N",
+    "gil_switch_ms": "MS",
+    "bulk_nice": "N",
     "oversize_strikes": "N",
     "oversize_window_seconds": "SECONDS",
     "oversize_first_backoff_seconds": "SECONDS",

@@ -208,7 +208,7 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
         )
         self._limits = RequestLimits.of(settings)
         # CPU work of this process (decoding, planning, each batch), shared fairly between principals.
-        self._work = FairScheduler(settings.work_slots)
+        self._work = FairScheduler(settings.work_slots, settings.bulk_nice)
         lifetime = settings.ticket_lifetime_seconds
         # A reused answer's tickets must stay well inside their promised lifetime.
         max_age = PLAN_MAX_AGE_SECONDS if lifetime <= 0 else min(PLAN_MAX_AGE_SECONDS, lifetime / 4)
@@ -232,6 +232,7 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
         """Stop serving: wait for the calls in flight to finish, then close the engine session, so
         none of its threads (I/O, decode, encode) outlives the server."""
         super().shutdown()
+        self._work.close()
         self.session.close()
 
     @property

@@ -68,6 +68,18 @@ DEFAULT_MAX_ENDPOINTS = 10_000
 #: shared fairly between principals (flight_server.fairness): 0 means one per core the process may
 #: use. More only makes the GIL switch between more threads; fewer leaves a core idle during I/O.
 DEFAULT_WORK_SLOTS = 0
+#: Milliseconds a Python thread runs before a thread waiting for the GIL may take it
+#: (``sys.setswitchinterval``), set in each serving process. Python's 5 ms is tuned for throughput:
+#: a small take crosses the GIL several times (gRPC callbacks, handler, serialization), and behind
+#: a heavy client's thread running Python each crossing may wait the whole interval. 1 ms measured
+#: victim p99 under attack several times lower at a few percent of the attacker's throughput.
+#: 0 leaves Python's own interval.
+DEFAULT_GIL_SWITCH_MS = 1.0
+#: Added to the nice value of the threads that run bulk work (a long stream's later batches,
+#: flight_server.fairness): the OS then gives a core to the threads serving small calls first and
+#: to bulk work every cycle they leave. 10 weighs a bulk thread ~1/10 of a normal one under
+#: contention (Linux CFS); bulk work alone still runs at full speed. 0: same priority.
+DEFAULT_BULK_NICE = 10
 #: Bytes of recent FlightInfos reused while their dataset version is unchanged: a 10,000-column
 #: schema costs tens of milliseconds to plan and serialize, and clients (Spark drivers, dashboards)
 #: plan the same scans over and over. 64 MiB holds thousands of ordinary plans, or dozens of
@@ -147,6 +159,8 @@ class ServerSettings:
     stream_idle_seconds: float = DEFAULT_STREAM_IDLE_SECONDS
     max_endpoints: int = DEFAULT_MAX_ENDPOINTS
     work_slots: int = DEFAULT_WORK_SLOTS
+    gil_switch_ms: float = DEFAULT_GIL_SWITCH_MS
+    bulk_nice: int = DEFAULT_BULK_NICE
     plan_cache_bytes: int = DEFAULT_PLAN_CACHE_BYTES
     oversize_strikes: int = DEFAULT_OVERSIZE_STRIKES
     oversize_window_seconds: float = DEFAULT_OVERSIZE_WINDOW_SECONDS

@@ -36,6 +36,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from flight_server.auth import Authenticator, AuthMiddlewareFactory, HandshakeAuthHandler, new_session_key
+from flight_server.fairness import set_gil_switch
 from flight_server.logging import RequestLogMiddlewareFactory, configure_logging, log_refused
 from flight_server.metrics import Metrics, ProcessTreeCollector
 from flight_server.penalties import OversizePenalties
@@ -140,6 +141,8 @@ def build_server(
     not tell middleware that already started when a later one refuses); refusals are logged and
     counted by the auth middleware's ``on_refused`` hook instead.
     """
+    # Every serving process (the single server, each worker) hands the GIL over this often.
+    set_gil_switch(settings.gil_switch_ms)
     # The worker's engine session, from the server's settings (flag > environment > YAML > default,
     # resolved by flight_server.config), passed to the service, which opens every dataset with it.
     # It is also the process's default session.

@@ -106,6 +106,15 @@ class AttackConfig:
         )
 
 
+def _cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system) process ``pid`` has used, all its threads (NaN off Linux)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _load() -> str:
     try:
         return " ".join(f"{x:.1f}" for x in os.getloadavg())
@@ -125,6 +134,7 @@ class PhaseResult:
     ratio_p99: float = 1.0
     attacker_calls: int = 0
     attacker_errors: int = 0
+    server_cpu_s: float = float("nan")  # CPU seconds the server process used in the victim's window
     error_samples: list[str] = field(default_factory=list)
 
     @property
@@ -236,9 +246,12 @@ def _victim(location: str, cfg: AttackConfig, seconds: float, seed: int) -> tupl
     return latencies, errors
 
 
-def _phase(name: str, latencies: list[float], errors: list[str], counts: Sequence[int]) -> PhaseResult:
+def _phase(
+    name: str, latencies: list[float], errors: list[str], counts: Sequence[int], cpu_s: float
+) -> PhaseResult:
     values = np.asarray(latencies or [float("nan")])
     return PhaseResult(
+        server_cpu_s=cpu_s,
         phase=name,
         calls=len(latencies),
         errors=len(errors),
@@ -283,8 +296,10 @@ def run_attacks(
         try:
             _populate(server.location, cfg)
             results = []
+            pid = server.proc.pid
+            cpu = _cpu_seconds(pid)
             latencies, errors = _victim(server.location, cfg, cfg.seconds, seed=0)
-            results.append(_phase("alone", latencies, errors, (0, 0)))
+            results.append(_phase("alone", latencies, errors, (0, 0), _cpu_seconds(pid) - cpu))
             log(f"  alone: p99 {results[0].p99_ms:.1f} ms over {results[0].calls} takes")
             for i, kind in enumerate(attacks):
                 stop, ready = ctx.Event(), ctx.Event()
@@ -295,13 +310,15 @@ def run_attacks(
                 proc.start()
                 ready.wait(cfg.timeout_s)
                 time.sleep(cfg.warmup_s)  # let the attack reach its steady state
+                cpu = _cpu_seconds(pid)
                 latencies, errors = _victim(server.location, cfg, cfg.seconds, seed=i + 1)
+                cpu = _cpu_seconds(pid) - cpu
                 stop.set()
                 proc.join(cfg.timeout_s)
                 if proc.is_alive():
                     proc.kill()
                     proc.join()
-                results.append(_phase(kind, latencies, errors, counts[:]))
+                results.append(_phase(kind, latencies, errors, counts[:], cpu))
                 if server.proc.poll() is not None:
                     log(f"  the server died during {kind} (exit {server.proc.returncode})")
                     break
@@ -318,7 +335,8 @@ def format_table(results: Sequence[PhaseResult]) -> str:
     """The results as a text table with the target verdict per phase."""
     head = (
         f"{'phase':16s} {'calls':>7s} {'p50 ms':>8s} {'p99 ms':>8s} {'p99/alone':>9s} "
-        f"{'errors':>6s} {'attacker calls/refused':>22s}  target (p99 <= {TARGET_P99_RATIO:.0f}x, 0 errors)"
+        f"{'errors':>6s} {'server cpu s':>12s} {'attacker calls/refused':>22s}  "
+        f"target (p99 <= {TARGET_P99_RATIO:.0f}x, 0 errors)"
     )
     lines = [head]
     for r in results:
@@ -326,7 +344,7 @@ def format_table(results: Sequence[PhaseResult]) -> str:
         verdict = "-" if r.phase == "alone" else ("met" if r.meets_target else "MISSED")
         lines.append(
             f"{r.phase:16s} {r.calls:7d} {r.p50_ms:8.1f} {r.p99_ms:8.1f} {r.ratio_p99:9.2f} "
-            f"{r.errors:6d} {attacker:>22s}  {verdict}"
+            f"{r.errors:6d} {r.server_cpu_s:12.2f} {attacker:>22s}  {verdict}"
         )
         lines += [f"{'':16s} victim error: {e}" for e in r.error_samples]
     return "\n".join(lines)
@@ -348,11 +366,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--no-auth", action="store_true", help="anonymous clients (one principal per connection)"
     )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="whole runs (a server each), a table each: the machine's load drifts",
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = parser.parse_args(list(argv or []))
     attacks = [a for a in args.attacks.split(",") if a]
     unknown = sorted(set(attacks) - set(ATTACKS))
-    if unknown or args.seconds <= 0 or args.rows < args.take or args.rows <= 0 or args.workers < 1:
+    if (
+        unknown
+        or args.seconds <= 0
+        or args.rows < args.take
+        or args.rows <= 0
+        or args.workers < 1
+        or args.rounds < 1
+    ):
         parser.error(f"bad settings (unknown attacks: {unknown})" if unknown else "bad sizes or duration")
     cfg = AttackConfig(
         rows=args.rows,
@@ -367,14 +398,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         auth=not args.no_auth,
     )
     print(f"attack benchmark: victim takes {cfg.take} of {cfg.rows} rows for {cfg.seconds:.0f}s per phase")
-    before = cfg.describe()
-    results = run_attacks(cfg, attacks)
-    print(before)
-    print(f"after the run: load average {_load()}")
-    print(format_table(results))
-    met = all(r.meets_target for r in results[1:])
-    print(f"target {'met' if met else 'MISSED'} in {'every' if met else 'some'} phase")
+    rounds = []
+    for n in range(args.rounds):
+        before = cfg.describe()
+        results = run_attacks(cfg, attacks)
+        print(f"round {n + 1} of {args.rounds}: {before}")
+        print(f"after the round: load average {_load()}")
+        print(format_table(results))
+        met = all(r.meets_target for r in results[1:])
+        print(f"target {'met' if met else 'MISSED'} in {'every' if met else 'some'} phase")
+        rounds.append({"machine": before, "phases": [asdict(r) for r in results]})
     if args.json is not None:
-        report = {"config": asdict(cfg), "machine": before, "phases": [asdict(r) for r in results]}
-        args.json.write_text(json.dumps(report, indent=2))
+        args.json.write_text(json.dumps({"config": asdict(cfg), "rounds": rounds}, indent=2))
     return 0

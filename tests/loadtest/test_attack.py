@@ -38,6 +38,8 @@ def test_every_attack_runs_against_the_baseline() -> None:
     table = format_table(results)
     assert all(name in table for name in ATTACKS)
     assert "target (p99 <= 3x, 0 errors)" in table
+    assert "server cpu s" in table
+    assert all(r.server_cpu_s >= 0 for r in results)  # the server's CPU in each victim window
 
 
 def test_cli_is_wired_and_rejects_bad_settings(tmp_path: Path) -> None:
@@ -48,6 +50,8 @@ def test_cli_is_wired_and_rejects_bad_settings(tmp_path: Path) -> None:
         main(["--attacks", "nope"])
     with pytest.raises(SystemExit):
         main(["--workers", "0"])
+    with pytest.raises(SystemExit):
+        main(["--rounds", "0"])
 
 
 def test_the_configuration_of_the_run_is_reported() -> None:

@@ -123,6 +123,8 @@ def test_bool_flag_both_ways() -> None:
         (["--decoded-cache-bytes", "-5"], {}, r"decodedBytes.*byte count"),
         ([], {"LANCE_FLIGHT_LATEST_VERSION_SECONDS": "soon"}, r"latestVersionSeconds from environment"),
         (["--latest-version-seconds", "7200"], {}, r"between 0 and 3600"),
+        (["--gil-switch-ms", "-1"], {}, r"gilSwitchMs.*between 0 and 100"),
+        ([], {"LANCE_FLIGHT_GIL_SWITCH_MS": "nan"}, r"gilSwitchMs from environment"),
     ],
 )
 def test_bad_values_name_key_and_source(argv: list[str], env: dict[str, str], message: str) -> None:
@@ -183,3 +185,12 @@ def test_docs_list_every_key_flag_and_env() -> None:
     documented = set(re.findall(r"`(LANCE_FLIGHT_[A-Z0-9_]+)`", text))
     known = {env for opt in OPTIONS for env in opt.envs} | {"LANCE_FLIGHT_CONFIG", *CLIENT_ENV}
     assert documented <= known, documented - known
+
+
+def test_gil_switch_interval_from_flag_env_and_yaml(tmp_path: Path) -> None:
+    assert load_settings([], env={}).gil_switch_ms == 1.0  # the default: shorter than Python's 5 ms
+    config = _yaml(tmp_path, "limits:\n  gilSwitchMs: 2.5\n")
+    assert load_settings(["--config", config], env={}).gil_switch_ms == 2.5
+    env = {"LANCE_FLIGHT_GIL_SWITCH_MS": "0.5"}
+    assert load_settings(["--config", config], env=env).gil_switch_ms == 0.5
+    assert load_settings(["--gil-switch-ms", "0"], env=env).gil_switch_ms == 0.0

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from flight_server.fairness import FairScheduler, default_work_slots, scheduled
+from flight_server.fairness import THREAD_NICE, FairScheduler, default_work_slots, scheduled, thread_nice
 from flight_server.streams import CallCancelled
 
 #: Seconds a test waits for a thread to reach the scheduler's queue before it fails (a sync, not a
@@ -208,3 +208,155 @@ def test_a_streams_first_batch_is_interactive_and_later_ones_bulk() -> None:
 
     assert list(scheduled(Recording(2), "a", iter([1, 2, 3]))) == [1, 2, 3]
     assert lanes == [False, True, True]
+
+
+@pytest.mark.skipif(not THREAD_NICE, reason="per-thread nice values are a Linux feature")
+def test_bulk_work_runs_on_threads_of_lower_priority() -> None:
+    # A stream's first batch is produced in the caller's thread at its priority; every later one
+    # (bulk) on a thread whose nice value is bulk_nice higher, while the caller waits for it.
+    base = thread_nice()
+    where: list[tuple[str, int]] = []
+
+    def items() -> Iterator[int]:
+        for i in range(3):
+            where.append((threading.current_thread().name, thread_nice()))
+            yield i
+
+    sched = FairScheduler(2, bulk_nice=5)
+    try:
+        assert list(scheduled(sched, "a", items())) == [0, 1, 2]
+    finally:
+        sched.close()
+    me = threading.current_thread().name
+    assert where[0] == (me, base)
+    assert [nice for _, nice in where[1:]] == [min(19, base + 5)] * 2
+    assert all(name.startswith("flight-bulk") for name, _ in where[1:])
+    assert thread_nice() == base  # the caller's own priority never changed
+    # bulk_nice=0: all in the caller's thread, as before.
+    where.clear()
+    assert list(scheduled(FairScheduler(2, bulk_nice=0), "a", items())) == [0, 1, 2]
+    assert where == [(me, base)] * 3
+
+
+def test_an_error_of_bulk_work_reaches_the_caller() -> None:
+    def items() -> Iterator[int]:
+        yield 1
+        raise ValueError("boom")
+
+    sched = FairScheduler(2, bulk_nice=5)
+    try:
+        with pytest.raises(ValueError, match="boom"):
+            list(scheduled(sched, "a", items()))
+        assert sched.running() == 0
+    finally:
+        sched.close()
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_principal_over_its_cpu_share_leaves_a_turn_to_the_others() -> None:
+    from flight_server.fairness import CPU_HALF_LIFE_S
+
+    clock = _Clock()
+    sched = FairScheduler(2, bulk_nice=0, clock=clock)
+    sched.charge("heavy", 0.8)  # the last second: a loop of plans, a big take's chunks
+    assert not sched.heavy("heavy")  # alone, a principal may use every turn
+    sched.acquire("heavy")
+    sched.acquire("heavy")
+    sched.release("heavy")
+    sched.release("heavy")
+    sched.charge("light", 0.05)  # another principal is active: the heavy one is above the mean
+    assert sched.heavy("heavy")
+    assert not sched.heavy("light")
+    sched.acquire("heavy")
+    done = threading.Event()
+
+    def second() -> None:
+        sched.acquire("heavy")  # waits: its other turn is the light principal's to take
+        done.set()
+
+    t = threading.Thread(target=second, daemon=True)
+    t.start()
+    _until(lambda: sched.waiting() == 1)
+    assert sched.running() == 1
+    assert not done.is_set()
+    sched.acquire("light")  # at once, without waiting for the heavy principal's piece of work
+    assert sched.running() == 2
+    sched.release("light")
+    assert not done.is_set()  # a free turn, but the heavy principal holds its share
+    sched.release("heavy")
+    t.join(SYNC_TIMEOUT_S)
+    assert done.is_set()
+    sched.release("heavy")
+    # The light principal goes quiet: its use decays below activity, the heavy one is alone again.
+    clock.now += 20 * CPU_HALF_LIFE_S
+    assert sched.cpu_use("heavy") < 0.001
+    sched.charge("heavy", 0.8)
+    assert not sched.heavy("heavy")
+    sched.acquire("heavy")
+    sched.acquire("heavy")  # both turns at once
+    assert sched.running() == 2
+    sched.release("heavy")
+    sched.release("heavy")
+
+
+def test_turns_charge_the_cpu_they_used_to_their_principal() -> None:
+    sched = FairScheduler(2, bulk_nice=0)
+    with sched.turn("a"):
+        start = time.thread_time()
+        while time.thread_time() - start < 0.01:  # 10 ms of CPU inside the turn
+            pass
+    assert sched.cpu_use("a") >= 0.009
+    assert sched.cpu_use("b") == 0.0
+
+
+@pytest.mark.skipif(not THREAD_NICE, reason="per-thread nice values are a Linux feature")
+def test_bulk_work_on_its_own_threads_is_charged_to_its_principal() -> None:
+    def items() -> Iterator[int]:
+        for i in range(2):
+            start = time.thread_time()
+            while time.thread_time() - start < 0.01:
+                pass
+            yield i
+
+    sched = FairScheduler(2, bulk_nice=5)
+    try:
+        assert list(scheduled(sched, "a", items())) == [0, 1]
+    finally:
+        sched.close()
+    assert sched.cpu_use("a") >= 0.018  # the first batch in the caller's turn, the second on a bulk thread
+
+
+def test_a_grant_wakes_only_the_waiter_it_goes_to(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Dozens of streams waiting for bulk turns each woke (and took the GIL) at every grant when
+    # all waited on one condition; now each grant wakes one thread.
+    wakeups = [0]
+    real = threading.Condition
+    mine: list[object] = []  # conditions made by the scheduler (not by Thread.start's events)
+
+    class Counting(real):  # type: ignore[valid-type,misc]
+        def wait(self, timeout: float | None = None) -> bool:
+            woken = super().wait(timeout)
+            if woken and self in mine:
+                wakeups[0] += 1
+            return woken
+
+    def make(lock: object = None) -> Counting:
+        cond = Counting(lock)  # type: ignore[arg-type]
+        if lock is not None and lock is getattr(sched, "_lock", None):
+            mine.append(cond)
+        return cond
+
+    sched = FairScheduler(1, bulk_nice=0)
+    monkeypatch.setattr(threading, "Condition", make)
+    sched.acquire("x")
+    arrivals = [(f"w{i}", f"p{i}") for i in range(10)]
+    order = _grant_order(sched, arrivals, release=["x"])
+    assert sorted(order) == sorted(tag for tag, _ in arrivals)
+    assert wakeups[0] == len(arrivals)  # one per grant (one condition for all: 10 + 9 + ... + 1)

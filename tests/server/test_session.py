@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 from pathlib import Path
 
@@ -92,3 +93,20 @@ def test_build_server_shutdown_stops_every_engine_thread(tmp_path: Path) -> None
     assert [n for n in _new_threads(before) if n.startswith("lance-")] == []
     assert not [n for n in engine_threads() if n in _new_threads(before)]
     assert lance_format.dataset(str(tmp_path / "root" / "ds")).count_rows() == 1000
+
+
+@pytest.mark.parametrize("ms", [0.7, 0.0])
+def test_build_server_sets_the_gil_switch_interval(tmp_path: Path, ms: float) -> None:
+    """Every serving process (build_server runs in the single server and in each worker) hands the
+    GIL over every ``limits.gilSwitchMs``; 0 leaves the interval the process had."""
+    old = sys.getswitchinterval()
+    try:
+        sys.setswitchinterval(0.004)
+        settings = ServerSettings(root=str(tmp_path / "root"), port=0, metrics_port=-1, gil_switch_ms=ms)
+        server = build_server(settings, 0, (), None)
+        try:
+            assert sys.getswitchinterval() == pytest.approx(ms / 1000 if ms else 0.004)
+        finally:
+            server.shutdown()
+    finally:
+        sys.setswitchinterval(old)
