@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -9,6 +10,10 @@ from concurrent.futures import ThreadPoolExecutor
 from lance_format.core.errors import SessionClosedError
 
 __all__ = ["LazyPool"]
+
+#: How long :meth:`LazyPool.start` waits for all of a pool's threads to be up. Starting a thread
+#: takes well under a millisecond; the bound only keeps a starved machine from hanging start-up.
+_START_TIMEOUT_S = 10.0
 
 
 class LazyPool:
@@ -43,6 +48,25 @@ class LazyPool:
             if self._pool is None:
                 self._pool = self._make(self.workers, self.prefix)
             return self._pool
+
+    def start(self) -> None:
+        """Start every thread of the pool now, from the calling thread.
+
+        A thread inherits scheduling attributes (on Linux its nice value) from the thread that
+        starts it, and a pool starts its threads on first use, from whichever thread submits: a
+        server that runs some work at a lower priority starts the pools first, so no engine thread
+        inherits that priority and keeps it for every later call.
+        """
+        pool = self()
+        barrier = threading.Barrier(self.workers)
+
+        def hold() -> None:
+            # Held until all are in: a held thread is not idle, so each submit starts a new one.
+            with contextlib.suppress(threading.BrokenBarrierError):
+                barrier.wait(_START_TIMEOUT_S)
+
+        for future in [pool.submit(hold) for _ in range(self.workers)]:
+            future.result()
 
     def resize(self, workers: int) -> None:
         """Use ``workers`` threads from now on (a running pool finishes its tasks and goes)."""

@@ -178,6 +178,18 @@ class Session:
         """Threads of scan read-ahead and per-fragment takes (refused once closed)."""
         return self._datasets()
 
+    def start_threads(self) -> None:
+        """Start all of this session's threads now, from the calling thread.
+
+        Pools otherwise start threads on first use, from the thread that submits, and a thread
+        inherits that thread's scheduling attributes (on Linux its nice value). A server that runs
+        bulk work on lower-priority threads calls this first, so no engine thread keeps a bulk
+        thread's priority for the small calls it serves later.
+        """
+        self._check_open()
+        self.runtime.start_threads()
+        self._datasets.start()
+
     @property
     def closed(self) -> bool:
         """Whether :meth:`close` was called on this (explicit) session."""

@@ -149,6 +149,13 @@ class IORuntime:
             pool.close()
         self.clients.clear()
 
+    def start_threads(self) -> None:
+        """Start every thread of this runtime now, from the calling thread (see
+        :meth:`~lance_format.core.concurrency.LazyPool.start`)."""
+        self.scheduler.start_threads()
+        for pool in self.pools:
+            pool.start()
+
     def stop_threads(self) -> None:
         """Stop every thread of this runtime, waiting for their tasks, but keep it usable: the
         next use starts threads again (the process-wide runtime, when a server stops)."""

@@ -182,14 +182,25 @@ class _Workers:
                 raise SessionClosedError("the I/O scheduler was closed with its session")
             heapq.heappush(self._heap, (priority, next(self._seq), fn))
             if self._idle == 0 and self._started < self.threads:
-                self._started += 1
-                thread = threading.Thread(
-                    target=self._run, args=(self._generation,), name=f"lance-io-{self._started}", daemon=True
-                )
-                self._threads.append(thread)
-                thread.start()
+                self._start_one()
             else:
                 self._cv.notify()
+
+    def start_all(self) -> None:
+        """Start every worker thread now, from the calling thread (see :meth:`IOScheduler.start_threads`)."""
+        with self._cv:
+            if self.closed:
+                raise SessionClosedError("the I/O scheduler was closed with its session")
+            while self._started < self.threads:
+                self._start_one()
+
+    def _start_one(self) -> None:  # lock held
+        self._started += 1
+        thread = threading.Thread(
+            target=self._run, args=(self._generation,), name=f"lance-io-{self._started}", daemon=True
+        )
+        self._threads.append(thread)
+        thread.start()
 
     def _run(self, generation: int) -> None:
         while True:
@@ -268,6 +279,11 @@ class IOScheduler:
         """Keep ``parallelism`` requests in flight from now on."""
         self.gate.resize(parallelism)
         self._workers.threads = parallelism
+
+    def start_threads(self) -> None:
+        """Start all worker threads now, from the calling thread: they inherit its scheduling
+        attributes (the Linux nice value), not those of whichever thread sends the first requests."""
+        self._workers.start_all()
 
     def stop_threads(self) -> None:
         """Stop the worker threads (after the requests queued) but keep serving: the next request

@@ -184,3 +184,43 @@ def test_s3_clients_belong_to_the_session() -> None:
         one.close()
         two.close()
     assert len(one.runtime.clients) == 0
+
+
+def _nice() -> int:
+    return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice values are Linux's")
+def test_started_threads_keep_the_starters_priority_not_a_later_submitters() -> None:
+    # A thread inherits its starter's nice value. Without start_threads, the first submit from a
+    # lower-priority (bulk) thread starts the pools' threads at that priority for good.
+    base = _nice()
+
+    def nices_seen(session: Session) -> set[int]:
+        seen: set[int] = set()
+        barrier = threading.Barrier(session.config.decode_threads)
+
+        def record() -> None:
+            seen.add(_nice())
+            barrier.wait(10)
+
+        def from_a_niced_thread() -> None:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), min(19, base + 5))
+            futures = [session.decode_pool().submit(record) for _ in range(session.config.decode_threads)]
+            futures.append(session.dataset_pool().submit(lambda: seen.add(_nice())))
+            got: list[int] = []
+            session.runtime.scheduler.submit(lambda: got.append(_nice())).result()
+            seen.update(got)
+            for future in futures:
+                future.result()
+
+        niced = threading.Thread(target=from_a_niced_thread)
+        niced.start()
+        niced.join()
+        return seen
+
+    with Session() as lazy:
+        assert nices_seen(lazy) == {min(19, base + 5)}  # the defect start_threads prevents
+    with Session() as started:
+        started.start_threads()
+        assert nices_seen(started) == {base}

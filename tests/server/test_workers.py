@@ -267,3 +267,30 @@ def test_probes_answer_while_kernels_compile_and_readiness_waits_for_them(
         release.set()
         stop.set()
         thread.join(30)
+
+
+def test_a_server_process_freezes_its_start_up_heap_once_its_kernels_are_in(tmp_path: Path) -> None:
+    """A full collection walks every tracked object (60-100 ms at start-up's ~150k): the serving
+    process freezes what start-up left before it reports ready; an in-process serve (given a stop
+    event, its host's heap) does not."""
+    import subprocess
+    import sys
+
+    code = (
+        "import gc, os, signal, threading\n"
+        "from flight_server.settings import ServerSettings\n"
+        "from flight_server.workers import serve\n"
+        f"s = ServerSettings(root={str(tmp_path)!r}, port=0, metrics_port=-1)\n"
+        "hosted = threading.Event()\n"
+        "serve(s, stop=hosted, on_ready=lambda info: hosted.set())\n"
+        "print('hosted', gc.get_freeze_count(), flush=True)\n"
+        "def ready(info):\n"
+        "    print('owned', gc.get_freeze_count(), flush=True)\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "raise SystemExit(serve(s, on_ready=ready))\n"
+    )
+    argv = [sys.executable, "-c", code]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=True)
+    counts = dict(line.split() for line in out.stdout.splitlines())
+    assert int(counts["hosted"]) == 0, out.stderr
+    assert int(counts["owned"]) > 10_000, out.stderr
