@@ -27,7 +27,7 @@ from lance_format.encodings.base import (
 from lance_format.file import _serde
 from lance_format.file.format import FOOTER_LEN, Footer, LanceFileVersion, parse_footer, parse_offset_table
 from lance_format.io.cache import ReadPolicy
-from lance_format.io.planner import SCAN_PLAN
+from lance_format.io.planner import scan_limits
 from lance_format.io.prefetch import FilePrefetch, ScanScope, current_scan_scope, scan_scope
 from lance_format.io.reader import IOStats, RangeReader
 from lance_format.io.store import ObjectStore, split_uri, store_for_uri
@@ -556,7 +556,7 @@ class LanceFileReader:
                         (o, n, r0, r1, c) for o, n in zip(page.buffer_offsets, page.buffer_sizes, strict=True)
                     ]
             window = scope.window or io.store.runtime.config.scan_prefetch_bytes
-            return FilePrefetch(io, regions, SCAN_PLAN, window)
+            return FilePrefetch(io, regions, scan_limits(io.store.plan_limits), window)
 
         # One per file: the first view's columns (a scan's later chunks may decode fewer fields when
         # the decoded-block cache holds some; their reads are then served, never fetched twice).

@@ -20,13 +20,13 @@ __all__ = [
     "OBJECT_STORE_PLAN",
     "OBJECT_STORE_REQUEST_COST_S",
     "OBJECT_STORE_STREAM_BYTES_PER_S",
-    "SCAN_PLAN",
     "SCAN_REQUEST_BYTES",
     "PlanLimits",
     "Request",
     "merge_gap",
     "object_store_limits",
     "plan_requests",
+    "scan_limits",
 ]
 
 
@@ -110,9 +110,12 @@ OBJECT_STORE_PLAN = object_store_limits(EngineConfig.object_store_latency_us, En
 #: interleaved), and a decoder's read crosses a part boundary (one copy) half as often.
 SCAN_REQUEST_BYTES = 16 * 1024 * 1024
 
-#: Planning of a scan's read-ahead on object stores: page runs merged as for takes, cut at
-#: :data:`SCAN_REQUEST_BYTES`.
-SCAN_PLAN = PlanLimits(max_gap=OBJECT_STORE_PLAN.max_gap, max_request=SCAN_REQUEST_BYTES)
+
+def scan_limits(take: PlanLimits) -> PlanLimits:
+    """Planning of a scan's read-ahead on an object store whose takes plan with ``take`` (its
+    session's merge gap, :attr:`~lance_format.io.store.ObjectStore.plan_limits`): page runs merged
+    as for takes, cut at :data:`SCAN_REQUEST_BYTES`."""
+    return PlanLimits(max_gap=take.max_gap, max_request=SCAN_REQUEST_BYTES)
 
 
 @dataclass(frozen=True)

@@ -314,3 +314,32 @@ def test_views_of_one_file_in_a_scan_share_its_prefetch(tmp_path: Path) -> None:
         assert got.equals(t.select(view.schema.names).slice(k * step, step))
     reads = sorted((c.start, c.end) for c in store.calls if c.op == "read_range")
     assert all(b[0] >= a[1] for a, b in itertools.pairwise(reads))
+
+
+@pytest.mark.s3
+def test_scan_read_ahead_plans_with_its_sessions_merge_gap(
+    s3_uri: str, s3_server: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A scan's read-ahead merges page runs with the merge gap of its store's session (as its takes
+    do), not the defaults' 64 KiB: a session expecting 100 ms first-byte latency plans 256 KiB."""
+    import lance_format.file.reader as file_reader
+
+    seen: list[PlanLimits] = []
+    real = file_reader.FilePrefetch
+
+    def spy(
+        io: RangeReader, regions: list[tuple[int, int, int, int, int]], limits: PlanLimits, window: int
+    ) -> FilePrefetch:
+        seen.append(limits)
+        return real(io, regions, limits, window)
+
+    monkeypatch.setattr(file_reader, "FilePrefetch", spy)
+    opts = s3_server.storage_options  # type: ignore[attr-defined]
+    t = table(50_000)
+    lance_format.write_dataset(t, s3_uri, storage_options=opts)
+    slow = Session(page_cache_bytes=0, decoded_cache_bytes=0, object_store_latency_us=100_000)
+    ds = lance_format.dataset(s3_uri, storage_options=opts, session=slow)
+    assert ds.to_table(columns=["x"]).equals(t.select(["x"]))
+    assert seen
+    assert {limits.max_gap for limits in seen} == {256 * 1024}
+    assert {limits.max_request for limits in seen} == {SCAN_REQUEST_BYTES}
