@@ -46,9 +46,11 @@ PAGE_CACHE_MAX_READ_BYTES = 8 * 1024 * 1024
 #: each (one gate permit per wave), instead of one request per hand-off to our threads. Rust's
 #: ``object_store`` runs at most 10 ranges of one call at a time, so a longer wave would queue its
 #: GETs behind each other (a round trip each on real S3); a read of more requests issues several
-#: waves side by side on the scheduler's threads. Measured through obstore on loopback SeaweedFS
-#: (182 ranged GETs of 35 KB): ~350 us of client CPU per GET issued one per call from threads,
-#: ~150-200 us per GET in waves of 8-10 (the per-call cost of the sync API is shared).
+#: waves side by side, all awaited on the reading thread (the store's async calls; waves on the
+#: scheduler's threads where it has none). Measured through obstore on loopback SeaweedFS (182
+#: ranged GETs of 35 KB): ~350 us of client CPU per GET issued one per call from threads,
+#: ~150-200 us per GET in waves of 8-10 (the per-call cost is shared), and one async call per GET
+#: cost ~2x the CPU of async waves (a wake-up of the reading thread per response).
 TOGETHER_MAX_REQUESTS = 10
 
 # Up to this many ranges, block bookkeeping runs in plain Python (numpy's per-call cost dominates).
@@ -175,21 +177,24 @@ class RangeReader:
 
     def _fetch_waves(self, requests: list[Request]) -> list[memoryview] | None:
         """Many ``requests`` as waves of near-equal size (at most :data:`TOGETHER_MAX_REQUESTS`,
-        contiguous in offset order), each one concurrent client call, the waves side by side on
-        the scheduler's threads (the caller's among them) within the store's bound on requests in
-        flight; ``None`` when the store has no such call (then each request goes alone)."""
+        contiguous in offset order), each one concurrent client call, the waves side by side
+        within the store's bound on requests in flight: awaited together on the calling thread
+        where the store can (:meth:`_waves_from_here`), else on the scheduler's threads (the
+        caller's among them); ``None`` when the store has no such call (then each request goes
+        alone)."""
         n = len(requests)
         count = -(-n // TOGETHER_MAX_REQUESTS)
         bounds = [(n * i) // count for i in range(count + 1)]
         waves = [requests[a:b] for a, b in itertools.pairwise(bounds)]
         store, key = self.store, self.key
+        bound = max(1, store.requests_in_flight // TOGETHER_MAX_REQUESTS)
+        got = self._waves_from_here(waves, bound)
+        if got is None:
 
-        def wave(part: list[Request]) -> list[memoryview] | None:
-            return store.read_spans_together(key, [(r.start, r.end) for r in part])
+            def wave(part: list[Request]) -> list[memoryview] | None:
+                return store.read_spans_together(key, [(r.start, r.end) for r in part])
 
-        got = store.runtime.scheduler.run(
-            wave, waves, parallel=True, max_parallel=max(1, store.requests_in_flight // TOGETHER_MAX_REQUESTS)
-        )
+            got = store.runtime.scheduler.run(wave, waves, parallel=True, max_parallel=bound)
         if all(datas is None for datas in got):
             return None
         out: list[memoryview] = []
@@ -201,6 +206,23 @@ class RangeReader:
                 out[i] = self._fetch(req)  # again alone: raises the truncation error if short
         self._count(n, sum(r.length for r in requests))
         return out
+
+    def _waves_from_here(
+        self, waves: list[list[Request]], bound: int
+    ) -> list[list[memoryview] | None] | None:
+        """``waves`` side by side from the calling thread (the store's
+        :meth:`~lance_format.io.store.ObjectStore.read_span_waves`), one gate permit per wave in
+        flight: one waited for, up to ``bound - 1`` more taken only if free at once (waiting for
+        more while holding one could deadlock two readers); ``None`` when the store cannot."""
+        gate = self.store.runtime.scheduler.gate
+        spans = [[(r.start, r.end) for r in part] for part in waves]
+        with gate.hold():
+            extra = gate.try_acquire(min(bound, len(waves)) - 1)
+            try:
+                return self.store.read_span_waves(self.key, spans, 1 + extra)
+            finally:
+                for _ in range(extra):
+                    gate.release()
 
     def _fetch_together(self, requests: list[Request]) -> list[memoryview] | None:
         """``requests`` in one concurrent call of the store's client (see

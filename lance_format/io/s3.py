@@ -18,10 +18,12 @@ owns them, so every attempt is counted and permanent errors surface at once.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import os
 import re
+import threading
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
@@ -232,13 +234,49 @@ def _translate(exc: BaseException) -> BaseException:
     return S3RequestError(_short(exc), None, False)
 
 
+def _translated(exc: Exception) -> Exception:
+    """obstore's exceptions translated (:func:`_translate`), any other as it is."""
+    return cast(Exception, _translate(exc)) if type(exc).__module__.startswith("obstore") else exc
+
+
 def _call(fn: Any, *args: Any, **kwargs: Any) -> Any:
     try:
         return fn(*args, **kwargs)
     except Exception as e:
-        if type(e).__module__.startswith("obstore"):
-            raise _translate(e) from None
-        raise
+        translated = _translated(e)
+        if translated is e:
+            raise
+        raise translated from None
+
+
+class _ThreadLoop:
+    """One thread's asyncio event loop for obstore's async calls, closed when the thread ends."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.loop = asyncio.new_event_loop()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.loop.close()
+
+
+_LOOPS = threading.local()
+
+
+def _thread_loop() -> asyncio.AbstractEventLoop | None:
+    """The calling thread's event loop for async client calls (made on first use, again in a
+    forked child); ``None`` when the thread runs an event loop of its own (it cannot block)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        return None
+    mine: _ThreadLoop | None = getattr(_LOOPS, "loop", None)
+    if mine is None or mine.pid != os.getpid():
+        mine = _LOOPS.loop = _ThreadLoop()
+    return mine.loop
 
 
 class _Exists(Exception):
@@ -363,9 +401,56 @@ class S3Store(LevelListingStore):
         # obstore runs the GETs concurrently in Rust with the GIL released: no hand-offs to
         # Python threads (a one-row take of 4 columns: ~half the CPU of 4 threaded GETs).
         # coalesce=0: the planner already merged what is worth merging; each span stays one GET.
+        return self._spans_with_retries(key, spans, None)
+
+    def read_span_waves(
+        self, key: str, waves: Sequence[Sequence[tuple[int, int]]], in_flight: int
+    ) -> list[list[memoryview] | None] | None:
+        # Each wave is one call of obstore's async API awaited on this thread's event loop: the
+        # GETs run on obstore's Rust runtime and only a finished wave wakes this thread. Waves
+        # issued from our own threads through the blocking API cost two thread hand-offs each
+        # and a wake-up of the blocked thread per response (a cold take of 100 rows, 182 GETs:
+        # 1.32-1.37x pylance's CPU that way, 1.09-1.25x this way). A failed wave's first attempt
+        # goes on through the blocking call's retries.
+        loop = _thread_loop()
+        if loop is None:
+            return None
         import obstore
 
+        client, path = self._client, self._key(key)
+
+        async def wave(spans: Sequence[tuple[int, int]], slots: asyncio.Semaphore) -> Any:
+            async with slots:
+                try:
+                    parts = await obstore.get_ranges_async(
+                        client, path, starts=[s for s, _ in spans], ends=[e for _, e in spans], coalesce=0
+                    )
+                except Exception as e:
+                    return e
+            return [memoryview(p) for p in parts]  # the responses' own buffers: no copy
+
+        async def every() -> list[Any]:
+            slots = asyncio.Semaphore(max(1, in_flight))
+            return await asyncio.gather(*(wave(spans, slots) for spans in waves))
+
+        got = loop.run_until_complete(every())
+        return [
+            self._spans_with_retries(key, spans, out) if isinstance(out, Exception) else out
+            for spans, out in zip(waves, got, strict=True)
+        ]
+
+    def _spans_with_retries(
+        self, key: str, spans: Sequence[tuple[int, int]], failed: Exception | None
+    ) -> list[memoryview] | None:
+        """:meth:`read_spans_together` through the blocking call and our retries; ``failed``: the
+        error of a first attempt made elsewhere (the async call), which counts as attempt one."""
+        import obstore
+
+        first = [failed] if failed is not None else []
+
         def get() -> list[memoryview]:
+            if first:
+                raise _translated(first.pop())
             parts = _call(
                 obstore.get_ranges,
                 self._client,

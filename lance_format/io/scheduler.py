@@ -125,6 +125,21 @@ class PriorityGate:
             heapq.heappush(self._waiters, (priority, next(self._seq), ev))
         ev.wait()  # the releaser handed its permit to us
 
+    def try_acquire(self, permits: int) -> int:
+        """Take up to ``permits`` free permits without waiting (none while others wait: they go
+        first); how many were taken. Each is given back with :meth:`release`.
+
+        A caller holding a permit already takes more this way, never by waiting: two callers
+        each holding some and waiting for more could wait on each other forever.
+        """
+        with self._lock:
+            if self._waiters or permits <= 0:
+                return 0
+            taken = min(permits, self._free)
+            self._free -= taken
+            self.max_in_flight = max(self.max_in_flight, self.permits - self._free)
+            return taken
+
     def release(self) -> None:
         with self._lock:
             if self._waiters:

@@ -89,6 +89,16 @@ class ObjectStore(ABC):
         (the caller then issues them on its own threads)."""
         return None
 
+    def read_span_waves(
+        self, key: str, waves: Sequence[Sequence[tuple[int, int]]], in_flight: int
+    ) -> list[list[memoryview] | None] | None:
+        """Waves of disjoint ``(start, end)`` spans of one object, each wave fetched as
+        :meth:`read_spans_together` fetches it, at most ``in_flight`` waves at once, all driven
+        from the calling thread (no hand-offs to other Python threads); per wave its buffers in
+        order, or ``None`` when one of its spans lies past the end of the object. ``None`` when
+        this store cannot (the caller then issues the waves on its own threads)."""
+        return None
+
     def read_range_into(self, key: str, start: int, out: memoryview) -> int:
         """Fill ``out`` with the bytes at ``start``; returns how many were read (fewer only at
         the end of the object). Stores override it to read straight into ``out`` (no copy)."""

@@ -45,6 +45,31 @@ def test_gate_admits_waiters_lowest_priority_first() -> None:
     assert order == [1, 3, 5, 7, 9]
 
 
+def test_try_acquire_takes_only_free_permits_and_never_jumps_waiters() -> None:
+    # A reader holding one permit takes more for its waves only when free at once; with others
+    # waiting it takes none (they go first), so holders never wait on each other.
+    gate = PriorityGate(4)
+    gate.acquire()
+    assert gate.try_acquire(5) == 3
+    assert (gate.in_flight, gate.max_in_flight) == (4, 4)
+    assert gate.try_acquire(1) == 0
+    for _ in range(3):
+        gate.release()
+    waiting = threading.Thread(target=gate.acquire)
+    gate.acquire()
+    gate.acquire()
+    gate.acquire()  # all four held
+    waiting.start()
+    deadline = time.monotonic() + 5
+    while not gate._waiters and time.monotonic() < deadline:
+        time.sleep(0.005)
+    gate.release()  # the permit passes to the waiter
+    waiting.join(5)
+    gate.release()  # one free permit, no waiter left
+    assert gate.try_acquire(2) == 1
+    assert gate.try_acquire(0) == 0
+
+
 def test_run_requests_bounds_requests_in_flight() -> None:
     gate = PriorityGate(3)
     live = [0]
