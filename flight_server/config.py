@@ -421,6 +421,14 @@ OPTIONS: tuple[Option, ...] = (
         "nice value added to the threads running long streams' later batches (0 = same priority)",
     ),
     Option(
+        "malloc_arenas",
+        "limits.mallocArenas",
+        "--malloc-arenas",
+        ("LANCE_FLIGHT_MALLOC_ARENAS",),
+        _int_in(0, 1024),
+        "arenas the serving processes' C heap (glibc malloc) may use (0 = glibc's default)",
+    ),
+    Option(
         "plan_cache_bytes",
         "cache.planBytes",
         "--plan-cache-bytes",
@@ -533,6 +541,7 @@ _METAVARS = {
     "work_slots": "N",
     "gil_switch_ms": "MS",
     "bulk_nice": "N",
+    "malloc_arenas": "N",
     "oversize_strikes": "N",
     "oversize_window_seconds": "SECONDS",
     "oversize_first_backoff_seconds": "SECONDS",

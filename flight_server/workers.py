@@ -38,6 +38,7 @@ import pyarrow.flight as flight
 
 from flight_server.auth import Authenticator, AuthMiddlewareFactory, HandshakeAuthHandler, new_session_key
 from flight_server.fairness import set_gil_switch
+from flight_server.heap import limit_arenas
 from flight_server.logging import RequestLogMiddlewareFactory, configure_logging, log_refused
 from flight_server.metrics import Metrics, ProcessTreeCollector
 from flight_server.penalties import OversizePenalties
@@ -257,6 +258,9 @@ def serve(
         os.makedirs(settings.root.removeprefix("file://"), exist_ok=True)
     # Without a stop event this process is the server (the signals are ours): its heap may be frozen.
     owns_process = stop is None
+    if owns_process:
+        # Before the server's threads start: each would otherwise take an arena of its own.
+        limit_arenas(settings.malloc_arenas)
     if stop is None:
         stop = threading.Event()
         _install_stop_signals(stop)
@@ -405,6 +409,7 @@ class _WorkerSpec:
 def _worker_main(spec: _WorkerSpec, events: Any) -> None:
     """Entry point of a worker process (spawned: a fresh interpreter)."""
     s = spec.settings
+    limit_arenas(s.malloc_arenas)  # a worker is a serving process of its own (flight_server.heap)
     configure_logging(s.log_level, s.log_format)
     stop = threading.Event()
     _install_stop_signals(stop)

@@ -20,6 +20,7 @@ import pyarrow as pa
 from flight_server.catalog import Catalog
 from flight_server.handlers.filters import resolve_filter
 from flight_server.handlers.put import same_schema
+from flight_server.heap import heap_stats
 from flight_server.requests import ActionRequest, ActionResult, TagEntry, VersionEntry
 from lance_format import LanceDataset, write_dataset
 from lance_format.core.errors import (
@@ -341,10 +342,11 @@ def _cache_stats(catalog: Catalog, req: ActionRequest) -> ActionResult:
 
 
 def _memory(catalog: Catalog) -> dict[str, int]:
-    """What holds this process's memory besides the caches: its resident size, Arrow's allocator
-    and the registries a client's names fill (each bounded; docs/configuration.md lists them)."""
+    """What holds this process's memory besides the caches: its resident size, Arrow's allocator,
+    the C heap (live and kept free bytes, arenas: allocator slack shows there) and the registries a
+    client's names fill (each bounded; docs/configuration.md lists them)."""
     pool = pa.default_memory_pool()
-    return {
+    out = {
         "memory_rss_bytes": resident_bytes(),
         "memory_arrow_bytes": int(pool.bytes_allocated()),
         "memory_arrow_peak_bytes": int(pool.max_memory() or 0),
@@ -352,6 +354,14 @@ def _memory(catalog: Catalog) -> dict[str, int]:
         "memory_object_stores": catalog.session.store_count,
         "memory_open_files": len(DESCRIPTORS),
     }
+    heap = heap_stats()
+    if heap is not None:  # glibc: the C heap's live bytes, its kept free bytes and its arenas
+        out |= {
+            "memory_heap_bytes": heap.in_use,
+            "memory_heap_free_bytes": heap.free,
+            "memory_heap_arenas": heap.arenas,
+        }
+    return out
 
 
 def resident_bytes() -> int:

@@ -19,7 +19,26 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["array_has", "call", "case_map", "cast", "list_equal", "list_get"]
+from lance_format.core.errors import InvalidInputError
+
+__all__ = [
+    "MAX_SIGNATURES",
+    "array_has",
+    "call",
+    "case_map",
+    "cast",
+    "list_equal",
+    "list_get",
+    "signature_count",
+]
+
+#: Distinct signatures registered per process at most. pyarrow's function registry is global and
+#: has no way to unregister, and the signatures come from what clients send (a list column's type
+#: names its item field, a struct its fields, a fixed-size list its size: any dataset a client
+#: writes adds new ones), ~1.6 KiB each (measured: 5,000 list types, +8 MiB resident). 4,096 of
+#: them is ~6.5 MiB, far more than a deployment's schemas use; past it a filter needing a new one
+#: is refused instead of the process growing for as long as clients invent types.
+MAX_SIGNATURES = 4096
 
 _lock = threading.Lock()
 _registered: set[str] = set()
@@ -28,9 +47,20 @@ _registered: set[str] = set()
 def _register(
     name: str, func: Callable[..., Any], in_types: dict[str, pa.DataType], out_type: pa.DataType
 ) -> str:
-    """Register ``func`` under ``name`` once per process; returns the name."""
+    """Register ``func`` under ``name`` once per process; returns the name.
+
+    Raises
+    ------
+    InvalidInputError
+        ``name`` is new and :data:`MAX_SIGNATURES` are registered already.
+    """
     with _lock:
         if name not in _registered:
+            if len(_registered) >= MAX_SIGNATURES:
+                raise InvalidInputError(
+                    f"too many distinct column types in filters of this process ({MAX_SIGNATURES} "
+                    "signatures of list and cast functions); this filter needs another"
+                )
             # ArrowKeyError: registered by an earlier import of this module (the registry is global).
             with contextlib.suppress(pa.ArrowKeyError):
                 pc.register_scalar_function(
@@ -38,6 +68,12 @@ def _register(
                 )
             _registered.add(name)
     return name
+
+
+def signature_count() -> int:
+    """Signatures registered by this process so far (at most :data:`MAX_SIGNATURES`)."""
+    with _lock:
+        return len(_registered)
 
 
 def call(name: str, args: list[pc.Expression]) -> pc.Expression:

@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import gc
 import tracemalloc
+import uuid
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
 
 import lance_format
+from lance_format.core.errors import InvalidInputError
+from lance_format.dataset import udfs
 from lance_format.dataset.cache import cached_manifest
 from lance_format.dataset.fragment import ReaderCache
 from lance_format.dataset.session import STORE_REGISTRY_ENTRIES, Session
@@ -121,3 +126,25 @@ def test_writer_schema_plans_describe_at_most_their_bound_of_columns() -> None:
         schema = pa.schema([(f"c{k}_{i}", pa.int32()) for i in range(3000)])
         writer._schema_plan(schema, LanceFileVersion.V2_1)
     assert sum(len(p.column_encodings) for p in writer._PLANS.values()) <= writer.PLAN_COLUMNS_MAX
+
+
+def test_filter_function_signatures_from_client_types_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``array_has`` and the list and cast functions register a pyarrow UDF per input type, in a
+    registry that never forgets; a list type names its item field, so every dataset a client
+    writes with a new field name added one for good (~1.6 KiB each). A process registers at most
+    MAX_SIGNATURES; a filter that needs one more is refused, the known ones keep working."""
+    room = 20
+    cap = udfs.signature_count() + room
+    monkeypatch.setattr(udfs, "MAX_SIGNATURES", cap)
+    tag = uuid.uuid4().hex[:8]
+    types = [pa.list_(pa.field(f"f{tag}_{i}", pa.int32())) for i in range(room + 5)]
+    for lt in types[:room]:
+        udfs.array_has(lt, pa.int32())
+    for lt in types[room:]:
+        with pytest.raises(InvalidInputError, match="too many distinct column types"):
+            udfs.array_has(lt, pa.int32())
+    assert udfs.signature_count() == cap
+    name = udfs.array_has(types[0], pa.int32())  # already registered: still served
+    lists = pa.array([[1, 2], [3]], types[0])
+    result = pc.call_function(name, [lists, pa.scalar(3, pa.int32())])
+    assert result.to_pylist() == [False, True]

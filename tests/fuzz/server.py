@@ -227,6 +227,8 @@ _MEMORY_FIELDS = (
     ("plan", "plan_bytes"),
     ("arrow", "memory_arrow_bytes"),
     ("arrow_peak", "memory_arrow_peak_bytes"),
+    ("heap", "memory_heap_bytes"),
+    ("heap_free", "memory_heap_free_bytes"),
 )
 
 
@@ -244,6 +246,7 @@ def memory_report(location: str) -> str:
         f"handles={stats.get('memory_dataset_handles', 0)}",
         f"stores={stats.get('memory_object_stores', 0)}",
         f"files={stats.get('memory_open_files', 0)}",
+        f"arenas={stats.get('memory_heap_arenas', 0)}",
     ]
     return "memory: " + " ".join(parts)
 
