@@ -27,10 +27,11 @@ __all__ = ["FragmentReader", "ReaderCache"]
 #: Bytes charged per cached open file beyond its column metadata (footer, schema, Python objects).
 _READER_OVERHEAD_BYTES = 16 * 1024
 #: Bytes charged per byte of a file's column metadata: parsed into Python objects (a ColumnInfo,
-#: PageInfo and encoding dataclasses per column and page) it takes 8.6-12x its protobuf size
-#: (measured with tracemalloc: 300 one-page columns 11.9x, 1,564 pages of 4 columns 9.1x). Charging
-#: the protobuf size alone let a 32 MiB metadata cache hold ~400 MiB of open wide files.
-READER_CHARGE_FACTOR = 12
+#: PageInfo and encoding dataclasses per column and page) it takes 5-14.5x its protobuf size
+#: (measured with tracemalloc: 300 one-page columns 11.9x in session 8, 14.5x with the memoized
+#: Arrow field per column and pyarrow 26 / numpy 2.4; 1,564 pages of 4 columns 9.1x, now 5.2x).
+#: Charging the protobuf size alone let a 32 MiB metadata cache hold ~400 MiB of open wide files.
+READER_CHARGE_FACTOR = 16
 #: Projection plans kept per fragment reader: clients use a handful of column lists; the bound
 #: keeps a client that sends endless distinct projections from growing a handle without limit.
 _MAX_PLANS = 64
