@@ -1,9 +1,12 @@
-"""Resolving "latest" on object-store roots: reused for ``cache.latestVersionSeconds``, renewed at
-once after a write through the same process."""
+"""Resolving "latest": on object-store roots reused for ``cache.latestVersionSeconds``, on local
+roots while ``_versions/`` has the same stat; renewed at once after a write through the same
+process."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import time
 import uuid
 from dataclasses import replace
 from pathlib import Path
@@ -46,10 +49,63 @@ def test_latest_is_reused_within_the_interval(monkeypatch: pytest.MonkeyPatch) -
     assert cat.open("ds").version == 3
 
 
-def test_local_roots_and_zero_always_list(tmp_path: Path) -> None:
+def test_zero_always_lists_and_local_roots_go_by_the_versions_folder(tmp_path: Path) -> None:
     local = Catalog(str(tmp_path), latest_seconds=5.0)
-    assert local.latest_seconds == 0.0
-    assert Catalog(f"memory://x-{uuid.uuid4().hex}", latest_seconds=0).latest_seconds == 0.0
+    assert (local.latest_seconds, local.stat_latest) == (0.0, True)
+    assert Catalog(str(tmp_path), latest_seconds=0).stat_latest is False
+    memory = Catalog(f"memory://x-{uuid.uuid4().hex}", latest_seconds=0)
+    assert (memory.latest_seconds, memory.stat_latest) == (0.0, False)
+
+
+def _counting_listings(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    listings: list[int] = []
+    real = catalog_module.VersionInfo
+
+    def counting(store: object) -> object:
+        listings.append(1)
+        return real(store)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(catalog_module, "VersionInfo", counting)
+    return listings
+
+
+def _settle(folder: Path) -> None:
+    """Date ``folder``'s last change back beyond the settling time (as if written a while ago)."""
+    past = time.time_ns() - 2 * catalog_module.STAMP_SETTLE_NS
+    os.utime(folder, ns=(past, past))
+
+
+def test_local_latest_is_listed_again_only_when_the_versions_folder_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cat = Catalog(str(tmp_path), latest_seconds=1.0)
+    lance_format.write_dataset(DATA, str(tmp_path / "ds"))
+    _settle(tmp_path / "ds" / "_versions")
+    listings = _counting_listings(monkeypatch)
+    assert cat.open("ds").version == 1
+    assert [cat.open("ds").version for _ in range(5)] == [1] * 5
+    assert len(listings) == 1  # one listing, then a stat per call
+    lance_format.write_dataset(DATA, str(tmp_path / "ds"), mode="append")  # another process's commit
+    assert cat.open("ds").version == 2  # the folder changed: listed again, the new version seen
+    assert cat.open("ds").version == 2
+    assert len(listings) == 3  # changed within the settling time: each call lists until it settles
+    _settle(tmp_path / "ds" / "_versions")
+    assert [cat.open("ds").version for _ in range(3)] == [2] * 3
+    assert len(listings) == 4
+    shutil.rmtree(tmp_path / "ds")  # dropped and written again by another process
+    lance_format.write_dataset(DATA.slice(0, 3), str(tmp_path / "ds"))
+    assert cat.open("ds").count_rows() == 3
+
+
+def test_local_latest_lists_every_call_when_the_setting_is_zero(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cat = Catalog(str(tmp_path), latest_seconds=0.0)
+    lance_format.write_dataset(DATA, str(tmp_path / "ds"))
+    _settle(tmp_path / "ds" / "_versions")
+    listings = _counting_listings(monkeypatch)
+    assert [cat.open("ds").version for _ in range(3)] == [1] * 3
+    assert len(listings) == 3
 
 
 def test_server_reads_its_own_writes_and_lists_once_per_interval(monkeypatch: pytest.MonkeyPatch) -> None:
