@@ -103,7 +103,10 @@ def inline_bitpacked(bufs: Bufs, t: int, counts: I64) -> Fixed:
         raw = gather(bufs.blob, starts + wbytes, np.full(len(cnt), FL_BLOCK * w0 // 8, dtype=np.int64))
         grid = fastlanes_unpack(np.ascontiguousarray(raw).view(dt), w0, t, len(cnt))
         if len(cnt) == 1:
-            return Fixed(grid[0, : int(cnt[0])].view(np.uint8), t, total)
+            row = grid[0, : int(cnt[0])]
+            # A short row is copied: a view would keep the whole 1,024-value block alive under the
+            # smaller size the decoded-block cache charges (a fuzz run's small files held ~30 MiB).
+            return Fixed((row if len(row) == FL_BLOCK else row.copy()).view(np.uint8), t, total)
     else:
         grid = np.empty((len(cnt), FL_BLOCK), dtype=dt)
         for w in np.unique(widths).tolist():
