@@ -208,3 +208,16 @@ def test_repeated_takes_over_flight_copy_rows_from_decoded_blocks(tmp_path: Path
     finally:
         client.close()
         server.shutdown()
+
+
+def test_small_results_are_charged_what_they_hold() -> None:
+    """Each cached result is charged its Python and C++ objects, not only its data bytes: 10,000
+    distinct tickets with three-row results (24 bytes of data each) fit a 1 MiB cache before, at
+    ~2 KiB of resident memory each (~20 MiB held under a 1 MiB budget)."""
+    cache = BatchCache(1 << 20)
+    for i in range(10_000):
+        list(cache.recording(("k", i), _SCHEMA, _batches(1, rows=3)))
+    counters = cache.counters()
+    assert counters.bytes <= 1 << 20
+    assert counters.entries <= (1 << 20) // 1536  # >= 1 KiB a result + 512 bytes a column
+    assert cache.get(("k", 9_999)) is not None  # the newest are kept
