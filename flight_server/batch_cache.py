@@ -68,7 +68,7 @@ CHUNK_OVERHEAD_BYTES = 512
 
 def _batch_bytes(batch: pa.RecordBatch) -> int:
     # nbytes, not the total buffer size: batches sliced from one decoded chunk share its buffers.
-    return batch.nbytes + CHUNK_OVERHEAD_BYTES * batch.num_columns
+    return int(batch.nbytes) + CHUNK_OVERHEAD_BYTES * int(batch.num_columns)
 
 
 class BatchCache:
