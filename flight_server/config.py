@@ -413,14 +413,6 @@ OPTIONS: tuple[Option, ...] = (
         "milliseconds a thread holds the GIL before a waiting one may take it (0 = Python's default)",
     ),
     Option(
-        "pace_max_delay_ms",
-        "limits.paceMaxDelayMs",
-        "--pace-max-delay-ms",
-        ("LANCE_FLIGHT_PACE_MAX_DELAY_MS",),
-        _float_in(0.0, 1000.0),
-        "longest wait before a call of a principal above the active principals' mean CPU (0 = none)",
-    ),
-    Option(
         "bulk_nice",
         "limits.bulkNice",
         "--bulk-nice",
@@ -548,7 +540,6 @@ _METAVARS = {
     "max_endpoints": "N",
     "work_slots": "N",
     "gil_switch_ms": "MS",
-    "pace_max_delay_ms": "MS",
     "bulk_nice": "N",
     "malloc_arenas": "N",
     "oversize_strikes": "N",

@@ -39,7 +39,6 @@ from flight_server.handlers.put import write_request, write_stream
 from flight_server.handlers.scan import open_version, plan_scan, scan_stream
 from flight_server.handlers.take import take_batches
 from flight_server.json_bodies import decode_json_action, encode_json_result, is_json_body
-from flight_server.pacing import CallPacer
 from flight_server.penalties import OversizePenalties, peer_host
 from flight_server.plan_cache import MAX_KEY_BYTES, PLAN_MAX_AGE_SECONDS, PlanCache
 from flight_server.requests import ScanRequest, TakeRequest, WriteRequest
@@ -191,10 +190,6 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
         # refuses known principals early), else the service's own (anonymous callers, by host).
         penalties = getattr((middleware or {}).get("auth"), "penalties", None)
         self.penalties: OversizePenalties = penalties or OversizePenalties.of(settings)
-        # Whole calls' CPU per principal (charged by the "pace" middleware; without it nothing is
-        # charged and no call waits): a heavy principal's calls wait before they start.
-        pacer = getattr((middleware or {}).get("pace"), "pacer", None)
-        self.pacer: CallPacer = pacer or CallPacer(settings.pace_max_delay_ms / 1000.0)
         # The engine session build_server made from the settings and passed in (the default
         # session when a test builds the service by hand).
         self.session = session or Session.default()
@@ -269,15 +264,6 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
     def _cancelled(context: flight.ServerCallContext) -> CancelCheck:
         """The call's cancellation flag, cheap to ask often (one per call, passed down)."""
         return CancelCheck(context.is_cancelled)
-
-    def _pace(self, context: flight.ServerCallContext) -> None:
-        """Name the call's principal to its CPU clock, and wait first when that principal is heavy
-        (see :mod:`flight_server.pacing`): the wait holds no turn, slot or GIL."""
-        principal = principal_of(context)
-        clock = context.get_middleware("pace")
-        if clock is not None:
-            clock.bind(principal)
-        self.pacer.pace(principal)
 
     def _lease(self, context: flight.ServerCallContext, cancelled: Callable[[], bool]) -> Lease:
         """A stream slot for the caller (waits, bounded, for one; else RESOURCE_EXHAUSTED)."""
@@ -358,7 +344,6 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
 
     # -- discovery -------------------------------------------------------------------------------
     def list_flights(self, context: flight.ServerCallContext, criteria: bytes) -> Iterator[flight.FlightInfo]:
-        self._pace(context)
         self._note(context)
         raw = bytes(criteria or b"")
         self._guard(lambda: self._check_bytes(context, "list_flights", raw, "criteria"))
@@ -430,7 +415,6 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
         self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor
     ) -> flight.FlightInfo:
         def run() -> flight.FlightInfo:
-            self._pace(context)
             self._check_command_bytes(context, "get_flight_info", descriptor)
             cancelled = self._cancelled(context)
             with self._turn(context, cancelled):
@@ -448,7 +432,6 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
         self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor
     ) -> flight.SchemaResult:
         def run() -> flight.SchemaResult:
-            self._pace(context)
             self._check_command_bytes(context, "get_schema", descriptor)
             with self._turn(context, self._cancelled(context)):
                 sql = self.sql.command(descriptor)
@@ -468,7 +451,6 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
     # -- reads -----------------------------------------------------------------------------------
     def do_get(self, context: flight.ServerCallContext, ticket: flight.Ticket) -> flight.FlightDataStream:
         def run() -> flight.FlightDataStream:
-            self._pace(context)
             raw = ticket.ticket  # a new copy of the bytes at every read: read once
             self._check_bytes(context, "do_get", raw, "ticket")
             try:
@@ -595,7 +577,6 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
         writer: flight.MetadataRecordBatchWriter,
     ) -> None:
         def run() -> None:
-            self._pace(context)
             self._note(context)  # the dataset is noted once the exchange's command is decoded
             self._check_command_bytes(context, "do_exchange", descriptor)
             cancelled = self._cancelled(context)
@@ -628,7 +609,6 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
         writer: flight.FlightMetadataWriter,
     ) -> None:
         def run() -> None:
-            self._pace(context)
             self._check_command_bytes(context, "do_put", descriptor)
             sql = self.sql.command(descriptor)
             if sql is not None:
@@ -680,7 +660,6 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
         return ours + list(SQL_ACTIONS.items())
 
     def do_action(self, context: flight.ServerCallContext, action: flight.Action) -> Iterator[bytes]:
-        self._pace(context)
         if action.type in SQL_ACTIONS:
             body = action.body.to_pybytes() if action.body is not None else b""
 
@@ -710,7 +689,6 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
                 counters = {**result.counters, **{f"batch_{k}": int(v) for k, v in batch.items()}}
                 counters |= self._slots.stats()  # streams_open, stream_principals, stream_memory_bytes
                 counters |= {"plan_entries": len(self.plan_cache), "plan_bytes": self.plan_cache.nbytes}
-                counters |= {"paced_calls": self.pacer.delayed, "paced_ms": round(self.pacer.waited_s * 1000)}
                 result = dataclasses.replace(result, counters=counters)
             return encode_json_result(result) if is_json_body(body) else encode_action_result(result)
 

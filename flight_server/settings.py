@@ -87,13 +87,6 @@ DEFAULT_BULK_NICE = 10
 #: calls 545 MiB against 679 MiB). Arrow's buffers come from its own pool (mimalloc), so what
 #: contends for these arenas is Python's bigger objects and gRPC's buffers. 0: glibc's default.
 DEFAULT_MALLOC_ARENAS = 2
-#: Longest wait, in milliseconds, before one call of a principal whose recent CPU (whole calls:
-#: gRPC, middleware, serialization, not only fair-scheduler turns) is above the mean of the active
-#: principals' (flight_server.pacing). A client looping on cheap calls (a 2,000-column
-#: get_flight_info: ~1 ms of server CPU, hundreds per second from two threads) is slowed to the
-#: others' CPU rate, while one wait per call is nothing beside a long stream or a deadline.
-#: 0: never delayed.
-DEFAULT_PACE_MAX_DELAY_MS = 20.0
 #: Bytes of recent FlightInfos reused while their dataset version is unchanged: a 10,000-column
 #: schema costs tens of milliseconds to plan and serialize, and clients (Spark drivers, dashboards)
 #: plan the same scans over and over. 64 MiB holds thousands of ordinary plans, or dozens of
@@ -174,7 +167,6 @@ class ServerSettings:
     max_endpoints: int = DEFAULT_MAX_ENDPOINTS
     work_slots: int = DEFAULT_WORK_SLOTS
     gil_switch_ms: float = DEFAULT_GIL_SWITCH_MS
-    pace_max_delay_ms: float = DEFAULT_PACE_MAX_DELAY_MS
     bulk_nice: int = DEFAULT_BULK_NICE
     malloc_arenas: int = DEFAULT_MALLOC_ARENAS
     plan_cache_bytes: int = DEFAULT_PLAN_CACHE_BYTES

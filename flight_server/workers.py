@@ -41,7 +41,6 @@ from flight_server.fairness import set_gil_switch
 from flight_server.heap import limit_arenas
 from flight_server.logging import RequestLogMiddlewareFactory, configure_logging, log_refused
 from flight_server.metrics import Metrics, ProcessTreeCollector
-from flight_server.pacing import CallPacer, PaceMiddlewareFactory
 from flight_server.penalties import OversizePenalties
 from flight_server.settings import ServerSettings
 from flight_server.sideport import RootProbe, SidePort
@@ -180,8 +179,6 @@ def build_server(
     middleware["log"] = RequestLogMiddlewareFactory()
     if metrics is not None:
         middleware["metrics"] = metrics.middleware()
-    # Last: its call ends after the others' work, all of which it charges to the call's principal.
-    middleware["pace"] = PaceMiddlewareFactory(CallPacer(settings.pace_max_delay_ms / 1000.0))
     bind_host = (
         settings.host if ":" not in settings.host or settings.host.startswith("[") else f"[{settings.host}]"
     )
