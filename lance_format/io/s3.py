@@ -46,6 +46,11 @@ READ_TIMEOUT = 30.0
 
 _TRUE = {"1", "true", "yes", "on"}
 
+#: The process whose obstore runtime our clients run on (``None`` until the first client is made).
+#: obstore's Rust runtime does not survive ``fork()``: a forked child's requests, on old clients or
+#: new ones, wait forever for worker threads that only the parent has.
+_RUNTIME_PID: int | None = None
+
 
 @dataclass(frozen=True)
 class S3Options:
@@ -172,6 +177,8 @@ def _make_client(opts: S3Options, bucket: str) -> Any:
     if opts.endpoint_url and opts.endpoint_url.startswith("http://"):
         client_options["allow_http"] = True
     provider = _credential_provider(opts)
+    global _RUNTIME_PID
+    _RUNTIME_PID = os.getpid()
     return ObstoreS3(
         bucket,
         config=cast(Any, config),
@@ -303,10 +310,20 @@ class S3Store(LevelListingStore):
         self.bucket, self.prefix = _split_s3(uri)
         self.options = s3_options(storage_options, **overrides)
 
-    @functools.cached_property
+    @property
     def _client(self) -> Any:
         """The obstore client: the session's for these settings and bucket (made on first use,
         once the store is bound to its session's runtime)."""
+        if _RUNTIME_PID is not None and os.getpid() != _RUNTIME_PID:
+            raise NotSupportedError(
+                f"{self.uri}: s3:// I/O in a process forked after its parent used S3 would hang "
+                "(the S3 client's runtime does not survive fork()); start worker processes with the "
+                "'spawn' or 'forkserver' method, or use S3 only after forking"
+            )
+        return self._bound_client
+
+    @functools.cached_property
+    def _bound_client(self) -> Any:
         return self.runtime.clients.get(
             (self.options, self.bucket), functools.partial(_make_client, self.options, self.bucket)
         )

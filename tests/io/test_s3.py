@@ -455,3 +455,39 @@ def test_a_sessions_io_parallelism_bounds_the_waves_in_flight_and_sets_the_gap(
     # Five waves, two in flight at once: a gate permit each, and two async calls awaited together.
     assert len(calls.async_calls) == 5
     assert calls.peak == session.runtime.scheduler.gate.max_in_flight == 2
+
+
+def test_a_process_forked_after_s3_io_gets_a_clear_error_not_a_hang(s3_server: S3Server, s3_uri: str) -> None:
+    import os
+    import signal
+
+    opts = s3_server.storage_options
+    write_dataset(table(100), s3_uri, storage_options=opts)
+    assert lance_format.dataset(s3_uri, storage_options=opts).count_rows() == 100
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through the pipe
+        try:
+            lance_format.dataset(s3_uri, storage_options=opts).take([5])
+            verdict = b"read"
+        except NotImplementedError as e:
+            verdict = b"refused: " + str(e).encode()
+        except BaseException as e:
+            verdict = f"other: {type(e).__name__}".encode()
+        os.write(write_end, verdict)
+        os._exit(0)
+    os.close(write_end)
+    try:
+        deadline = time.monotonic() + 30
+        while os.waitpid(pid, os.WNOHANG) == (0, 0):
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                pytest.fail("the forked child hung on its S3 read")
+            time.sleep(0.05)
+        verdict = os.read(read_end, 4096)
+    finally:
+        os.close(read_end)
+    assert verdict.startswith(b"refused: "), verdict
+    assert b"spawn" in verdict
+    assert b"fork()" in verdict
