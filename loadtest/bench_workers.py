@@ -193,8 +193,10 @@ def _bench(kind: str, args: argparse.Namespace) -> None:
                 p50 = statistics.median(lat) * 1000 if lat else float("nan")
                 p99 = float(np.percentile(lat, 99)) * 1000 if lat else float("nan")
                 per_round = " ".join(f"{r:.0f}" for r in rates[workers])
+                # No call finished in the one-worker phases (a machine too loaded): no ratio to print.
+                ratio = f"{rate / base:5.2f}x" if base > 0 else "    -"
                 print(
-                    f"{kind:8s} {workers:7d} {rate:10.0f} {p50:8.2f} {p99:8.2f} {rate / base:5.2f}x"
+                    f"{kind:8s} {workers:7d} {rate:10.0f} {p50:8.2f} {p99:8.2f} {ratio}"
                     f"   rounds: {per_round}"
                 )
         finally:
