@@ -196,8 +196,7 @@ def _bench(kind: str, args: argparse.Namespace) -> None:
                 # No call finished in the one-worker phases (a machine too loaded): no ratio to print.
                 ratio = f"{rate / base:5.2f}x" if base > 0 else "    -"
                 print(
-                    f"{kind:8s} {workers:7d} {rate:10.0f} {p50:8.2f} {p99:8.2f} {ratio}"
-                    f"   rounds: {per_round}"
+                    f"{kind:8s} {workers:7d} {rate:10.0f} {p50:8.2f} {p99:8.2f} {ratio}   rounds: {per_round}"
                 )
         finally:
             for _, stop, thread, _ in servers:
