@@ -100,7 +100,8 @@ class ColumnInfo:
 
     index: int
     encoding: Any
-    pages: tuple[PageInfo, ...]
+    #: In row order (a sequence that may parse each page's layout on first use).
+    pages: Sequence[PageInfo]
     buffer_offsets: tuple[int, ...] = ()
     buffer_sizes: tuple[int, ...] = ()
     #: Row at which each page starts, plus the total at the end (len(pages) + 1 entries).

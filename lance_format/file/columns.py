@@ -21,7 +21,7 @@ from lance_format.encodings.base import ColumnInfo, PageInfo
 from lance_format.file import _serde
 from lance_format.file.format import LanceFileVersion
 
-__all__ = ["ColumnParser", "LazyColumns"]
+__all__ = ["ColumnParser", "LazyColumns", "LazyPages"]
 
 # Rows a column may claim in all: row offsets are int64 everywhere.
 _MAX_ROWS = np.iinfo(np.int64).max
@@ -76,22 +76,19 @@ class ColumnParser:
         raw = _serde.parse_column_metadata(memoryview(self.section)[lo : lo + length], path, index)
         version = self.version
         limit = self.data_limit
-        pages = []
         starts = [0]  # summed in Python: numpy costs more than it saves on a few pages
         for j, p in enumerate(raw.pages):
             for off, sz in zip(p.buffer_offsets, p.buffer_sizes, strict=True):
                 if off + sz > limit:
                     raise CorruptFileError(path, f"column {index} page {j} has a buffer outside the file")
-            pages.append(
-                PageInfo(
-                    p.buffer_offsets,
-                    p.buffer_sizes,
-                    p.length,
-                    p.priority,
-                    decode_page_encoding(version, p.encoding, path),
-                )
-            )
             starts.append(starts[-1] + p.length)
+        pages: Sequence[PageInfo]
+        if len(raw.pages) == 1:
+            pages = (_page_info(raw.pages[0], version, path),)
+        else:
+            # Several pages: each page's layout is parsed when a read first touches that page (a
+            # one-row take reads one page of a column of hundreds).
+            pages = LazyPages(raw.pages, version, path)
         total = starts[-1]
         if total > _MAX_ROWS:
             raise CorruptFileError(path, f"column {index} claims {total} rows")
@@ -100,11 +97,70 @@ class ColumnParser:
         return ColumnInfo(
             index,
             decode_column_encoding(version, raw.encoding, path),
-            tuple(pages),
+            pages,
             raw.buffer_offsets,
             raw.buffer_sizes,
             np.array(starts, dtype=np.int64),
         )
+
+
+def _page_info(p: _serde.RawPage, version: LanceFileVersion, path: str) -> PageInfo:
+    return PageInfo(
+        p.buffer_offsets,
+        p.buffer_sizes,
+        p.length,
+        p.priority,
+        decode_page_encoding(version, p.encoding, path),
+    )
+
+
+class LazyPages(Sequence[PageInfo]):
+    """The pages of a column, each page's layout parsed on first use (see :class:`LazyColumns`)."""
+
+    __slots__ = ("_done", "_path", "_raw", "_version")
+
+    def __init__(self, raw: list[_serde.RawPage], version: LanceFileVersion, path: str) -> None:
+        self._raw = raw
+        self._version = version
+        self._path = path
+        self._done: list[PageInfo | None] = [None] * len(raw)
+
+    def __len__(self) -> int:
+        return len(self._done)
+
+    @overload
+    def __getitem__(self, index: int) -> PageInfo: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[PageInfo, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> PageInfo | tuple[PageInfo, ...]:
+        if isinstance(index, slice):
+            return tuple(self[i] for i in range(*index.indices(len(self._done))))
+        page = self._done[index]
+        if page is None:
+            page = _page_info(self._raw[index], self._version, self._path)
+            self._done[index] = page
+        return page
+
+    def __iter__(self) -> Iterator[PageInfo]:
+        for i in range(len(self._done)):
+            yield self[i]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, LazyPages | tuple | list):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"LazyPages({list(self)!r})"
+
+    @property
+    def parsed(self) -> int:
+        """How many page layouts have been parsed so far."""
+        return sum(p is not None for p in self._done)
 
 
 class LazyColumns(Sequence[ColumnInfo]):

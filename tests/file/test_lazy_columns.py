@@ -100,3 +100,34 @@ def test_a_bad_column_fails_when_read(tmp_path: Path) -> None:
     ]
     with pytest.raises(CorruptFileError, match="column 1 has 99 rows, file has 100"):
         LanceFileReader(str(path), columns=["b"]).read_all().to_table()
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_a_take_parses_the_layouts_of_the_pages_it_reads(
+    tmp_path: Path, version: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pages of a many-page column: a one-row take parses that page's layout only."""
+    from lance_format.encodings import v21
+
+    layouts: list[int] = []
+    real = v21.page_layout_from_raw
+
+    def counted(raw: tuple[str, bytes], path: str) -> object:
+        layouts.append(len(raw[1]))
+        return real(raw, path)
+
+    monkeypatch.setattr(v21, "page_layout_from_raw", counted)
+    path = str(tmp_path / "f.lance")
+    table = pa.table({"x": pa.array(np.arange(20_000, dtype=np.float64))})
+    with LanceFileWriter(path, table.schema, version=version, max_page_bytes=8192) as w:
+        for batch in table.to_batches(max_chunksize=1000):
+            w.write_batch(batch)
+    reader = LanceFileReader(path)
+    assert reader.take_rows([12_345]).to_table().column("x").to_pylist() == [12_345.0]
+    assert len(layouts) == 1
+    pages = reader.metadata().columns[0].pages
+    assert len(pages) > 10
+    assert sum(p.num_rows for p in pages) == 20_000  # every page's layout parsed, once
+    assert len(layouts) == len(pages)
+    assert reader.read_all().to_table().equals(table)
+    assert len(layouts) == len(pages)
