@@ -120,7 +120,8 @@ class LazyPages(Sequence[PageInfo]):
     __slots__ = ("_done", "_path", "_raw", "_version")
 
     def __init__(self, raw: list[_serde.RawPage], version: LanceFileVersion, path: str) -> None:
-        self._raw = raw
+        # A page's serialized form is dropped once parsed: a cached reader keeps one or the other.
+        self._raw: list[_serde.RawPage | None] = list(raw)
         self._version = version
         self._path = path
         self._done: list[PageInfo | None] = [None] * len(raw)
@@ -139,8 +140,12 @@ class LazyPages(Sequence[PageInfo]):
             return tuple(self[i] for i in range(*index.indices(len(self._done))))
         page = self._done[index]
         if page is None:
-            page = _page_info(self._raw[index], self._version, self._path)
+            raw = self._raw[index]
+            if raw is None:  # parsed by another thread since the check above
+                return self[index]
+            page = _page_info(raw, self._version, self._path)
             self._done[index] = page
+            self._raw[index] = None
         return page
 
     def __iter__(self) -> Iterator[PageInfo]:
