@@ -213,7 +213,7 @@ def _leaves(field: LanceField, columns_of: dict[int, int]) -> list[tuple[LanceFi
     """(leaf field, its column, its depth below ``field``) for every column under ``field``
     (kept on the field for the file's ``columns_of``: every take of a column asks again)."""
     col = columns_of.get(field.id)
-    if col is not None and not field.is_empty_struct:
+    if col is not None and (field.children or field.logical_type != "struct"):  # not an empty struct
         # A leaf column (the usual top-level field): nothing to cache, and a cached entry naming
         # the field itself would be a reference cycle, left to the cycle collector.
         return [(field, col, 0)]
