@@ -308,13 +308,16 @@ class LanceSchema:
             children.setdefault(f.parent_id, []).append(f)
             order.append(f)
 
-        def build(f: LanceField) -> LanceField:
-            kids = children.get(f.id)
-            if not kids and not f.children:
-                return f  # a leaf as given: a copy would cost a dataclass rebuild per field
-            return replace(f, children=tuple(build(c) for c in kids or ()))
+        return LanceSchema(tuple(_build(f, children) for f in children.get(-1, [])), dict(metadata or {}))
 
-        return LanceSchema(tuple(build(f) for f in children.get(-1, [])), dict(metadata or {}))
+
+def _build(f: LanceField, children: dict[int, list[LanceField]]) -> LanceField:
+    """``f`` with its subtree from ``children`` (by parent id). A module function, not a closure
+    calling itself: that is a reference cycle, left to the cycle collector on every schema read."""
+    kids = children.get(f.id)
+    if not kids and not f.children:
+        return f  # a leaf as given: a copy would cost a dataclass rebuild per field
+    return replace(f, children=tuple(_build(c, children) for c in kids or ()))
 
 
 def _legacy_encoding(t: pa.DataType) -> int:

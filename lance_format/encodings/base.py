@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import bisect
 import threading
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -100,7 +100,8 @@ class ColumnInfo:
 
     index: int
     encoding: Any
-    pages: tuple[PageInfo, ...]
+    #: In row order (a sequence that may parse each page's layout on first use).
+    pages: Sequence[PageInfo]
     buffer_offsets: tuple[int, ...] = ()
     buffer_sizes: tuple[int, ...] = ()
     #: Row at which each page starts, plus the total at the end (len(pages) + 1 entries).
@@ -136,7 +137,7 @@ class DecodeContext:
 
     path: str
     version: tuple[int, int]
-    columns: list[ColumnInfo]
+    columns: Sequence[ColumnInfo]
     cache: dict[tuple[Any, ...], Any] = field(default_factory=dict)
     # Added for the 2.1 blob decoder (bounds of positions read from data); keyword, defaulted.
     data_end: int | None = None

@@ -14,17 +14,17 @@ import pyarrow as pa
 
 from lance_format.core.errors import CorruptFileError, InvalidInputError, LanceError
 from lance_format.core.types import LanceField, LanceSchema, json_from_storage
-from lance_format.encodings import decode_column_encoding, decode_field, decode_page_encoding
+from lance_format.encodings import decode_field
 from lance_format.encodings.base import (
     ColumnInfo,
     DecodeContext,
-    PageInfo,
     RowRuns,
     drive,
     runs_for_range,
     runs_from_sorted_indices,
 )
 from lance_format.file import _serde
+from lance_format.file.columns import ColumnParser, LazyColumns
 from lance_format.file.format import FOOTER_LEN, Footer, LanceFileVersion, parse_footer, parse_offset_table
 from lance_format.io.cache import ReadPolicy
 from lance_format.io.planner import scan_limits
@@ -42,9 +42,6 @@ TAIL_READ_BYTES = 64 * 1024
 # Rows decoded per step when streaming batches: bounds memory of `to_batches` while keeping per-step
 # overhead (planning, Python dispatch) small relative to the work.
 STREAM_CHUNK_ROWS = 64 * 1024
-
-# Rows a column may claim in all: row offsets are int64 everywhere.
-_MAX_ROWS = np.iinfo(np.int64).max
 
 # pylance's default batch size for the file API.
 DEFAULT_BATCH_SIZE = 1024
@@ -67,19 +64,20 @@ def assign_columns(schema: LanceSchema, version: LanceFileVersion) -> dict[int, 
     columns to leaves only; a list shares its leaf's column. A packed struct is one column either way.
     """
     out: dict[int, int] = {}
-
-    def visit(f: LanceField) -> None:
-        if _is_packed_struct(f, version):
-            out[f.id] = len(out)
-            return
-        if not version.structural or f.is_leaf:
-            out[f.id] = len(out)
-        for c in f.children:
-            visit(c)
-
     for f in schema.fields:
-        visit(f)
+        _assign(f, version, out)
     return out
+
+
+def _assign(f: LanceField, version: LanceFileVersion, out: dict[int, int]) -> None:
+    # A module function, not a closure calling itself (a reference cycle left to the collector).
+    if _is_packed_struct(f, version):
+        out[f.id] = len(out)
+        return
+    if not version.structural or f.is_leaf:
+        out[f.id] = len(out)
+    for c in f.children:
+        _assign(c, version, out)
 
 
 @dataclass(frozen=True)
@@ -92,7 +90,8 @@ class FileMetadata:
     num_rows: int
     schema: pa.Schema
     lance_schema: LanceSchema
-    columns: tuple[ColumnInfo, ...]
+    #: The columns by index (a sequence that parses each column's metadata on first use).
+    columns: Sequence[ColumnInfo]
     global_buffers: tuple[tuple[int, int], ...]
     num_data_bytes: int
     num_column_metadata_bytes: int
@@ -238,7 +237,7 @@ class LanceFileReader:
             "global buffer offset",
             path,
         )
-        meta_start = int(gbo[0, 0])
+        meta_start, meta_len = gbo[0]
         if meta_start > footer.column_meta_start:
             raise CorruptFileError(path, "file descriptor is not before the column metadata")
         if meta_start < tail_start:
@@ -256,14 +255,18 @@ class LanceFileReader:
         )
         version = LanceFileVersion.from_footer(footer.major_version, footer.minor_version, path)
         schema, num_rows = _serde.parse_file_descriptor(
-            self._slice(tail, tail_start, int(gbo[0, 0]), int(gbo[0, 1])), path
+            self._slice(tail, tail_start, meta_start, meta_len), path
         )
-        columns = []
-        for i, (pos, length) in enumerate(cmo.tolist()):
+        for i, (pos, _) in enumerate(cmo):
             if pos < footer.column_meta_start:
                 raise CorruptFileError(path, f"column {i} metadata lies before the metadata section")
-            raw = _serde.parse_column_metadata(self._slice(tail, tail_start, pos, length), path, i)
-            columns.append(self._column_info(i, raw, version))
+        # The column metadata section, parsed per column on first use (a take of a few columns of
+        # a wide file, or a projection, pays only for the columns it reads).
+        section_start = footer.column_meta_start
+        section = bytes(self._slice(tail, tail_start, section_start, size - section_start))
+        columns = LazyColumns(
+            ColumnParser(path, section, section_start, cmo, version, size - FOOTER_LEN, num_rows)
+        )
         # data_end bounds data-internal positions (2.1 blob descriptions).
         self._ctx = DecodeContext(
             path,
@@ -277,11 +280,9 @@ class LanceFileReader:
             raise CorruptFileError(
                 path, f"schema implies {len(self._columns_of)} columns but the file has {len(columns)}"
             )
-        for col in columns:
-            if col.num_rows != num_rows and not self._is_nested_column(schema, col.index, version):
-                raise CorruptFileError(
-                    path, f"column {col.index} has {col.num_rows} rows, file has {num_rows}"
-                )
+        if not version.structural:
+            # 2.0: the items of a list are a column with one row per item, not per file row.
+            columns.parser.nested = self._nested_columns(schema)
         self._meta = FileMetadata(
             major_version=footer.major_version,
             minor_version=footer.minor_version,
@@ -289,29 +290,28 @@ class LanceFileReader:
             num_rows=num_rows,
             schema=schema.to_arrow(),
             lance_schema=schema,
-            columns=tuple(columns),
-            global_buffers=tuple((int(p), int(s)) for p, s in gbo.tolist()),
-            num_data_bytes=int(gbo[0, 0]),
+            columns=columns,
+            global_buffers=tuple(gbo),
+            num_data_bytes=meta_start,
             num_column_metadata_bytes=footer.global_buff_offsets_start - footer.column_meta_start,
-            num_global_buffer_bytes=int(gbo[:, 1].sum()),
+            num_global_buffer_bytes=sum(n for _, n in gbo),
             file_size=size,
         )
         self._footer: Footer = footer
 
-    def _is_nested_column(self, schema: LanceSchema, column: int, version: LanceFileVersion) -> bool:
-        # In 2.0 the items of a list are a column with one row per item, not per file row.
-        if version.structural:
-            return False
-        by_col = {c: fid for fid, c in self._columns_of.items()}
-        fid = by_col.get(column)
-        parents = {f.id: f for f in schema.walk()}
-        f = parents.get(fid) if fid is not None else None
-        while f is not None and f.parent_id != -1:
-            parent = parents[f.parent_id]
-            if parent.logical_type.startswith(("list", "large_list")):
-                return True
-            f = parent
-        return False
+    def _nested_columns(self, schema: LanceSchema) -> frozenset[int]:
+        """2.0: the columns below a list (their row counts are item counts)."""
+        by_id = {f.id: f for f in schema.walk()}
+        out = set()
+        for fid, column in self._columns_of.items():
+            f = by_id.get(fid)
+            while f is not None and f.parent_id != -1:
+                parent = by_id[f.parent_id]
+                if parent.logical_type.startswith(("list", "large_list")):
+                    out.add(column)
+                    break
+                f = parent
+        return frozenset(out)
 
     def _slice(self, tail: memoryview, tail_start: int, pos: int, length: int) -> memoryview:
         lo = pos - tail_start
@@ -320,37 +320,6 @@ class LanceFileReader:
                 self.path, f"metadata range [{pos}, {pos + length}) is outside the file tail"
             )
         return tail[lo : lo + length]
-
-    def _column_info(self, index: int, raw: _serde.RawColumn, version: LanceFileVersion) -> ColumnInfo:
-        size = self._io.size - FOOTER_LEN
-        pages = []
-        starts = [0]  # summed in Python: numpy costs more than it saves on a few pages
-        for j, p in enumerate(raw.pages):
-            for off, sz in zip(p.buffer_offsets, p.buffer_sizes, strict=True):
-                if off + sz > size:
-                    raise CorruptFileError(
-                        self.path, f"column {index} page {j} has a buffer outside the file"
-                    )
-            pages.append(
-                PageInfo(
-                    p.buffer_offsets,
-                    p.buffer_sizes,
-                    p.length,
-                    p.priority,
-                    decode_page_encoding(version, p.encoding, self.path),
-                )
-            )
-            starts.append(starts[-1] + p.length)
-        if starts[-1] > _MAX_ROWS:
-            raise CorruptFileError(self.path, f"column {index} claims {starts[-1]} rows")
-        return ColumnInfo(
-            index,
-            decode_column_encoding(version, raw.encoding, self.path),
-            tuple(pages),
-            raw.buffer_offsets,
-            raw.buffer_sizes,
-            np.array(starts, dtype=np.int64),
-        )
 
     def _resolve_columns(self, columns: Sequence[str] | None) -> list[LanceField]:
         """Top-level fields to read; ``"a.b"`` selects a struct member (the struct keeps only it)."""

@@ -13,7 +13,7 @@ from pyroaring import BitMap
 from lance_format._proto import rowids_pb2, table_pb2, transaction_pb2
 from lance_format.core.errors import CorruptFileError
 from lance_format.core.types import LanceSchema
-from lance_format.file._serde import field_from_pb, field_to_pb
+from lance_format.file._serde import field_from_pb, field_to_pb, map_to_dict
 from lance_format.table.model import (
     Append,
     BasePath,
@@ -216,7 +216,7 @@ def manifest_from_bytes(data: bytes, path: str) -> Manifest:
     """A :class:`Manifest` from the serialized message (``index_section_bytes`` left unset)."""
     pb = table_pb2.Manifest()
     _parse(pb, data, path, "manifest")
-    schema = _schema_from_pb(pb.fields, dict(pb.schema_metadata), path)
+    schema = _schema_from_pb(pb.fields, map_to_dict(pb.schema_metadata), path)
     wv = None
     if pb.HasField("writer_version"):
         w = pb.writer_version
@@ -245,8 +245,8 @@ def manifest_from_bytes(data: bytes, path: str) -> Manifest:
         max_fragment_id=pb.max_fragment_id if pb.HasField("max_fragment_id") else None,
         transaction_file=pb.transaction_file,
         next_row_id=pb.next_row_id,
-        config=dict(pb.config),
-        table_metadata=dict(pb.table_metadata),
+        config=map_to_dict(pb.config),
+        table_metadata=map_to_dict(pb.table_metadata),
         base_paths=tuple(_base_path_from_pb(b) for b in pb.base_paths),
         branch=pb.branch if pb.HasField("branch") else None,
         version_aux_data=pb.version_aux_data,

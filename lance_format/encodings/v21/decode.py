@@ -212,24 +212,32 @@ def _read_leaf(ctx: DecodeContext, field: LanceField, column: int, runs: RowRuns
 def _leaves(field: LanceField, columns_of: dict[int, int]) -> list[tuple[LanceField, int, int]]:
     """(leaf field, its column, its depth below ``field``) for every column under ``field``
     (kept on the field for the file's ``columns_of``: every take of a column asks again)."""
+    col = columns_of.get(field.id)
+    if col is not None and (field.children or field.logical_type != "struct"):  # not an empty struct
+        # A leaf column (the usual top-level field): nothing to cache, and a cached entry naming
+        # the field itself would be a reference cycle, left to the cycle collector.
+        return [(field, col, 0)]
     known = field.__dict__.get("_v21_leaves")
     if known is not None and known[0] is columns_of:
         return known[1]  # type: ignore[no-any-return]
     out: list[tuple[LanceField, int, int]] = []
-
-    def visit(f: LanceField, depth: int) -> None:
-        col = columns_of.get(f.id)
-        if f.is_empty_struct:  # its column holds nothing to read (see _assemble)
-            return
-        if col is not None:
-            out.append((f, col, depth))
-            return
-        for c in f.children:
-            visit(c, depth + 1)
-
-    visit(field, 0)
+    _visit_leaves(field, 0, columns_of, out)
     field.__dict__["_v21_leaves"] = (columns_of, out)  # frozen dataclass: as LanceField.to_arrow
     return out
+
+
+def _visit_leaves(
+    f: LanceField, depth: int, columns_of: dict[int, int], out: list[tuple[LanceField, int, int]]
+) -> None:
+    # A module function, not a closure calling itself (a reference cycle left to the collector).
+    col = columns_of.get(f.id)
+    if f.is_empty_struct:  # its column holds nothing to read (see _assemble)
+        return
+    if col is not None:
+        out.append((f, col, depth))
+        return
+    for c in f.children:
+        _visit_leaves(c, depth + 1, columns_of, out)
 
 
 def _empty(typ: pa.DataType) -> pa.Array:

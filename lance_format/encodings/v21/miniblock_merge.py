@@ -7,7 +7,7 @@ once (cached) and the rows of all of them decode as one batch.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -42,7 +42,7 @@ def _merge_key(layout: m.MiniBlockLayout) -> m.MiniBlockLayout:
 
 
 def merge_classes(
-    ctx: DecodeContext, column: int, pages: tuple[PageInfo, ...], mergeable: Callable[[object], bool]
+    ctx: DecodeContext, column: int, pages: Sequence[PageInfo], mergeable: Callable[[object], bool]
 ) -> list[tuple[int, int]]:
     """Per page, the ``[first, last]`` pages of its stretch of equal mergeable layouts (cached).
 
@@ -71,7 +71,7 @@ def merge_classes(
 def read_miniblock_pages(
     ctx: DecodeContext,
     column: int,
-    pages: tuple[PageInfo, ...],
+    pages: Sequence[PageInfo],
     stretch: tuple[int, int],
     page_starts: I64,
     runs: RowRuns,
