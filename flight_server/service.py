@@ -216,7 +216,12 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
         # Per service (one per worker process): decoded batches of finished scan endpoints.
         self.batch_cache = BatchCache(settings.batch_cache_bytes)
         # Flight SQL (and plain SQL text commands) on the same port.
-        self.sql = FlightSql(self.catalog, settings.max_message_bytes, settings.ticket_lifetime_seconds)
+        self.sql = FlightSql(
+            self.catalog,
+            settings.max_message_bytes,
+            settings.ticket_lifetime_seconds,
+            memory_bytes=settings.sql_memory_bytes,
+        )
         if advertise:
             self.advertise = [str(a) for a in advertise]
         else:

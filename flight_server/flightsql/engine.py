@@ -24,8 +24,9 @@ from sqlglot import exp
 
 from flight_server.catalog import Catalog
 from flight_server.flightsql.direct import simple_scan
+from flight_server.settings import DEFAULT_SQL_MEMORY_BYTES
 from lance_format import LanceDataset, write_dataset
-from lance_format.core.errors import InvalidInputError, NotFoundError, NotSupportedError
+from lance_format.core.errors import InvalidInputError, LanceError, NotFoundError, NotSupportedError
 
 __all__ = ["CATALOG_NAME", "SCHEMA_NAME", "Plan", "SqlEngine", "has_parameters", "is_query"]
 
@@ -64,6 +65,24 @@ def _version_of(table: exp.Table) -> int | None:
     return int(value.this)
 
 
+def _query_error(exc: Exception, doing: str) -> Exception:
+    """What a client gets for an error DataFusion raised planning or running a query.
+
+    DataFusion raises plain ``Exception`` for planning and optimizer errors (``LIMIT -1``, an
+    ``OFFSET`` no integer type holds) and ``ArrowInvalid`` for errors on the data (division by
+    zero, a cast that fails): the statement's fault, so ``INVALID_ARGUMENT``. An exception our own
+    code raised inside DataFusion (the dataset it scans) comes back wrapped as ``PyErr`` with its
+    traceback in the message: that one stays as it is, an internal error logged server-side, its
+    text (paths, source lines) never sent.
+    """
+    text = str(exc)
+    if "PyErr" in text:
+        return exc
+    if "Resources exhausted" in text:
+        text += " (the limit is limits.sqlMemoryBytes)"
+    return InvalidInputError(f"{doing}: {text}")
+
+
 def _split_name(name: str) -> tuple[str, int | None]:
     """``"t@3"`` -> ``("t", 3)``; ``"t"`` -> ``("t", None)``."""
     if "@" not in name:
@@ -99,10 +118,20 @@ def has_parameters(sql: str) -> bool:
 
 
 class SqlEngine:
-    """Runs SQL statements over the datasets of ``catalog``."""
+    """Runs SQL statements over the datasets of ``catalog``.
 
-    def __init__(self, catalog: Catalog) -> None:
+    Parameters
+    ----------
+    catalog:
+        The server's datasets.
+    memory_bytes:
+        Working memory one query may take in DataFusion (``limits.sqlMemoryBytes``); a query that
+        needs more fails with :class:`InvalidInputError`.
+    """
+
+    def __init__(self, catalog: Catalog, memory_bytes: int = DEFAULT_SQL_MEMORY_BYTES) -> None:
         self.catalog = catalog
+        self.memory_bytes = memory_bytes
 
     # -- binding ---------------------------------------------------------------------------------
     def _parse(self, sql: str) -> exp.Expression:
@@ -131,6 +160,14 @@ class SqlEngine:
         for table in list(tree.find_all(exp.Table)):
             if not isinstance(table.this, exp.Identifier) or (table.name in ctes and not table.db):
                 continue
+            alias_node = table.args.get("alias")
+            if isinstance(alias_node, exp.TableAlias) and isinstance(alias_node.this, exp.Parameter):
+                # `FROM t@3` unquoted parses as t aliased `$3`: it would read the latest version.
+                spelled = f"{table.name}@{alias_node.this.name}"
+                raise InvalidInputError(
+                    f'FROM {spelled}: quote a name with a version (FROM "{spelled}") '
+                    f"or write FROM {table.name} VERSION AS OF <version>"
+                )
             if table.catalog and table.catalog.lower() != CATALOG_NAME:
                 raise NotFoundError(f"catalog {table.catalog!r} not found (there is one: {CATALOG_NAME})")
             if table.db and table.db.lower() != SCHEMA_NAME:
@@ -160,7 +197,11 @@ class SqlEngine:
         import datafusion
 
         config = datafusion.SessionConfig().with_default_catalog_and_schema(CATALOG_NAME, SCHEMA_NAME)
-        ctx = datafusion.SessionContext(config)
+        # A bounded pool and no disk: a runaway join, aggregate or sort fails at the limit (and
+        # stops then, even when its client has gone), never spills to the server's disks.
+        runtime = datafusion.RuntimeEnvBuilder().with_disk_manager_disabled()
+        runtime = runtime.with_greedy_memory_pool(self.memory_bytes)
+        ctx = datafusion.SessionContext(config, runtime)
         versions: dict[str, int] = {}
         for key, (dataset, version) in bound.tables.items():
             ds = self.catalog.open(dataset, version)
@@ -205,7 +246,7 @@ class SqlEngine:
             options = options.with_allow_statements(False)
             return ctx.sql(sql, options=options, param_values=values)
         except Exception as e:  # DataFusion raises plain Exceptions for every planning error
-            raise InvalidInputError(f"cannot plan query: {e}") from None
+            raise _query_error(e, "cannot plan query") from None
 
     def _direct(
         self, tree: exp.Expression, params: pa.Table | None, row: int, pinned: Mapping[str, int] | None
@@ -279,8 +320,15 @@ class SqlEngine:
         def batches() -> Iterator[pa.RecordBatch]:
             for row in range(rows):
                 df = head if row == 0 else self._dataframe(ctx, text, params, row)
-                for batch in pa.RecordBatchReader.from_stream(df):
-                    yield batch.cast(schema) if batch.schema != schema else batch
+                try:
+                    # The optimizer runs here, then the plan: errors of either are the query's.
+                    reader = pa.RecordBatchReader.from_stream(df)
+                    for batch in reader:
+                        yield batch.cast(schema) if batch.schema != schema else batch
+                except LanceError:
+                    raise
+                except Exception as e:  # DataFusion's plain Exceptions and pyarrow's ArrowInvalid
+                    raise _query_error(e, "query failed") from None
 
         return schema, batches()
 

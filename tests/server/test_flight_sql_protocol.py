@@ -217,3 +217,52 @@ def test_substrait_plans_are_unimplemented(served_sql: Served) -> None:
         served_sql.raw.get_flight_info(flight.FlightDescriptor.for_command(plan))
     with pytest.raises(pa.ArrowNotImplementedError, match="Substrait"):
         list(served_sql.raw.do_action(flight.Action("CreatePreparedSubstraitPlan", b"")))
+
+
+def _run_sql(served: Served, sql: str) -> pa.Table:
+    descriptor = flight.FlightDescriptor.for_command(pack("CommandStatementQuery", query=sql))
+    info = served.raw.get_flight_info(descriptor)
+    return served.raw.do_get(info.endpoints[0].ticket).read_all()
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT 1/0 AS x",  # an Arrow compute error while the plan runs
+        "SELECT id / 0 FROM t",
+        "SELECT CAST(s AS INT) FROM t",  # 'a' is no integer
+        "SELECT * FROM t LIMIT -1",  # DataFusion's optimizer refuses it when the plan runs
+        "SELECT * FROM t OFFSET 18446744073709551615",
+    ],
+)
+def test_query_errors_raised_while_running_are_the_clients(served_sql: Served, sql: str) -> None:
+    """Found by fuzzing Flight SQL (session 12): these answered UNKNOWN "internal error
+    (ArrowInvalid / Exception); see the server log" with code INTERNAL."""
+    with pytest.raises(pa.ArrowInvalid) as refused:
+        _run_sql(served_sql, sql)
+    assert "internal error" not in str(refused.value)
+    assert "Traceback" not in str(refused.value)
+
+
+def test_an_unquoted_version_suffix_is_refused_not_read_as_latest(served_sql: Served) -> None:
+    """``FROM t@1`` unquoted parses as ``t`` aliased ``$1``: it read the latest version (a wrong
+    answer) where ``FROM "t@1"`` reads version 1."""
+    lance_format.write_dataset(pa.table({"id": [3], "s": ["c"]}), str(served_sql.root / "t"), mode="append")
+    assert _run_sql(served_sql, 'SELECT id FROM "t@1"').num_rows == 2
+    with pytest.raises(pa.ArrowInvalid, match="quote"):
+        _run_sql(served_sql, "SELECT id FROM t@1")
+
+
+def test_a_query_past_its_working_memory_fails_instead_of_growing(tmp_path: Path, recorder: Recorder) -> None:
+    """An aggregate that holds every value (array_agg of 20M integers, ~160 MB) under a 16 MiB
+    ``limits.sqlMemoryBytes`` fails with INVALID_ARGUMENT. Before, the pool was unbounded: a
+    bigger one grew the server until the kernel killed it, and went on after its client's
+    deadline (RSS 0.8 -> 1.4 GiB in the minute after a cancelled call)."""
+    s = start(tmp_path / "root", recorder, sql_memory_bytes=16 << 20)
+    try:
+        sql = "SELECT cardinality(x) AS n FROM (SELECT array_agg(value) AS x FROM generate_series(1, {}))"
+        with pytest.raises(pa.ArrowInvalid, match="sqlMemoryBytes"):
+            _run_sql(s, sql.format(20_000_000))
+        assert _run_sql(s, sql.format(1000)).to_pylist() == [{"n": 1000}]
+    finally:
+        stop(s)
