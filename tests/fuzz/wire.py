@@ -105,7 +105,7 @@ def _payload(entry: Entry) -> bytes:
         if isinstance(v, str)
         else v
         if isinstance(v, bytes)
-        else varint(int(v))
+        else varint(int(v) if math.isfinite(v) else 0)  # a double given the wrong wire type
     )
     return varint(len(data)) + data
 
