@@ -28,7 +28,15 @@ from flight_server.settings import DEFAULT_SQL_MEMORY_BYTES
 from lance_format import LanceDataset, write_dataset
 from lance_format.core.errors import InvalidInputError, LanceError, NotFoundError, NotSupportedError
 
-__all__ = ["CATALOG_NAME", "SCHEMA_NAME", "Plan", "SqlEngine", "has_parameters", "is_query"]
+__all__ = [
+    "CATALOG_NAME",
+    "SCHEMA_NAME",
+    "DataFusionBatches",
+    "Plan",
+    "SqlEngine",
+    "has_parameters",
+    "is_query",
+]
 
 #: The one catalog and schema every dataset lives in (Flight SQL clients need non-empty names).
 CATALOG_NAME = "lance"
@@ -81,6 +89,20 @@ def _query_error(exc: Exception, doing: str) -> Exception:
     if "Resources exhausted" in text:
         text += " (the limit is limits.sqlMemoryBytes)"
     return InvalidInputError(f"{doing}: {text}")
+
+
+class DataFusionBatches(Iterator[pa.RecordBatch]):
+    """The batches of a query DataFusion runs: each ``next`` may block in DataFusion's Rust threads
+    (without the GIL) for as long as the query computes, and nothing interrupts it (a blocking
+    operator goes on after its call is cancelled). The service therefore produces them outside
+    its fair scheduler's turns: a query of hours must not hold a turn every other client needs.
+    """
+
+    def __init__(self, batches: Iterator[pa.RecordBatch]) -> None:
+        self._batches = batches
+
+    def __next__(self) -> pa.RecordBatch:
+        return next(self._batches)
 
 
 def _split_name(name: str) -> tuple[str, int | None]:
@@ -330,7 +352,7 @@ class SqlEngine:
                 except Exception as e:  # DataFusion's plain Exceptions and pyarrow's ArrowInvalid
                     raise _query_error(e, "query failed") from None
 
-        return schema, batches()
+        return schema, DataFusionBatches(batches())
 
     # -- updates ---------------------------------------------------------------------------------
     def update(self, sql: str, params: pa.Table | None = None) -> int:

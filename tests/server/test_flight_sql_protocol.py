@@ -6,15 +6,19 @@ field numbers) and the protobuf wire format; the result schemas are the ones the
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 
 import lance_format
+from flight_server.flightsql import DataFusionBatches
 from flight_server.flightsql._serde import pack, serialize, unpack
+from flight_server.flightsql.engine import SqlEngine
 from flight_server.flightsql.server import sql_text
 from tests.server.service_fixtures import Recorder, Served, start, stop
 
@@ -266,3 +270,40 @@ def test_a_query_past_its_working_memory_fails_instead_of_growing(tmp_path: Path
         assert _run_sql(s, sql.format(1000)).to_pylist() == [{"n": 1000}]
     finally:
         stop(s)
+
+
+def test_a_query_running_in_datafusion_holds_no_turn(
+    tmp_path: Path, recorder: Recorder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A query DataFusion computes for a long time (here: blocked until released) must not hold
+    one of the fair scheduler's turns: with one turn, another client's take is still served.
+    Before, three abandoned ``count(*)`` queries over ``generate_series(1, 1e11)`` held every turn
+    and every other call timed out for minutes (DataFusion goes on after a cancel)."""
+    started, release = threading.Event(), threading.Event()
+    real_run = SqlEngine.run
+
+    def blocking_run(self: SqlEngine, *args: Any, **kwargs: Any) -> Any:
+        schema, batches = real_run(self, *args, **kwargs)
+        assert isinstance(batches, DataFusionBatches)  # an aggregate runs in DataFusion
+
+        def blocked() -> Iterator[pa.RecordBatch]:
+            started.set()
+            release.wait(60)
+            yield from batches
+
+        return schema, DataFusionBatches(blocked())
+
+    monkeypatch.setattr(SqlEngine, "run", blocking_run)
+    s = start(tmp_path / "root", recorder, work_slots=1)
+    lance_format.write_dataset(pa.table({"id": [1, 2, 3]}), str(tmp_path / "root" / "t"))
+    answers: list[pa.Table] = []
+    query = threading.Thread(target=lambda: answers.append(_run_sql(s, "SELECT count(*) AS n FROM t")))
+    query.start()
+    try:
+        assert started.wait(30)
+        assert s.client.take("t", indices=[2]).to_pylist() == [{"id": 3}]
+    finally:
+        release.set()
+        query.join(60)
+        stop(s)
+    assert answers[0].to_pylist() == [{"n": 3}]
