@@ -118,7 +118,7 @@ def _split_name(name: str) -> tuple[str, int | None]:
 def _parse(sql: str) -> exp.Expression:
     try:
         statements = sqlglot.parse(sql, read=_READ_DIALECT)
-    except sqlglot.errors.ParseError as e:
+    except (sqlglot.errors.ParseError, sqlglot.errors.TokenError) as e:  # TokenError: an unclosed quote
         raise InvalidInputError(f"cannot parse SQL: {e}") from None
     found = [s for s in statements if s is not None]
     if len(found) != 1 or not isinstance(found[0], exp.Expression):

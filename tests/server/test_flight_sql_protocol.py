@@ -237,6 +237,7 @@ def _run_sql(served: Served, sql: str) -> pa.Table:
         "SELECT CAST(s AS INT) FROM t",  # 'a' is no integer
         "SELECT * FROM t LIMIT -1",  # DataFusion's optimizer refuses it when the plan runs
         "SELECT * FROM t OFFSET 18446744073709551615",
+        "SELECT s, '; DROP TABLE x; -- FROM t",  # sqlglot's TokenError (an unclosed quote)
     ],
 )
 def test_query_errors_raised_while_running_are_the_clients(served_sql: Served, sql: str) -> None:
