@@ -308,3 +308,42 @@ def test_a_query_running_in_datafusion_holds_no_turn(
         query.join(60)
         stop(s)
     assert answers[0].to_pylist() == [{"n": 3}]
+
+
+def _forged(body: object) -> bytes:
+    import json
+
+    return b"lfsql1:" + json.dumps(body).encode()
+
+
+def _truncated_params() -> str:
+    import base64
+
+    sink = pa.BufferOutputStream()
+    params = pa.table({"a": [1, 2]})
+    with pa.ipc.new_stream(sink, params.schema) as writer:
+        writer.write_table(params)
+    return base64.b64encode(sink.getvalue().to_pybytes()[:40]).decode()
+
+
+@pytest.mark.parametrize(
+    "handle",
+    [
+        _forged({"versions": []}),  # AttributeError before
+        _forged([1]),
+        _forged({"sql": 5}),
+        _forged({"sql": "SELECT id FROM t", "versions": []}),
+        _forged({"sql": "SELECT id FROM t", "params": _truncated_params()}),  # OSError / ArrowInvalid
+        _forged({"sql": "SELECT id FROM t", "count": 2**70}),  # an int64 column cannot hold it
+        _forged({"sql": "SELECT id FROM t", "versions": {"t": -1}}),
+    ],
+)
+def test_forged_statement_handles_are_refused(served_sql: Served, handle: bytes) -> None:
+    """Handles are stateless JSON a client can write: found by the Flight SQL fuzz calls, these
+    answered INTERNAL (AttributeError, OSError) on every call that takes a handle."""
+    ticket = flight.Ticket(pack("TicketStatementQuery", statement_handle=handle))
+    with pytest.raises(pa.ArrowInvalid, match="corrupt statement handle"):
+        served_sql.raw.do_get(ticket).read_all()
+    prepared = pack("CommandPreparedStatementQuery", prepared_statement_handle=handle)
+    with pytest.raises(pa.ArrowInvalid, match="corrupt statement handle"):
+        served_sql.raw.get_flight_info(flight.FlightDescriptor.for_command(prepared))
