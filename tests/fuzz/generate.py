@@ -54,6 +54,7 @@ RPCS: dict[str, int] = {
     "list_flights": 3,
     "list_actions": 1,
     "replay_endpoint": 8,
+    "flight_sql": 14,
 }
 
 #: Largest row-id list a generated take carries (an 800 KB ticket): big enough to reach the
@@ -154,10 +155,16 @@ class Context:
     tickets: list[bytes] = field(default_factory=list)
     staged: list[bytes] = field(default_factory=list)
     committed_paths: list[str] = field(default_factory=list)
+    #: Flight SQL statement handles the server issued (prepared statements, bound parameters).
+    sql_handles: list[bytes] = field(default_factory=list)
 
     def remember_ticket(self, ticket: bytes) -> None:
         self.tickets.append(ticket)
         del self.tickets[:-200]
+
+    def remember_sql_handle(self, handle: bytes) -> None:
+        self.sql_handles.append(handle)
+        del self.sql_handles[:-100]
 
     def remember_staged(self, fragments: Sequence[bytes]) -> None:
         self.staged.extend(fragments)
@@ -559,6 +566,11 @@ class Generator:
             return Call("do_exchange", path=(_utf8(dataset),), data=PutData(table))
         msg = self.wrapper("Ticket", "TakeRequest", 2, dataset)
         return Call("do_exchange", msg=msg, data=PutData(table))
+
+    def _call_flight_sql(self) -> Call:
+        from tests.fuzz.flightsql import flight_sql_call
+
+        return flight_sql_call(self)
 
     def _call_list_flights(self) -> Call:
         return Call("list_flights", raw=self.pick((b"", b"t", b"\xff", b"zzz", self.garbage())))

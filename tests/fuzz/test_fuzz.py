@@ -50,6 +50,7 @@ def test_bounded_fuzz_run_finds_no_failure() -> None:
     assert not report.failures, report.summary()
     assert report.calls > 0
     assert len(report.rpcs) >= 7, report.rpcs  # every RPC kind was exercised
+    assert sum(n for k, n in report.rpcs.items() if k.startswith("sql ")) > 10, report.rpcs  # Flight SQL
     assert report.statuses.get("OK", 0) > report.calls // 20, report.statuses  # not only garbage
 
 
