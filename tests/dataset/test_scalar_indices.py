@@ -196,3 +196,21 @@ def test_scattered_matches_are_read_as_few_ranges(tmp_path: Path, monkeypatch: p
     monkeypatch.setenv("LANCE_FORMAT_INDEX_MERGE_GAP_ROWS", "-1")
     with pytest.raises(lance_format.core.errors.InvalidInputError, match="must be an integer >= 0"):
         lance_format.Session()
+
+
+@pytest.mark.parametrize("kind", ["BTREE", "BITMAP", "ZONEMAP"])
+@pytest.mark.parametrize("builder", ["ours", "pylance"])
+def test_an_index_built_on_no_rows_then_appended_to(tmp_path: Path, kind: str, builder: str) -> None:
+    """Found by the differential machine's new create_index rule (session 12): on a dataset of 0
+    rows, our BITMAP build failed (``zip() argument 2 is longer than argument 1``), and a ZONEMAP
+    of no zones (ours or pylance's) made every later filtered scan of ours fail with IndexError
+    once rows were appended."""
+    uri = str(tmp_path / "t")
+    empty = pa.table({"id": pa.array([], pa.int64()), "u": pa.array([], pa.uint64())})
+    lance.write_dataset(empty, uri)
+    (lance_format if builder == "ours" else lance).dataset(uri).create_scalar_index("u", kind)
+    assert lance_format.dataset(uri).to_table(filter="u = 3").num_rows == 0
+    lance.write_dataset(pa.table({"id": [1, 2], "u": pa.array([3, 4], pa.uint64())}), uri, mode="append")
+    for engine in (lance_format, lance):
+        assert engine.dataset(uri).to_table(filter="u = 3").to_pylist() == [{"id": 1, "u": 3}]
+        assert engine.dataset(uri).count_rows("u > 3") == 1

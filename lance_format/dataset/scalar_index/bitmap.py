@@ -74,7 +74,7 @@ def write_bitmap(
         starts = np.concatenate([[0], np.flatnonzero(~(same | both_null)) + 1])
     else:
         starts = np.zeros(0, np.int64)
-    ends = np.append(starts[1:], len(vals))
+    ends = np.append(starts[1:], len(vals)) if len(starts) else starts  # no rows: no groups
     keys = vals.take(pa.array(starts, pa.int64())) if len(starts) else pa.array([], vals.type)
     bitmaps = [encode_row_set(ids_sorted[s:e]) for s, e in zip(starts.tolist(), ends.tolist(), strict=True)]
     schema = pa.schema(
