@@ -45,6 +45,8 @@ SCHEMA_NAME = "main"
 #: placeholders, and its identifiers follow DataFusion's rules (unquoted names fold to lower case).
 _READ_DIALECT = "databricks"
 _WRITE_DIALECT = "postgres"  # DataFusion's SQL is closest to PostgreSQL's
+# Statements sqlglot writes back keep function names in lower case: DataFusion finds table
+# functions (generate_series, range) only so (GENERATE_SERIES: "table function not found").
 
 
 @dataclass(frozen=True)
@@ -212,7 +214,7 @@ class SqlEngine:
                     new.set("alias", exp.TableAlias(this=exp.to_identifier(table.name)))
                 table.replace(new)
                 rewrite = True
-        bound.sql = tree.sql(dialect=_WRITE_DIALECT) if rewrite else ""
+        bound.sql = tree.sql(dialect=_WRITE_DIALECT, normalize_functions="lower") if rewrite else ""
         return bound
 
     def _context(self, bound: _Bound) -> tuple[Any, dict[str, int]]:
@@ -413,11 +415,23 @@ class SqlEngine:
         source = stmt.expression
         if not isinstance(source, exp.Query | exp.Values):
             raise InvalidInputError("INSERT takes VALUES (...) or a SELECT")
-        query = source.sql(dialect=_WRITE_DIALECT)
+        query = source.sql(dialect=_WRITE_DIALECT, normalize_functions="lower")
         if isinstance(source, exp.Values):
             query = f"SELECT * FROM ({query}) AS v"
         schema, batches = self.run(query)
-        data = pa.Table.from_batches(list(batches), schema)
+        # The rows are held whole before the append: as much as a query's working memory, not
+        # what an INSERT ... SELECT over a huge generate_series or a cross join would make.
+        held: list[pa.RecordBatch] = []
+        size = 0
+        for batch in batches:
+            size += batch.nbytes
+            if size > self.memory_bytes:
+                raise InvalidInputError(
+                    f"INSERT ... SELECT makes more than limits.sqlMemoryBytes ({self.memory_bytes} bytes) "
+                    "of rows; send big data as an ingest (CommandStatementIngest) or a write"
+                )
+            held.append(batch)
+        data = pa.Table.from_batches(held, schema)
         ds: LanceDataset = self.catalog.open(name, shared=False)
         target = ds.schema
         names = columns if columns is not None else target.names[: data.num_columns]

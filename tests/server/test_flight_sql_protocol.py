@@ -347,3 +347,45 @@ def test_forged_statement_handles_are_refused(served_sql: Served, handle: bytes)
     prepared = pack("CommandPreparedStatementQuery", prepared_statement_handle=handle)
     with pytest.raises(pa.ArrowInvalid, match="corrupt statement handle"):
         served_sql.raw.get_flight_info(flight.FlightDescriptor.for_command(prepared))
+
+
+def test_insert_select_holds_at_most_the_sql_memory_limit(tmp_path: Path, recorder: Recorder) -> None:
+    """``INSERT ... SELECT`` held its whole result before appending it: 2,000,000 generated rows
+    (16 MB of ids) under a 4 MiB ``limits.sqlMemoryBytes`` are refused; 1,000 rows are inserted."""
+    s = start(tmp_path / "root", recorder, sql_memory_bytes=4 << 20)
+    lance_format.write_dataset(pa.table({"id": [1], "s": ["a"]}), str(tmp_path / "root" / "t"))
+    try:
+
+        def update(sql: str) -> bytes:
+            descriptor = flight.FlightDescriptor.for_command(pack("CommandStatementUpdate", query=sql))
+            writer, reader = s.raw.do_put(descriptor, pa.schema([]))
+            writer.done_writing()
+            answer = reader.read()
+            writer.close()
+            assert answer is not None
+            return bytes(answer.to_pybytes())
+
+        with pytest.raises(pa.ArrowInvalid, match="sqlMemoryBytes"):
+            update("INSERT INTO t (id, s) SELECT value, 'x' FROM generate_series(1, 2000000)")
+        assert update("INSERT INTO t (id, s) SELECT value, 'x' FROM generate_series(1, 1000)") == serialize(
+            "DoPutUpdateResult", record_count=1000
+        )
+        assert lance_format.dataset(str(tmp_path / "root" / "t")).count_rows() == 1001
+    finally:
+        stop(s)
+
+
+def test_rewritten_statements_keep_table_functions_callable(served_sql: Served) -> None:
+    """A statement sqlglot writes back (time travel rewrites the table name; INSERT renders its
+    SELECT) spelled table functions in capitals, which DataFusion does not find: "table function
+    'GENERATE_SERIES' not found"."""
+    sql = 'SELECT count(*) AS n FROM generate_series(1, 5) g JOIN "t@1" t ON g.value = t.id'
+    assert _run_sql(served_sql, sql).to_pylist() == [{"n": 2}]
+    insert = "INSERT INTO t (id, s) SELECT value, 'g' FROM generate_series(10, 12)"
+    descriptor = flight.FlightDescriptor.for_command(pack("CommandStatementUpdate", query=insert))
+    writer, reader = served_sql.raw.do_put(descriptor, pa.schema([]))
+    writer.done_writing()
+    answer = reader.read()
+    writer.close()
+    assert answer is not None
+    assert answer.to_pybytes() == serialize("DoPutUpdateResult", record_count=3)
