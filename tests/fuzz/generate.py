@@ -57,6 +57,8 @@ RPCS: dict[str, int] = {
     "flight_sql": 14,
 }
 
+#: Share of streaming calls (do_get, do_put, do_exchange) cancelled by the client part-way.
+CANCEL_SHARE = 0.08
 #: Largest row-id list a generated take carries (an 800 KB ticket): big enough to reach the
 #: server's take limits, small enough that a run of 100,000 calls stays on a laptop's budget.
 MAX_IDS = 100_000
@@ -125,6 +127,9 @@ class Call:
     action: str = ""
     data: PutData | None = None
     note: str = ""
+    #: Cancel the call after reading this many answers (do_get batches) or sending this many
+    #: batches (do_put, do_exchange): the server must free the call's slot, memory and turn.
+    cancel_after: int | None = None
 
     def payload(self) -> bytes:
         """The ticket, command or action body bytes."""
@@ -466,7 +471,10 @@ class Generator:
 
     def call(self) -> Call:
         rpc = self.rng.choices(list(RPCS), weights=list(RPCS.values()))[0]
-        return getattr(self, f"_call_{rpc}")()  # type: ignore[no-any-return]
+        made: Call = getattr(self, f"_call_{rpc}")()
+        if made.rpc in ("do_get", "do_put", "do_exchange") and self.chance(CANCEL_SHARE):
+            made.cancel_after = self.pick((0, 1, 1, 2))
+        return made
 
     def _dataset(self) -> str | bytes:
         return self.dataset_name()

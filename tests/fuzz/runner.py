@@ -133,7 +133,8 @@ class Failure:
         lines = [
             f"[{self.check}] call #{self.index}: {case.rpc}"
             + (f" action={case.action!r}" if case.action else "")
-            + (f" ({case.note})" if case.note else ""),
+            + (f" ({case.note})" if case.note else "")
+            + (f" [client cancels after {case.cancel_after}]" if case.cancel_after is not None else ""),
             f"  seen: {self.detail}",
         ]
         if self.outcome is not None:
@@ -191,8 +192,11 @@ def _send(client: flight.FlightClient, call: Call, ctx: Context | None) -> None:
     rpc = call.rpc
     if rpc == "do_get":
         reader = client.do_get(flight.Ticket(call.payload()), opts)
-        for _ in reader:
-            pass
+        for read, _ in enumerate(reader, 1):
+            if call.cancel_after is not None and read >= call.cancel_after:
+                break
+        if call.cancel_after is not None:
+            reader.cancel()
     elif rpc in ("get_flight_info",):
         info = client.get_flight_info(_descriptor(call), opts)
         if ctx is not None:
@@ -223,7 +227,9 @@ def _put(
     data = call.data or PutData(pa.table({}))
     writer, meta = client.do_put(_descriptor(call), data.table.schema, opts)
     try:
-        for batch in data.table.to_batches():
+        for sent, batch in enumerate(data.table.to_batches()):
+            if call.cancel_after is not None and sent >= call.cancel_after:
+                return  # closed without done_writing: the server sees the stream end abruptly
             writer.write_batch(batch)
         if data.junk_metadata is not None:
             writer.write_metadata(pa.py_buffer(data.junk_metadata))
@@ -252,7 +258,10 @@ def _exchange(client: flight.FlightClient, call: Call, opts: flight.FlightCallOp
     writer, reader = client.do_exchange(_descriptor(call), opts)
     try:
         writer.begin(data.table.schema)
-        for batch in data.table.to_batches():
+        for sent, batch in enumerate(data.table.to_batches()):
+            if call.cancel_after is not None and sent >= call.cancel_after:
+                reader.cancel()
+                return
             writer.write_batch(batch)
             reader.read_chunk()
         writer.done_writing()
