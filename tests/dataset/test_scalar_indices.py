@@ -214,3 +214,25 @@ def test_an_index_built_on_no_rows_then_appended_to(tmp_path: Path, kind: str, b
     for engine in (lance_format, lance):
         assert engine.dataset(uri).to_table(filter="u = 3").to_pylist() == [{"id": 1, "u": 3}]
         assert engine.dataset(uri).count_rows("u > 3") == 1
+
+
+@pytest.mark.parametrize("kind", ["BTREE", "BITMAP"])
+@pytest.mark.parametrize("builder", ["ours", "pylance"])
+def test_indices_on_stable_row_ids_find_rows_past_fragment_zero(
+    tmp_path: Path, kind: str, builder: str
+) -> None:
+    """Found by the differential machine's create_index rule (seed 912008): pylance 14.0.2 writes a
+    BTREE on a stable-row-id dataset with row *addresses* (index_version 1), and ours mapped them as
+    stable row ids: every row outside fragment 0 was lost (``v = 106`` found nothing, ``v >= 100``
+    3 rows of 9). BITMAP (index_version 0) and our own indices hold stable row ids."""
+    uri = str(tmp_path / "t")
+    data = pa.table({"id": list(range(10)), "v": list(range(100, 110))})
+    lance.write_dataset(
+        data, uri, max_rows_per_file=5, enable_stable_row_ids=True, data_storage_version="2.1"
+    )
+    lance.dataset(uri).update({"v": "999"}, "id = 1")  # row id 1 moves to a new fragment
+    (lance_format if builder == "ours" else lance).dataset(uri).create_scalar_index("v", kind)
+    for flt, ids in [("v = 999", [1]), ("v = 106", [6]), ("v >= 100", [2, 3, 4, 5, 6, 7, 8, 9, 1, 0])]:
+        expected = lance.dataset(uri).to_table(filter=flt)
+        assert sorted(expected["id"].to_pylist()) == sorted(ids)
+        assert lance_format.dataset(uri).to_table(filter=flt).equals(expected), flt
