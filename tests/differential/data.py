@@ -40,6 +40,11 @@ POOL: dict[str, pa.DataType] = {
     "v": pa.list_(_ITEM, 4),
     "ds": pa.dictionary(pa.int32(), pa.string()),
     "di": pa.dictionary(pa.int32(), pa.int32()),
+    # Session 12: large binary, lists of strings, large lists, and nesting of lists in structs.
+    "lb": pa.large_binary(),
+    "lst": pa.list_(pa.field("item", pa.string())),
+    "ll": pa.large_list(pa.field("item", pa.int64())),
+    "sl": pa.struct([pa.field("a", pa.list_(pa.field("item", pa.int32()))), pa.field("b", pa.float64())]),
 }
 
 # Edge values spliced into generated columns (the generator's own draws rarely hit them exactly).
