@@ -12,6 +12,7 @@ import pyarrow as pa
 import pytest
 
 import lance_format
+from lance_format.core.errors import InvalidInputError
 from lance_format.io import io_stats
 
 lance = pytest.importorskip("lance")
@@ -254,3 +255,24 @@ def test_our_bitmap_holds_nan_once_so_pylance_finds_every_nan_row(tmp_path: Path
     theirs = lance.dataset(uri).to_table(filter="f > 1.5")
     assert sorted(theirs["id"].to_pylist()) == [1, 2, 3, 6, 7, 8]
     assert lance_format.dataset(uri).to_table(filter="f > 1.5")["id"].equals(theirs["id"])
+
+
+@pytest.mark.parametrize(("first", "second"), [("BTREE", "BITMAP"), ("BITMAP", "ZONEMAP")])
+def test_a_second_kind_of_index_on_a_column_gets_the_next_default_name(
+    tmp_path: Path, first: str, second: str
+) -> None:
+    """Found by the differential machine (seed 912009): with ``replace=False`` and an index of
+    another kind already named ``s_idx``, pylance names the new one ``s_idx_2``; ours refused
+    ("already exists"). The same kind twice is still refused."""
+    listed = []
+    for engine in (lance, lance_format):
+        uri = str(tmp_path / engine.__name__)
+        lance.write_dataset(pa.table({"s": ["a", "b", "c"]}), uri)
+        lance.dataset(uri).create_scalar_index("s", first)
+        engine.dataset(uri).create_scalar_index("s", second, replace=False)
+        listed.append(sorted((i["name"], i["type"]) for i in lance.dataset(uri).list_indices()))
+        assert lance_format.dataset(uri).to_table(filter="s = 'b'").num_rows == 1
+    assert listed[0] == listed[1]
+    assert [n for n, _ in listed[1]] == ["s_idx", "s_idx_2"]
+    with pytest.raises(InvalidInputError, match="already exists"):
+        lance_format.dataset(str(tmp_path / "lance_format")).create_scalar_index("s", first, replace=False)
