@@ -148,10 +148,22 @@ def _schema(schema: pa.Schema) -> tuple[Any, ...]:
     return (schema, schema.metadata, [f.metadata for f in schema])
 
 
+#: pylance 14.0.2 cannot return a Rewrite transaction that remapped an index:
+#: ``get_transactions`` raises ``TypeError: LanceOperation.RewrittenIndex.__init__() missing 3
+#: required positional arguments`` (its Python binding lags its Rust struct). Tolerated, by name,
+#: in the compaction history comparison only: the kinds of both sides are then not compared.
+PYLANCE_REWRITTEN_INDEX = "pylance 14.0.2 get_transactions RewrittenIndex TypeError"
+
+
 def _history(uri: str) -> tuple[int, int, list[str]]:
     """Version, number of versions and the latest transactions' kinds, as pylance reads them."""
     ds = lance.dataset(uri)
-    kinds = [type(t.operation).__name__ if t else "-" for t in ds.get_transactions(3)]
+    try:
+        kinds = [type(t.operation).__name__ if t else "-" for t in ds.get_transactions(3)]
+    except TypeError as e:
+        if "RewrittenIndex" not in str(e):
+            raise
+        kinds = [PYLANCE_REWRITTEN_INDEX]
     return ds.version, len(ds.versions()), kinds
 
 
@@ -669,10 +681,15 @@ class DifferentialMachine(RuleBasedStateMachine):
                 lambda: _layout(self.uri if side == "ours" else shadow),
                 lambda: _layout(self.uri if side == "pylance" else shadow),
             )
+            mine = _history(self.uri if side == "ours" else shadow)
+            theirs = _history(self.uri if side == "pylance" else shadow)
+            if PYLANCE_REWRITTEN_INDEX in (*mine[2], *theirs[2]):
+                STATS.tolerated[PYLANCE_REWRITTEN_INDEX] += 1
+                mine, theirs = (*mine[:2], []), (*theirs[:2], [])
             self._same_value(
                 "version, versions and transactions after compaction (ours, pylance)",
-                lambda: _history(self.uri if side == "ours" else shadow),
-                lambda: _history(self.uri if side == "pylance" else shadow),
+                lambda: mine,
+                lambda: theirs,
             )
         self._compare(seed)
 
