@@ -5,6 +5,7 @@ from __future__ import annotations
 import decimal
 import glob
 import math
+import re
 import uuid
 from pathlib import Path
 from typing import Any
@@ -170,7 +171,16 @@ def test_random_predicates_match(uri: str, sql: str) -> None:
     ours = lance_format.dataset(uri)
     got = ours.to_table(filter=sql, columns=["a", "s"])
     assert _rows(got) == _rows(ours.to_table(filter=sql, columns=["a", "s"], use_scalar_index=False))
+    if _PYLANCE_IN_CONTRADICTION.search(sql):
+        return  # pylance 14.0.2's answer is wrong there (see the pattern's note)
     assert _rows(got) == _rows(lance.dataset(uri).to_table(filter=sql, columns=["a", "s"]))
+
+
+#: pylance 14.0.2 (DataFusion's simplifier) folds ``x IN (0) AND x IN (1)`` to false even where x is
+#: NULL, so ``NOT (x IN (0) AND x IN (1))`` keeps NULL rows (``NOT (x = 0 AND x = 1)`` does not):
+#: SQL says NULL, and ours does. Found in session 12 (``NOT ((a = 0) AND ((f IN (0, 0)) AND
+#: (f IN (1, 1))))``: ours 16,699 rows, pylance 16,700). Two IN lists on one column under AND.
+_PYLANCE_IN_CONTRADICTION = re.compile(r"\b(\w+) IN \([^)]*\)\)? AND \(*\1 IN \(")
 
 
 def test_limit_offset_and_fragment_counts(uri: str) -> None:
