@@ -36,7 +36,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 
 import lance_format
 from lance_format.core.errors import InternalError, LanceError
-from tests.differential.data import make_rows, pick_columns, predicate, update_values
+from tests.differential.data import cast_paths, make_rows, pick_columns, predicate, update_values
 from tests.interop.compare import assert_tables_equal
 
 __all__ = ["COLLECT", "STATS", "DifferentialMachine", "Stats", "known_defect"]
@@ -172,37 +172,6 @@ def _layout(uri: str) -> list[tuple[int, int | None, int]]:
     return [
         (f.fragment_id, f.metadata.physical_rows, f.count_rows()) for f in lance.dataset(uri).get_fragments()
     ]
-
-
-#: Casts ``alter_columns`` may try per type (pylance keeps a cast within one kind of type; values
-#: that do not fit make the call fail, which both sides must then do).
-_CASTS: dict[str, tuple[pa.DataType, ...]] = {
-    "int8": (pa.int32(), pa.int16()),
-    "int32": (pa.int64(), pa.int8()),
-    "int64": (pa.int32(),),
-    "uint16": (pa.uint8(), pa.int32(), pa.uint64()),
-    "uint64": (pa.int64(),),
-    "float": (pa.float64(),),
-    "double": (pa.float32(),),
-    "string": (pa.large_string(), pa.dictionary(pa.int32(), pa.string())),
-    "large_string": (pa.string(),),
-    "binary": (pa.large_binary(),),
-    "date32[day]": (pa.date64(), pa.timestamp("ms")),
-    "timestamp[us]": (pa.timestamp("ms"), pa.timestamp("ns"), pa.date32()),
-    "decimal128(12, 3)": (pa.decimal128(14, 2), pa.decimal128(6, 3)),
-    "list<item: int32>": (pa.list_(pa.int64()), pa.large_list(pa.int32())),
-    "fixed_size_list<item: float>[4]": (pa.list_(pa.float64(), 4),),
-    "dictionary<values=string, indices=int32, ordered=0>": (pa.string(),),
-    "dictionary<values=int32, indices=int32, ordered=0>": (pa.int64(),),
-}
-
-
-def _cast_paths(schema: pa.Schema, version: str) -> list[tuple[str, pa.DataType]]:
-    """Columns (not the ``id`` key) and, in 2.1+, struct members that a cast may target."""
-    out = [(f.name, f.type) for f in schema if f.name != "id"]
-    if version != "2.0":  # pylance 14 cannot read its own 2.0 struct-member casts back
-        out += [(f"{f.name}.{c.name}", c.type) for f in schema if pa.types.is_struct(f.type) for c in f.type]
-    return out
 
 
 class DifferentialMachine(RuleBasedStateMachine):
@@ -629,9 +598,7 @@ class DifferentialMachine(RuleBasedStateMachine):
         fail on both sides), units, dictionaries, list items and a struct member."""
         schema = self._current().schema
         rng = np.random.default_rng(seed)
-        options = [
-            (path, to) for path, typ in _cast_paths(schema, self.version) for to in _CASTS.get(str(typ), ())
-        ]
+        options = cast_paths(schema, self.version)
         if not options:
             return
         path, to = options[int(rng.integers(len(options)))]
