@@ -373,6 +373,14 @@ OPTIONS: tuple[Option, ...] = (
         "result bytes one call may hold",
     ),
     Option(
+        "sql_memory_bytes",
+        "limits.sqlMemoryBytes",
+        "--sql-memory-bytes",
+        ("LANCE_FLIGHT_SQL_MEMORY_BYTES",),
+        _positive_bytes,
+        "working memory of one SQL query (joins, aggregates, sorts)",
+    ),
+    Option(
         "stream_wait_seconds",
         "limits.streamWaitSeconds",
         "--stream-wait",

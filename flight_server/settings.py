@@ -55,6 +55,12 @@ DEFAULT_MAX_STREAMS_PER_PRINCIPAL = 0
 DEFAULT_MEMORY_BUDGET_BYTES = 1024 * 1024 * 1024
 #: Bytes one call may hold at once: four default-size messages; a take streams in chunks below it.
 DEFAULT_CALL_MEMORY_BYTES = 256 * 1024 * 1024
+#: Working memory one SQL query may take in DataFusion (hash tables of joins and aggregates, sort
+#: buffers, array_agg): a query past it fails with INVALID_ARGUMENT instead of growing until the
+#: process is killed, and one abandoned by its client (DataFusion keeps computing a blocking
+#: operator after the call is cancelled) frees it then. Sorts do not spill to disk (they never did:
+#: the pool was unbounded). 256 MiB, one call's share of results, joins and sorts millions of rows.
+DEFAULT_SQL_MEMORY_BYTES = 256 * 1024 * 1024
 #: Seconds a stream waits for a slot or memory before RESOURCE_EXHAUSTED: rides out a burst
 #: without holding clients long enough to trip their own deadlines (Spark's default is minutes).
 DEFAULT_STREAM_WAIT_SECONDS = 5.0
@@ -162,6 +168,7 @@ class ServerSettings:
     max_streams_per_principal: int = DEFAULT_MAX_STREAMS_PER_PRINCIPAL
     memory_budget_bytes: int = DEFAULT_MEMORY_BUDGET_BYTES
     call_memory_bytes: int = DEFAULT_CALL_MEMORY_BYTES
+    sql_memory_bytes: int = DEFAULT_SQL_MEMORY_BYTES
     stream_wait_seconds: float = DEFAULT_STREAM_WAIT_SECONDS
     stream_idle_seconds: float = DEFAULT_STREAM_IDLE_SECONDS
     max_endpoints: int = DEFAULT_MAX_ENDPOINTS

@@ -4,6 +4,7 @@ Statements run in DataFusion over our datasets as ``pyarrow.dataset.Dataset`` ob
 projections and filters reach our scanner; see ``docs/flight-sql.md``.
 """
 
+from flight_server.flightsql.engine import DataFusionBatches
 from flight_server.flightsql.server import SQL_ACTIONS, FlightSql, sql_text
 
-__all__ = ["SQL_ACTIONS", "FlightSql", "sql_text"]
+__all__ = ["SQL_ACTIONS", "DataFusionBatches", "FlightSql", "sql_text"]

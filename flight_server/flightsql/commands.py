@@ -59,18 +59,32 @@ def encode_handle(handle: Handle) -> bytes:
     return _MAGIC + json.dumps(body, separators=(",", ":")).encode()
 
 
+def _int64(value: Any) -> int:
+    """``value`` as a non-negative int64 (a version, a row count), else ValueError."""
+    number = int(value)
+    if not 0 <= number < 2**63:
+        raise ValueError(f"{number} is out of range")
+    return number
+
+
 def decode_handle(data: bytes) -> Handle:
     """The handle ``data`` encodes; :class:`InvalidInputError` for anything else."""
     data = bytes(data)
     if not data.startswith(_MAGIC):
         raise InvalidInputError("not a statement handle of this server")
+    # Handles are stateless, so a client can forge one: every field is checked for its type.
     try:
         body = json.loads(data[len(_MAGIC) :])
+        if not isinstance(body, dict) or not isinstance(body.get("sql"), str):
+            raise TypeError("a handle is an object with the statement's sql")
+        versions = body.get("versions", {})
+        if not isinstance(versions, dict):
+            raise TypeError("versions are an object")
         params = None
         if "params" in body:
             params = pa.ipc.open_stream(pa.py_buffer(base64.b64decode(body["params"]))).read_all()
-        versions = {str(k): int(v) for k, v in body.get("versions", {}).items()}
-        count = None if body.get("count") is None else int(body["count"])
-        return Handle(sql=str(body["sql"]), versions=versions, params=params, count=count)
-    except (ValueError, KeyError, TypeError, pa.ArrowInvalid) as exc:
+        count = None if body.get("count") is None else _int64(body["count"])
+        pins = {str(k): _int64(v) for k, v in versions.items()}
+        return Handle(sql=body["sql"], versions=pins, params=params, count=count)
+    except (ValueError, KeyError, TypeError, OSError, pa.ArrowException) as exc:
         raise InvalidInputError("corrupt statement handle") from exc

@@ -24,10 +24,19 @@ from sqlglot import exp
 
 from flight_server.catalog import Catalog
 from flight_server.flightsql.direct import simple_scan
+from flight_server.settings import DEFAULT_SQL_MEMORY_BYTES
 from lance_format import LanceDataset, write_dataset
-from lance_format.core.errors import InvalidInputError, NotFoundError, NotSupportedError
+from lance_format.core.errors import InvalidInputError, LanceError, NotFoundError, NotSupportedError
 
-__all__ = ["CATALOG_NAME", "SCHEMA_NAME", "Plan", "SqlEngine", "has_parameters", "is_query"]
+__all__ = [
+    "CATALOG_NAME",
+    "SCHEMA_NAME",
+    "DataFusionBatches",
+    "Plan",
+    "SqlEngine",
+    "has_parameters",
+    "is_query",
+]
 
 #: The one catalog and schema every dataset lives in (Flight SQL clients need non-empty names).
 CATALOG_NAME = "lance"
@@ -36,6 +45,8 @@ SCHEMA_NAME = "main"
 #: placeholders, and its identifiers follow DataFusion's rules (unquoted names fold to lower case).
 _READ_DIALECT = "databricks"
 _WRITE_DIALECT = "postgres"  # DataFusion's SQL is closest to PostgreSQL's
+# Statements sqlglot writes back keep function names in lower case: DataFusion finds table
+# functions (generate_series, range) only so (GENERATE_SERIES: "table function not found").
 
 
 @dataclass(frozen=True)
@@ -64,6 +75,38 @@ def _version_of(table: exp.Table) -> int | None:
     return int(value.this)
 
 
+def _query_error(exc: Exception, doing: str) -> Exception:
+    """What a client gets for an error DataFusion raised planning or running a query.
+
+    DataFusion raises plain ``Exception`` for planning and optimizer errors (``LIMIT -1``, an
+    ``OFFSET`` no integer type holds) and ``ArrowInvalid`` for errors on the data (division by
+    zero, a cast that fails): the statement's fault, so ``INVALID_ARGUMENT``. An exception our own
+    code raised inside DataFusion (the dataset it scans) comes back wrapped as ``PyErr`` with its
+    traceback in the message: that one stays as it is, an internal error logged server-side, its
+    text (paths, source lines) never sent.
+    """
+    text = str(exc)
+    if "PyErr" in text:
+        return exc
+    if "Resources exhausted" in text:
+        text += " (the limit is limits.sqlMemoryBytes)"
+    return InvalidInputError(f"{doing}: {text}")
+
+
+class DataFusionBatches(Iterator[pa.RecordBatch]):
+    """The batches of a query DataFusion runs: each ``next`` may block in DataFusion's Rust threads
+    (without the GIL) for as long as the query computes, and nothing interrupts it (a blocking
+    operator goes on after its call is cancelled). The service therefore produces them outside
+    its fair scheduler's turns: a query of hours must not hold a turn every other client needs.
+    """
+
+    def __init__(self, batches: Iterator[pa.RecordBatch]) -> None:
+        self._batches = batches
+
+    def __next__(self) -> pa.RecordBatch:
+        return next(self._batches)
+
+
 def _split_name(name: str) -> tuple[str, int | None]:
     """``"t@3"`` -> ``("t", 3)``; ``"t"`` -> ``("t", None)``."""
     if "@" not in name:
@@ -77,7 +120,7 @@ def _split_name(name: str) -> tuple[str, int | None]:
 def _parse(sql: str) -> exp.Expression:
     try:
         statements = sqlglot.parse(sql, read=_READ_DIALECT)
-    except sqlglot.errors.ParseError as e:
+    except (sqlglot.errors.ParseError, sqlglot.errors.TokenError) as e:  # TokenError: an unclosed quote
         raise InvalidInputError(f"cannot parse SQL: {e}") from None
     found = [s for s in statements if s is not None]
     if len(found) != 1 or not isinstance(found[0], exp.Expression):
@@ -99,10 +142,20 @@ def has_parameters(sql: str) -> bool:
 
 
 class SqlEngine:
-    """Runs SQL statements over the datasets of ``catalog``."""
+    """Runs SQL statements over the datasets of ``catalog``.
 
-    def __init__(self, catalog: Catalog) -> None:
+    Parameters
+    ----------
+    catalog:
+        The server's datasets.
+    memory_bytes:
+        Working memory one query may take in DataFusion (``limits.sqlMemoryBytes``); a query that
+        needs more fails with :class:`InvalidInputError`.
+    """
+
+    def __init__(self, catalog: Catalog, memory_bytes: int = DEFAULT_SQL_MEMORY_BYTES) -> None:
         self.catalog = catalog
+        self.memory_bytes = memory_bytes
 
     # -- binding ---------------------------------------------------------------------------------
     def _parse(self, sql: str) -> exp.Expression:
@@ -131,6 +184,14 @@ class SqlEngine:
         for table in list(tree.find_all(exp.Table)):
             if not isinstance(table.this, exp.Identifier) or (table.name in ctes and not table.db):
                 continue
+            alias_node = table.args.get("alias")
+            if isinstance(alias_node, exp.TableAlias) and isinstance(alias_node.this, exp.Parameter):
+                # `FROM t@3` unquoted parses as t aliased `$3`: it would read the latest version.
+                spelled = f"{table.name}@{alias_node.this.name}"
+                raise InvalidInputError(
+                    f'FROM {spelled}: quote a name with a version (FROM "{spelled}") '
+                    f"or write FROM {table.name} VERSION AS OF <version>"
+                )
             if table.catalog and table.catalog.lower() != CATALOG_NAME:
                 raise NotFoundError(f"catalog {table.catalog!r} not found (there is one: {CATALOG_NAME})")
             if table.db and table.db.lower() != SCHEMA_NAME:
@@ -153,14 +214,18 @@ class SqlEngine:
                     new.set("alias", exp.TableAlias(this=exp.to_identifier(table.name)))
                 table.replace(new)
                 rewrite = True
-        bound.sql = tree.sql(dialect=_WRITE_DIALECT) if rewrite else ""
+        bound.sql = tree.sql(dialect=_WRITE_DIALECT, normalize_functions="lower") if rewrite else ""
         return bound
 
     def _context(self, bound: _Bound) -> tuple[Any, dict[str, int]]:
         import datafusion
 
         config = datafusion.SessionConfig().with_default_catalog_and_schema(CATALOG_NAME, SCHEMA_NAME)
-        ctx = datafusion.SessionContext(config)
+        # A bounded pool and no disk: a runaway join, aggregate or sort fails at the limit (and
+        # stops then, even when its client has gone), never spills to the server's disks.
+        runtime = datafusion.RuntimeEnvBuilder().with_disk_manager_disabled()
+        runtime = runtime.with_greedy_memory_pool(self.memory_bytes)
+        ctx = datafusion.SessionContext(config, runtime)
         versions: dict[str, int] = {}
         for key, (dataset, version) in bound.tables.items():
             ds = self.catalog.open(dataset, version)
@@ -205,7 +270,7 @@ class SqlEngine:
             options = options.with_allow_statements(False)
             return ctx.sql(sql, options=options, param_values=values)
         except Exception as e:  # DataFusion raises plain Exceptions for every planning error
-            raise InvalidInputError(f"cannot plan query: {e}") from None
+            raise _query_error(e, "cannot plan query") from None
 
     def _direct(
         self, tree: exp.Expression, params: pa.Table | None, row: int, pinned: Mapping[str, int] | None
@@ -279,10 +344,17 @@ class SqlEngine:
         def batches() -> Iterator[pa.RecordBatch]:
             for row in range(rows):
                 df = head if row == 0 else self._dataframe(ctx, text, params, row)
-                for batch in pa.RecordBatchReader.from_stream(df):
-                    yield batch.cast(schema) if batch.schema != schema else batch
+                try:
+                    # The optimizer runs here, then the plan: errors of either are the query's.
+                    reader = pa.RecordBatchReader.from_stream(df)
+                    for batch in reader:
+                        yield batch.cast(schema) if batch.schema != schema else batch
+                except LanceError:
+                    raise
+                except Exception as e:  # DataFusion's plain Exceptions and pyarrow's ArrowInvalid
+                    raise _query_error(e, "query failed") from None
 
-        return schema, batches()
+        return schema, DataFusionBatches(batches())
 
     # -- updates ---------------------------------------------------------------------------------
     def update(self, sql: str, params: pa.Table | None = None) -> int:
@@ -343,11 +415,23 @@ class SqlEngine:
         source = stmt.expression
         if not isinstance(source, exp.Query | exp.Values):
             raise InvalidInputError("INSERT takes VALUES (...) or a SELECT")
-        query = source.sql(dialect=_WRITE_DIALECT)
+        query = source.sql(dialect=_WRITE_DIALECT, normalize_functions="lower")
         if isinstance(source, exp.Values):
             query = f"SELECT * FROM ({query}) AS v"
         schema, batches = self.run(query)
-        data = pa.Table.from_batches(list(batches), schema)
+        # The rows are held whole before the append: as much as a query's working memory, not
+        # what an INSERT ... SELECT over a huge generate_series or a cross join would make.
+        held: list[pa.RecordBatch] = []
+        size = 0
+        for batch in batches:
+            size += batch.nbytes
+            if size > self.memory_bytes:
+                raise InvalidInputError(
+                    f"INSERT ... SELECT makes more than limits.sqlMemoryBytes ({self.memory_bytes} bytes) "
+                    "of rows; send big data as an ingest (CommandStatementIngest) or a write"
+                )
+            held.append(batch)
+        data = pa.Table.from_batches(held, schema)
         ds: LanceDataset = self.catalog.open(name, shared=False)
         target = ds.schema
         names = columns if columns is not None else target.names[: data.num_columns]

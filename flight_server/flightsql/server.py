@@ -23,7 +23,7 @@ from flight_server.flightsql.engine import CATALOG_NAME, SCHEMA_NAME, SqlEngine,
 from flight_server.handlers.put import write_stream
 from flight_server.handlers.scan import ticket_expiration
 from flight_server.requests import WriteMode, WriteRequest
-from flight_server.settings import DEFAULT_TICKET_LIFETIME_SECONDS
+from flight_server.settings import DEFAULT_SQL_MEMORY_BYTES, DEFAULT_TICKET_LIFETIME_SECONDS
 from lance_format.core.errors import (
     DatasetAlreadyExistsError,
     InvalidInputError,
@@ -101,6 +101,8 @@ class FlightSql:
         ``limits.ticketLifetimeSeconds``: the expiration_time of result tickets pinned to versions.
     read_only:
         Reported in SqlInfo (whether the server takes writes at all).
+    memory_bytes:
+        ``limits.sqlMemoryBytes``: the working memory of one query in DataFusion.
     """
 
     def __init__(
@@ -109,10 +111,11 @@ class FlightSql:
         max_message_bytes: int,
         ticket_lifetime: int = DEFAULT_TICKET_LIFETIME_SECONDS,
         read_only: bool = False,
+        memory_bytes: int = DEFAULT_SQL_MEMORY_BYTES,
     ) -> None:
         self.catalog = catalog
         self.ticket_lifetime = ticket_lifetime
-        self.engine = SqlEngine(catalog)
+        self.engine = SqlEngine(catalog, memory_bytes)
         self.max_message_bytes = max_message_bytes
         self.sql_info_values: dict[int, Any] = {
             0: "lance-flight",

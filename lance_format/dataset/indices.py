@@ -60,6 +60,26 @@ def describe_indices(ds: Snapshot) -> list[dict[str, Any]]:
     ]
 
 
+_KINDS = {"ZONEMAP": "ZoneMap", "BTREE": "BTree", "BITMAP": "Bitmap"}
+
+
+def _index_name(ds: Snapshot, column: str, kind: str, name: str | None, replace_existing: bool) -> str:
+    """The name of a new index: ``name``, else ``{column}_idx``; as pylance 14.0.2 does, when that
+    default names an index of another kind and nothing is replaced, ``{column}_idx_2`` (``_3``...)."""
+    if name:
+        return name
+    base = f"{column}_idx"
+    if replace_existing:
+        return base
+    taken = {i.name: i.kind for i in dataset_indices(ds)}
+    if base not in taken or taken[base] == _KINDS[kind]:
+        return base
+    k = 2
+    while f"{base}_{k}" in taken and taken[f"{base}_{k}"] != _KINDS[kind]:
+        k += 1
+    return f"{base}_{k}"
+
+
 def create_scalar_index(
     ds: Snapshot,
     column: str,
@@ -87,7 +107,7 @@ def create_scalar_index(
             raise InvalidInputError("rows_per_zone is for ZONEMAP indices")
         from lance_format.dataset.scalar_index.search import build_index
 
-        name = name or f"{column}_idx"
+        name = _index_name(ds, column, kind, name, replace_existing)
         existing = [i for i in dataset_indices(ds) if i.name == name]
         if existing and not replace_existing:
             raise InvalidInputError(f"index {name!r} already exists (pass replace=True to rebuild it)")
@@ -97,7 +117,7 @@ def create_scalar_index(
     rpz = ds.session.setting("zonemap_rows_per_zone") if rows_per_zone is None else rows_per_zone
     if isinstance(rpz, bool) or not isinstance(rpz, int) or rpz <= 0:
         raise InvalidInputError(f"rows_per_zone must be a positive integer, got {rows_per_zone!r}")
-    name = name or f"{column}_idx"
+    name = _index_name(ds, column, kind, name, replace_existing)
     existing = [i for i in dataset_indices(ds) if i.name == name]
     if existing and not replace_existing:
         raise InvalidInputError(f"index {name!r} already exists (pass replace=True to rebuild it)")

@@ -206,6 +206,8 @@ class _Pruner(Visitor[Flags]):
                 continue
             zt, zf = got
             covered = z.zone_of >= 0
+            if not covered.any():
+                continue  # no segment in its zones (an index built on no rows: it has none)
             idx = np.where(covered, z.zone_of, 0)
             can_t &= np.where(covered, zt[idx], True)
             can_f &= np.where(covered, zf[idx], True)

@@ -124,6 +124,10 @@ class LanceScanner:
             columns = list(arrow.names)
         elif isinstance(columns, str) or not all(isinstance(c, str) for c in columns):
             raise InvalidInputError("columns must be a list of column names or a dict of SQL expressions")
+        elif len(set(columns)) != len(columns):
+            # pylance refuses it too ("Duplicate column name"); the fragment plan failed on it.
+            twice = next(c for i, c in enumerate(columns) if c in columns[:i])
+            raise InvalidInputError(f"Duplicate column name: {twice}")
         # ``_rowid`` / ``_rowaddr`` named among the columns come out where they are named, unless
         # also asked for by with_row_id / with_row_address: then last, as pylance orders them.
         order: list[str] | None = None

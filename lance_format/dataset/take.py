@@ -199,7 +199,8 @@ def _out_schema(
         return known
     arrow = ds.schema
     names = arrow.names
-    cols = list(names) if columns is None else list(columns)
+    # A column named twice comes once, where first named (as pylance's take does); a scan refuses it.
+    cols = list(names) if columns is None else list(dict.fromkeys(columns))
     for c in cols:
         if c not in names:
             raise InvalidInputError(f"no column {c!r} in the dataset; columns are {names}")

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pytest
 
 import lance_format
+from lance_format.core.errors import InvalidInputError
 from lance_format.io import io_stats
 
 lance = pytest.importorskip("lance")
@@ -196,3 +197,82 @@ def test_scattered_matches_are_read_as_few_ranges(tmp_path: Path, monkeypatch: p
     monkeypatch.setenv("LANCE_FORMAT_INDEX_MERGE_GAP_ROWS", "-1")
     with pytest.raises(lance_format.core.errors.InvalidInputError, match="must be an integer >= 0"):
         lance_format.Session()
+
+
+@pytest.mark.parametrize("kind", ["BTREE", "BITMAP", "ZONEMAP"])
+@pytest.mark.parametrize("builder", ["ours", "pylance"])
+def test_an_index_built_on_no_rows_then_appended_to(tmp_path: Path, kind: str, builder: str) -> None:
+    """Found by the differential machine's new create_index rule (session 12): on a dataset of 0
+    rows, our BITMAP build failed (``zip() argument 2 is longer than argument 1``), and a ZONEMAP
+    of no zones (ours or pylance's) made every later filtered scan of ours fail with IndexError
+    once rows were appended."""
+    uri = str(tmp_path / "t")
+    empty = pa.table({"id": pa.array([], pa.int64()), "u": pa.array([], pa.uint64())})
+    lance.write_dataset(empty, uri)
+    (lance_format if builder == "ours" else lance).dataset(uri).create_scalar_index("u", kind)
+    assert lance_format.dataset(uri).to_table(filter="u = 3").num_rows == 0
+    lance.write_dataset(pa.table({"id": [1, 2], "u": pa.array([3, 4], pa.uint64())}), uri, mode="append")
+    for engine in (lance_format, lance):
+        assert engine.dataset(uri).to_table(filter="u = 3").to_pylist() == [{"id": 1, "u": 3}]
+        assert engine.dataset(uri).count_rows("u > 3") == 1
+
+
+@pytest.mark.parametrize("kind", ["BTREE", "BITMAP"])
+@pytest.mark.parametrize("builder", ["ours", "pylance"])
+def test_indices_on_stable_row_ids_find_rows_past_fragment_zero(
+    tmp_path: Path, kind: str, builder: str
+) -> None:
+    """Found by the differential machine's create_index rule (seed 912008): pylance 14.0.2 writes a
+    BTREE on a stable-row-id dataset with row *addresses* (index_version 1), and ours mapped them as
+    stable row ids: every row outside fragment 0 was lost (``v = 106`` found nothing, ``v >= 100``
+    3 rows of 9). BITMAP (index_version 0) and our own indices hold stable row ids."""
+    uri = str(tmp_path / "t")
+    data = pa.table({"id": list(range(10)), "v": list(range(100, 110))})
+    lance.write_dataset(
+        data, uri, max_rows_per_file=5, enable_stable_row_ids=True, data_storage_version="2.1"
+    )
+    lance.dataset(uri).update({"v": "999"}, "id = 1")  # row id 1 moves to a new fragment
+    (lance_format if builder == "ours" else lance).dataset(uri).create_scalar_index("v", kind)
+    for flt, ids in [("v = 999", [1]), ("v = 106", [6]), ("v >= 100", [2, 3, 4, 5, 6, 7, 8, 9, 1, 0])]:
+        expected = lance.dataset(uri).to_table(filter=flt)
+        assert sorted(expected["id"].to_pylist()) == sorted(ids)
+        assert lance_format.dataset(uri).to_table(filter=flt).equals(expected), flt
+
+
+def test_our_bitmap_holds_nan_once_so_pylance_finds_every_nan_row(tmp_path: Path) -> None:
+    """Found by the differential machine (seed 912006): our BITMAP over a float column wrote one
+    key per NaN row (NaN != NaN split the groups); pylance expects each key once and answered
+    ``f > 1.5`` without one of the NaN rows (both engines order NaN above every number)."""
+    from lance.file import LanceFileReader
+
+    uri = str(tmp_path / "t")
+    vals = [1.0, float("nan"), 2.0, float("inf"), None, -1.0, float("nan"), 3.0, float("nan")]
+    lance.write_dataset(pa.table({"id": list(range(len(vals))), "f": pa.array(vals, pa.float32())}), uri)
+    lance_format.dataset(uri).create_scalar_index("f", "BITMAP")
+    [lookup] = list((tmp_path / "t" / "_indices").glob("*/bitmap_page_lookup.lance"))
+    keys = LanceFileReader(str(lookup)).read_all().to_table().column("keys").to_pylist()
+    assert sum(1 for k in keys if k != k) == 1, keys  # one NaN key
+    theirs = lance.dataset(uri).to_table(filter="f > 1.5")
+    assert sorted(theirs["id"].to_pylist()) == [1, 2, 3, 6, 7, 8]
+    assert lance_format.dataset(uri).to_table(filter="f > 1.5")["id"].equals(theirs["id"])
+
+
+@pytest.mark.parametrize(("first", "second"), [("BTREE", "BITMAP"), ("BITMAP", "ZONEMAP")])
+def test_a_second_kind_of_index_on_a_column_gets_the_next_default_name(
+    tmp_path: Path, first: str, second: str
+) -> None:
+    """Found by the differential machine (seed 912009): with ``replace=False`` and an index of
+    another kind already named ``s_idx``, pylance names the new one ``s_idx_2``; ours refused
+    ("already exists"). The same kind twice is still refused."""
+    listed = []
+    for engine in (lance, lance_format):
+        uri = str(tmp_path / engine.__name__)
+        lance.write_dataset(pa.table({"s": ["a", "b", "c"]}), uri)
+        lance.dataset(uri).create_scalar_index("s", first)
+        engine.dataset(uri).create_scalar_index("s", second, replace=False)
+        listed.append(sorted((i["name"], i["type"]) for i in lance.dataset(uri).list_indices()))
+        assert lance_format.dataset(uri).to_table(filter="s = 'b'").num_rows == 1
+    assert listed[0] == listed[1]
+    assert [n for n, _ in listed[1]] == ["s_idx", "s_idx_2"]
+    with pytest.raises(InvalidInputError, match="already exists"):
+        lance_format.dataset(str(tmp_path / "lance_format")).create_scalar_index("s", first, replace=False)

@@ -36,7 +36,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 
 import lance_format
 from lance_format.core.errors import InternalError, LanceError
-from tests.differential.data import make_rows, pick_columns, predicate, update_values
+from tests.differential.data import cast_paths, make_rows, pick_columns, predicate, update_values
 from tests.interop.compare import assert_tables_equal
 
 __all__ = ["COLLECT", "STATS", "DifferentialMachine", "Stats", "known_defect"]
@@ -50,6 +50,20 @@ PROGRESS_EVERY = 10
 #: Most data files one write makes: a dataset's read cost grows with its fragments, and a few per
 #: write (appends pile them up; compaction merges them) already cross every fragment boundary.
 MAX_FILES_PER_WRITE = 4
+
+#: Share of takes and projected scans that name a column twice (pylance dedups takes and refuses
+#: scans; ours failed both with StopIteration until session 12).
+DUPLICATE_COLUMN = 0.1
+
+#: Types a scalar index is built over by :meth:`DifferentialMachine.create_index` (both engines
+#: build BTREE, BITMAP and ZONEMAP indices over each).
+INDEXABLE = (
+    pa.types.is_integer,
+    pa.types.is_floating,
+    pa.types.is_string,
+    pa.types.is_boolean,
+    pa.types.is_date32,
+)
 
 SIDES = st.sampled_from(["ours", "pylance"])
 SEEDS = st.integers(0, 2**32 - 1)
@@ -134,10 +148,22 @@ def _schema(schema: pa.Schema) -> tuple[Any, ...]:
     return (schema, schema.metadata, [f.metadata for f in schema])
 
 
+#: pylance 14.0.2 cannot return a Rewrite transaction that remapped an index:
+#: ``get_transactions`` raises ``TypeError: LanceOperation.RewrittenIndex.__init__() missing 3
+#: required positional arguments`` (its Python binding lags its Rust struct). Tolerated, by name,
+#: in the compaction history comparison only: the kinds of both sides are then not compared.
+PYLANCE_REWRITTEN_INDEX = "pylance 14.0.2 get_transactions RewrittenIndex TypeError"
+
+
 def _history(uri: str) -> tuple[int, int, list[str]]:
     """Version, number of versions and the latest transactions' kinds, as pylance reads them."""
     ds = lance.dataset(uri)
-    kinds = [type(t.operation).__name__ if t else "-" for t in ds.get_transactions(3)]
+    try:
+        kinds = [type(t.operation).__name__ if t else "-" for t in ds.get_transactions(3)]
+    except TypeError as e:
+        if "RewrittenIndex" not in str(e):
+            raise
+        kinds = [PYLANCE_REWRITTEN_INDEX]
     return ds.version, len(ds.versions()), kinds
 
 
@@ -146,37 +172,6 @@ def _layout(uri: str) -> list[tuple[int, int | None, int]]:
     return [
         (f.fragment_id, f.metadata.physical_rows, f.count_rows()) for f in lance.dataset(uri).get_fragments()
     ]
-
-
-#: Casts ``alter_columns`` may try per type (pylance keeps a cast within one kind of type; values
-#: that do not fit make the call fail, which both sides must then do).
-_CASTS: dict[str, tuple[pa.DataType, ...]] = {
-    "int8": (pa.int32(), pa.int16()),
-    "int32": (pa.int64(), pa.int8()),
-    "int64": (pa.int32(),),
-    "uint16": (pa.uint8(), pa.int32(), pa.uint64()),
-    "uint64": (pa.int64(),),
-    "float": (pa.float64(),),
-    "double": (pa.float32(),),
-    "string": (pa.large_string(), pa.dictionary(pa.int32(), pa.string())),
-    "large_string": (pa.string(),),
-    "binary": (pa.large_binary(),),
-    "date32[day]": (pa.date64(), pa.timestamp("ms")),
-    "timestamp[us]": (pa.timestamp("ms"), pa.timestamp("ns"), pa.date32()),
-    "decimal128(12, 3)": (pa.decimal128(14, 2), pa.decimal128(6, 3)),
-    "list<item: int32>": (pa.list_(pa.int64()), pa.large_list(pa.int32())),
-    "fixed_size_list<item: float>[4]": (pa.list_(pa.float64(), 4),),
-    "dictionary<values=string, indices=int32, ordered=0>": (pa.string(),),
-    "dictionary<values=int32, indices=int32, ordered=0>": (pa.int64(),),
-}
-
-
-def _cast_paths(schema: pa.Schema, version: str) -> list[tuple[str, pa.DataType]]:
-    """Columns (not the ``id`` key) and, in 2.1+, struct members that a cast may target."""
-    out = [(f.name, f.type) for f in schema if f.name != "id"]
-    if version != "2.0":  # pylance 14 cannot read its own 2.0 struct-member casts back
-        out += [(f"{f.name}.{c.name}", c.type) for f in schema if pa.types.is_struct(f.type) for c in f.type]
-    return out
 
 
 class DifferentialMachine(RuleBasedStateMachine):
@@ -388,6 +383,8 @@ class DifferentialMachine(RuleBasedStateMachine):
             # By offset (all columns or a random projection) and by row id.
             idx = rng.integers(0, n, int(rng.integers(1, 12))).tolist()
             take_cols = cols if rng.random() < 0.5 else None
+            if take_cols is not None and rng.random() < DUPLICATE_COLUMN:
+                take_cols = [*take_cols, take_cols[0]]  # named once in the result
             self._same_table(
                 f"take({idx}, columns={take_cols})",
                 lambda: ours.take(idx, columns=take_cols),
@@ -397,6 +394,8 @@ class DifferentialMachine(RuleBasedStateMachine):
             self._same_table(f"take_rows({ids})", lambda: ours.take_rows(ids), lambda: theirs._take_rows(ids))
         pred: str | None = predicate(table, rng) if rng.random() < 0.7 else None
         limit, offset = int(rng.integers(0, n + 3)), int(rng.integers(0, 6))
+        if rng.random() < DUPLICATE_COLUMN:
+            cols = [*cols, cols[-1]]  # both sides refuse the scan
         self._same_table(
             f"to_table(columns={cols}, filter={pred!r}, limit={limit}, offset={offset})",
             lambda: ours.to_table(columns=cols, filter=pred, limit=limit, offset=offset),
@@ -599,9 +598,7 @@ class DifferentialMachine(RuleBasedStateMachine):
         fail on both sides), units, dictionaries, list items and a struct member."""
         schema = self._current().schema
         rng = np.random.default_rng(seed)
-        options = [
-            (path, to) for path, typ in _cast_paths(schema, self.version) for to in _CASTS.get(str(typ), ())
-        ]
+        options = cast_paths(schema, self.version)
         if not options:
             return
         path, to = options[int(rng.integers(len(options)))]
@@ -651,11 +648,37 @@ class DifferentialMachine(RuleBasedStateMachine):
                 lambda: _layout(self.uri if side == "ours" else shadow),
                 lambda: _layout(self.uri if side == "pylance" else shadow),
             )
+            mine = _history(self.uri if side == "ours" else shadow)
+            theirs = _history(self.uri if side == "pylance" else shadow)
+            if PYLANCE_REWRITTEN_INDEX in (*mine[2], *theirs[2]):
+                STATS.tolerated[PYLANCE_REWRITTEN_INDEX] += 1
+                mine, theirs = (*mine[:2], []), (*theirs[:2], [])
             self._same_value(
                 "version, versions and transactions after compaction (ours, pylance)",
-                lambda: _history(self.uri if side == "ours" else shadow),
-                lambda: _history(self.uri if side == "pylance" else shadow),
+                lambda: mine,
+                lambda: theirs,
             )
+        self._compare(seed)
+
+    @rule(side=SIDES, seed=SEEDS, kind=st.sampled_from(["BTREE", "BITMAP", "ZONEMAP"]), replace=st.booleans())
+    @_guarded
+    def create_index(self, side: str, seed: int, kind: str, replace: bool) -> None:
+        """A scalar index over a column: every later filtered scan and count of both sides may use
+        it (and later appends, deletes, updates and compactions leave it partly covering)."""
+        rng = np.random.default_rng(seed)
+        names = [f.name for f in self._current().schema if any(is_(f.type) for is_ in INDEXABLE)]
+        if not names:
+            return
+        col = str(rng.choice(names))
+        kw: dict[str, Any] = {"replace": replace}
+        if kind == "ZONEMAP" and rng.random() < 0.5:
+            kw["rows_per_zone"] = int(rng.choice([1, 4, 16]))  # zones much smaller than a fragment
+        self._apply(
+            side,
+            f"create_scalar_index({col!r}, {kind!r}, **{kw})",
+            lambda: self._ours().create_scalar_index(col, kind, **kw),
+            lambda: self._theirs().create_scalar_index(col, kind, **kw),
+        )
         self._compare(seed)
 
     @rule(side=SIDES, seed=SEEDS)

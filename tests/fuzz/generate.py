@@ -54,8 +54,11 @@ RPCS: dict[str, int] = {
     "list_flights": 3,
     "list_actions": 1,
     "replay_endpoint": 8,
+    "flight_sql": 14,
 }
 
+#: Share of streaming calls (do_get, do_put, do_exchange) cancelled by the client part-way.
+CANCEL_SHARE = 0.08
 #: Largest row-id list a generated take carries (an 800 KB ticket): big enough to reach the
 #: server's take limits, small enough that a run of 100,000 calls stays on a laptop's budget.
 MAX_IDS = 100_000
@@ -124,6 +127,9 @@ class Call:
     action: str = ""
     data: PutData | None = None
     note: str = ""
+    #: Cancel the call after reading this many answers (do_get batches) or sending this many
+    #: batches (do_put, do_exchange): the server must free the call's slot, memory and turn.
+    cancel_after: int | None = None
 
     def payload(self) -> bytes:
         """The ticket, command or action body bytes."""
@@ -154,10 +160,16 @@ class Context:
     tickets: list[bytes] = field(default_factory=list)
     staged: list[bytes] = field(default_factory=list)
     committed_paths: list[str] = field(default_factory=list)
+    #: Flight SQL statement handles the server issued (prepared statements, bound parameters).
+    sql_handles: list[bytes] = field(default_factory=list)
 
     def remember_ticket(self, ticket: bytes) -> None:
         self.tickets.append(ticket)
         del self.tickets[:-200]
+
+    def remember_sql_handle(self, handle: bytes) -> None:
+        self.sql_handles.append(handle)
+        del self.sql_handles[:-100]
 
     def remember_staged(self, fragments: Sequence[bytes]) -> None:
         self.staged.extend(fragments)
@@ -459,7 +471,10 @@ class Generator:
 
     def call(self) -> Call:
         rpc = self.rng.choices(list(RPCS), weights=list(RPCS.values()))[0]
-        return getattr(self, f"_call_{rpc}")()  # type: ignore[no-any-return]
+        made: Call = getattr(self, f"_call_{rpc}")()
+        if made.rpc in ("do_get", "do_put", "do_exchange") and self.chance(CANCEL_SHARE):
+            made.cancel_after = self.pick((0, 1, 1, 2))
+        return made
 
     def _dataset(self) -> str | bytes:
         return self.dataset_name()
@@ -559,6 +574,11 @@ class Generator:
             return Call("do_exchange", path=(_utf8(dataset),), data=PutData(table))
         msg = self.wrapper("Ticket", "TakeRequest", 2, dataset)
         return Call("do_exchange", msg=msg, data=PutData(table))
+
+    def _call_flight_sql(self) -> Call:
+        from tests.fuzz.flightsql import flight_sql_call
+
+        return flight_sql_call(self)
 
     def _call_list_flights(self) -> Call:
         return Call("list_flights", raw=self.pick((b"", b"t", b"\xff", b"zzz", self.garbage())))

@@ -27,7 +27,7 @@ from flight_server.errors import ERROR_CODES
 from flight_server.requests import END_OF_WRITE
 from tests.fuzz.generate import Call, Context, Generator, PutData
 from tests.fuzz.server import FuzzServer, ServerLimits, bound_datasets, memory_report, populate
-from tests.fuzz.wire import Entry, Msg, describe, parse_text, simpler
+from tests.fuzz.wire import Entry, Msg, describe, parse_text, simpler, sql_handle
 
 __all__ = ["Failure", "FuzzReport", "Outcome", "execute", "run_fuzz"]
 
@@ -133,7 +133,8 @@ class Failure:
         lines = [
             f"[{self.check}] call #{self.index}: {case.rpc}"
             + (f" action={case.action!r}" if case.action else "")
-            + (f" ({case.note})" if case.note else ""),
+            + (f" ({case.note})" if case.note else "")
+            + (f" [client cancels after {case.cancel_after}]" if case.cancel_after is not None else ""),
             f"  seen: {self.detail}",
         ]
         if self.outcome is not None:
@@ -191,17 +192,23 @@ def _send(client: flight.FlightClient, call: Call, ctx: Context | None) -> None:
     rpc = call.rpc
     if rpc == "do_get":
         reader = client.do_get(flight.Ticket(call.payload()), opts)
-        for _ in reader:
-            pass
+        for read, _ in enumerate(reader, 1):
+            if call.cancel_after is not None and read >= call.cancel_after:
+                break
+        if call.cancel_after is not None:
+            reader.cancel()
     elif rpc in ("get_flight_info",):
         info = client.get_flight_info(_descriptor(call), opts)
         if ctx is not None:
             for ep in list(info.endpoints)[:20]:
                 ctx.remember_ticket(ep.ticket.ticket)
+                _remember_handle(ctx, ep.ticket.ticket)
     elif rpc == "get_schema":
         client.get_schema(_descriptor(call), opts)
     elif rpc == "do_action":
-        list(client.do_action(flight.Action(call.action, call.payload()), opts))
+        for result in client.do_action(flight.Action(call.action, call.payload()), opts):
+            if ctx is not None:
+                _remember_handle(ctx, result.body.to_pybytes())
     elif rpc == "list_flights":
         list(client.list_flights(call.payload(), opts))
     elif rpc == "list_actions":
@@ -220,7 +227,9 @@ def _put(
     data = call.data or PutData(pa.table({}))
     writer, meta = client.do_put(_descriptor(call), data.table.schema, opts)
     try:
-        for batch in data.table.to_batches():
+        for sent, batch in enumerate(data.table.to_batches()):
+            if call.cancel_after is not None and sent >= call.cancel_after:
+                return  # closed without done_writing: the server sees the stream end abruptly
             writer.write_batch(batch)
         if data.junk_metadata is not None:
             writer.write_metadata(pa.py_buffer(data.junk_metadata))
@@ -233,8 +242,15 @@ def _put(
     if ctx is not None and buf is not None:
         from flight_server._serde import decode_write_result
 
+        _remember_handle(ctx, buf.to_pybytes())
         with contextlib.suppress(ValueError):
             ctx.remember_staged(decode_write_result(buf.to_pybytes()).fragments)
+
+
+def _remember_handle(ctx: Context, answer: bytes) -> None:
+    handle = sql_handle(answer)
+    if handle is not None:
+        ctx.remember_sql_handle(handle)
 
 
 def _exchange(client: flight.FlightClient, call: Call, opts: flight.FlightCallOptions) -> None:
@@ -242,7 +258,10 @@ def _exchange(client: flight.FlightClient, call: Call, opts: flight.FlightCallOp
     writer, reader = client.do_exchange(_descriptor(call), opts)
     try:
         writer.begin(data.table.schema)
-        for batch in data.table.to_batches():
+        for sent, batch in enumerate(data.table.to_batches()):
+            if call.cancel_after is not None and sent >= call.cancel_after:
+                reader.cancel()
+                return
             writer.write_batch(batch)
             reader.read_chunk()
         writer.done_writing()
@@ -520,7 +539,8 @@ def run_fuzz(
             call = gen.call()
             outcome = execute(session.client, call, session.ctx)
             report.calls += 1
-            report.rpcs[call.rpc] = report.rpcs.get(call.rpc, 0) + 1
+            rpc_key = f"sql {call.rpc}" if call.note.startswith("flight-sql") else call.rpc
+            report.rpcs[rpc_key] = report.rpcs.get(rpc_key, 0) + 1
             report.statuses[outcome.status] = report.statuses.get(outcome.status, 0) + 1
             if outcome.status in ("INTERNAL", "UNKNOWN"):
                 key = (unusual_kind(call, outcome), call.rpc, call.action or "-", outcome.status)

@@ -20,6 +20,7 @@ from google.protobuf import text_format
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
 from flight_server._proto import flight_pb2 as pb
+from flight_server._proto import flight_sql_pb2 as sql_pb
 
 __all__ = [
     "DESCRIPTORS",
@@ -31,11 +32,26 @@ __all__ = [
     "encode",
     "parse_text",
     "simpler",
+    "sql_handle",
     "varint",
 ]
 
-#: The protocol's messages by short name (Ticket, Command, ScanRequest, ...).
-DESCRIPTORS: dict[str, Descriptor] = dict(pb.DESCRIPTOR.message_types_by_name)
+
+def _with_nested(messages: dict[str, Descriptor]) -> dict[str, Descriptor]:
+    out = dict(messages)
+    for desc in messages.values():
+        for nested in desc.nested_types:
+            if not nested.GetOptions().map_entry:
+                out.setdefault(nested.name, nested)
+    return out
+
+
+#: The protocol's messages by short name (Ticket, Command, ScanRequest, ...), and Flight SQL's
+#: (CommandStatementQuery, TicketStatementQuery, ... and nested TableDefinitionOptions); the two
+#: packages share no message name.
+DESCRIPTORS: dict[str, Descriptor] = _with_nested(
+    {**pb.DESCRIPTOR.message_types_by_name, **sql_pb.DESCRIPTOR.message_types_by_name}
+)
 
 WIRE_VARINT, WIRE_I64, WIRE_LEN, WIRE_I32 = 0, 1, 2, 5
 
@@ -105,7 +121,7 @@ def _payload(entry: Entry) -> bytes:
         if isinstance(v, str)
         else v
         if isinstance(v, bytes)
-        else varint(int(v))
+        else varint(int(v) if math.isfinite(v) else 0)  # a double given the wrong wire type
     )
     return varint(len(data)) + data
 
@@ -136,10 +152,33 @@ def wire_type(fd: FieldDescriptor) -> int:
     return WIRE_VARINT
 
 
+def sql_handle(data: bytes) -> bytes | None:
+    """The statement handle a Flight SQL answer carries (a prepared statement's result, a bound
+    statement's do_put result, a statement ticket), or None."""
+    from google.protobuf import any_pb2
+
+    wrapper = any_pb2.Any()
+    try:
+        wrapper.ParseFromString(data)
+        kind = wrapper.type_url.rsplit(".", 1)[-1]
+        if kind == "ActionCreatePreparedStatementResult":
+            handle = sql_pb.ActionCreatePreparedStatementResult.FromString(
+                wrapper.value
+            ).prepared_statement_handle
+        elif kind == "TicketStatementQuery":
+            handle = sql_pb.TicketStatementQuery.FromString(wrapper.value).statement_handle
+        else:
+            handle = sql_pb.DoPutPreparedStatementResult.FromString(data).prepared_statement_handle
+    except Exception:
+        return None
+    return bytes(handle) or None
+
+
 def parse_text(name: str, data: bytes, limit: int = 1500) -> str:
     """``data`` parsed as message ``name`` by protobuf itself, as one line (or why it does not parse)."""
     try:
-        msg = getattr(pb, name).FromString(data)
+        msg = getattr(pb, name, None) or getattr(sql_pb, name)
+        msg = msg.FromString(data)
     except Exception as exc:  # any parse failure is the answer
         return f"<not a {name}: {type(exc).__name__}>"
     text = text_format.MessageToString(msg, as_one_line=True)

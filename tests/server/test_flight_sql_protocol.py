@@ -6,15 +6,19 @@ field numbers) and the protobuf wire format; the result schemas are the ones the
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 
 import lance_format
+from flight_server.flightsql import DataFusionBatches
 from flight_server.flightsql._serde import pack, serialize, unpack
+from flight_server.flightsql.engine import SqlEngine
 from flight_server.flightsql.server import sql_text
 from tests.server.service_fixtures import Recorder, Served, start, stop
 
@@ -217,3 +221,171 @@ def test_substrait_plans_are_unimplemented(served_sql: Served) -> None:
         served_sql.raw.get_flight_info(flight.FlightDescriptor.for_command(plan))
     with pytest.raises(pa.ArrowNotImplementedError, match="Substrait"):
         list(served_sql.raw.do_action(flight.Action("CreatePreparedSubstraitPlan", b"")))
+
+
+def _run_sql(served: Served, sql: str) -> pa.Table:
+    descriptor = flight.FlightDescriptor.for_command(pack("CommandStatementQuery", query=sql))
+    info = served.raw.get_flight_info(descriptor)
+    return served.raw.do_get(info.endpoints[0].ticket).read_all()
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT 1/0 AS x",  # an Arrow compute error while the plan runs
+        "SELECT id / 0 FROM t",
+        "SELECT CAST(s AS INT) FROM t",  # 'a' is no integer
+        "SELECT * FROM t LIMIT -1",  # DataFusion's optimizer refuses it when the plan runs
+        "SELECT * FROM t OFFSET 18446744073709551615",
+        "SELECT s, '; DROP TABLE x; -- FROM t",  # sqlglot's TokenError (an unclosed quote)
+    ],
+)
+def test_query_errors_raised_while_running_are_the_clients(served_sql: Served, sql: str) -> None:
+    """Found by fuzzing Flight SQL (session 12): these answered UNKNOWN "internal error
+    (ArrowInvalid / Exception); see the server log" with code INTERNAL."""
+    with pytest.raises(pa.ArrowInvalid) as refused:
+        _run_sql(served_sql, sql)
+    assert "internal error" not in str(refused.value)
+    assert "Traceback" not in str(refused.value)
+
+
+def test_an_unquoted_version_suffix_is_refused_not_read_as_latest(served_sql: Served) -> None:
+    """``FROM t@1`` unquoted parses as ``t`` aliased ``$1``: it read the latest version (a wrong
+    answer) where ``FROM "t@1"`` reads version 1."""
+    lance_format.write_dataset(pa.table({"id": [3], "s": ["c"]}), str(served_sql.root / "t"), mode="append")
+    assert _run_sql(served_sql, 'SELECT id FROM "t@1"').num_rows == 2
+    with pytest.raises(pa.ArrowInvalid, match="quote"):
+        _run_sql(served_sql, "SELECT id FROM t@1")
+
+
+def test_a_query_past_its_working_memory_fails_instead_of_growing(tmp_path: Path, recorder: Recorder) -> None:
+    """An aggregate that holds every value (array_agg of 20M integers, ~160 MB) under a 16 MiB
+    ``limits.sqlMemoryBytes`` fails with INVALID_ARGUMENT. Before, the pool was unbounded: a
+    bigger one grew the server until the kernel killed it, and went on after its client's
+    deadline (RSS 0.8 -> 1.4 GiB in the minute after a cancelled call)."""
+    s = start(tmp_path / "root", recorder, sql_memory_bytes=16 << 20)
+    try:
+        sql = "SELECT cardinality(x) AS n FROM (SELECT array_agg(value) AS x FROM generate_series(1, {}))"
+        with pytest.raises(pa.ArrowInvalid, match="sqlMemoryBytes"):
+            _run_sql(s, sql.format(20_000_000))
+        assert _run_sql(s, sql.format(1000)).to_pylist() == [{"n": 1000}]
+    finally:
+        stop(s)
+
+
+def test_a_query_running_in_datafusion_holds_no_turn(
+    tmp_path: Path, recorder: Recorder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A query DataFusion computes for a long time (here: blocked until released) must not hold
+    one of the fair scheduler's turns: with one turn, another client's take is still served.
+    Before, three abandoned ``count(*)`` queries over ``generate_series(1, 1e11)`` held every turn
+    and every other call timed out for minutes (DataFusion goes on after a cancel)."""
+    started, release = threading.Event(), threading.Event()
+    real_run = SqlEngine.run
+
+    def blocking_run(self: SqlEngine, *args: Any, **kwargs: Any) -> Any:
+        schema, batches = real_run(self, *args, **kwargs)
+        assert isinstance(batches, DataFusionBatches)  # an aggregate runs in DataFusion
+
+        def blocked() -> Iterator[pa.RecordBatch]:
+            started.set()
+            release.wait(60)
+            yield from batches
+
+        return schema, DataFusionBatches(blocked())
+
+    monkeypatch.setattr(SqlEngine, "run", blocking_run)
+    s = start(tmp_path / "root", recorder, work_slots=1)
+    lance_format.write_dataset(pa.table({"id": [1, 2, 3]}), str(tmp_path / "root" / "t"))
+    answers: list[pa.Table] = []
+    query = threading.Thread(target=lambda: answers.append(_run_sql(s, "SELECT count(*) AS n FROM t")))
+    query.start()
+    try:
+        assert started.wait(30)
+        assert s.client.take("t", indices=[2]).to_pylist() == [{"id": 3}]
+    finally:
+        release.set()
+        query.join(60)
+        stop(s)
+    assert answers[0].to_pylist() == [{"n": 3}]
+
+
+def _forged(body: object) -> bytes:
+    import json
+
+    return b"lfsql1:" + json.dumps(body).encode()
+
+
+def _truncated_params() -> str:
+    import base64
+
+    sink = pa.BufferOutputStream()
+    params = pa.table({"a": [1, 2]})
+    with pa.ipc.new_stream(sink, params.schema) as writer:
+        writer.write_table(params)
+    return base64.b64encode(sink.getvalue().to_pybytes()[:40]).decode()
+
+
+@pytest.mark.parametrize(
+    "handle",
+    [
+        _forged({"versions": []}),  # AttributeError before
+        _forged([1]),
+        _forged({"sql": 5}),
+        _forged({"sql": "SELECT id FROM t", "versions": []}),
+        _forged({"sql": "SELECT id FROM t", "params": _truncated_params()}),  # OSError / ArrowInvalid
+        _forged({"sql": "SELECT id FROM t", "count": 2**70}),  # an int64 column cannot hold it
+        _forged({"sql": "SELECT id FROM t", "versions": {"t": -1}}),
+    ],
+)
+def test_forged_statement_handles_are_refused(served_sql: Served, handle: bytes) -> None:
+    """Handles are stateless JSON a client can write: found by the Flight SQL fuzz calls, these
+    answered INTERNAL (AttributeError, OSError) on every call that takes a handle."""
+    ticket = flight.Ticket(pack("TicketStatementQuery", statement_handle=handle))
+    with pytest.raises(pa.ArrowInvalid, match="corrupt statement handle"):
+        served_sql.raw.do_get(ticket).read_all()
+    prepared = pack("CommandPreparedStatementQuery", prepared_statement_handle=handle)
+    with pytest.raises(pa.ArrowInvalid, match="corrupt statement handle"):
+        served_sql.raw.get_flight_info(flight.FlightDescriptor.for_command(prepared))
+
+
+def test_insert_select_holds_at_most_the_sql_memory_limit(tmp_path: Path, recorder: Recorder) -> None:
+    """``INSERT ... SELECT`` held its whole result before appending it: 2,000,000 generated rows
+    (16 MB of ids) under a 4 MiB ``limits.sqlMemoryBytes`` are refused; 1,000 rows are inserted."""
+    s = start(tmp_path / "root", recorder, sql_memory_bytes=4 << 20)
+    lance_format.write_dataset(pa.table({"id": [1], "s": ["a"]}), str(tmp_path / "root" / "t"))
+    try:
+
+        def update(sql: str) -> bytes:
+            descriptor = flight.FlightDescriptor.for_command(pack("CommandStatementUpdate", query=sql))
+            writer, reader = s.raw.do_put(descriptor, pa.schema([]))
+            writer.done_writing()
+            answer = reader.read()
+            writer.close()
+            assert answer is not None
+            return bytes(answer.to_pybytes())
+
+        with pytest.raises(pa.ArrowInvalid, match="sqlMemoryBytes"):
+            update("INSERT INTO t (id, s) SELECT value, 'x' FROM generate_series(1, 2000000)")
+        assert update("INSERT INTO t (id, s) SELECT value, 'x' FROM generate_series(1, 1000)") == serialize(
+            "DoPutUpdateResult", record_count=1000
+        )
+        assert lance_format.dataset(str(tmp_path / "root" / "t")).count_rows() == 1001
+    finally:
+        stop(s)
+
+
+def test_rewritten_statements_keep_table_functions_callable(served_sql: Served) -> None:
+    """A statement sqlglot writes back (time travel rewrites the table name; INSERT renders its
+    SELECT) spelled table functions in capitals, which DataFusion does not find: "table function
+    'GENERATE_SERIES' not found"."""
+    sql = 'SELECT count(*) AS n FROM generate_series(1, 5) g JOIN "t@1" t ON g.value = t.id'
+    assert _run_sql(served_sql, sql).to_pylist() == [{"n": 2}]
+    insert = "INSERT INTO t (id, s) SELECT value, 'g' FROM generate_series(10, 12)"
+    descriptor = flight.FlightDescriptor.for_command(pack("CommandStatementUpdate", query=insert))
+    writer, reader = served_sql.raw.do_put(descriptor, pa.schema([]))
+    writer.done_writing()
+    answer = reader.read()
+    writer.close()
+    assert answer is not None
+    assert answer.to_pybytes() == serialize("DoPutUpdateResult", record_count=3)

@@ -71,10 +71,15 @@ def write_bitmap(
         both_null = (~pc.is_valid(vals[1:]).to_numpy(zero_copy_only=False)) & (
             ~pc.is_valid(vals[:-1]).to_numpy(zero_copy_only=False)
         )
+        if pa.types.is_floating(vals.type):
+            # NaN != NaN: without this every NaN row was a key of its own, and pylance, which
+            # expects each key once, found only one of them (``f > 1.5`` lost NaN rows).
+            nan = pc.fill_null(pc.is_nan(vals), False).to_numpy(zero_copy_only=False)
+            both_null |= nan[1:] & nan[:-1]
         starts = np.concatenate([[0], np.flatnonzero(~(same | both_null)) + 1])
     else:
         starts = np.zeros(0, np.int64)
-    ends = np.append(starts[1:], len(vals))
+    ends = np.append(starts[1:], len(vals)) if len(starts) else starts  # no rows: no groups
     keys = vals.take(pa.array(starts, pa.int64())) if len(starts) else pa.array([], vals.type)
     bitmaps = [encode_row_set(ids_sorted[s:e]) for s, e in zip(starts.tolist(), ends.tolist(), strict=True)]
     schema = pa.schema(

@@ -61,6 +61,18 @@ def merge_gap_rows(ds: Snapshot) -> int:
 _INDEX_OVERHEAD_BYTES = 1024
 
 
+#: The first BTREE ``index_version`` whose rows are row addresses even when the dataset has stable
+#: row ids: pylance 14.0.2 writes version 1 (addresses) on stable-row-id datasets and 0 (row ids,
+#: which equal addresses there) otherwise; its BITMAP stays 0 with stable ids. Ours write 0.
+BTREE_ADDRESS_VERSION = 1
+
+
+def holds_addresses(meta: IndexMetadata) -> bool:
+    """Whether an index's rows are row addresses rather than stable row ids (on a dataset with
+    stable row ids; without them the two are the same)."""
+    return meta.kind == "BTree" and (meta.index_version or 0) >= BTREE_ADDRESS_VERSION
+
+
 class _Opened:
     """One index with its column path, opened lazily and cached in its session's metadata cache."""
 
@@ -84,7 +96,8 @@ class _Opened:
             ids = index.search(query)
         else:
             ids = index.search(query, self._whole_fragment)
-        if ds.has_stable_row_ids:  # the index holds stable ids: to addresses (unknown ones drop)
+        if ds.has_stable_row_ids and not holds_addresses(meta):
+            # The index holds stable ids: to addresses (unknown ones drop).
             from lance_format.dataset.take import stable_ids_to_addresses
 
             addrs = stable_ids_to_addresses(ds, ids)
