@@ -71,3 +71,19 @@ def test_gathered_chunk_values_are_pooled() -> None:
         assert pool_allocations() == before + 1
         want = np.concatenate([blob[s : s + n] for s, n in zip(starts, lens, strict=True)])
         assert got.tobytes() == want.tobytes()
+
+
+def test_dictionary_strings_are_built_in_pooled_buffers() -> None:
+    # A dictionary-encoded string page: offsets and bytes in two pooled buffers (the bytes were
+    # allocated inside the kernel before, fresh pages every page).
+    from lance_format.encodings.v21._decode_kernels import dictionary_take
+
+    words = [b"alpha", b"be", b"gamma-delta"]
+    offsets = np.array([0, 5, 7, 18], dtype=np.int64)
+    data = np.frombuffer(b"".join(words), dtype=np.uint8)
+    idx = (np.arange(100_000) % 3).astype(np.uint32)
+    before = pool_allocations()
+    offs, got = dictionary_take(idx, offsets, data, large=False)
+    assert pool_allocations() == before + 2
+    assert got.tobytes() == b"".join(words[i % 3] for i in range(100_000))
+    assert offs[-1] == len(got)
