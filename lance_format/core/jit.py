@@ -34,7 +34,6 @@ __all__ = [
     "kernel",
     "kernel_cache_dir",
     "kernel_cache_enabled",
-    "kernel_inline",
     "seed_kernel_cache",
     "warm",
 ]
@@ -114,12 +113,6 @@ def kernel_cache_enabled() -> bool:
 def kernel(fn: F) -> F:
     """Compile ``fn`` with numba in nopython mode, releasing the GIL, cached on disk when possible."""
     return cast(F, numba.njit(nogil=True, cache=_CACHE_ON)(fn))
-
-
-def kernel_inline(fn: F) -> F:
-    """:func:`kernel` for a helper of other kernels, inlined into each caller at the numba IR level
-    so the constants a caller passes (widths, lane counts) specialize its loops."""
-    return cast(F, numba.njit(nogil=True, cache=_CACHE_ON, inline="always")(fn))
 
 
 def warm(fn: Callable[..., Any], *args: Any, readonly: tuple[int, ...] = ()) -> None:

@@ -340,8 +340,8 @@ def test_a_seed_directory_fills_an_empty_kernel_cache(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("t", [8, 16, 32, 64])
 def test_full_inline_blocks_of_every_width_match_the_reference(t: int) -> None:
-    # Full blocks take the per-word-size loop (constant lane count); every width, with and
-    # without words spilling across a lane's word boundary, against the numpy reference.
+    # Full blocks (a scan's pages are made of them) of every width, with and without words
+    # spilling across a lane's word boundary, against the numpy reference.
     rng = np.random.default_rng(t)
     dt = np.dtype(f"u{t // 8}")
     widths = np.arange(1, t + 1, dtype=np.int64)
