@@ -48,6 +48,10 @@ ROWADDR = "_rowaddr"
 _ROWS = "__lance_rows"
 
 
+#: The offsets of a chunk whose rows need none (no row id, address or placeholder column).
+_NO_OFFSETS = np.zeros(0, dtype=np.int64)
+
+
 def _with_rows(table: pa.Table, rows: int) -> pa.Table:
     """``table``, or the row-count carrier when it has no columns left."""
     return table if table.num_columns else pa.table({_ROWS: pa.nulls(rows)})
@@ -267,7 +271,10 @@ class LanceScanner:
 
     def _load(self, reader: FragmentReader, start: int, stop: int, skip: int) -> pa.Table:
         """One chunk: decoded, deleted rows dropped, row ids added, filtered, projected."""
-        offsets = np.arange(start, stop, dtype=np.int64)
+        # Physical offsets only when a row id, address or placeholder needs them: a plain scan
+        # would otherwise write (and fault in) 8 bytes per row for nothing.
+        ids = self._compute_row_id or self._compute_row_address
+        offsets = np.arange(start, stop, dtype=np.int64) if ids or not self._read else _NO_OFFSETS
         # With nothing to decode, a placeholder column carries the row count.
         # Scans read each byte once: they leave the page cache to the random takes it exists for.
         if self._read:
@@ -281,17 +288,18 @@ class LanceScanner:
         elif keep is not None:
             live = keep[start:stop]
             table = table.filter(pa.array(live))
-            offsets = offsets[live]
+            offsets = offsets[live] if len(offsets) else offsets
         if skip:
             table, offsets = table.slice(skip), offsets[skip:]
             dead = None if dead is None else dead[skip:]
-        stable = self._ds.has_stable_row_ids
-        for name, col in row_id_columns(
-            reader, offsets, self._compute_row_id, self._compute_row_address, stable
-        ):
-            if dead is not None and dead.any():  # a deleted row has no id nor address (pylance)
-                col = pc.if_else(pa.array(dead), pa.scalar(None, pa.uint64()), col)
-            table = table.append_column(name, col)
+        if ids:
+            stable = self._ds.has_stable_row_ids
+            for name, col in row_id_columns(
+                reader, offsets, self._compute_row_id, self._compute_row_address, stable
+            ):
+                if dead is not None and dead.any():  # a deleted row has no id nor address (pylance)
+                    col = pc.if_else(pa.array(dead), pa.scalar(None, pa.uint64()), col)
+                table = table.append_column(name, col)
         if self._filter is not None:
             table = self._apply_filter(table)
         if self._exprs is None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lance_format.core.buffers import empty_bytes
 from lance_format.core.errors import CorruptFileError
 from lance_format.io.cache import ByteCache, ReadPolicy
 from lance_format.io.planner import PlanLimits, Request, merge_spans, plan_requests
@@ -143,11 +144,11 @@ class RangeReader:
         return data
 
     def _fetch_many(self, requests: Sequence[Request]) -> list[memoryview]:
-        datas = self.store.read_ranges(self.key, [(r.start, r.end) for r in requests])
+        datas = self.store.read_ranges_view(self.key, [(r.start, r.end) for r in requests])
         for req, data in zip(requests, datas, strict=True):
             if len(data) != req.length:
                 self._fetch(req)  # raises the truncation error with the range in it
-        return [memoryview(d) for d in datas]
+        return datas
 
     def _fetch_all(self, requests: list[Request]) -> list[memoryview]:
         total = sum(r.length for r in requests)
@@ -337,8 +338,8 @@ class RangeReader:
         """Read sorted, disjoint ``(start, end)`` spans of a local object under one gate permit."""
         key = self.key
 
-        def fetch_many(batch: Sequence[tuple[int, int]]) -> list[bytes]:
-            return self.store.read_ranges(key, batch)
+        def fetch_many(batch: Sequence[tuple[int, int]]) -> list[memoryview]:
+            return self.store.read_ranges_view(key, batch)
 
         datas = self.store.runtime.scheduler.run(
             lambda span: fetch_many([span])[0], spans, parallel=False, fetch_many=fetch_many
@@ -377,7 +378,7 @@ class RangeReader:
                 continue
             base = requests[a].start
             # Uninitialised (np.empty): every byte is about to be read into it.
-            buf = np.empty(requests[b].end - base, dtype=np.uint8).data
+            buf = empty_bytes(requests[b].end - base).data
             for i in range(a, b + 1):
                 bases[i], views[i] = base, buf
                 r = requests[i]

@@ -20,6 +20,7 @@ from collections.abc import Hashable, Iterator, Sequence
 from typing import ClassVar
 from urllib.parse import urlparse
 
+from lance_format.core.buffers import POOL_MIN_BYTES, empty_bytes
 from lance_format.core.errors import NotFoundError, NotSupportedError, StorageError
 from lance_format.io.descriptors import DESCRIPTORS, DescriptorCache
 from lance_format.io.planner import LOCAL_PLAN, PlanLimits, object_store_limits
@@ -82,6 +83,11 @@ class ObjectStore(ABC):
     def read_ranges(self, key: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
         """Several ``(start, end)`` ranges of one object, in order."""
         return [self.read_range(key, s, e) for s, e in ranges]
+
+    def read_ranges_view(self, key: str, ranges: Sequence[tuple[int, int]]) -> list[memoryview]:
+        """:meth:`read_ranges` as read-only buffers; stores override it to read large ranges into
+        pooled buffers (:mod:`lance_format.core.buffers`) rather than fresh ``bytes``."""
+        return [memoryview(d) for d in self.read_ranges(key, ranges)]
 
     def read_spans_together(self, key: str, spans: Sequence[tuple[int, int]]) -> list[memoryview] | None:
         """Disjoint ``(start, end)`` spans of one object, fetched by the client concurrently in one
@@ -254,6 +260,30 @@ class LocalStore(ObjectStore):
         finally:
             self.descriptors.release(held)
 
+    def read_range_view(self, key: str, start: int, end: int) -> memoryview:
+        return self.read_ranges_view(key, [(start, end)])[0]
+
+    def read_ranges_view(self, key: str, ranges: Sequence[tuple[int, int]]) -> list[memoryview]:
+        # Large ranges (scans) are read straight into pooled buffers: a fresh ``bytes`` of a
+        # megabyte faults in every one of its pages on each read (see core.buffers).
+        if all(end - start < POOL_MIN_BYTES for start, end in ranges):
+            return [memoryview(d) for d in self.read_ranges(key, ranges)]
+        held = self.descriptors.acquire(self._path(key))
+        try:
+            out = []
+            for start, end in ranges:
+                if end - start < POOL_MIN_BYTES:
+                    out.append(memoryview(_pread_full(held.fd, start, end) if end > start else b""))
+                    continue
+                buf = empty_bytes(end - start)
+                got = _preadv_full(held.fd, start, buf.data)
+                out.append(buf.data[:got].toreadonly())
+            return out
+        except OSError as e:
+            raise StorageError(f"{self._path(key)}: read failed: {e.strerror}") from e
+        finally:
+            self.descriptors.release(held)
+
     def read_ranges(self, key: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
         # One descriptor lookup for the batch: takes issue hundreds of small preads per call.
         held = self.descriptors.acquire(self._path(key))
@@ -272,13 +302,7 @@ class LocalStore(ObjectStore):
     def read_range_into(self, key: str, start: int, out: memoryview) -> int:
         held = self.descriptors.acquire(self._path(key))
         try:
-            done = 0
-            while done < len(out):
-                got = os.preadv(held.fd, [out[done:]], start + done)
-                if got <= 0:
-                    break
-                done += got
-            return done
+            return _preadv_full(held.fd, start, out)
         except OSError as e:
             raise StorageError(f"{self._path(key)}: read failed: {e.strerror}") from e
         finally:
@@ -396,6 +420,17 @@ def _write_all(fd: int, parts: list[bytes | memoryview]) -> None:
         views = views[i:]
         if done:
             views[0] = views[0][done:]
+
+
+def _preadv_full(fd: int, start: int, out: memoryview) -> int:
+    """Fill ``out`` from ``start``; the bytes read (fewer only at end of file)."""
+    done = 0
+    while done < len(out):
+        got = os.preadv(fd, [out[done:]], start + done)
+        if got <= 0:
+            break
+        done += got
+    return done
 
 
 def _pread_full(fd: int, start: int, end: int) -> bytes:

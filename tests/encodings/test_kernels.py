@@ -336,3 +336,26 @@ def test_a_seed_directory_fills_an_empty_kernel_cache(tmp_path: Path) -> None:
     )
     stdout = _python(code_one, env)
     assert int(stdout) > 0
+
+
+@pytest.mark.parametrize("t", [8, 16, 32, 64])
+def test_full_inline_blocks_of_every_width_match_the_reference(t: int) -> None:
+    # Full blocks (a scan's pages are made of them) of every width, with and without words
+    # spilling across a lane's word boundary, against the numpy reference.
+    rng = np.random.default_rng(t)
+    dt = np.dtype(f"u{t // 8}")
+    widths = np.arange(1, t + 1, dtype=np.int64)
+    parts, starts, want = [], [], []
+    pos = 0
+    for w in widths.tolist():
+        words = rng.integers(0, 2**63, 1024 * w // t, dtype=np.uint64).astype(dt)
+        gap = bytes(t // 8)  # the block's width word, as in a mini-block chunk
+        parts += [gap, words.tobytes()]
+        starts.append(pos + len(gap))
+        pos += len(gap) + words.nbytes
+        want.append(ref_fastlanes.fastlanes_unpack(words, w, t, 1)[0])
+    blob = np.frombuffer(b"".join(parts), dtype=np.uint8).copy()
+    counts = np.full(len(widths), 1024, dtype=np.int64)
+    got = unpack_inline_blocks(blob, np.array(starts, dtype=np.int64), widths, counts, t)
+    assert got is not None
+    assert got.tobytes() == np.concatenate(want).tobytes()

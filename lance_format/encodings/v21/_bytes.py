@@ -15,6 +15,7 @@ import numpy.typing as npt
 from numba import types
 from numba.extending import intrinsic
 
+from lance_format.core.buffers import concat_bytes, empty_bytes
 from lance_format.core.jit import kernel, warm
 
 __all__ = ["Bufs", "gather", "read_uint", "single", "store_u64", "warm_up"]
@@ -94,11 +95,9 @@ def gather(blob: U8, starts: I64, lengths: I64) -> U8:
         return regular
     if int(lengths.sum()) >= SLICE_GATHER_MIN_BYTES * len(starts):
         # Long ranges (whole chunks' values): copying slices beats building an index per byte.
-        return np.concatenate(
-            [blob[s : s + n] for s, n in zip(starts.tolist(), lengths.tolist(), strict=True)]
-        )
+        return concat_bytes([blob[s : s + n] for s, n in zip(starts.tolist(), lengths.tolist(), strict=True)])
     # Short ranges (takes, chunks of small values): one compiled pass, no index per byte.
-    out = np.empty(int(lengths[nonempty].sum()), dtype=np.uint8)
+    out = empty_bytes(int(lengths[nonempty].sum()))
     _gather(blob, starts, lengths, out)
     return out
 
@@ -116,7 +115,7 @@ def _regular_gather(blob: U8, starts: I64, lengths: I64) -> U8 | None:
         return None
     body = np.lib.stride_tricks.as_strided(blob[int(starts[0]) :], shape=(k - 1, width), strides=(step, 1))
     last_start, last_len = int(starts[-1]), int(lengths[-1])
-    out = np.empty((k - 1) * width + last_len, dtype=np.uint8)
+    out = empty_bytes((k - 1) * width + last_len)
     out[: (k - 1) * width].reshape(k - 1, width)[...] = body
     out[(k - 1) * width :] = blob[last_start : last_start + last_len]
     return out

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from lance_format.core.buffers import empty, empty_bytes
 from lance_format.core.jit import kernel, warm
 from lance_format.encodings.v21._bytes import Bufs, store_u64
 
@@ -179,52 +180,67 @@ def dictionary_take(
         indices = np.minimum(indices, len(offsets) - 2).astype(np.uint32)
     if not indices.flags.writeable or not indices.flags.c_contiguous:
         indices = indices.copy()  # one specialization per array type: keep the kernel to one
-    out = np.empty(len(indices) + 1, dtype=np.int64 if large else np.int32)
-    got = _dictionary_take(indices, offsets, np.ascontiguousarray(data), out, _I64_MAX if large else _I32_MAX)
-    return out, got
+    out = empty(len(indices) + 1, np.int64 if large else np.int32)
+    # Two passes, so the bytes land in a buffer sized and pooled here (core.buffers), not one the
+    # kernel allocates: a fresh allocation per page faulted in every one of its pages.
+    total = _dictionary_sizes(indices, offsets, len(data), out, _I64_MAX if large else _I32_MAX)
+    got = empty_bytes(total + 8)  # the last row's word store may run 7 bytes past its end
+    _dictionary_fill(indices, offsets, np.ascontiguousarray(data), out, got)
+    return out, got[:total]
 
 
 @kernel
-def _dictionary_take(
-    indices: npt.NDArray[np.uint32], offsets: I64, data: U8, out: npt.NDArray[Any], limit: int
-) -> U8:  # pragma: no cover - compiled
+def _dictionary_sizes(
+    indices: npt.NDArray[np.uint32], offsets: I64, ndata: int, out: npt.NDArray[Any], limit: int
+) -> int:  # pragma: no cover - compiled
+    """Check the dictionary, write the output offsets; the total bytes."""
     nd = offsets.shape[0] - 1
-    if offsets[0] < 0 or offsets[nd] > data.shape[0]:
+    if offsets[0] < 0 or offsets[nd] > ndata:
         raise ValueError("dictionary offsets outside its data")
-    lens = np.empty(nd, dtype=np.int64)
     for k in range(nd):
-        lens[k] = offsets[k + 1] - offsets[k]
-        if lens[k] < 0:
+        if offsets[k + 1] < offsets[k]:
             raise ValueError("dictionary offsets out of order")
     n = indices.shape[0]
     last = np.uint32(nd - 1)
     total = 0
     out[0] = 0
     for i in range(n):
-        total += lens[min(indices[i], last)]
+        k = min(indices[i], last)
+        total += offsets[k + 1] - offsets[k]
         if total > limit:
             raise ValueError("dictionary values too large for 32-bit offsets")
         out[i + 1] = total
-    # Each entry as whole 8-byte words (zero-padded), stored unaligned and overlapped by the next
-    # row's: a few stores per row instead of a byte loop. Worth it when the dictionary is small
-    # next to the rows (its words are built once per call).
-    got = np.empty(total + 8, dtype=np.uint8)
+    return total
+
+
+@kernel
+def _dictionary_fill(
+    indices: npt.NDArray[np.uint32], offsets: I64, data: U8, out: npt.NDArray[Any], got: U8
+) -> None:  # pragma: no cover - compiled
+    """The bytes of the entries ``indices`` select, at the offsets ``out`` holds (``got`` has 8
+    bytes of slack past the last)."""
+    nd = offsets.shape[0] - 1
+    n = indices.shape[0]
+    last = np.uint32(nd - 1)
     if offsets[nd] - offsets[0] > 8 * n:
         for i in range(n):
             k = min(indices[i], last)
             s = offsets[k]
             o = out[i]
-            for j in range(lens[k]):
+            for j in range(offsets[k + 1] - s):
                 got[o + j] = data[s + j]
-        return got[:total]
+        return
+    # Each entry as whole 8-byte words (zero-padded), stored unaligned and overlapped by the next
+    # row's: a few stores per row instead of a byte loop. Worth it when the dictionary is small
+    # next to the rows (its words are built once per call).
     first = np.empty(nd + 1, dtype=np.int64)
     first[0] = 0
     for k in range(nd):
-        first[k + 1] = first[k] + (lens[k] + 7) // 8
+        first[k + 1] = first[k] + (offsets[k + 1] - offsets[k] + 7) // 8
     words = np.zeros(first[nd], dtype=np.uint64)
     for k in range(nd):
         s = offsets[k]
-        for j in range(lens[k]):
+        for j in range(offsets[k + 1] - s):
             w = first[k] + j // 8
             words[w] |= np.uint64(data[s + j]) << np.uint64(8 * (j % 8))
     for i in range(n):
@@ -233,7 +249,6 @@ def _dictionary_take(
         for w in range(first[k], first[k + 1]):
             store_u64(got, o, words[w])  # type: ignore[call-arg]  # typingctx is numba's
             o += 8
-    return got[:total]
 
 
 def warm_up() -> None:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from lance_format.core.buffers import concat_bytes
 from lance_format.core.errors import CorruptFileError
 from lance_format.encodings.base import DecodeContext, IOGen, PageInfo, RowRuns, fetch
 from lance_format.encodings.v21 import model as m
@@ -90,11 +91,7 @@ def read_blob(
         g_start = spos[new]
         g_end = np.maximum.reduceat(send, np.flatnonzero(new))
         got = yield from fetch(list(zip(g_start.tolist(), (g_end - g_start).tolist(), strict=True)))
-        blob = (
-            np.frombuffer(b"".join(got), dtype=np.uint8)
-            if len(got) > 1
-            else np.frombuffer(got[0], dtype=np.uint8)
-        )
+        blob = concat_bytes(got) if len(got) > 1 else np.frombuffer(got[0], dtype=np.uint8)
         g_base = np.cumsum(g_end - g_start) - (g_end - g_start)
         where = np.empty(len(fetch_rows), dtype=np.int64)
         where[order] = spos - g_start[grp] + g_base[grp]

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from lance_format.core.buffers import empty
 from lance_format.core.jit import kernel, warm
 
 __all__ = [
@@ -158,7 +159,7 @@ def unpack_inline_blocks(
     words = blob[: len(blob) - len(blob) % wbytes].view(_UINT[t])
     if len(first) and int((first + widths * lanes).max()) > len(words):
         raise ValueError("bit-packed block outside the data read")
-    out = np.empty(int(counts.sum()), dtype=_UINT[t])
+    out = empty(int(counts.sum()), _UINT[t])
     _unpack_blocks(words, first, widths, counts, t, fastlanes_order(t), out)
     return out
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from lance_format.core.buffers import concat_bytes
 from lance_format.core.errors import CorruptFileError
 from lance_format.encodings.base import DecodeContext, IOGen, PageInfo, RowRuns, expand_ranges, fetch
 from lance_format.encodings.v21 import model as m
@@ -60,7 +61,7 @@ def _split_words(
 def _blob(got: list[memoryview]) -> U8:
     if len(got) == 1:
         return np.frombuffer(got[0], dtype=np.uint8)
-    return np.frombuffer(b"".join(got), dtype=np.uint8)
+    return concat_bytes(got)
 
 
 def read_fullzip(

@@ -21,6 +21,7 @@ from itertools import pairwise
 import numpy as np
 import numpy.typing as npt
 
+from lance_format.core.buffers import concat_bytes
 from lance_format.core.errors import CorruptFileError
 from lance_format.encodings.base import DecodeContext, IOGen, PageInfo, RowRuns, expand_ranges, fetch
 from lance_format.encodings.v21 import model as m
@@ -161,11 +162,7 @@ def read_chunks(layout: m.MiniBlockLayout, meta: MiniBlockMeta, runs: RowRuns, p
     seg_pos = meta.chunk_pos[seg_first]
     seg_len = meta.chunk_pos[seg_last] + meta.chunk_size[seg_last] - seg_pos
     got = yield from fetch(list(zip(seg_pos.tolist(), seg_len.tolist(), strict=True)))
-    blob = (
-        np.frombuffer(got[0], dtype=np.uint8)
-        if len(got) == 1
-        else np.frombuffer(b"".join(got), dtype=np.uint8)
-    )
+    blob = np.frombuffer(got[0], dtype=np.uint8) if len(got) == 1 else concat_bytes(got)
     sizes = meta.chunk_size[selected]
     starts = np.cumsum(sizes) - sizes
     items = meta.chunk_items[selected]
