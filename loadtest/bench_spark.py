@@ -167,6 +167,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             # The same root behind a server without the batch cache: every read decodes.
             lance_cold = _start_lance(root, 0)
             servers.extend(s for s in (lance, lance_cold) if s is not None)
+        # The driver now hosts the servers: freeze its heap as a serving process does once ready
+        # (flight_server.workers.freeze_heap), so full collections do not walk the set-up's objects.
+        from flight_server.workers import freeze_heap
+
+        freeze_heap()
         print(
             f"# {args.rows:,} rows, {parts} partitions, {cores} cores; set-up {time.perf_counter() - t0:.1f}s"
         )
