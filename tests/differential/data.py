@@ -44,12 +44,8 @@ POOL: dict[str, pa.DataType] = {
     "lb": pa.large_binary(),
     "lst": pa.list_(pa.field("item", pa.string())),
     "ll": pa.large_list(pa.field("item", pa.int64())),
-}
-#: Open defect, left out of :data:`POOL` until fixed: a nullable struct holding a list of nullable
-#: items, with a null struct row and a null item, is written by ours so that pylance 14.0.2 cannot
-#: read it ("Structural validity has 4 entries for an array with 3 values"; 2.1 and 2.2). Test:
-#: tests/encodings/test_struct_list_validity.py (xfail strict until the fix).
-OPEN_TYPES: dict[str, pa.DataType] = {
+    # A nullable struct holding a list of nullable items (a null struct row over a list: the list
+    # layer must be nullable too, tests/encodings/test_struct_list_validity.py).
     "sl": pa.struct([pa.field("a", pa.list_(pa.field("item", pa.int32()))), pa.field("b", pa.float64())]),
 }
 

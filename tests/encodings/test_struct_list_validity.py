@@ -1,9 +1,8 @@
-"""An open defect found by the differential machine (session 12, seed 912009): a nullable struct
-holding a list of nullable items, with a null struct row and a null item, is written by ours so
-that pylance 14.0.2 cannot read it back ("Structural validity has 4 entries for an array with 3
-values"), in file versions 2.1 and 2.2. Ours reads its own file correctly; pylance writes the same
-rows and both read them. Strict xfail: it turns red once the encoder is fixed, to be flipped then
-(and ``"sl"`` moved from ``OPEN_TYPES`` back into the differential machine's POOL).
+"""A defect found by the differential machine (session 12, seed 912009): a nullable struct holding
+a list of nullable items, with a null struct row and a null item, was written by ours so that
+pylance 14.0.2 could not read it back ("Structural validity has 4 entries for an array with 3
+values"), in file versions 2.1 and 2.2: the list layer said "all valid" where pylance pushes the
+struct's null down into the list (its layer is then nullable), as it does for item layers.
 """
 
 from __future__ import annotations
@@ -34,8 +33,16 @@ def test_ours_reads_its_own_struct_of_list_with_nulls(tmp_path: Path, version: s
     assert lance_format.dataset(str(tmp_path / "t")).to_table().equals(_rows())
 
 
-@pytest.mark.xfail(strict=True, reason="open: pylance cannot read our struct<list<nullable>> with nulls")
 @pytest.mark.parametrize("version", ["2.1", "2.2"])
 def test_pylance_reads_our_struct_of_list_with_nulls(tmp_path: Path, version: str) -> None:
     lance_format.write_dataset(_rows(), str(tmp_path / "t"), data_storage_version=version)
     assert lance.dataset(str(tmp_path / "t")).to_table().equals(_rows())
+    lance.write_dataset(_rows(), str(tmp_path / "p"), data_storage_version=version)
+    assert _layers(tmp_path / "t") == _layers(tmp_path / "p")  # the list layer: NULLABLE_LIST
+
+
+def _layers(path: Path) -> list[tuple[object, ...]]:
+    from lance_format.file import LanceFileReader
+
+    (data,) = (path / "data").glob("*.lance")
+    return [p.encoding.layers for c in LanceFileReader(str(data)).metadata().columns for p in c.pages]

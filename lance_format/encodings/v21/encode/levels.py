@@ -216,7 +216,9 @@ def _walk(
         )
         keep_code = len(ent.code) > 0 or has_null or has_empty
         below = _Entries(len(slots), slots, False, code if keep_code else _NO_I16, starts, False)
-        layers = [*layers, _Layer(True, bool(has_null), bool(has_empty))]
+        # A list below a null struct entry is nullable too (pylance pushes the null down, as for
+        # item layers below): pylance sizes a list's validity from its own layer's kind.
+        layers = [*layers, _Layer(True, bool(has_null) or ent.null_visible, bool(has_empty))]
         _walk(field.children[0], arr.values, below, layers, columns_of, num_rows, out)
         return
     # Item / struct layer: nulls only. pylance pushes a null struct entry down into its children,
