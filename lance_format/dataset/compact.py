@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -11,10 +11,12 @@ import numpy as np
 import pyarrow as pa
 
 from lance_format.core.errors import InvalidInputError
+from lance_format.dataset.indices import dataset_indices
 from lance_format.dataset.write import write_fragments
 from lance_format.table.commit import commit_transaction
 from lance_format.table.model import (
     DataFragment,
+    IndexMetadata,
     Manifest,
     ReserveFragments,
     Rewrite,
@@ -46,18 +48,24 @@ DEFAULT_DELETIONS_THRESHOLD = 0.1
 
 
 def _groups(
-    frags: tuple[DataFragment, ...], target: int, materialize_deletions: bool, threshold: float
+    frags: tuple[DataFragment, ...],
+    target: int,
+    materialize_deletions: bool,
+    threshold: float,
+    indices: Sequence[IndexMetadata] = (),
 ) -> list[list[DataFragment]]:
     """The groups of adjacent fragments to rewrite, planned as pylance plans them.
 
     A fragment is rewritten on its own account when more than ``threshold`` of its physical rows
     are deleted (compared in 32-bit floats, as pylance does), or with its neighbours when it has
-    fewer than ``target`` physical rows. A run of such fragments is one candidate (a lone small
-    fragment is left alone), then cut into groups of at least ``target`` live rows, the remainder
-    going to the last group.
+    fewer than ``target`` physical rows. A run of such fragments covered by the same ``indices``
+    is one candidate (a fragment an index covers and one it does not are never merged: the index
+    could not be remapped; a lone small fragment is left alone), then cut into groups of at least
+    ``target`` live rows, the remainder going to the last group.
     """
     own = materialize_deletions and threshold < 1.0
     runs: list[list[tuple[DataFragment, bool]]] = [[]]
+    run_indices: frozenset[str] = frozenset()
     for f in frags:
         itself = (
             own
@@ -65,7 +73,11 @@ def _groups(
             and (np.float32(f.num_deleted_rows) / np.float32(f.physical_rows) > np.float32(threshold))
         )
         if itself or f.physical_rows < target:
+            covering = frozenset(i.uuid for i in indices if f.id in i.fragment_ids)
+            if runs[-1] and covering != run_indices:
+                runs.append([])
             runs[-1].append((f, bool(itself)))
+            run_indices = covering
         elif runs[-1]:
             runs.append([])
     groups: list[list[DataFragment]] = []
@@ -118,7 +130,13 @@ def compact_files(
     target = target_rows_per_fragment
     if isinstance(target, bool) or not isinstance(target, int) or target < 0:
         raise InvalidInputError(f"target_rows_per_fragment must be a non-negative integer, got {target!r}")
-    groups = _groups(ds.manifest.fragments, target, materialize_deletions, materialize_deletions_threshold)
+    groups = _groups(
+        ds.manifest.fragments,
+        target,
+        materialize_deletions,
+        materialize_deletions_threshold,
+        dataset_indices(ds),
+    )
     stats = {"fragments_removed": 0, "fragments_added": 0, "files_removed": 0, "files_added": 0}
     if not groups:
         return ds.manifest, stats

@@ -640,3 +640,29 @@ def test_timestamp_literal_against_a_coarser_column(tmp_path: Path, sql: str) ->
     theirs = lance.dataset(ours.uri)
     assert theirs.schema.field("d").type == pa.timestamp("ms")
     assert ours.count_rows(sql) == theirs.count_rows(sql)
+
+
+@pytest.mark.parametrize("stable", [False, True])
+def test_compaction_keeps_indexed_and_unindexed_fragments_apart_like_pylance(
+    tmp_path: Path, stable: bool
+) -> None:
+    """Found (session 12, seed 1212): fragments appended after an index was built were merged with
+    the indexed ones (ours [(3, 113)], pylance [(2, 38), (3, 75)]); pylance only merges fragments
+    covered by the same indices."""
+    layouts = {}
+    for side, write, open_ in (
+        ("ours", lance_format.write_dataset, lance_format.dataset),
+        ("theirs", lance.write_dataset, lance.dataset),
+    ):
+        uri = str(tmp_path / side)
+        rows = pa.table({"id": pa.array(range(30), pa.int64()), "k": pa.array([i % 3 for i in range(30)])})
+        write(rows, uri, max_rows_per_file=10, enable_stable_row_ids=stable)
+        open_(uri).create_scalar_index("k", "BITMAP")
+        more = pa.table({"id": pa.array(range(30, 45), pa.int64()), "k": pa.array([0] * 15)})
+        write(more, uri, mode="append", max_rows_per_file=5)
+        open_(uri).optimize.compact_files(target_rows_per_fragment=100)
+        ds = lance.dataset(uri)
+        layouts[side] = [(f.fragment_id, f.metadata.physical_rows) for f in ds.get_fragments()]
+        assert ds.count_rows("k = 0") == 25
+    assert layouts["ours"] == layouts["theirs"]
+    assert len(layouts["ours"]) == 2
