@@ -623,6 +623,9 @@ class ToArrow(Visitor[pc.Expression]):
             value = pc.round(value, ndigits=node.to.scale, round_mode="half_towards_infinity")
         if pa.types.is_integer(source) and pa.types.is_floating(node.to):
             return value.cast(node.to, safe=False)  # rounds above 2**53, as DataFusion's cast does
+        if pa.types.is_timestamp(source) and pa.types.is_timestamp(node.to):
+            # DataFusion truncates to a coarser unit (CAST(ns AS TIMESTAMP) drops nanoseconds).
+            return value.cast(options=pc.CastOptions(node.to, allow_time_truncate=True))
         if node.safe and not (pa.types.is_floating(source) and pa.types.is_integer(node.to)):
             return value.cast(node.to)
         # Floats truncate to integers, and TRY_CAST gives NULL where a value does not convert:

@@ -90,12 +90,16 @@ _TYPES: dict[str, pa.DataType] = {
     "TEXT": pa.string(),
     "BOOLEAN": pa.bool_(),
     "DATE": pa.date32(),
-    "TIMESTAMP": pa.timestamp("ns"),
-    "DATETIME": pa.timestamp("ns"),
+    # pylance's planner: a TIMESTAMP without precision is microseconds ("to match PyArrow"), so
+    # CAST('..123456789' AS TIMESTAMP) drops the last three digits; TIMESTAMP(p) picks the unit.
+    "TIMESTAMP": pa.timestamp("us"),
+    "DATETIME": pa.timestamp("us"),
     "VARBINARY": pa.binary(),
     "BINARY": pa.binary(),
     "BLOB": pa.binary(),
 }
+#: ``TIMESTAMP(p)`` / ``DATETIME(p)``: the precisions pylance accepts and their units.
+_PRECISION_UNITS = {0: "s", 3: "ms", 6: "us", 9: "ns"}
 #: ``arrow_cast`` type names (DataFusion prints Arrow types this way).
 _ARROW_TYPES: dict[str, pa.DataType] = {
     "Int8": pa.int8(),
@@ -132,7 +136,10 @@ SQL_TYPE_NAMES: dict[pa.DataType, str] = {
     pa.string(): "VARCHAR",
     pa.bool_(): "BOOLEAN",
     pa.date32(): "DATE",
-    pa.timestamp("ns"): "TIMESTAMP",
+    pa.timestamp("s"): "TIMESTAMP(0)",
+    pa.timestamp("ms"): "TIMESTAMP(3)",
+    pa.timestamp("us"): "TIMESTAMP",
+    pa.timestamp("ns"): "TIMESTAMP(9)",
     pa.binary(): "VARBINARY",
 }
 ARROW_TYPE_NAMES: dict[pa.DataType, str] = {t: name for name, t in _ARROW_TYPES.items()}
@@ -189,6 +196,20 @@ def _in_coarser_unit(value: pa.Scalar, to: pa.DataType) -> pa.Scalar | None:
     for unit in [u for u, rank in _UNITS.items() if rank < _UNITS[to.unit]][::-1]:
         try:
             return value.cast(pa.timestamp(unit, to.tz))
+        except (pa.ArrowException, ValueError, OverflowError):
+            continue
+    return None
+
+
+def _truncated_to_unit(value: pa.Scalar, to: pa.DataType) -> pa.Scalar | None:
+    """A timestamp string with more fractional digits than ``to``'s unit holds, truncated to it
+    (DataFusion parses to nanoseconds and divides: ``CAST('..123456789' AS TIMESTAMP)`` is
+    ``..123456`` in microseconds)."""
+    if not pa.types.is_timestamp(to) or not pa.types.is_string(value.type):
+        return None
+    for unit in [u for u, rank in _UNITS.items() if rank > _UNITS[to.unit]]:
+        try:
+            return value.cast(pa.timestamp(unit, to.tz)).cast(to, safe=False)
         except (pa.ArrowException, ValueError, OverflowError):
             continue
     return None
@@ -307,8 +328,10 @@ class _Binder:
         """A cast of a literal, computed now (``DATE '..'`` is a date literal, not a cast)."""
         if not isinstance(node.arg, Literal):
             return node
+        # Timestamps truncate to a coarser unit, as DataFusion's cast does.
+        truncates = pa.types.is_timestamp(node.arg.type) and pa.types.is_timestamp(node.to)
         try:
-            return Literal(node.arg.value.cast(node.to, safe=node.safe))
+            return Literal(node.arg.value.cast(node.to, safe=node.safe and not truncates))
         except (pa.ArrowException, ValueError, OverflowError) as e:
             offset = _with_offset_as_utc(node.arg.value, node.to)
             if offset is not None:
@@ -316,6 +339,9 @@ class _Binder:
             coarser = _in_coarser_unit(node.arg.value, node.to)
             if coarser is not None:
                 return Literal(coarser)
+            truncated = _truncated_to_unit(node.arg.value, node.to)
+            if truncated is not None:
+                return Literal(truncated)
             if not node.safe:
                 return Literal(pa.scalar(None, node.to))
             raise self.fail(f"cannot cast {node.arg} to {node.to}: {str(e).splitlines()[0]}") from None
@@ -325,6 +351,12 @@ class _Binder:
         if name == "DECIMAL" and node.expressions:
             precision, scale = (int(p.this.this) for p in node.expressions[:2])
             return pa.decimal128(precision, scale)
+        if name in ("TIMESTAMP", "DATETIME") and node.expressions:
+            precision = node.expressions[0].this
+            unit = _PRECISION_UNITS.get(int(precision.this)) if isinstance(precision, exp.Literal) else None
+            if unit is None:
+                raise self.fail(f"unsupported datetime resolution {precision.sql()} (0, 3, 6 or 9)")
+            return pa.timestamp(unit)
         t = _TYPES.get(name)
         if t is None:
             raise NotSupportedError(
@@ -487,7 +519,24 @@ class _Binder:
                 f"{column.sql(dialect=LanceSQL)}'s type {t}"
             )
 
+    def unwrap_cast(self, cast: Node, lit: Node) -> tuple[Node, Node]:
+        """``CAST(ts AS <timestamp>)`` compared with a timestamp literal, as DataFusion's optimizer
+        rewrites it: the value in its own unit against the literal converted to that unit
+        (truncated when finer), so ``CAST(ns AS TIMESTAMP) = CAST('..123456789' AS TIMESTAMP)``
+        compares nanoseconds with ``..123456000``."""
+        if not (isinstance(cast, Cast) and isinstance(lit, Literal) and pa.types.is_timestamp(lit.type)):
+            return cast, lit
+        source = self.type_of(cast.arg)
+        timestamps = (source, cast.to, lit.type)
+        if not all(pa.types.is_timestamp(t) and t.tz is None for t in timestamps):
+            return cast, lit
+        # The literal first takes the cast's unit (DataFusion coerces the comparison to it), then
+        # the value's.
+        return cast.arg, Literal(lit.value.cast(cast.to, safe=False).cast(source, safe=False))
+
     def compare(self, op: str, left: Node, right: Node) -> Node:
+        left, right = self.unwrap_cast(left, right)
+        right, left = self.unwrap_cast(right, left)
         right, left = self.coerce(left, right), self.coerce(right, left)
         for side in (left, right):
             if isinstance(side, Literal) and not side.value.is_valid:

@@ -96,8 +96,10 @@ class _Printer(Visitor[str]):
         if pa.types.is_date32(t):
             return f"DATE '{py.isoformat()}'"
         if pa.types.is_timestamp(t) and t.tz is None:
-            text = f"TIMESTAMP '{v.cast(pa.timestamp('ns')).as_py().isoformat(sep=' ')}'"
-            return _typed(text, t, pa.timestamp("ns"))
+            # Printed in the value's own unit: TIMESTAMP alone is microseconds (pylance's).
+            iso = v.cast(pa.int64()).as_py()
+            text = pa.scalar(iso, pa.timestamp(t.unit)).cast(pa.string()).as_py()
+            return f"CAST('{text}' AS {SQL_TYPE_NAMES[pa.timestamp(t.unit)]})"
         if pa.types.is_list(t):
             items = [self.visit_literal(Literal(x)) for x in v.values]
             text = f"[{', '.join(items)}]"

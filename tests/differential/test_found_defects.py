@@ -666,3 +666,44 @@ def test_compaction_keeps_indexed_and_unindexed_fragments_apart_like_pylance(
         assert ds.count_rows("k = 0") == 25
     assert layouts["ours"] == layouts["theirs"]
     assert len(layouts["ours"]) == 2
+
+
+_TS_NS = 937968537983202  # 1970-01-11 20:32:48.537983202
+_TS_LIT = "1970-01-11 20:32:48.537983202"
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        # Found (session 12, seed 1212): TIMESTAMP without precision is microseconds in pylance
+        # (ours read nanoseconds: ts <= CAST(..202) matched the row holding ..202).
+        f"ts <= CAST('{_TS_LIT}' AS TIMESTAMP)",
+        f"ts = CAST('{_TS_LIT}' AS TIMESTAMP)",
+        f"ts > TIMESTAMP '{_TS_LIT}'",
+        f"ts = CAST('{_TS_LIT}' AS TIMESTAMP(9))",
+        f"ts > CAST('{_TS_LIT}' AS DATETIME)",
+        # A cast of the column compared with a literal compares the column in its own unit.
+        f"CAST(ts AS TIMESTAMP) = CAST('{_TS_LIT}' AS TIMESTAMP)",
+        f"CAST(ts AS TIMESTAMP) = arrow_cast('{_TS_LIT}', 'Timestamp(Nanosecond, None)')",
+        f"arrow_cast(ts, 'Timestamp(Microsecond, None)') = CAST('{_TS_LIT}' AS TIMESTAMP)",
+        f"ts = CAST(arrow_cast('{_TS_LIT}', 'Timestamp(Nanosecond, None)') AS TIMESTAMP)",
+        f"ts = arrow_cast('{_TS_LIT}', 'Timestamp(Nanosecond, None)')",
+    ],
+)
+def test_timestamp_literals_take_pylances_units(tmp_path: Path, sql: str) -> None:
+    rows = pa.table(
+        {
+            "id": pa.array([1, 2, 3], pa.int64()),
+            "ts": pa.array([_TS_NS, _TS_NS + 1, _TS_NS - 202], pa.timestamp("ns")),
+        }
+    )
+    lance.write_dataset(rows, str(tmp_path / "t"))
+    ours, theirs = lance_format.dataset(str(tmp_path / "t")), lance.dataset(str(tmp_path / "t"))
+    got = ours.to_table(filter=sql).column("id").to_pylist()
+    assert got == theirs.to_table(filter=sql).column("id").to_pylist(), sql
+    # The bound tree printed back (as scan tickets carry it) keeps every literal's unit.
+    from lance_format.dataset.filters import parse_filter
+    from lance_format.dataset.sql_print import to_sql
+
+    printed = to_sql(parse_filter(sql, ours.schema).tree)
+    assert ours.to_table(filter=printed).column("id").to_pylist() == got, printed
