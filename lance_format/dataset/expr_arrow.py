@@ -323,6 +323,10 @@ _DECIMAL_DIV_SCALE = 4
 _UNSIGNED = {8: pa.uint8(), 16: pa.uint16(), 32: pa.uint32(), 64: pa.uint64()}
 
 
+def _number_dictionary(t: pa.DataType) -> bool:
+    return pa.types.is_dictionary(t) and _is_number(t.value_type)
+
+
 def _is_number(t: pa.DataType) -> bool:
     return bool(pa.types.is_integer(t) or pa.types.is_floating(t))
 
@@ -427,6 +431,14 @@ class ToArrow(Visitor[pc.Expression]):
                 raise NotSupportedError(f"ordering comparison {node.op!r} of lists")
             equal = udfs.call(udfs.list_equal(lt, self.type_of(node.right)), [left, right])
             return equal if node.op == "eq" else ~equal
+        rt = self.type_of(node.right)
+        if _number_dictionary(lt) or _number_dictionary(rt):
+            # A dictionary of numbers compares as its values, in DataFusion's common type with the
+            # other side (pyarrow would cast int32 values to a float literal's float32 and refuse
+            # those outside its exact range: NOT (di = 0.5) was an error).
+            a = Cast(node.left, lt.value_type) if _number_dictionary(lt) else node.left
+            b = Cast(node.right, rt.value_type) if _number_dictionary(rt) else node.right
+            return self.visit_compare(Compare(node.op, a, b))
         unwrapped = self.unwrap_integer_cast(node)
         if unwrapped is not None:
             return self.visit(unwrapped)

@@ -209,6 +209,7 @@ def build_manifest(
             index_bytes = old.index_section_bytes
         elif isinstance(op, Project):
             new = replace(new, schema=op.schema, fragments=_drop_unused_files(base.fragments, op.schema))
+            index_bytes = _without_dropped_fields(index_bytes, op.schema)
         elif isinstance(op, Merge):
             new = replace(new, schema=op.schema, fragments=op.fragments)
             index_bytes = _uncover_rewritten(base, new, index_bytes)
@@ -411,3 +412,15 @@ def check_conflict(mine: Transaction, theirs: Transaction | None, version: int) 
             f"{type(op).__name__} conflicts with {what} committed as version {version}: "
             f"both change fragments {sorted(both)}"
         )
+
+
+def _without_dropped_fields(index_bytes: bytes | None, schema: LanceSchema) -> bytes | None:
+    """The index section without indices on a field ``schema`` no longer has (``drop_columns``):
+    pylance drops them with the column, and cannot read a version that keeps one ("Index
+    referenced a field with id .. which did not exist in the schema")."""
+    if not index_bytes:
+        return index_bytes
+    ids = {f.id for f in schema.walk()}
+    indices = _serde.index_section_from_bytes(index_bytes, "<index section>")
+    kept = [i for i in indices if all(fid in ids for fid in i.fields)]
+    return _serde.index_section_to_bytes(kept) if len(kept) != len(indices) else index_bytes

@@ -707,3 +707,31 @@ def test_timestamp_literals_take_pylances_units(tmp_path: Path, sql: str) -> Non
 
     printed = to_sql(parse_filter(sql, ours.schema).tree)
     assert ours.to_table(filter=printed).column("id").to_pylist() == got, printed
+
+
+def test_dropping_an_indexed_column_drops_its_index_like_pylance(tmp_path: Path) -> None:
+    """Found (session 12, seed 1213): ours kept a BTREE on a dropped column, and pylance could not
+    scan that version ("Index referenced a field with id 1 which did not exist in the schema")."""
+    names = {}
+    for side, open_ in (("ours", lance_format.dataset), ("theirs", lance.dataset)):
+        uri = str(tmp_path / side)
+        lance.write_dataset(pa.table({"id": list(range(10)), "i64": list(range(10))}), uri)
+        lance.dataset(uri).create_scalar_index("i64", "BTREE")
+        lance.dataset(uri).create_scalar_index("id", "BTREE")
+        open_(uri).drop_columns(["i64"])
+        names[side] = sorted(i.name for i in lance.dataset(uri).describe_indices())
+        assert lance.dataset(uri).to_table(filter="id > 3").num_rows == 6
+    assert names["ours"] == names["theirs"] == ["id_idx"]
+
+
+@pytest.mark.parametrize("sql", ["NOT (di = 0.5)", "NOT (di < 0.5)", "NOT (di >= 5.5)", "di + 0.5 > 0"])
+def test_number_dictionaries_compare_as_their_values(tmp_path: Path, sql: str) -> None:
+    """Found (session 12, seed 1213): pyarrow compared dictionary<int32> values with a float
+    literal in float32 and refused values outside its exact range (-1130390267)."""
+    di = pa.array([5, -1130390267, None, 7], pa.int32()).dictionary_encode()
+    lance.write_dataset(pa.table({"id": [1, 2, 3, 4], "di": di}), str(tmp_path / "t"))
+    ours, theirs = lance_format.dataset(str(tmp_path / "t")), lance.dataset(str(tmp_path / "t"))
+    assert (
+        ours.to_table(filter=sql).column("id").to_pylist()
+        == theirs.to_table(filter=sql).column("id").to_pylist()
+    )
