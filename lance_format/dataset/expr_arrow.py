@@ -323,6 +323,11 @@ _DECIMAL_DIV_SCALE = 4
 _UNSIGNED = {8: pa.uint8(), 16: pa.uint16(), 32: pa.uint32(), 64: pa.uint64()}
 
 
+def _values_of(node: Node, t: pa.DataType) -> Node:
+    """``node`` (of type ``t``) as its dictionary's values when it is dictionary-encoded."""
+    return Cast(node, t.value_type) if pa.types.is_dictionary(t) else node
+
+
 def _number_dictionary(t: pa.DataType) -> bool:
     return pa.types.is_dictionary(t) and _is_number(t.value_type)
 
@@ -436,9 +441,7 @@ class ToArrow(Visitor[pc.Expression]):
             # A dictionary of numbers compares as its values, in DataFusion's common type with the
             # other side (pyarrow would cast int32 values to a float literal's float32 and refuse
             # those outside its exact range: NOT (di = 0.5) was an error).
-            a = Cast(node.left, lt.value_type) if _number_dictionary(lt) else node.left
-            b = Cast(node.right, rt.value_type) if _number_dictionary(rt) else node.right
-            return self.visit_compare(Compare(node.op, a, b))
+            return self.visit_compare(Compare(node.op, _values_of(node.left, lt), _values_of(node.right, rt)))
         unwrapped = self.unwrap_integer_cast(node)
         if unwrapped is not None:
             return self.visit(unwrapped)
@@ -649,9 +652,7 @@ class ToArrow(Visitor[pc.Expression]):
         if pa.types.is_dictionary(left_t) or pa.types.is_dictionary(right_t):
             # A dictionary operand computes as its values, in DataFusion's common type with the
             # other operand (a filter's di * 2 is an int64, as pylance's is: no int32 wrap).
-            left = Cast(node.left, left_t.value_type) if pa.types.is_dictionary(left_t) else node.left
-            right = Cast(node.right, right_t.value_type) if pa.types.is_dictionary(right_t) else node.right
-            node = Arith(node.op, left, right)
+            node = Arith(node.op, _values_of(node.left, left_t), _values_of(node.right, right_t))
         a, b = self.numeric(node.left, node.right, self.visit(node.left), self.visit(node.right))
         if node.op == "mod":
             quotient = pc.divide(a, b)

@@ -97,9 +97,7 @@ class _Printer(Visitor[str]):
             return f"DATE '{py.isoformat()}'"
         if pa.types.is_timestamp(t) and t.tz is None:
             # Printed in the value's own unit: TIMESTAMP alone is microseconds (pylance's).
-            iso = v.cast(pa.int64()).as_py()
-            text = pa.scalar(iso, pa.timestamp(t.unit)).cast(pa.string()).as_py()
-            return f"CAST('{text}' AS {SQL_TYPE_NAMES[pa.timestamp(t.unit)]})"
+            return f"CAST('{v.cast(pa.string()).as_py()}' AS {SQL_TYPE_NAMES[t]})"
         if pa.types.is_list(t):
             items = [self.visit_literal(Literal(x)) for x in v.values]
             text = f"[{', '.join(items)}]"
