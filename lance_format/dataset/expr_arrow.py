@@ -265,12 +265,31 @@ def _trunc(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
     return pc.trunc(_float_operand(b, args[0]))
 
 
+def _spelled_alike(t: pa.DataType) -> bool:
+    """Whether pyarrow spells values of ``t`` as text exactly as Arrow's Rust cast does (integers,
+    booleans, dates, decimals); floats and timestamps it spells otherwise (``1e+20``, not ``1e20``)."""
+    return bool(
+        pa.types.is_integer(t) or pa.types.is_boolean(t) or pa.types.is_date(t) or pa.types.is_decimal(t)
+    )
+
+
+def _length(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
+    # Characters of a string; DataFusion casts other scalars to text first (length(-12) is 3).
+    t = b.type_of(args[0])
+    values = t.value_type if pa.types.is_dictionary(t) else t
+    if _spelled_alike(values):
+        return pc.utf8_length(b.visit(Cast(args[0], pa.string())))
+    if pa.types.is_floating(values) or pa.types.is_temporal(values):
+        raise NotSupportedError(f"length() of {values} values (their text differs from DataFusion's)")
+    return pc.utf8_length(b.visit(args[0]))
+
+
 #: Scalar functions of the dialect: name -> (arity range, builder).
 FUNCTIONS: dict[str, tuple[tuple[int, int], Callable[[ToArrow, tuple[Node, ...]], pc.Expression]]] = {
     "lower": ((1, 1), _case_map(upper=False)),
     "upper": ((1, 1), _case_map(upper=True)),
     # Int32 of strings, Int64 of large strings (the kernels' types are DataFusion's).
-    "length": ((1, 1), _unary(pc.utf8_length)),
+    "length": ((1, 1), _length),
     "octet_length": ((1, 1), _unary(pc.binary_length)),
     "reverse": ((1, 1), _unary(pc.utf8_reverse)),
     "abs": ((1, 1), _unary(pc.abs_checked)),
