@@ -381,6 +381,14 @@ OPTIONS: tuple[Option, ...] = (
         "working memory of one SQL query (joins, aggregates, sorts)",
     ),
     Option(
+        "sql_timeout_seconds",
+        "limits.sqlTimeoutSeconds",
+        "--sql-timeout",
+        ("LANCE_FLIGHT_SQL_TIMEOUT_SECONDS",),
+        _float_in(0, 7 * 24 * 3600),
+        "seconds one SQL query may run before it is stopped (0: no limit)",
+    ),
+    Option(
         "stream_wait_seconds",
         "limits.streamWaitSeconds",
         "--stream-wait",

@@ -52,6 +52,7 @@ __all__ = [
     "InvalidArgument",
     "NotFound",
     "Outcome",
+    "QueryTimedOut",
     "ResourceExhausted",
     "StreamFailed",
     "Unimplemented",
@@ -77,12 +78,19 @@ class Outcome:
 
 INTERNAL = Outcome("INTERNAL", "INTERNAL")
 
+
+class QueryTimedOut(TimeoutError):
+    """A SQL query ran past ``limits.sqlTimeoutSeconds`` and was stopped: DEADLINE_EXCEEDED with
+    code ``QUERY_TIMEOUT`` (UNKNOWN with ``[QUERY_TIMEOUT]`` in the message mid-stream)."""
+
+
 #: Server side: exception type -> outcome, first match wins; anything not listed is INTERNAL.
 ERROR_TABLE: tuple[tuple[type[BaseException], Outcome], ...] = (
     (RetryableCommitConflictError, Outcome("UNAVAILABLE", "RETRYABLE_COMMIT_CONFLICT")),
     (CommitConflictError, Outcome("UNKNOWN", "COMMIT_CONFLICT")),
     (DatasetAlreadyExistsError, Outcome("UNKNOWN", "ALREADY_EXISTS")),
     (CorruptFileError, Outcome("UNKNOWN", "CORRUPT_DATA")),
+    (QueryTimedOut, Outcome("DEADLINE_EXCEEDED", "QUERY_TIMEOUT")),
     (NotFoundError, Outcome("NOT_FOUND")),
     (NotSupportedError, Outcome("UNIMPLEMENTED")),
     (NotImplementedError, Outcome("UNIMPLEMENTED")),
@@ -215,6 +223,8 @@ def to_flight_error(exc: BaseException, hide: tuple[str, ...] = ()) -> Any:
         return flight.FlightUnavailableError(message, code)
     if outcome.status == "INTERNAL":
         return flight.FlightInternalError(message, code)
+    if outcome.status == "DEADLINE_EXCEEDED":
+        return flight.FlightTimedOutError(message, code)
     return flight.FlightServerError(message, code)  # UNKNOWN
 
 

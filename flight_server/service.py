@@ -221,6 +221,7 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
             settings.max_message_bytes,
             settings.ticket_lifetime_seconds,
             memory_bytes=settings.sql_memory_bytes,
+            timeout_seconds=settings.sql_timeout_seconds,
         )
         if advertise:
             self.advertise = [str(a) for a in advertise]
@@ -566,6 +567,8 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
         # even after the call is cancelled: it holds no turn (three abandoned count(*) queries over
         # generate_series(1, 1e11) held every turn and no other client was served for minutes).
         in_turns = not isinstance(batches, DataFusionBatches)
+        if isinstance(batches, DataFusionBatches):
+            batches.watch(cancelled)  # a client that leaves stops its query
         stream = self._stream("sql", batches, lease, cancelled, in_turns=in_turns)
         weakref.finalize(stream, lease.release)
         return flight.RecordBatchStream(pa.RecordBatchReader.from_batches(schema, stream))

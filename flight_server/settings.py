@@ -61,6 +61,11 @@ DEFAULT_CALL_MEMORY_BYTES = 256 * 1024 * 1024
 #: operator after the call is cancelled) frees it then. Sorts do not spill to disk (they never did:
 #: the pool was unbounded). 256 MiB, one call's share of results, joins and sorts millions of rows.
 DEFAULT_SQL_MEMORY_BYTES = 256 * 1024 * 1024
+#: Seconds one SQL query may run in DataFusion before it is stopped (DEADLINE_EXCEEDED, code
+#: QUERY_TIMEOUT): a statement of the kind this server answers (scans, joins, aggregates of its
+#: datasets) takes seconds to minutes; a quarter of an hour stops a runaway one (a cross join, an
+#: aggregate over generate_series(1, 1e11)) long before its CPU is missed for hours. 0: no limit.
+DEFAULT_SQL_TIMEOUT_SECONDS = 900.0
 #: Seconds a stream waits for a slot or memory before RESOURCE_EXHAUSTED: rides out a burst
 #: without holding clients long enough to trip their own deadlines (Spark's default is minutes).
 DEFAULT_STREAM_WAIT_SECONDS = 5.0
@@ -169,6 +174,7 @@ class ServerSettings:
     memory_budget_bytes: int = DEFAULT_MEMORY_BUDGET_BYTES
     call_memory_bytes: int = DEFAULT_CALL_MEMORY_BYTES
     sql_memory_bytes: int = DEFAULT_SQL_MEMORY_BYTES
+    sql_timeout_seconds: float = DEFAULT_SQL_TIMEOUT_SECONDS
     stream_wait_seconds: float = DEFAULT_STREAM_WAIT_SECONDS
     stream_idle_seconds: float = DEFAULT_STREAM_IDLE_SECONDS
     max_endpoints: int = DEFAULT_MAX_ENDPOINTS

@@ -14,7 +14,7 @@ sqlglot and run by the engine's own delete / update / append, each one commit.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,8 +23,11 @@ import sqlglot
 from sqlglot import exp
 
 from flight_server.catalog import Catalog
+from flight_server.errors import QueryTimedOut
 from flight_server.flightsql.direct import simple_scan
-from flight_server.settings import DEFAULT_SQL_MEMORY_BYTES
+from flight_server.flightsql.interrupt import QueryRun
+from flight_server.settings import DEFAULT_SQL_MEMORY_BYTES, DEFAULT_SQL_TIMEOUT_SECONDS
+from flight_server.streams import CallCancelled
 from lance_format import LanceDataset, write_dataset
 from lance_format.core.errors import InvalidInputError, LanceError, NotFoundError, NotSupportedError
 
@@ -94,14 +97,20 @@ def _query_error(exc: Exception, doing: str) -> Exception:
 
 
 class DataFusionBatches(Iterator[pa.RecordBatch]):
-    """The batches of a query DataFusion runs: each ``next`` may block in DataFusion's Rust threads
-    (without the GIL) for as long as the query computes, and nothing interrupts it (a blocking
-    operator goes on after its call is cancelled). The service therefore produces them outside
-    its fair scheduler's turns: a query of hours must not hold a turn every other client needs.
+    """The batches of a query DataFusion runs: each ``next`` may wait on DataFusion's Rust threads
+    (without the GIL) for as long as the query computes. The service therefore produces them
+    outside its fair scheduler's turns (a query of hours must not hold a turn every other client
+    needs) and hands the query its call's cancellation (:meth:`watch`): a client that goes away
+    stops the query, as ``limits.sqlTimeoutSeconds`` does.
     """
 
-    def __init__(self, batches: Iterator[pa.RecordBatch]) -> None:
+    def __init__(self, batches: Iterator[pa.RecordBatch], run: QueryRun) -> None:
         self._batches = batches
+        self._run = run
+
+    def watch(self, cancelled: Callable[[], bool]) -> None:
+        """Stop the query once ``cancelled()`` is true."""
+        self._run.watch(cancelled)
 
     def __next__(self) -> pa.RecordBatch:
         return next(self._batches)
@@ -151,11 +160,20 @@ class SqlEngine:
     memory_bytes:
         Working memory one query may take in DataFusion (``limits.sqlMemoryBytes``); a query that
         needs more fails with :class:`InvalidInputError`.
+    timeout_seconds:
+        Time one query may run in DataFusion (``limits.sqlTimeoutSeconds``, ``0``: no limit); past
+        it the query is stopped and fails with :class:`~flight_server.errors.QueryTimedOut`.
     """
 
-    def __init__(self, catalog: Catalog, memory_bytes: int = DEFAULT_SQL_MEMORY_BYTES) -> None:
+    def __init__(
+        self,
+        catalog: Catalog,
+        memory_bytes: int = DEFAULT_SQL_MEMORY_BYTES,
+        timeout_seconds: float = DEFAULT_SQL_TIMEOUT_SECONDS,
+    ) -> None:
         self.catalog = catalog
         self.memory_bytes = memory_bytes
+        self.timeout_seconds = timeout_seconds
 
     # -- binding ---------------------------------------------------------------------------------
     def _parse(self, sql: str) -> exp.Expression:
@@ -341,20 +359,21 @@ class SqlEngine:
         head = self._dataframe(ctx, text, params, 0)
         schema = head.schema()
 
+        run = QueryRun(self.timeout_seconds)
+
         def batches() -> Iterator[pa.RecordBatch]:
             for row in range(rows):
                 df = head if row == 0 else self._dataframe(ctx, text, params, row)
                 try:
                     # The optimizer runs here, then the plan: errors of either are the query's.
-                    reader = pa.RecordBatchReader.from_stream(df)
-                    for batch in reader:
+                    for batch in run.batches(df):
                         yield batch.cast(schema) if batch.schema != schema else batch
-                except LanceError:
+                except (LanceError, QueryTimedOut, CallCancelled):
                     raise
                 except Exception as e:  # DataFusion's plain Exceptions and pyarrow's ArrowInvalid
                     raise _query_error(e, "query failed") from None
 
-        return schema, DataFusionBatches(batches())
+        return schema, DataFusionBatches(batches(), run)
 
     # -- updates ---------------------------------------------------------------------------------
     def update(self, sql: str, params: pa.Table | None = None) -> int:

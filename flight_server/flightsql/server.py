@@ -23,7 +23,11 @@ from flight_server.flightsql.engine import CATALOG_NAME, SCHEMA_NAME, SqlEngine,
 from flight_server.handlers.put import write_stream
 from flight_server.handlers.scan import ticket_expiration
 from flight_server.requests import WriteMode, WriteRequest
-from flight_server.settings import DEFAULT_SQL_MEMORY_BYTES, DEFAULT_TICKET_LIFETIME_SECONDS
+from flight_server.settings import (
+    DEFAULT_SQL_MEMORY_BYTES,
+    DEFAULT_SQL_TIMEOUT_SECONDS,
+    DEFAULT_TICKET_LIFETIME_SECONDS,
+)
 from lance_format.core.errors import (
     DatasetAlreadyExistsError,
     InvalidInputError,
@@ -103,6 +107,8 @@ class FlightSql:
         Reported in SqlInfo (whether the server takes writes at all).
     memory_bytes:
         ``limits.sqlMemoryBytes``: the working memory of one query in DataFusion.
+    timeout_seconds:
+        ``limits.sqlTimeoutSeconds``: how long one query may run in DataFusion (``0``: no limit).
     """
 
     def __init__(
@@ -112,10 +118,11 @@ class FlightSql:
         ticket_lifetime: int = DEFAULT_TICKET_LIFETIME_SECONDS,
         read_only: bool = False,
         memory_bytes: int = DEFAULT_SQL_MEMORY_BYTES,
+        timeout_seconds: float = DEFAULT_SQL_TIMEOUT_SECONDS,
     ) -> None:
         self.catalog = catalog
         self.ticket_lifetime = ticket_lifetime
-        self.engine = SqlEngine(catalog, memory_bytes)
+        self.engine = SqlEngine(catalog, memory_bytes, timeout_seconds)
         self.max_message_bytes = max_message_bytes
         self.sql_info_values: dict[int, Any] = {
             0: "lance-flight",

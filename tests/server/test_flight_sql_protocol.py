@@ -6,7 +6,9 @@ field numbers) and the protobuf wire format; the result schemas are the ones the
 
 from __future__ import annotations
 
+import resource
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,9 +18,11 @@ import pyarrow.flight as flight
 import pytest
 
 import lance_format
+from flight_server.errors import error_code
 from flight_server.flightsql import DataFusionBatches
 from flight_server.flightsql._serde import pack, serialize, unpack
 from flight_server.flightsql.engine import SqlEngine
+from flight_server.flightsql.interrupt import QueryRun
 from flight_server.flightsql.server import sql_text
 from tests.server.service_fixtures import Recorder, Served, start, stop
 
@@ -292,7 +296,7 @@ def test_a_query_running_in_datafusion_holds_no_turn(
             release.wait(60)
             yield from batches
 
-        return schema, DataFusionBatches(blocked())
+        return schema, DataFusionBatches(blocked(), QueryRun(0))
 
     monkeypatch.setattr(SqlEngine, "run", blocking_run)
     s = start(tmp_path / "root", recorder, work_slots=1)
@@ -308,6 +312,53 @@ def test_a_query_running_in_datafusion_holds_no_turn(
         query.join(60)
         stop(s)
     assert answers[0].to_pylist() == [{"n": 3}]
+
+
+#: A query that computes for many minutes in DataFusion and sends nothing until it ends.
+_ENDLESS = "SELECT count(*) AS n FROM generate_series(1, 100000000000) AS g(v) WHERE v % 7 = 3"
+
+
+def _cpu_seconds_over(seconds: float) -> float:
+    """CPU time this process (the server runs in it) uses in the next ``seconds``."""
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    time.sleep(seconds)
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def test_a_query_past_the_time_limit_is_stopped(tmp_path: Path, recorder: Recorder) -> None:
+    """``limits.sqlTimeoutSeconds``: a runaway query fails with code QUERY_TIMEOUT and stops
+    computing. Before, nothing could stop a query DataFusion was computing: it ran for minutes
+    (here the client's 60 s deadline would pass first, and the server went on burning CPU)."""
+    s = start(tmp_path / "root", recorder, sql_timeout_seconds=1.0)
+    try:
+        descriptor = flight.FlightDescriptor.for_command(pack("CommandStatementQuery", query=_ENDLESS))
+        info = s.raw.get_flight_info(descriptor)
+        options = flight.FlightCallOptions(timeout=60)
+        expected = r"sqlTimeoutSeconds .*\[QUERY_TIMEOUT\]"
+        with pytest.raises(flight.FlightServerError, match=expected) as caught:
+            s.raw.do_get(info.endpoints[0].ticket, options).read_all()
+        assert error_code(caught.value) == "QUERY_TIMEOUT"
+        assert _cpu_seconds_over(2.0) < 0.6  # stopped: a running query takes ~1 s per core
+        assert _run_sql(s, "SELECT count(*) AS n FROM generate_series(1, 10)").to_pylist() == [{"n": 10}]
+    finally:
+        stop(s)
+
+
+def test_a_query_whose_client_leaves_is_stopped(tmp_path: Path, recorder: Recorder) -> None:
+    """A client whose deadline passes (or that goes away) stops its query. Before, DataFusion went
+    on computing a blocking aggregate after the call was cancelled: three such queries held every
+    core for minutes."""
+    s = start(tmp_path / "root", recorder)
+    try:
+        descriptor = flight.FlightDescriptor.for_command(pack("CommandStatementQuery", query=_ENDLESS))
+        info = s.raw.get_flight_info(descriptor)
+        with pytest.raises(flight.FlightTimedOutError):
+            s.raw.do_get(info.endpoints[0].ticket, flight.FlightCallOptions(timeout=1.0)).read_all()
+        time.sleep(1.0)  # the server notices within CANCEL_CHECK_INTERVAL_S + POLL_SECONDS
+        assert _cpu_seconds_over(2.0) < 0.6
+    finally:
+        stop(s)
 
 
 def _forged(body: object) -> bytes:
