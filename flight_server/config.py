@@ -389,6 +389,14 @@ OPTIONS: tuple[Option, ...] = (
         "seconds one SQL query may run before it is stopped (0: no limit)",
     ),
     Option(
+        "max_concurrent_sql_queries",
+        "limits.maxConcurrentSqlQueries",
+        "--max-concurrent-sql-queries",
+        ("LANCE_FLIGHT_MAX_CONCURRENT_SQL_QUERIES",),
+        _int_in(1, 1024),
+        "SQL queries that may run in DataFusion at once",
+    ),
+    Option(
         "stream_wait_seconds",
         "limits.streamWaitSeconds",
         "--stream-wait",

@@ -32,7 +32,7 @@ from flight_server.batch_cache import BatchCache, scan_key
 from flight_server.catalog import Catalog
 from flight_server.errors import raise_flight_error, to_stream_error
 from flight_server.fairness import FairScheduler, HeldTurn, scheduled
-from flight_server.flightsql import SQL_ACTIONS, DataFusionBatches, FlightSql
+from flight_server.flightsql import SQL_ACTIONS, DataFusionBatches, FlightSql, QuerySlots
 from flight_server.handlers.actions import ACTIONS, run_action
 from flight_server.handlers.exchange import serve_exchange
 from flight_server.handlers.put import write_request, write_stream
@@ -222,6 +222,7 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
             settings.ticket_lifetime_seconds,
             memory_bytes=settings.sql_memory_bytes,
             timeout_seconds=settings.sql_timeout_seconds,
+            slots=QuerySlots(settings.max_concurrent_sql_queries, settings.stream_wait_seconds),
         )
         if advertise:
             self.advertise = [str(a) for a in advertise]
@@ -568,7 +569,7 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
         # generate_series(1, 1e11) held every turn and no other client was served for minutes).
         in_turns = not isinstance(batches, DataFusionBatches)
         if isinstance(batches, DataFusionBatches):
-            batches.watch(cancelled)  # a client that leaves stops its query
+            batches.watch(cancelled, lease.principal)  # a client that leaves stops its query
         stream = self._stream("sql", batches, lease, cancelled, in_turns=in_turns)
         weakref.finalize(stream, lease.release)
         return flight.RecordBatchStream(pa.RecordBatchReader.from_batches(schema, stream))

@@ -66,6 +66,10 @@ DEFAULT_SQL_MEMORY_BYTES = 256 * 1024 * 1024
 #: datasets) takes seconds to minutes; a quarter of an hour stops a runaway one (a cross join, an
 #: aggregate over generate_series(1, 1e11)) long before its CPU is missed for hours. 0: no limit.
 DEFAULT_SQL_TIMEOUT_SECONDS = 900.0
+#: SQL queries that may run in DataFusion at once per process (one principal: half of them). Each
+#: may take limits.sqlMemoryBytes, so 4 bound them to 1 GiB together; DataFusion's threads (one per
+#: core) are shared by all queries, so more at once would only slow each down.
+DEFAULT_MAX_CONCURRENT_SQL_QUERIES = 4
 #: Seconds a stream waits for a slot or memory before RESOURCE_EXHAUSTED: rides out a burst
 #: without holding clients long enough to trip their own deadlines (Spark's default is minutes).
 DEFAULT_STREAM_WAIT_SECONDS = 5.0
@@ -175,6 +179,7 @@ class ServerSettings:
     call_memory_bytes: int = DEFAULT_CALL_MEMORY_BYTES
     sql_memory_bytes: int = DEFAULT_SQL_MEMORY_BYTES
     sql_timeout_seconds: float = DEFAULT_SQL_TIMEOUT_SECONDS
+    max_concurrent_sql_queries: int = DEFAULT_MAX_CONCURRENT_SQL_QUERIES
     stream_wait_seconds: float = DEFAULT_STREAM_WAIT_SECONDS
     stream_idle_seconds: float = DEFAULT_STREAM_IDLE_SECONDS
     max_endpoints: int = DEFAULT_MAX_ENDPOINTS

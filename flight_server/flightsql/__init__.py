@@ -5,6 +5,7 @@ projections and filters reach our scanner; see ``docs/flight-sql.md``.
 """
 
 from flight_server.flightsql.engine import DataFusionBatches
+from flight_server.flightsql.interrupt import QuerySlots
 from flight_server.flightsql.server import SQL_ACTIONS, FlightSql, sql_text
 
-__all__ = ["SQL_ACTIONS", "DataFusionBatches", "FlightSql", "sql_text"]
+__all__ = ["SQL_ACTIONS", "DataFusionBatches", "FlightSql", "QuerySlots", "sql_text"]

@@ -19,15 +19,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.flight as flight
 import sqlglot
 from sqlglot import exp
 
 from flight_server.catalog import Catalog
 from flight_server.errors import QueryTimedOut
 from flight_server.flightsql.direct import simple_scan
-from flight_server.flightsql.interrupt import QueryRun
+from flight_server.flightsql.interrupt import QueryRun, QuerySlots
 from flight_server.settings import DEFAULT_SQL_MEMORY_BYTES, DEFAULT_SQL_TIMEOUT_SECONDS
-from flight_server.streams import CallCancelled
 from lance_format import LanceDataset, write_dataset
 from lance_format.core.errors import InvalidInputError, LanceError, NotFoundError, NotSupportedError
 
@@ -108,9 +108,9 @@ class DataFusionBatches(Iterator[pa.RecordBatch]):
         self._batches = batches
         self._run = run
 
-    def watch(self, cancelled: Callable[[], bool]) -> None:
-        """Stop the query once ``cancelled()`` is true."""
-        self._run.watch(cancelled)
+    def watch(self, cancelled: Callable[[], bool], principal: str = "") -> None:
+        """Stop the query once ``cancelled()`` is true; it runs in ``principal``'s share of slots."""
+        self._run.watch(cancelled, principal)
 
     def __next__(self) -> pa.RecordBatch:
         return next(self._batches)
@@ -163,6 +163,8 @@ class SqlEngine:
     timeout_seconds:
         Time one query may run in DataFusion (``limits.sqlTimeoutSeconds``, ``0``: no limit); past
         it the query is stopped and fails with :class:`~flight_server.errors.QueryTimedOut`.
+    slots:
+        How many queries may run in DataFusion at once (``None``: any number).
     """
 
     def __init__(
@@ -170,10 +172,12 @@ class SqlEngine:
         catalog: Catalog,
         memory_bytes: int = DEFAULT_SQL_MEMORY_BYTES,
         timeout_seconds: float = DEFAULT_SQL_TIMEOUT_SECONDS,
+        slots: QuerySlots | None = None,
     ) -> None:
         self.catalog = catalog
         self.memory_bytes = memory_bytes
         self.timeout_seconds = timeout_seconds
+        self.slots = slots
 
     # -- binding ---------------------------------------------------------------------------------
     def _parse(self, sql: str) -> exp.Expression:
@@ -359,7 +363,7 @@ class SqlEngine:
         head = self._dataframe(ctx, text, params, 0)
         schema = head.schema()
 
-        run = QueryRun(self.timeout_seconds)
+        run = QueryRun(self.timeout_seconds, self.slots)
 
         def batches() -> Iterator[pa.RecordBatch]:
             for row in range(rows):
@@ -368,8 +372,8 @@ class SqlEngine:
                     # The optimizer runs here, then the plan: errors of either are the query's.
                     for batch in run.batches(df):
                         yield batch.cast(schema) if batch.schema != schema else batch
-                except (LanceError, QueryTimedOut, CallCancelled):
-                    raise
+                except (LanceError, QueryTimedOut, flight.FlightError):
+                    raise  # ours (a cancelled call, no free slot), not the statement's
                 except Exception as e:  # DataFusion's plain Exceptions and pyarrow's ArrowInvalid
                     raise _query_error(e, "query failed") from None
 

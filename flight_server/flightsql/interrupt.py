@@ -1,4 +1,4 @@
-"""Pulling a DataFusion result so that a cancelled call or a time limit stops the query.
+"""Running DataFusion queries: how many at once, and stopping them when their call ends.
 
 DataFusion computes in its own Rust threads. Its blocking ``next`` waits there without the GIL and
 cannot be interrupted from another thread (it only looks at signals, which Python delivers to the
@@ -7,6 +7,10 @@ its client had gone. Its asynchronous ``__anext__`` can be: this module awaits e
 event loop of the process, and the thread that wants the batch waits for it in short slices,
 looking at the call and the deadline in between. To stop, it cancels the awaited step (DataFusion
 drops the future it polls) and lets go of the stream, which drops the plan and ends its tasks.
+
+Each running query may take ``limits.sqlMemoryBytes`` of working memory, so :class:`QuerySlots`
+bounds how many run at once (``limits.maxConcurrentSqlQueries``, half of them for one principal):
+their memory together stays bounded however many streams clients open.
 """
 
 from __future__ import annotations
@@ -16,15 +20,16 @@ import concurrent.futures
 import os
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pyarrow as pa
 
-from flight_server.errors import QueryTimedOut
+from flight_server.errors import QueryTimedOut, ResourceExhausted
 from flight_server.streams import CallCancelled
 
-__all__ = ["POLL_SECONDS", "QueryRun"]
+__all__ = ["POLL_SECONDS", "QueryRun", "QuerySlots"]
 
 #: Seconds a waiting producer sleeps between two looks at its call and deadline: a stopped
 #: query stops within this, and a look costs a few microseconds, not worth saving further.
@@ -55,6 +60,68 @@ async def _next(stream: Any) -> Any:
         return None
 
 
+class QuerySlots:
+    """The DataFusion queries of a process that may run at once.
+
+    Parameters
+    ----------
+    limit:
+        Queries of all principals (``limits.maxConcurrentSqlQueries``).
+    wait_seconds:
+        How long a query waits for a slot before it is refused (``limits.streamWaitSeconds``).
+    """
+
+    def __init__(self, limit: int, wait_seconds: float) -> None:
+        self.limit = limit
+        self.wait_seconds = wait_seconds
+        self.running = 0
+        self._of: Counter[str] = Counter()
+        self._cond = threading.Condition()
+
+    @property
+    def per_principal(self) -> int:
+        """Queries one principal may run at once: half of all (at least one), so one client running
+        long queries never locks the others out."""
+        return max(1, self.limit // 2)
+
+    def _refusal(self, principal: str) -> str | None:
+        if self.running >= self.limit:
+            return f"too many SQL queries are running (limits.maxConcurrentSqlQueries = {self.limit})"
+        if self._of[principal] >= self.per_principal:
+            share = "its share of limits.maxConcurrentSqlQueries"
+            return f"this client runs {self._of[principal]} SQL queries, {share}"
+        return None
+
+    def acquire(self, principal: str, check: Callable[[], None]) -> None:
+        """Take a slot for ``principal``, waiting up to ``wait_seconds``; ``check`` raises to stop
+        waiting (the call was cancelled).
+
+        Raises
+        ------
+        ResourceExhausted
+            No slot became free in time.
+        """
+        end = time.monotonic() + self.wait_seconds
+        with self._cond:
+            while (why := self._refusal(principal)) is not None:
+                left = end - time.monotonic()
+                if left <= 0:
+                    raise ResourceExhausted(f"{why}; retry later")
+                self._cond.wait(min(left, POLL_SECONDS))
+                check()
+            self.running += 1
+            self._of[principal] += 1
+
+    def release(self, principal: str) -> None:
+        """Give back a slot :meth:`acquire` took."""
+        with self._cond:
+            self.running -= 1
+            self._of[principal] -= 1
+            if self._of[principal] <= 0:
+                del self._of[principal]
+            self._cond.notify_all()
+
+
 class QueryRun:
     """One query's DataFusion streams, each batch awaited so that the query can be stopped.
 
@@ -63,26 +130,39 @@ class QueryRun:
     timeout_seconds:
         ``limits.sqlTimeoutSeconds``: the query fails with :class:`QueryTimedOut` once it has run
         this long (``0``: no limit).
+    slots:
+        The process's :class:`QuerySlots`; each stream holds one while it runs (``None``: no limit).
     """
 
-    def __init__(self, timeout_seconds: float) -> None:
+    def __init__(self, timeout_seconds: float, slots: QuerySlots | None = None) -> None:
         self.timeout_seconds = timeout_seconds
         self.deadline = time.monotonic() + timeout_seconds if timeout_seconds > 0 else None
+        self.slots = slots
+        self.principal = ""
         self._cancelled: Callable[[], bool] = lambda: False
 
-    def watch(self, cancelled: Callable[[], bool]) -> None:
-        """Stop the query once ``cancelled()`` is true (its client went away or its deadline passed)."""
+    def watch(self, cancelled: Callable[[], bool], principal: str = "") -> None:
+        """Stop the query once ``cancelled()`` is true (its client went away or its deadline passed);
+        its slot counts towards ``principal``'s share."""
         self._cancelled = cancelled
+        self.principal = principal
 
     def batches(self, dataframe: Any) -> Iterator[pa.RecordBatch]:
         """The batches of a DataFusion ``DataFrame``, stopped at the limit or when cancelled."""
         self._check()
-        stream = dataframe.execute_stream()
-        while True:
-            batch = self._wait(_next(stream))
-            if batch is None:
-                return
-            yield batch.to_pyarrow()
+        principal = self.principal
+        if self.slots is not None:
+            self.slots.acquire(principal, self._check)
+        try:
+            stream = dataframe.execute_stream()
+            while True:
+                batch = self._wait(_next(stream))
+                if batch is None:
+                    return
+                yield batch.to_pyarrow()
+        finally:
+            if self.slots is not None:
+                self.slots.release(principal)
 
     def _check(self) -> None:
         if self._cancelled():

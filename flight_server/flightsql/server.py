@@ -20,6 +20,7 @@ from flight_server.flightsql import metadata as md
 from flight_server.flightsql._serde import pack, serialize, unpack
 from flight_server.flightsql.commands import Handle, SqlCommand, decode_handle, encode_handle
 from flight_server.flightsql.engine import CATALOG_NAME, SCHEMA_NAME, SqlEngine, has_parameters, is_query
+from flight_server.flightsql.interrupt import QuerySlots
 from flight_server.handlers.put import write_stream
 from flight_server.handlers.scan import ticket_expiration
 from flight_server.requests import WriteMode, WriteRequest
@@ -109,6 +110,8 @@ class FlightSql:
         ``limits.sqlMemoryBytes``: the working memory of one query in DataFusion.
     timeout_seconds:
         ``limits.sqlTimeoutSeconds``: how long one query may run in DataFusion (``0``: no limit).
+    slots:
+        ``limits.maxConcurrentSqlQueries``: the queries that may run in DataFusion at once.
     """
 
     def __init__(
@@ -119,10 +122,11 @@ class FlightSql:
         read_only: bool = False,
         memory_bytes: int = DEFAULT_SQL_MEMORY_BYTES,
         timeout_seconds: float = DEFAULT_SQL_TIMEOUT_SECONDS,
+        slots: QuerySlots | None = None,
     ) -> None:
         self.catalog = catalog
         self.ticket_lifetime = ticket_lifetime
-        self.engine = SqlEngine(catalog, memory_bytes, timeout_seconds)
+        self.engine = SqlEngine(catalog, memory_bytes, timeout_seconds, slots)
         self.max_message_bytes = max_message_bytes
         self.sql_info_values: dict[int, Any] = {
             0: "lance-flight",

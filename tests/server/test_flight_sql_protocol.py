@@ -361,6 +361,43 @@ def test_a_query_whose_client_leaves_is_stopped(tmp_path: Path, recorder: Record
         stop(s)
 
 
+def test_running_sql_queries_are_bounded_per_process_and_per_client(
+    tmp_path: Path, recorder: Recorder
+) -> None:
+    """``limits.maxConcurrentSqlQueries``: each running query may take ``limits.sqlMemoryBytes``,
+    so their number is bounded (one client: half of them). Before, every stream slot (64, 32 for one
+    client) could run one: 32 queries of 256 MiB each, 8 GiB, for a client alone."""
+    s = start(tmp_path / "root", recorder, max_concurrent_sql_queries=2, stream_wait_seconds=0.5)
+    other = flight.connect(s.location)  # another connection: another principal without auth
+    descriptor = flight.FlightDescriptor.for_command(pack("CommandStatementQuery", query=_ENDLESS))
+    ticket = s.raw.get_flight_info(descriptor).endpoints[0].ticket
+
+    def run_endless() -> None:
+        with pytest.raises(flight.FlightTimedOutError):
+            s.raw.do_get(ticket, flight.FlightCallOptions(timeout=4)).read_all()
+
+    endless = threading.Thread(target=run_endless)
+    endless.start()
+    try:
+        time.sleep(1.0)  # the endless query holds this client's one slot
+        with pytest.raises(flight.FlightError, match=r"RESOURCE_EXHAUSTED") as caught:
+            _run_sql(s, "SELECT count(*) AS n FROM generate_series(1, 10)")
+        assert error_code(caught.value) == "RESOURCE_EXHAUSTED"
+        info = other.get_flight_info(
+            flight.FlightDescriptor.for_command(
+                pack("CommandStatementQuery", query="SELECT count(*) AS n FROM generate_series(1, 10)")
+            )
+        )
+        assert other.do_get(info.endpoints[0].ticket).read_all().to_pylist() == [{"n": 10}]
+        endless.join(30)
+        time.sleep(0.5)  # the cancelled query gives its slot back
+        assert _run_sql(s, "SELECT count(*) AS n FROM generate_series(1, 10)").to_pylist() == [{"n": 10}]
+    finally:
+        endless.join(30)
+        other.close()
+        stop(s)
+
+
 def _forged(body: object) -> bytes:
     import json
 
