@@ -440,7 +440,9 @@ def check_conflict(mine: Transaction, theirs: Transaction | None, version: int) 
 
     Overwrite and restore win over anything concurrent. Appends commute with everything that keeps
     the schema and the fragment set; deletes, updates and rewrites commute with operations that do
-    not touch the same fragments; config updates commute unless they set the same keys. Every other
+    not touch the same fragments; a rewrite and a new index over a fragment it moves do not (the
+    index holds addresses the rewrite did not remap), nor do two rewrites that remap one index;
+    config updates commute unless they set the same keys. Every other
     combination is a :class:`RetryableCommitConflictError`: planning again on the new latest version
     can succeed. An operation this implementation cannot read is a :class:`CommitConflictError`.
     """
