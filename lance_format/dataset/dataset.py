@@ -49,6 +49,7 @@ from lance_format.table.versions import VersionInfo, read_transaction
 if TYPE_CHECKING:
     from lance_format.dataset.compact import CompactionMetrics
     from lance_format.dataset.evolve import ColumnsToAdd
+    from lance_format.dataset.index_objects import IndexDescription
     from lance_format.dataset.merge_insert import MergeInsertBuilder
     from lance_format.dataset.multibase import DatasetBasePath
     from lance_format.dataset.stats import LanceStats
@@ -392,6 +393,12 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         from lance_format.dataset.indices import describe_indices
 
         return describe_indices(self._snapshot)
+
+    def describe_indices(self) -> list[IndexDescription]:
+        """The indices of this version with their segments (pylance's ``describe_indices``)."""
+        from lance_format.dataset.indices import index_descriptions
+
+        return index_descriptions(self._snapshot)
 
     def create_scalar_index(
         self,

@@ -64,6 +64,24 @@ def _listed(ds: Any) -> list[tuple[Any, ...]]:
     )
 
 
+def _described(ds: Any) -> list[tuple[Any, ...]]:
+    """``describe_indices()`` cell by cell (segment fragment ids as sets)."""
+    return [
+        (
+            (d.name, d.type_url, d.index_type, d.num_rows_indexed, list(d.fields), list(d.field_names)),
+            (len(d.segments), d.total_size_bytes, d.details),
+            [
+                (
+                    *(s.uuid, set(s.fragment_ids), s.dataset_version_at_last_update, s.index_version),
+                    *(s.created_at, s.base_id, s.size_bytes, list(s.covering_fields)),
+                )
+                for s in d.segments
+            ],
+        )
+        for d in ds.describe_indices()
+    ]
+
+
 def _uuids(ds: Any) -> dict[str, str]:
     return {i["name"]: i["uuid"] for i in ds.list_indices()}
 
@@ -171,6 +189,7 @@ def test_we_read_pylance_compacted_indices(tmp_path: Path, stable: bool) -> None
     keys = ("name", "type", "uuid", "fields", "version")
     assert [{k: i[k] for k in keys} for i in ours] == [{k: i[k] for k in keys} for i in theirs]
     assert [i["fragment_ids"] for i in ours] == [set(i["fragment_ids"]) for i in theirs]
+    assert _described(lance_format.dataset(uri)) == _described(lance.dataset(uri))
     assert _remapped(uri)  # read back from pylance's transaction
     _scans_agree(uri)
 

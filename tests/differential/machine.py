@@ -164,6 +164,24 @@ def _indices(ds: Any) -> list[tuple[Any, ...]]:
     )
 
 
+def _described(ds: Any) -> list[tuple[Any, ...]]:
+    """``describe_indices()`` entries and their segments, comparable across engines."""
+    return [
+        (
+            (d.name, d.type_url, d.index_type, d.num_rows_indexed, list(d.fields), list(d.field_names)),
+            (len(d.segments), d.total_size_bytes, d.details),
+            [
+                (
+                    *(s.uuid, sorted(s.fragment_ids), s.dataset_version_at_last_update, s.index_version),
+                    *(s.created_at, s.base_id, s.size_bytes),
+                )
+                for s in d.segments
+            ],
+        )
+        for d in ds.describe_indices()
+    ]
+
+
 def _remapped(uri: str, before: dict[str, str]) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     """After a compaction of the version whose index uuids by name were ``before``: the indices
     (uuid replaced by whether it was kept) and the latest Rewrite's remapped indices."""
@@ -367,6 +385,7 @@ class DifferentialMachine(RuleBasedStateMachine):
             their_versions,
         )
         self._same_value("list_indices()", lambda: _indices(ours), lambda: _indices(theirs))
+        self._same_value("describe_indices()", lambda: _described(ours), lambda: _described(theirs))
         self._same_value(
             "tags",
             lambda: {k: v["version"] for k, v in ours.tags.list().items()},
