@@ -27,6 +27,8 @@ from lance_format.table.model import (
     Transaction,
 )
 from lance_format.table.rowids import encode_row_ids
+from lance_format.table.transaction import check_conflict
+from lance_format.table.versions import read_transaction
 
 if TYPE_CHECKING:
     from lance_format.dataset.snapshot import Snapshot
@@ -207,4 +209,15 @@ def compact_files(
         amap = AddressMap.of(moved, [f for rg in out for f in rg.new_fragments], frozenset(rewritten))
         remapped = remap_indices(ds, to_remap, amap)
     txn = Transaction(ds.version, str(uuid.uuid4()), Rewrite(tuple(out), remapped))
+    _check_landed_before(ds, txn, base.version)
     return commit_transaction(ds.store, txn, base, ds.naming), stats
+
+
+def _check_landed_before(ds: Snapshot, txn: Transaction, reserved: int) -> None:
+    """Check the Rewrite against the commits that landed between the version it read and the
+    reservation of its fragment ids (it is committed on top of the reservation, so the commit's own
+    rebase starts after them): a delete of rows it copied, or an index over fragments it moved,
+    must make it plan again, as pylance's Rewrite (read version before the reservation) does."""
+    for v in range(ds.version + 1, reserved):
+        snap = ds.at_version(v)
+        check_conflict(txn, read_transaction(snap.store, snap.manifest, snap.naming), v)

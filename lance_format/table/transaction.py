@@ -414,12 +414,14 @@ def _touched(op: object) -> set[int] | None:
 def _index_moved(a: object, b: object) -> bool:
     """Whether Rewrite ``a`` moves rows an index of ``b`` describes: a new index (``b`` a
     CreateIndex) covering a fragment ``a`` rewrites holds addresses the rewrite did not remap, and
-    two rewrites that remap one index would each replace it (pylance's rule, both directions)."""
+    two rewrites that remap one index would each replace it (pylance's rule, both directions);
+    nor can a rewrite remap an index a concurrent commit replaced or dropped."""
     if not isinstance(a, Rewrite):
         return False
     old = {f.id for g in a.groups for f in g.old_fragments}
     if isinstance(b, CreateIndex):
-        return any(i.fragment_ids & old for i in b.new_indices)
+        dropped = {i.uuid for i in b.removed_indices} & {r.old_id for r in a.rewritten_indices}
+        return bool(dropped) or any(i.fragment_ids & old for i in b.new_indices)
     if isinstance(b, Rewrite):
         return bool({r.old_id for r in a.rewritten_indices} & {r.old_id for r in b.rewritten_indices})
     return False

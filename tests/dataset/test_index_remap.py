@@ -273,3 +273,40 @@ def test_rewrite_and_create_index_conflict_where_they_share_fragments() -> None:
     b = model.Transaction(1, "b", model.Rewrite((model.RewriteGroup((_frag(3),), (_frag(6),)),), remap))
     with pytest.raises(RetryableCommitConflictError):
         check_conflict(a, b, 2)
+    # An index dropped concurrently (a CreateIndex removing it) cannot be remapped any more.
+    dropped = model.Transaction(1, "e", model.CreateIndex((), (_index(u1, {0}),)))
+    with pytest.raises(RetryableCommitConflictError):
+        check_conflict(a, dropped, 2)
+    check_conflict(rewrite, dropped, 2)  # a rewrite that remapped nothing: no conflict
+
+
+def test_a_compaction_planned_before_a_concurrent_index_remaps_it(tmp_path: Path) -> None:
+    """A handle still on the version before ``create_scalar_index`` compacts: its Rewrite
+    conflicts with the index (built over the fragments it moves), is planned again on the latest
+    version and remaps the new index too; pylance lists and uses it."""
+    uri = str(tmp_path / "ds")
+    for i in range(4):
+        lance_format.write_dataset(_part(i, 100), uri, mode="append" if i else "create")
+    stale = lance_format.dataset(uri)
+    lance_format.dataset(uri).create_scalar_index("a", "BTREE")
+    stale.optimize.compact_files(target_rows_per_fragment=TARGET)
+    listed = lance.dataset(uri).list_indices()
+    frags = {f.fragment_id for f in lance.dataset(uri).get_fragments()}
+    assert len(frags) == 1  # (the first attempt's reserved id is spent, as in pylance)
+    assert [(i["name"], set(i["fragment_ids"])) for i in listed] == [("a_idx", frags)]
+    assert "a_idx(BTree)" in lance.dataset(uri).scanner(filter="a = 15").explain_plan()
+    assert lance.dataset(uri).to_table(filter="a = 15").num_rows == 1
+
+
+def test_a_compaction_planned_before_a_concurrent_delete_keeps_the_rows_deleted(tmp_path: Path) -> None:
+    """The Rewrite is committed on top of its own id reservation; a delete that landed between the
+    version it read and that reservation must still make it plan again (it copied the rows)."""
+    uri = str(tmp_path / "ds")
+    for i in range(4):
+        lance_format.write_dataset(_part(i, 100), uri, mode="append" if i else "create")
+    stale = lance_format.dataset(uri)
+    lance_format.dataset(uri).delete("a < 50")
+    left = lance.dataset(uri).count_rows()
+    stale.optimize.compact_files(target_rows_per_fragment=TARGET)
+    assert lance.dataset(uri).count_rows() == left
+    assert lance_format.dataset(uri).count_rows("a < 50") == 0
