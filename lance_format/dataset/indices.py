@@ -52,7 +52,8 @@ def dataset_indices(ds: Snapshot) -> tuple[IndexMetadata, ...]:
 
 
 def describe_indices(ds: Snapshot) -> list[dict[str, Any]]:
-    """pylance's ``list_indices()`` entries: name, type, uuid, fields, version, fragment_ids."""
+    """pylance's ``list_indices()`` entries: name, type, uuid, fields, version, fragment_ids; by
+    name, as pylance orders them (segments of one name in manifest order)."""
     paths = {f.id: f.name for f in ds.lance_schema.walk()}
     return [
         {
@@ -64,19 +65,19 @@ def describe_indices(ds: Snapshot) -> list[dict[str, Any]]:
             "fragment_ids": set(i.fragment_ids),
             "base_id": i.base_id,
         }
-        for i in dataset_indices(ds)
+        for i in sorted(dataset_indices(ds), key=lambda i: i.name)
     ]
 
 
 def index_descriptions(ds: Snapshot) -> list[IndexDescription]:
-    """pylance's ``describe_indices()``: one entry per index name (in the order names first
-    appear), its segments in manifest order."""
+    """pylance's ``describe_indices()``: one entry per index name, by name as pylance orders
+    them, its segments in manifest order."""
     from lance_format.dataset.index_objects import IndexDescription, IndexSegmentDescription
 
     paths = {f.id: f.name for f in ds.lance_schema.walk()}
     live = {f.id: f.physical_rows - f.num_deleted_rows for f in ds.manifest.fragments}
     by_name: dict[str, list[IndexMetadata]] = {}
-    for i in dataset_indices(ds):
+    for i in sorted(dataset_indices(ds), key=lambda i: i.name):
         by_name.setdefault(i.name, []).append(i)
     out = []
     for name, segs in by_name.items():

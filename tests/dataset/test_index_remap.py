@@ -310,3 +310,22 @@ def test_a_compaction_planned_before_a_concurrent_delete_keeps_the_rows_deleted(
     stale.optimize.compact_files(target_rows_per_fragment=TARGET)
     assert lance.dataset(uri).count_rows() == left
     assert lance_format.dataset(uri).count_rows("a < 50") == 0
+
+
+def test_indices_are_listed_and_described_by_name_like_pylance(tmp_path: Path) -> None:
+    """pylance lists and describes indices by name, not in the order they were created (found by
+    the differential run of seed 1302: ours described id_idx before i64_idx)."""
+    uri = str(tmp_path / "ds")
+    lance_format.write_dataset(_part(0, 20), uri)
+    ds = lance_format.dataset(uri)
+    for name, col, kind in [
+        ("zz", "a", "BTREE"),
+        ("aa", "b", "BITMAP"),
+        ("Bq", "c", "ZONEMAP"),
+        ("b_1", "c", "BTREE"),
+    ]:
+        ds.create_scalar_index(col, kind, name=name)
+    ours, theirs = lance_format.dataset(uri), lance.dataset(uri)
+    assert [i["name"] for i in ours.list_indices()] == [i["name"] for i in theirs.list_indices()]
+    assert [i["name"] for i in ours.list_indices()] == ["Bq", "aa", "b_1", "zz"]
+    assert _described(ours) == _described(theirs)

@@ -157,11 +157,12 @@ PYLANCE_REWRITTEN_INDEX = "pylance 14.0.2 get_transactions RewrittenIndex TypeEr
 
 
 def _indices(ds: Any) -> list[tuple[Any, ...]]:
-    """``list_indices()`` entries, comparable across engines (fragment ids as a sorted list)."""
-    return sorted(
+    """``list_indices()`` entries in their order, comparable across engines (fragment ids as a
+    sorted list)."""
+    return [
         (i["name"], i["type"], i["uuid"], list(i["fields"]), i["version"], sorted(i["fragment_ids"]))
         for i in ds.list_indices()
-    )
+    ]
 
 
 def _described(ds: Any) -> list[tuple[Any, ...]]:
@@ -186,7 +187,7 @@ def _remapped(uri: str, before: dict[str, str]) -> tuple[list[tuple[Any, ...]], 
     """After a compaction of the version whose index uuids by name were ``before``: the indices
     (uuid replaced by whether it was kept) and the latest Rewrite's remapped indices."""
     ds = lance_format.dataset(uri)
-    listed = [(*i[:2], i[2] == before.get(i[0]), *i[3:]) for i in _indices(lance.dataset(uri))]
+    listed = sorted((*i[:2], i[2] == before.get(i[0]), *i[3:]) for i in _indices(lance.dataset(uri)))
     txn = ds.get_transactions(1)[0]
     op = txn.operation if txn is not None else None
     moved = sorted(
