@@ -22,6 +22,7 @@ from lance_format.dataset.scalar_index.rowid_map import decode_row_set
 from lance_format.table import model
 from lance_format.table.transaction import check_conflict
 from lance_format.table.versions import read_transaction
+from tests.interop.compare import described_indices
 
 lance = pytest.importorskip("lance")
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")  # pylance's list_indices
@@ -62,24 +63,6 @@ def _listed(ds: Any) -> list[tuple[Any, ...]]:
         (i["name"], i["type"], tuple(i["fields"]), i["version"], sorted(i["fragment_ids"]))
         for i in ds.list_indices()
     )
-
-
-def _described(ds: Any) -> list[tuple[Any, ...]]:
-    """``describe_indices()`` cell by cell (segment fragment ids as sets)."""
-    return [
-        (
-            (d.name, d.type_url, d.index_type, d.num_rows_indexed, list(d.fields), list(d.field_names)),
-            (len(d.segments), d.total_size_bytes, d.details),
-            [
-                (
-                    *(s.uuid, set(s.fragment_ids), s.dataset_version_at_last_update, s.index_version),
-                    *(s.created_at, s.base_id, s.size_bytes, list(s.covering_fields)),
-                )
-                for s in d.segments
-            ],
-        )
-        for d in ds.describe_indices()
-    ]
 
 
 def _uuids(ds: Any) -> dict[str, str]:
@@ -189,7 +172,7 @@ def test_we_read_pylance_compacted_indices(tmp_path: Path, stable: bool) -> None
     keys = ("name", "type", "uuid", "fields", "version")
     assert [{k: i[k] for k in keys} for i in ours] == [{k: i[k] for k in keys} for i in theirs]
     assert [i["fragment_ids"] for i in ours] == [set(i["fragment_ids"]) for i in theirs]
-    assert _described(lance_format.dataset(uri)) == _described(lance.dataset(uri))
+    assert described_indices(lance_format.dataset(uri)) == described_indices(lance.dataset(uri))
     assert _remapped(uri)  # read back from pylance's transaction
     _scans_agree(uri)
 
@@ -328,4 +311,4 @@ def test_indices_are_listed_and_described_by_name_like_pylance(tmp_path: Path) -
     ours, theirs = lance_format.dataset(uri), lance.dataset(uri)
     assert [i["name"] for i in ours.list_indices()] == [i["name"] for i in theirs.list_indices()]
     assert [i["name"] for i in ours.list_indices()] == ["Bq", "aa", "b_1", "zz"]
-    assert _described(ours) == _described(theirs)
+    assert described_indices(ours) == described_indices(theirs)

@@ -22,6 +22,7 @@ import os
 import shutil
 import sys
 import tempfile
+import warnings
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -37,7 +38,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 import lance_format
 from lance_format.core.errors import InternalError, LanceError
 from tests.differential.data import cast_paths, make_rows, pick_columns, predicate, update_values
-from tests.interop.compare import assert_tables_equal
+from tests.interop.compare import assert_tables_equal, described_indices
 
 __all__ = ["COLLECT", "STATS", "DifferentialMachine", "Stats", "known_defect"]
 
@@ -159,27 +160,12 @@ PYLANCE_REWRITTEN_INDEX = "pylance 14.0.2 get_transactions RewrittenIndex TypeEr
 def _indices(ds: Any) -> list[tuple[Any, ...]]:
     """``list_indices()`` entries in their order, comparable across engines (fragment ids as a
     sorted list)."""
+    with warnings.catch_warnings():  # pylance 14 deprecates list_indices (still what users call)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        listed = ds.list_indices()
     return [
         (i["name"], i["type"], i["uuid"], list(i["fields"]), i["version"], sorted(i["fragment_ids"]))
-        for i in ds.list_indices()
-    ]
-
-
-def _described(ds: Any) -> list[tuple[Any, ...]]:
-    """``describe_indices()`` entries and their segments, comparable across engines."""
-    return [
-        (
-            (d.name, d.type_url, d.index_type, d.num_rows_indexed, list(d.fields), list(d.field_names)),
-            (len(d.segments), d.total_size_bytes, d.details),
-            [
-                (
-                    *(s.uuid, sorted(s.fragment_ids), s.dataset_version_at_last_update, s.index_version),
-                    *(s.created_at, s.base_id, s.size_bytes),
-                )
-                for s in d.segments
-            ],
-        )
-        for d in ds.describe_indices()
+        for i in listed
     ]
 
 
@@ -386,7 +372,9 @@ class DifferentialMachine(RuleBasedStateMachine):
             their_versions,
         )
         self._same_value("list_indices()", lambda: _indices(ours), lambda: _indices(theirs))
-        self._same_value("describe_indices()", lambda: _described(ours), lambda: _described(theirs))
+        self._same_value(
+            "describe_indices()", lambda: described_indices(ours), lambda: described_indices(theirs)
+        )
         self._same_value(
             "tags",
             lambda: {k: v["version"] for k, v in ours.tags.list().items()},
@@ -675,7 +663,7 @@ class DifferentialMachine(RuleBasedStateMachine):
         shadow = os.path.join(self.root, "shadow")
         shutil.rmtree(shadow, ignore_errors=True)
         shutil.copytree(self.uri, shadow)
-        before = {i["name"]: i["uuid"] for i in lance.dataset(self.uri).list_indices()}
+        before = {i[0]: i[2] for i in _indices(lance.dataset(self.uri))}
         self._apply(
             side,
             f"optimize.compact_files(**{kw})",
