@@ -8,10 +8,12 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 
 from lance_format.core.errors import InvalidInputError
 from lance_format.dataset.indices import dataset_indices
+from lance_format.dataset.scalar_index.remap import AddressMap, indices_to_remap, remap_indices
 from lance_format.dataset.write import write_fragments
 from lance_format.table.commit import commit_transaction
 from lance_format.table.model import (
@@ -21,9 +23,12 @@ from lance_format.table.model import (
     ReserveFragments,
     Rewrite,
     RewriteGroup,
+    RewrittenIndex,
     Transaction,
 )
 from lance_format.table.rowids import encode_row_ids
+from lance_format.table.transaction import check_conflict
+from lance_format.table.versions import read_transaction
 
 if TYPE_CHECKING:
     from lance_format.dataset.snapshot import Snapshot
@@ -143,6 +148,9 @@ def compact_files(
     schema = ds.lance_schema
     names = [f.name for f in schema.fields]
     stable = ds.has_stable_row_ids
+    rewritten = {f.id for g in groups for f in g}
+    to_remap = indices_to_remap(ds, rewritten)  # refuses an index it cannot remap before any work
+    old_addrs: list[npt.NDArray[np.uint64]] = []
     out: list[RewriteGroup] = []
     for group in groups:
         tables = []
@@ -155,6 +163,10 @@ def compact_files(
             if keep is not None:
                 table = table.filter(pa.array(keep))
             tables.append(table)
+            if to_remap:
+                offsets = np.arange(frag.physical_rows, dtype=np.uint64)
+                live = offsets[keep] if keep is not None else offsets
+                old_addrs.append((np.uint64(frag.id) << np.uint64(32)) | live)
             if stable:
                 rid = reader.row_ids()
                 ids.append(rid[keep] if keep is not None else rid)
@@ -190,5 +202,22 @@ def compact_files(
             named = tuple(replace(f, id=nid + k) for k, f in enumerate(rg.new_fragments))
             nid += len(named)
             out[i] = replace(rg, new_fragments=named)
-    txn = Transaction(ds.version, str(uuid.uuid4()), Rewrite(tuple(out)))
+    remapped: tuple[RewrittenIndex, ...] = ()
+    if to_remap:
+        step()
+        moved = np.concatenate(old_addrs) if old_addrs else np.zeros(0, np.uint64)
+        amap = AddressMap.of(moved, [f for rg in out for f in rg.new_fragments], frozenset(rewritten))
+        remapped = remap_indices(ds, to_remap, amap)
+    txn = Transaction(ds.version, str(uuid.uuid4()), Rewrite(tuple(out), remapped))
+    _check_landed_before(ds, txn, base.version)
     return commit_transaction(ds.store, txn, base, ds.naming), stats
+
+
+def _check_landed_before(ds: Snapshot, txn: Transaction, reserved: int) -> None:
+    """Check the Rewrite against the commits that landed between the version it read and the
+    reservation of its fragment ids (it is committed on top of the reservation, so the commit's own
+    rebase starts after them): a delete of rows it copied, or an index over fragments it moved,
+    must make it plan again, as pylance's Rewrite (read version before the reservation) does."""
+    for v in range(ds.version + 1, reserved):
+        snap = ds.at_version(v)
+        check_conflict(txn, read_transaction(snap.store, snap.manifest, snap.naming), v)

@@ -13,7 +13,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.dataset as pds
 
-from lance_format.core.errors import InvalidInputError, NotFoundError
+from lance_format.core.errors import InvalidInputError, NotFoundError, NotSupportedError
 from lance_format.core.types import LanceSchema
 from lance_format.dataset import write
 from lance_format.dataset.arrow_dataset import ArrowDatasetMixin, check_arrow_options
@@ -49,6 +49,7 @@ from lance_format.table.versions import VersionInfo, read_transaction
 if TYPE_CHECKING:
     from lance_format.dataset.compact import CompactionMetrics
     from lance_format.dataset.evolve import ColumnsToAdd
+    from lance_format.dataset.index_objects import IndexDescription
     from lance_format.dataset.merge_insert import MergeInsertBuilder
     from lance_format.dataset.multibase import DatasetBasePath
     from lance_format.dataset.stats import LanceStats
@@ -73,14 +74,22 @@ class _Optimize:
         materialize_deletions_threshold: float = 0.1,
         num_threads: int | None = None,
         batch_size: int | None = None,
+        defer_index_remap: bool | None = None,
     ) -> CompactionMetrics:
         """Rewrite small fragments and fragments with deletions into full ones, planned as pylance
-        plans them; pylance's ``CompactionMetrics``. ``max_rows_per_group``,
+        plans them; pylance's ``CompactionMetrics``. Indices covering the rewritten fragments are
+        remapped in the same commit, as pylance does. ``max_rows_per_group``,
         ``max_bytes_per_file``, ``num_threads`` and ``batch_size`` are accepted for pylance's
-        signature and change nothing in the result."""
+        signature and change nothing in the result; ``defer_index_remap=True`` (pylance's
+        fragment reuse index) is refused."""
         from lance_format.dataset.compact import CompactionMetrics
 
         del max_rows_per_group, max_bytes_per_file, num_threads, batch_size
+        if defer_index_remap:
+            raise NotSupportedError(
+                "compact_files(defer_index_remap=True) is not supported: this engine does not "
+                "write pylance's fragment reuse index; indices are remapped during compaction"
+            )
         stats = self._ds.compact_files(
             target_rows_per_fragment,
             materialize_deletions=materialize_deletions,
@@ -384,6 +393,12 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         from lance_format.dataset.indices import describe_indices
 
         return describe_indices(self._snapshot)
+
+    def describe_indices(self) -> list[IndexDescription]:
+        """The indices of this version with their segments (pylance's ``describe_indices``)."""
+        from lance_format.dataset.indices import index_descriptions
+
+        return index_descriptions(self._snapshot)
 
     def create_scalar_index(
         self,

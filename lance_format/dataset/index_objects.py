@@ -11,7 +11,7 @@ from typing import Any
 from lance_format.core.errors import InvalidInputError, NotSupportedError
 from lance_format.table.model import IndexMetadata
 
-__all__ = ["Index", "IndexFile", "index_metadata"]
+__all__ = ["Index", "IndexDescription", "IndexFile", "IndexSegmentDescription", "index_metadata"]
 
 
 @dataclass
@@ -57,6 +57,49 @@ class Index:
     files: list[IndexFile] | None = None
     index_details: tuple[str, bytes] | None = None
     covering_fields: list[int] = field(default_factory=list)
+
+
+@dataclass
+class IndexSegmentDescription:
+    """One segment of an index (pylance's ``lance.indices.IndexSegmentDescription``)."""
+
+    uuid: str
+    fragment_ids: set[int]
+    dataset_version_at_last_update: int
+    index_version: int
+    created_at: datetime | None
+    base_id: int | None
+    size_bytes: int | None
+    covering_fields: list[int] = field(default_factory=list)
+
+
+@dataclass
+class IndexDescription:
+    """An index and its segments, as pylance's ``describe_indices()`` reports it.
+
+    ``num_rows_indexed`` counts the live rows of the fragments that exist and that a segment
+    covers; ``total_size_bytes`` sums the segments' files; ``details`` is empty for the kinds
+    written here.
+    """
+
+    name: str
+    type_url: str
+    index_type: str
+    num_rows_indexed: int
+    fields: list[int]
+    field_names: list[str]
+    segments: list[IndexSegmentDescription]
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def num_segments(self) -> int:
+        """How many segments the index has."""
+        return len(self.segments)
+
+    @property
+    def total_size_bytes(self) -> int:
+        """Bytes of every segment's files."""
+        return sum(s.size_bytes or 0 for s in self.segments)
 
 
 def index_metadata(index: Index | IndexMetadata) -> IndexMetadata:

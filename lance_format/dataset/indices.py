@@ -6,6 +6,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from lance_format.core.errors import InvalidInputError, NotSupportedError
@@ -16,9 +17,16 @@ from lance_format.table.naming import manifest_key
 from lance_format.table.versions import read_index_section
 
 if TYPE_CHECKING:
+    from lance_format.dataset.index_objects import IndexDescription
     from lance_format.dataset.snapshot import Snapshot
 
-__all__ = ["ZONEMAP_TYPE_URL", "create_scalar_index", "dataset_indices", "describe_indices"]
+__all__ = [
+    "ZONEMAP_TYPE_URL",
+    "create_scalar_index",
+    "dataset_indices",
+    "describe_indices",
+    "index_descriptions",
+]
 
 #: ``google.protobuf.Any`` type of zone map details, as pylance writes it.
 ZONEMAP_TYPE_URL = "/lance.table.ZoneMapIndexDetails"
@@ -44,7 +52,8 @@ def dataset_indices(ds: Snapshot) -> tuple[IndexMetadata, ...]:
 
 
 def describe_indices(ds: Snapshot) -> list[dict[str, Any]]:
-    """pylance's ``list_indices()`` entries: name, type, uuid, fields, version, fragment_ids."""
+    """pylance's ``list_indices()`` entries: name, type, uuid, fields, version, fragment_ids; by
+    name, as pylance orders them (segments of one name in manifest order)."""
     paths = {f.id: f.name for f in ds.lance_schema.walk()}
     return [
         {
@@ -56,8 +65,49 @@ def describe_indices(ds: Snapshot) -> list[dict[str, Any]]:
             "fragment_ids": set(i.fragment_ids),
             "base_id": i.base_id,
         }
-        for i in dataset_indices(ds)
+        for i in sorted(dataset_indices(ds), key=lambda i: i.name)
     ]
+
+
+def index_descriptions(ds: Snapshot) -> list[IndexDescription]:
+    """pylance's ``describe_indices()``: one entry per index name, by name as pylance orders
+    them, its segments in manifest order."""
+    from lance_format.dataset.index_objects import IndexDescription, IndexSegmentDescription
+
+    paths = {f.id: f.name for f in ds.lance_schema.walk()}
+    live = {f.id: f.physical_rows - f.num_deleted_rows for f in ds.manifest.fragments}
+    by_name: dict[str, list[IndexMetadata]] = {}
+    for i in sorted(dataset_indices(ds), key=lambda i: i.name):
+        by_name.setdefault(i.name, []).append(i)
+    out = []
+    for name, segs in by_name.items():
+        first = segs[0]
+        covered = set().union(*(s.fragment_ids for s in segs))
+        out.append(
+            IndexDescription(
+                name=name,
+                type_url=first.details_type_url,
+                index_type=first.kind,
+                num_rows_indexed=sum(live.get(f, 0) for f in covered),
+                fields=list(first.fields),
+                field_names=[paths.get(f, str(f)) for f in first.fields],
+                segments=[
+                    IndexSegmentDescription(
+                        uuid=s.uuid,
+                        fragment_ids=set(s.fragment_ids),
+                        dataset_version_at_last_update=s.dataset_version,
+                        index_version=s.index_version or 0,
+                        created_at=None
+                        if s.created_at_ms is None
+                        else datetime.fromtimestamp(s.created_at_ms / 1000, UTC),
+                        base_id=s.base_id,
+                        size_bytes=sum(size for _, size in s.files) if s.files else None,
+                    )
+                    for s in segs
+                ],
+            )
+        )
+    return out
 
 
 _KINDS = {"ZONEMAP": "ZoneMap", "BTREE": "BTree", "BITMAP": "Bitmap"}

@@ -295,7 +295,8 @@ class LanceOperation:
 
     @dataclass
     class RewrittenIndex:
-        """An index remapped by a rewrite (not supported: indices are dropped by a rewrite)."""
+        """An index a rewrite remapped: ``old_id``'s files rewritten as ``new_id`` (its files
+        written beforehand under ``_indices/{new_id}``) with these details and version."""
 
         old_id: str
         new_id: str
@@ -311,12 +312,20 @@ class LanceOperation:
         rewritten_indices: Iterable[LanceOperation.RewrittenIndex] = ()
 
         def to_model(self, base: Manifest | None) -> model.Operation:
-            if list(self.rewritten_indices):
-                raise NotSupportedError("LanceOperation.Rewrite(rewritten_indices=...)")
             groups = tuple(
                 model.RewriteGroup(_frags(g.old_fragments), _frags(g.new_fragments)) for g in self.groups
             )
-            return model.Rewrite(groups)
+            remapped = tuple(
+                model.RewrittenIndex(
+                    str(r.old_id),
+                    str(r.new_id),
+                    r.new_details_type_url,
+                    bytes(r.new_details_value),
+                    int(r.new_index_version),
+                )
+                for r in self.rewritten_indices
+            )
+            return model.Rewrite(groups, remapped)
 
     @dataclass
     class Update(_Operation):

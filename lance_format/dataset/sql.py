@@ -203,15 +203,20 @@ def _in_coarser_unit(value: pa.Scalar, to: pa.DataType) -> pa.Scalar | None:
 
 def _truncated_to_unit(value: pa.Scalar, to: pa.DataType) -> pa.Scalar | None:
     """A timestamp string with more fractional digits than ``to``'s unit holds, truncated to it
-    (DataFusion parses to nanoseconds and divides: ``CAST('..123456789' AS TIMESTAMP)`` is
-    ``..123456`` in microseconds)."""
+    (DataFusion drops the extra digits: ``CAST('..123456789' AS TIMESTAMP)`` is ``..123456`` in
+    microseconds; before 1970 that is the earlier instant, a floor, where pyarrow's unsafe cast
+    rounds toward zero, one unit later: found by the differential run of seed 1302)."""
     if not pa.types.is_timestamp(to) or not pa.types.is_string(value.type):
         return None
     for unit in [u for u, rank in _UNITS.items() if rank > _UNITS[to.unit]]:
         try:
-            return value.cast(pa.timestamp(unit, to.tz)).cast(to, safe=False)
+            fine = value.cast(pa.timestamp(unit, to.tz))
         except (pa.ArrowException, ValueError, OverflowError):
             continue
+        if not fine.is_valid:
+            return pa.scalar(None, to)
+        step = 1000 ** (_UNITS[unit] - _UNITS[to.unit])
+        return pa.scalar(fine.value // step, to)
     return None
 
 

@@ -36,6 +36,7 @@ from lance_format.table.model import (
     Restore,
     Rewrite,
     RewriteGroup,
+    RewrittenIndex,
     Transaction,
     UnknownOperation,
     Update,
@@ -272,6 +273,35 @@ def _frags(pbs: Iterable[table_pb2.DataFragment], path: str) -> tuple[DataFragme
     return tuple(fragment_from_pb(f, path) for f in pbs)
 
 
+def _rewritten_index_to_pb(
+    ri: RewrittenIndex, pb: transaction_pb2.Transaction.Rewrite.RewrittenIndex
+) -> None:
+    pb.old_id.uuid = uuidlib.UUID(ri.old_id).bytes
+    pb.new_id.uuid = uuidlib.UUID(ri.new_id).bytes
+    pb.new_index_details.type_url = ri.details_type_url
+    pb.new_index_details.value = ri.details
+    pb.new_index_version = ri.index_version
+    for name, size in ri.files:
+        pb.new_index_files.add(path=name, size_bytes=size)
+
+
+def _rewritten_index_from_pb(
+    pb: transaction_pb2.Transaction.Rewrite.RewrittenIndex, path: str
+) -> RewrittenIndex:
+    try:
+        old, new = str(uuidlib.UUID(bytes=pb.old_id.uuid)), str(uuidlib.UUID(bytes=pb.new_id.uuid))
+    except ValueError as e:
+        raise CorruptFileError(path, f"rewritten index: bad uuid: {e}") from None
+    return RewrittenIndex(
+        old_id=old,
+        new_id=new,
+        details_type_url=pb.new_index_details.type_url,
+        details=bytes(pb.new_index_details.value),
+        index_version=pb.new_index_version,
+        files=tuple((f.path, f.size_bytes) for f in pb.new_index_files),
+    )
+
+
 def _operation_to_pb(op: Operation, pb: transaction_pb2.Transaction) -> None:
     if isinstance(op, Append):
         pb.append.fragments.extend(fragment_to_pb(f) for f in op.fragments)
@@ -302,6 +332,8 @@ def _operation_to_pb(op: Operation, pb: transaction_pb2.Transaction) -> None:
             grp = pb.rewrite.groups.add()
             grp.old_fragments.extend(fragment_to_pb(f) for f in g.old_fragments)
             grp.new_fragments.extend(fragment_to_pb(f) for f in g.new_fragments)
+        for ri in op.rewritten_indices:
+            _rewritten_index_to_pb(ri, pb.rewrite.rewritten_indices.add())
     elif isinstance(op, Update):
         pb.update.removed_fragment_ids.extend(op.removed_fragment_ids)
         pb.update.updated_fragments.extend(fragment_to_pb(f) for f in op.updated_fragments)
@@ -359,7 +391,7 @@ def _operation_from_pb(pb: transaction_pb2.Transaction, path: str) -> Operation:
         ]
         if len(r.old_fragments) or len(r.new_fragments):
             groups.append(RewriteGroup(_frags(r.old_fragments, path), _frags(r.new_fragments, path)))
-        return Rewrite(tuple(groups))
+        return Rewrite(tuple(groups), tuple(_rewritten_index_from_pb(x, path) for x in r.rewritten_indices))
     if kind == "update":
         u = pb.update
         return Update(

@@ -34,6 +34,7 @@ __all__ = [
     "Restore",
     "Rewrite",
     "RewriteGroup",
+    "RewrittenIndex",
     "Transaction",
     "UnknownOperation",
     "Update",
@@ -252,10 +253,25 @@ class RewriteGroup:
 
 
 @dataclass(frozen=True)
+class RewrittenIndex:
+    """An index a rewrite remapped: ``old_id``'s files rewritten (row addresses moved to the new
+    fragments, deleted rows dropped) as ``new_id`` with these details, version and files; the
+    committed index keeps its name, fields and dataset version. ``old_id == new_id`` keeps it."""
+
+    old_id: str
+    new_id: str
+    details_type_url: str = ""
+    details: bytes = b""
+    index_version: int = 0
+    files: tuple[tuple[str, int], ...] = ()
+
+
+@dataclass(frozen=True)
 class Rewrite:
-    """Compaction: groups of fragments rewritten."""
+    """Compaction: groups of fragments rewritten, and the indices remapped to the new fragments."""
 
     groups: tuple[RewriteGroup, ...]
+    rewritten_indices: tuple[RewrittenIndex, ...] = ()
 
 
 @dataclass(frozen=True)

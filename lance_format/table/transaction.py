@@ -215,7 +215,7 @@ def build_manifest(
             index_bytes = _uncover_rewritten(base, new, index_bytes)
         elif isinstance(op, Rewrite):
             new = replace(new, fragments=_rewrite(base.fragments, op, first_id))
-            index_bytes = None  # indices would need remapping to the new fragments
+            index_bytes = _remap_indices(index_bytes, op, stable)
         elif isinstance(op, CreateIndex):
             old_indices = (
                 _serde.index_section_from_bytes(index_bytes, "<index section>") if index_bytes else ()
@@ -249,6 +249,72 @@ def build_manifest(
     )
     reader, writer = compute_flags(new)
     return replace(new, reader_feature_flags=reader, writer_feature_flags=writer)
+
+
+#: Index kinds that summarize each fragment's rows by position (zones of row offsets), which
+#: neither row ids nor a remap can carry over to rewritten fragments.
+FRAGMENT_ZONED_KINDS = frozenset({"ZoneMap", "BloomFilter"})
+
+
+def _moved_coverage(covered: frozenset[int], op: Rewrite, add_new: bool, name: str) -> frozenset[int]:
+    """``covered`` without each group's old fragments (and with its new ones if ``add_new``),
+    for the groups it covers; a group only partly covered is refused (the planner never makes
+    one: an index could not describe the merged fragment)."""
+    out = set(covered)
+    for g in op.groups:
+        old = {f.id for f in g.old_fragments}
+        if not old & covered:
+            continue
+        if not old <= covered:
+            raise InvalidInputError(
+                f"Rewrite merges fragments {sorted(old)} of which index {name!r} covers only "
+                f"{sorted(old & covered)}"
+            )
+        out -= old
+        if add_new:
+            out |= {f.id for f in g.new_fragments}
+    return frozenset(out)
+
+
+def _remap_indices(index_bytes: bytes | None, op: Rewrite, stable: bool) -> bytes | None:
+    """The index section after a Rewrite, as pylance 14.0.2 builds it.
+
+    An index in ``op.rewritten_indices`` takes its new uuid, details, version and files, and
+    covers the new fragments in place of the old. Without stable row ids that is all (an index
+    not remapped, such as a zone map, keeps its coverage of fragments that no longer exist: its
+    entries for them match no row). With stable row ids the other indices hold row ids, which a
+    rewrite keeps: they cover the new fragments too; zone maps and bloom filters, which
+    describe fragments by row position, only lose the old ones.
+    """
+    if not index_bytes:
+        return index_bytes
+    indices = _serde.index_section_from_bytes(index_bytes, "<index section>")
+    rewritten = {ri.old_id: ri for ri in op.rewritten_indices}
+    if len(rewritten) != len(op.rewritten_indices):
+        raise InvalidInputError("Rewrite remaps one index twice")
+    missing = set(rewritten) - {i.uuid for i in indices}
+    if missing:
+        raise InvalidInputError(f"Rewrite remaps indices {sorted(missing)} which do not exist")
+    out = []
+    for index in indices:
+        ri = rewritten.get(index.uuid)
+        if ri is not None:
+            index = replace(
+                index,
+                uuid=ri.new_id,
+                details_type_url=ri.details_type_url or index.details_type_url,
+                details=ri.details if ri.details_type_url else index.details,
+                index_version=ri.index_version,
+                files=ri.files if ri.old_id != ri.new_id else index.files,
+                fragment_ids=_moved_coverage(index.fragment_ids, op, True, index.name),
+            )
+        elif stable:
+            zoned = index.kind in FRAGMENT_ZONED_KINDS
+            index = replace(
+                index, fragment_ids=_moved_coverage(index.fragment_ids, op, not zoned, index.name)
+            )
+        out.append(index)
+    return _serde.index_section_to_bytes(out)
 
 
 def _uncover_rewritten(base: Manifest, new: Manifest, index_bytes: bytes | None) -> bytes | None:
@@ -345,6 +411,22 @@ def _touched(op: object) -> set[int] | None:
     return None
 
 
+def _index_moved(a: object, b: object) -> bool:
+    """Whether Rewrite ``a`` moves rows an index of ``b`` describes: a new index (``b`` a
+    CreateIndex) covering a fragment ``a`` rewrites holds addresses the rewrite did not remap, and
+    two rewrites that remap one index would each replace it (pylance's rule, both directions);
+    nor can a rewrite remap an index a concurrent commit replaced or dropped."""
+    if not isinstance(a, Rewrite):
+        return False
+    old = {f.id for g in a.groups for f in g.old_fragments}
+    if isinstance(b, CreateIndex):
+        dropped = {i.uuid for i in b.removed_indices} & {r.old_id for r in a.rewritten_indices}
+        return bool(dropped) or any(i.fragment_ids & old for i in b.new_indices)
+    if isinstance(b, Rewrite):
+        return bool({r.old_id for r in a.rewritten_indices} & {r.old_id for r in b.rewritten_indices})
+    return False
+
+
 def _maps_overlap(a: UpdateConfig, b: UpdateConfig) -> bool:
     """Whether two config/metadata updates change a key in common (a replace changes every key)."""
     theirs = b.maps()
@@ -360,7 +442,9 @@ def check_conflict(mine: Transaction, theirs: Transaction | None, version: int) 
 
     Overwrite and restore win over anything concurrent. Appends commute with everything that keeps
     the schema and the fragment set; deletes, updates and rewrites commute with operations that do
-    not touch the same fragments; config updates commute unless they set the same keys. Every other
+    not touch the same fragments; a rewrite and a new index over a fragment it moves do not (the
+    index holds addresses the rewrite did not remap), nor do two rewrites that remap one index;
+    config updates commute unless they set the same keys. Every other
     combination is a :class:`RetryableCommitConflictError`: planning again on the new latest version
     can succeed. An operation this implementation cannot read is a :class:`CommitConflictError`.
     """
@@ -397,6 +481,8 @@ def check_conflict(mine: Transaction, theirs: Transaction | None, version: int) 
         and isinstance(other, CreateIndex)
         and {i.name for i in op.new_indices} & {i.name for i in other.new_indices}
     ):
+        raise retry
+    if _index_moved(op, other) or _index_moved(other, op):
         raise retry
     mine_ids = _touched(op)
     theirs_ids = _touched(other)

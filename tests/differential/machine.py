@@ -22,6 +22,7 @@ import os
 import shutil
 import sys
 import tempfile
+import warnings
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -37,7 +38,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 import lance_format
 from lance_format.core.errors import InternalError, LanceError
 from tests.differential.data import cast_paths, make_rows, pick_columns, predicate, update_values
-from tests.interop.compare import assert_tables_equal
+from tests.interop.compare import assert_tables_equal, described_indices
 
 __all__ = ["COLLECT", "STATS", "DifferentialMachine", "Stats", "known_defect"]
 
@@ -151,8 +152,35 @@ def _schema(schema: pa.Schema) -> tuple[Any, ...]:
 #: pylance 14.0.2 cannot return a Rewrite transaction that remapped an index:
 #: ``get_transactions`` raises ``TypeError: LanceOperation.RewrittenIndex.__init__() missing 3
 #: required positional arguments`` (its Python binding lags its Rust struct). Tolerated, by name,
-#: in the compaction history comparison only: the kinds of both sides are then not compared.
+#: in the compaction history comparison only, and only when both sides' compactions hit it (both
+#: remapped an index); the remapped indices are then compared as we read them (:func:`_remapped`).
 PYLANCE_REWRITTEN_INDEX = "pylance 14.0.2 get_transactions RewrittenIndex TypeError"
+
+
+def _indices(ds: Any) -> list[tuple[Any, ...]]:
+    """``list_indices()`` entries in their order, comparable across engines (fragment ids as a
+    sorted list)."""
+    with warnings.catch_warnings():  # pylance 14 deprecates list_indices (still what users call)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        listed = ds.list_indices()
+    return [
+        (i["name"], i["type"], i["uuid"], list(i["fields"]), i["version"], sorted(i["fragment_ids"]))
+        for i in listed
+    ]
+
+
+def _remapped(uri: str, before: dict[str, str]) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """After a compaction of the version whose index uuids by name were ``before``: the indices
+    (uuid replaced by whether it was kept) and the latest Rewrite's remapped indices."""
+    ds = lance_format.dataset(uri)
+    listed = sorted((*i[:2], i[2] == before.get(i[0]), *i[3:]) for i in _indices(lance.dataset(uri)))
+    txn = ds.get_transactions(1)[0]
+    op = txn.operation if txn is not None else None
+    moved = sorted(
+        (r.old_id, r.details_type_url, r.index_version, sorted(n for n, _ in r.files))
+        for r in getattr(op, "rewritten_indices", ())
+    )
+    return listed, moved
 
 
 def _history(uri: str) -> tuple[int, int, list[str]]:
@@ -342,6 +370,10 @@ class DifferentialMachine(RuleBasedStateMachine):
             "versions()",
             lambda: [(v["version"], v["timestamp"], v["metadata"]) for v in ours.versions()],
             their_versions,
+        )
+        self._same_value("list_indices()", lambda: _indices(ours), lambda: _indices(theirs))
+        self._same_value(
+            "describe_indices()", lambda: described_indices(ours), lambda: described_indices(theirs)
         )
         self._same_value(
             "tags",
@@ -631,6 +663,7 @@ class DifferentialMachine(RuleBasedStateMachine):
         shadow = os.path.join(self.root, "shadow")
         shutil.rmtree(shadow, ignore_errors=True)
         shutil.copytree(self.uri, shadow)
+        before = {i[0]: i[2] for i in _indices(lance.dataset(self.uri))}
         self._apply(
             side,
             f"optimize.compact_files(**{kw})",
@@ -648,9 +681,14 @@ class DifferentialMachine(RuleBasedStateMachine):
                 lambda: _layout(self.uri if side == "ours" else shadow),
                 lambda: _layout(self.uri if side == "pylance" else shadow),
             )
-            mine = _history(self.uri if side == "ours" else shadow)
-            theirs = _history(self.uri if side == "pylance" else shadow)
-            if PYLANCE_REWRITTEN_INDEX in (*mine[2], *theirs[2]):
+            ours_uri, theirs_uri = (self.uri, shadow) if side == "ours" else (shadow, self.uri)
+            self._same_value(
+                "indices and remapped indices after compaction (ours, pylance)",
+                lambda: _remapped(ours_uri, before),
+                lambda: _remapped(theirs_uri, before),
+            )
+            mine, theirs = _history(ours_uri), _history(theirs_uri)
+            if PYLANCE_REWRITTEN_INDEX in mine[2] and PYLANCE_REWRITTEN_INDEX in theirs[2]:
                 STATS.tolerated[PYLANCE_REWRITTEN_INDEX] += 1
                 mine, theirs = (*mine[:2], []), (*theirs[:2], [])
             self._same_value(

@@ -742,3 +742,22 @@ def test_number_dictionaries_compare_as_their_values(tmp_path: Path, sql: str) -
         ours.to_table(filter=sql).column("id").to_pylist()
         == theirs.to_table(filter=sql).column("id").to_pylist()
     )
+
+
+@pytest.mark.parametrize("literal", ["1969-12-22 13:43:29.982680796", "1969-12-31 23:59:59.999999999"])
+@pytest.mark.parametrize("op", [">", "=", "<=", ">="])
+def test_timestamp_literal_with_extra_digits_before_1970_truncates_like_pylance(
+    tmp_path: Path, literal: str, op: str
+) -> None:
+    """Found (session 13, seed 1302): ``ts > CAST('1969-12-22 13:43:29.982680796' AS TIMESTAMP)``
+    over nanoseconds, ours 43 rows, pylance 44. DataFusion drops the digits beyond microseconds
+    (the earlier instant before 1970); ours rounded toward zero, one microsecond later."""
+    import numpy as np
+
+    base = int(np.datetime64(literal.replace(" ", "T"), "ns").astype(np.int64))
+    near = [base + d for d in (-1000, -796, -500, 0, 204, 500, 1000)]
+    uri = str(tmp_path / "ds")
+    lance.write_dataset(pa.table({"ts": pa.array(near, pa.timestamp("ns"))}), uri)
+    flt = f"ts {op} CAST('{literal}' AS TIMESTAMP)"
+    ours = lance_format.dataset(uri).to_table(filter=flt)
+    assert ours.column("ts").to_pylist() == lance.dataset(uri).to_table(filter=flt).column("ts").to_pylist()

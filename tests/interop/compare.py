@@ -18,12 +18,20 @@ Equality is *logical*, as a reader of the data would see it:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["Difference", "assert_arrays_equal", "assert_tables_equal", "first_difference", "has_dictionary"]
+__all__ = [
+    "Difference",
+    "assert_arrays_equal",
+    "assert_tables_equal",
+    "described_indices",
+    "first_difference",
+    "has_dictionary",
+]
 
 _MAX_REPR = 300
 
@@ -249,3 +257,22 @@ def assert_tables_equal(
 def has_dictionary(t: pa.DataType) -> bool:
     """Whether ``t`` contains a dictionary type anywhere."""
     return _has_dict(t)
+
+
+def described_indices(ds: Any) -> list[tuple[Any, ...]]:
+    """``describe_indices()`` of either engine, cell by cell: each index and its segments
+    (fragment ids as a sorted list)."""
+    return [
+        (
+            (d.name, d.type_url, d.index_type, d.num_rows_indexed, list(d.fields), list(d.field_names)),
+            (len(d.segments), d.total_size_bytes, d.details),
+            [
+                (
+                    *(s.uuid, sorted(s.fragment_ids), s.dataset_version_at_last_update, s.index_version),
+                    *(s.created_at, s.base_id, s.size_bytes, list(s.covering_fields)),
+                )
+                for s in d.segments
+            ],
+        )
+        for d in ds.describe_indices()
+    ]

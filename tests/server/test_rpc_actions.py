@@ -165,3 +165,18 @@ def test_unknown_action_and_bad_body(served: Served) -> None:
         list(served.raw.do_action(flight.Action("explode", b"")))
     with pytest.raises(pa.ArrowInvalid):
         list(served.raw.do_action(flight.Action("stats", b"\xff\xff\xff")))
+
+
+def test_compact_keeps_and_remaps_indices(served: Served) -> None:
+    """The compact action remaps the dataset's BTREE index (it dropped every index before): the
+    index covers the new fragment, and an indexed filter still returns the right rows."""
+    c = served.client
+    seed(served, n=1000, rows_per_file=100)
+    uri = str(served.root / "ds")
+    lance_format.dataset(uri).create_scalar_index("id", "BTREE")
+    c.delete("ds", "id < 50")
+    c.compact("ds")
+    listed = lance_format.dataset(uri).list_indices()
+    frags = {f.fragment_id for f in lance_format.dataset(uri).get_fragments()}
+    assert [(i["name"], i["fragment_ids"]) for i in listed] == [("id_idx", frags)]
+    assert c.scan("ds", filter="id = 700").column("id").to_pylist() == [700]

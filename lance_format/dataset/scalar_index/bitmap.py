@@ -21,7 +21,7 @@ from lance_format.dataset.scalar_index.rowid_map import decode_row_set, encode_r
 from lance_format.file import LanceFileReader, LanceFileWriter
 from lance_format.io.store import ObjectStore
 
-__all__ = ["BITMAP_TYPE_URL", "BitmapIndex", "write_bitmap"]
+__all__ = ["BITMAP_TYPE_URL", "BitmapIndex", "write_bitmap", "write_bitmap_lookup"]
 
 #: ``google.protobuf.Any`` type of BITMAP details, as pylance writes it.
 BITMAP_TYPE_URL = "/lance.table.BitmapIndexDetails"
@@ -82,8 +82,16 @@ def write_bitmap(
     ends = np.append(starts[1:], len(vals)) if len(starts) else starts  # no rows: no groups
     keys = vals.take(pa.array(starts, pa.int64())) if len(starts) else pa.array([], vals.type)
     bitmaps = [encode_row_set(ids_sorted[s:e]) for s, e in zip(starts.tolist(), ends.tolist(), strict=True)]
+    return write_bitmap_lookup(store, folder, keys, bitmaps)
+
+
+def write_bitmap_lookup(
+    store: ObjectStore, folder: str, keys: pa.Array | pa.ChunkedArray, bitmaps: list[bytes]
+) -> tuple[tuple[str, int], ...]:
+    """Write the lookup file of a BITMAP index: ``keys`` (sorted, null first) and each key's
+    serialized row set; the ``(file, size)`` pairs written."""
     schema = pa.schema(
-        [pa.field("keys", vals.type), pa.field("bitmaps", pa.binary())],
+        [pa.field("keys", keys.type), pa.field("bitmaps", pa.binary())],
         metadata={"lance:index_stats": json.dumps({"num_bitmaps": len(bitmaps)}, separators=(",", ":"))},
     )
     table = pa.table([keys, pa.array(bitmaps, pa.binary())], schema=schema)

@@ -20,7 +20,7 @@ from lance_format.dataset.scalar_index.queries import InSet, IsNullQuery, Query,
 from lance_format.file import LanceFileReader, LanceFileWriter
 from lance_format.io.store import ObjectStore
 
-__all__ = ["BTREE_TYPE_URL", "DEFAULT_BTREE_BATCH_SIZE", "BTreeIndex", "write_btree"]
+__all__ = ["BTREE_TYPE_URL", "DEFAULT_BTREE_BATCH_SIZE", "BTreeIndex", "write_btree", "write_btree_pages"]
 
 #: ``google.protobuf.Any`` type of BTREE details, as pylance writes it.
 BTREE_TYPE_URL = "/lance.table.BTreeIndexDetails"
@@ -108,7 +108,14 @@ def write_btree(
     """Write the index of ``values`` at rows ``ids``; the ``(file, size)`` pairs written."""
     data = pa.table({"values": values, "ids": pa.array(ids, pa.uint64())})
     order = nulls_first_order(values, np.asarray(ids, dtype=np.uint64))
-    data = data.take(order)
+    return write_btree_pages(store, folder, data.take(order), batch_size)
+
+
+def write_btree_pages(
+    store: ObjectStore, folder: str, data: pa.Table, batch_size: int = DEFAULT_BTREE_BATCH_SIZE
+) -> tuple[tuple[str, int], ...]:
+    """Write ``data`` (``values``, ``ids`` in index order) as the pages of a BTREE index in
+    ``folder``, cut every ``batch_size`` rows, and its page lookup; the ``(file, size)`` pairs."""
     schema = pa.schema(
         [pa.field("values", data.schema.field("values").type), pa.field("ids", pa.uint64(), False)]
     )
