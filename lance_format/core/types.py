@@ -23,6 +23,7 @@ from lance_format.core.jsonb import (
     is_json_type,
     json_arrow_type,
 )
+from lance_format.core.records import fast_init
 
 __all__ = [
     "RESERVED_COLUMNS",
@@ -165,6 +166,7 @@ def logical_to_arrow_type(lt: str, children: Sequence[pa.Field] = ()) -> pa.Data
     raise ValueError(f"unknown logical type {lt!r}")
 
 
+@fast_init
 @dataclass(frozen=True)
 class LanceField:
     """One node of a Lance schema.
@@ -251,6 +253,7 @@ class LanceField:
         return not self.children and self.logical_type == "struct"
 
 
+@fast_init
 @dataclass(frozen=True)
 class LanceSchema:
     """Top-level fields plus schema metadata."""

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_format.core.records import fast_init
 from lance_format.core.types import LanceField, LanceSchema
 
 __all__ = ["LeafPaths", "Placement", "assemble_column", "held_leaves", "leaf_ids", "place_fields"]
@@ -23,6 +24,7 @@ __all__ = ["LeafPaths", "Placement", "assemble_column", "held_leaves", "leaf_ids
 LeafPaths = dict[int, tuple[int, ...]]
 
 
+@fast_init
 @dataclass(frozen=True)
 class Placement:
     """Where one file holds (some of) a dataset top-level field."""

@@ -13,6 +13,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from lance_format.core.errors import CorruptFileError, InvalidInputError, LanceError
+from lance_format.core.records import fast_init
 from lance_format.core.types import LanceField, LanceSchema, json_from_storage
 from lance_format.encodings import decode_field
 from lance_format.encodings.base import (
@@ -80,6 +81,7 @@ def _assign(f: LanceField, version: LanceFileVersion, out: dict[int, int]) -> No
         _assign(c, version, out)
 
 
+@fast_init
 @dataclass(frozen=True)
 class FileMetadata:
     """What the footer and metadata sections say about a file."""

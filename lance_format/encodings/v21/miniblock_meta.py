@@ -14,6 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from lance_format.core.errors import CorruptFileError
+from lance_format.core.records import fast_init
 from lance_format.encodings.base import PageInfo, RowRuns
 from lance_format.encodings.v21 import model as m
 from lance_format.encodings.v21._bytes import single
@@ -31,6 +32,7 @@ ALIGN = 8
 _MAX_CHUNK_VALUES = 1 << 16
 
 
+@fast_init
 @dataclass(frozen=True)
 class MiniBlockMeta:
     """Per-page search state (cached): where each chunk is and which rows it holds."""
