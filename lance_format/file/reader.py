@@ -221,9 +221,14 @@ class LanceFileReader:
         self._decoded_keys: dict[int, tuple[LanceField, tuple[Any, ...]]] = {}
         self._open()
         self._projection = self._resolve_columns(columns)
-        self.schema = pa.schema(
-            [f.to_logical_arrow() for f in self._projection],
-            metadata=self._meta.lance_schema.metadata or None,
+        # Every column: the file's Arrow schema as converted on open (the same fields and metadata).
+        self.schema = (
+            self._meta.schema
+            if columns is None
+            else pa.schema(
+                [f.to_logical_arrow() for f in self._projection],
+                metadata=self._meta.lance_schema.metadata or None,
+            )
         )
 
     # -- opening -------------------------------------------------------------------------------
@@ -436,6 +441,12 @@ class LanceFileReader:
         return ReaderResults(self, runs_from_sorted_indices(uniq), _check_batch(batch_size), order, policy)
 
     @property
+    def columns_of(self) -> dict[int, int]:
+        """The column index of every field that owns a column, by field id (see
+        :func:`assign_columns`; computed on open, not to be modified)."""
+        return self._columns_of
+
+    @property
     def projection(self) -> list[LanceField]:
         """The top-level fields this reader decodes (a copy)."""
         return list(self._projection)
@@ -457,7 +468,11 @@ class LanceFileReader:
 
     def _view(self, fields: Sequence[LanceField]) -> LanceFileReader:
         """A view of this open reader that decodes only ``fields`` (top-level, no new I/O)."""
-        if list(fields) == self._projection:
+        mine = self._projection
+        # The same field objects (the usual plan of every column) need no field-by-field compare.
+        if len(fields) == len(mine) and all(a is b for a, b in zip(fields, mine, strict=True)):
+            return self
+        if list(fields) == mine:
             return self
         view = copy.copy(self)
         view._projection = list(fields)
