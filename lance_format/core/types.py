@@ -216,7 +216,12 @@ class LanceField:
         # Memoized like to_arrow: every decoded column asks, one-row takes included.
         known: bool | None = self.__dict__.get("_has_json")
         if known is None:
-            known = any(f.logical_type == "json" for f in self.walk())
+            # A leaf (most fields) without the walk: every decoded column asks on a new field.
+            known = (
+                any(f.logical_type == "json" for f in self.walk())
+                if self.children
+                else self.logical_type == "json"
+            )
             self.__dict__["_has_json"] = known
         return known
 
