@@ -468,11 +468,7 @@ class LanceFileReader:
 
     def _view(self, fields: Sequence[LanceField]) -> LanceFileReader:
         """A view of this open reader that decodes only ``fields`` (top-level, no new I/O)."""
-        mine = self._projection
-        # The same field objects (the usual plan of every column) need no field-by-field compare.
-        if len(fields) == len(mine) and all(a is b for a, b in zip(fields, mine, strict=True)):
-            return self
-        if list(fields) == mine:
+        if list(fields) == self._projection:  # (list == compares the same objects by identity first)
             return self
         view = copy.copy(self)
         view._projection = list(fields)
