@@ -23,6 +23,7 @@ from lance_format.core.jsonb import (
     is_json_type,
     json_arrow_type,
 )
+from lance_format.core.records import fast_init
 
 __all__ = [
     "RESERVED_COLUMNS",
@@ -165,6 +166,7 @@ def logical_to_arrow_type(lt: str, children: Sequence[pa.Field] = ()) -> pa.Data
     raise ValueError(f"unknown logical type {lt!r}")
 
 
+@fast_init
 @dataclass(frozen=True)
 class LanceField:
     """One node of a Lance schema.
@@ -214,7 +216,12 @@ class LanceField:
         # Memoized like to_arrow: every decoded column asks, one-row takes included.
         known: bool | None = self.__dict__.get("_has_json")
         if known is None:
-            known = any(f.logical_type == "json" for f in self.walk())
+            # A leaf (most fields) without the walk: every decoded column asks on a new field.
+            known = (
+                any(f.logical_type == "json" for f in self.walk())
+                if self.children
+                else self.logical_type == "json"
+            )
             self.__dict__["_has_json"] = known
         return known
 
@@ -251,6 +258,7 @@ class LanceField:
         return not self.children and self.logical_type == "struct"
 
 
+@fast_init
 @dataclass(frozen=True)
 class LanceSchema:
     """Top-level fields plus schema metadata."""

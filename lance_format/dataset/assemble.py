@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_format.core.records import fast_init
 from lance_format.core.types import LanceField, LanceSchema
 
 __all__ = ["LeafPaths", "Placement", "assemble_column", "held_leaves", "leaf_ids", "place_fields"]
@@ -23,6 +24,7 @@ __all__ = ["LeafPaths", "Placement", "assemble_column", "held_leaves", "leaf_ids
 LeafPaths = dict[int, tuple[int, ...]]
 
 
+@fast_init
 @dataclass(frozen=True)
 class Placement:
     """Where one file holds (some of) a dataset top-level field."""
@@ -36,7 +38,12 @@ def leaf_ids(field: LanceField) -> frozenset[int]:
     """Ids of ``field``'s leaves: the fields that own a column in every file version."""
     cached: frozenset[int] | None = field.__dict__.get("_leaf_ids")
     if cached is None:
-        cached = frozenset(x.id for x in field.walk() if not x.children)
+        # A leaf (most columns) without the walk: a cold take asks for every field it reads.
+        cached = (
+            frozenset(x.id for x in field.walk() if not x.children)
+            if field.children
+            else frozenset((field.id,))
+        )
         field.__dict__["_leaf_ids"] = cached  # frozen dataclass: a changed field is a new object
     return cached
 
@@ -116,8 +123,11 @@ def _walk_held(x: LanceField, col_of: Mapping[int, int], out: dict[int, tuple[in
 def _dataset_paths(field: LanceField) -> LeafPaths:
     cached: LeafPaths | None = field.__dict__.get("_leaf_paths")
     if cached is None:
-        ids = leaf_ids(field)
-        cached = {fid: p for fid, p in _paths(field).items() if fid in ids}
+        if not field.children:
+            cached = {field.id: ()}  # a leaf: itself, at the top
+        else:
+            ids = leaf_ids(field)
+            cached = {fid: p for fid, p in _paths(field).items() if fid in ids}
         field.__dict__["_leaf_paths"] = cached
     return cached
 

@@ -15,7 +15,6 @@ from lance_format.dataset.assemble import LeafPaths, assemble_column, held_leave
 from lance_format.dataset.cache import METADATA_CACHE, ByteLRU
 from lance_format.file import LanceFileReader
 from lance_format.file.decoded import AdmitBudget, read_range_cached, take_cached
-from lance_format.file.reader import assign_columns
 from lance_format.io.cache import ReadPolicy
 from lance_format.io.store import ObjectStore, store_for_uri
 from lance_format.table.deletion import read_deletion_file
@@ -207,7 +206,7 @@ class FragmentReader:
                 continue
             reader = self.cache.reader(df, self.bases)
             file_schema = reader.metadata().lance_schema
-            by_col = {c: fid for fid, c in assign_columns(file_schema, reader.version).items()}
+            by_col = {c: fid for fid, c in reader.columns_of.items()}
             placed = place_fields(pending, col_of, file_schema, by_col, covered)
             if len(placed) < len(pending):
                 lost = next(f for f in pending if all(p.field.id != f.id for p in placed))

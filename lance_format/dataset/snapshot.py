@@ -20,6 +20,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from lance_format.core.errors import InvalidInputError, NotFoundError
+from lance_format.core.records import fast_init
 from lance_format.core.types import LanceSchema
 from lance_format.dataset.cache import load_manifest_cached
 from lance_format.dataset.fragment import FragmentReader, ReaderCache
@@ -38,6 +39,7 @@ __all__ = ["FragmentIndex", "RowIdIndex", "Snapshot", "SnapshotSource"]
 RowIdIndex = tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64]]
 
 
+@fast_init
 @dataclass(frozen=True)
 class FragmentIndex:
     """Per-version lookup arrays of the fragments, built once (a Python loop over fragments) and

@@ -28,6 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from lance_format.core.concurrency import LazyPool
+from lance_format.core.records import fast_init
 from lance_format.io.runtime import default_runtime
 
 __all__ = [
@@ -67,6 +68,7 @@ RowRuns = npt.NDArray[np.int64]
 IOGen = Generator[list[Range], list[memoryview], T]
 
 
+@fast_init
 @dataclass(frozen=True)
 class PageInfo:
     """One page of one column, as the column metadata describes it.
@@ -94,6 +96,7 @@ class PageInfo:
         return (self.buffer_offsets[i], self.buffer_sizes[i])
 
 
+@fast_init
 @dataclass(frozen=True)
 class ColumnInfo:
     """A column: its column-level encoding, column buffers and pages (in row order)."""

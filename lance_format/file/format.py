@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from lance_format.core.errors import CorruptFileError, NotSupportedError
+from lance_format.core.records import fast_init
 
 __all__ = [
     "FOOTER_LEN",
@@ -82,6 +83,7 @@ _VERSION_NAMES = {
 }
 
 
+@fast_init
 @dataclass(frozen=True)
 class Footer:
     """The 40-byte footer at the end of every v2 file."""

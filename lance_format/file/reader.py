@@ -13,6 +13,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from lance_format.core.errors import CorruptFileError, InvalidInputError, LanceError
+from lance_format.core.records import fast_init
 from lance_format.core.types import LanceField, LanceSchema, json_from_storage
 from lance_format.encodings import decode_field
 from lance_format.encodings.base import (
@@ -80,6 +81,7 @@ def _assign(f: LanceField, version: LanceFileVersion, out: dict[int, int]) -> No
         _assign(c, version, out)
 
 
+@fast_init
 @dataclass(frozen=True)
 class FileMetadata:
     """What the footer and metadata sections say about a file."""
@@ -219,9 +221,14 @@ class LanceFileReader:
         self._decoded_keys: dict[int, tuple[LanceField, tuple[Any, ...]]] = {}
         self._open()
         self._projection = self._resolve_columns(columns)
-        self.schema = pa.schema(
-            [f.to_logical_arrow() for f in self._projection],
-            metadata=self._meta.lance_schema.metadata or None,
+        # Every column: the file's Arrow schema as converted on open (the same fields and metadata).
+        self.schema = (
+            self._meta.schema
+            if columns is None
+            else pa.schema(
+                [f.to_logical_arrow() for f in self._projection],
+                metadata=self._meta.lance_schema.metadata or None,
+            )
         )
 
     # -- opening -------------------------------------------------------------------------------
@@ -434,6 +441,12 @@ class LanceFileReader:
         return ReaderResults(self, runs_from_sorted_indices(uniq), _check_batch(batch_size), order, policy)
 
     @property
+    def columns_of(self) -> dict[int, int]:
+        """The column index of every field that owns a column, by field id (see
+        :func:`assign_columns`; computed on open, not to be modified)."""
+        return self._columns_of
+
+    @property
     def projection(self) -> list[LanceField]:
         """The top-level fields this reader decodes (a copy)."""
         return list(self._projection)
@@ -455,7 +468,7 @@ class LanceFileReader:
 
     def _view(self, fields: Sequence[LanceField]) -> LanceFileReader:
         """A view of this open reader that decodes only ``fields`` (top-level, no new I/O)."""
-        if list(fields) == self._projection:
+        if list(fields) == self._projection:  # (list == compares the same objects by identity first)
             return self
         view = copy.copy(self)
         view._projection = list(fields)

@@ -93,7 +93,7 @@ class PriorityGate:
             raise ValueError("a gate needs at least one permit")
         self.permits = permits
         self._free = permits
-        self._held = threading.local()
+        self._held = _HeldDepth()
         self._lock = threading.Lock()
         self._waiters: list[tuple[int, int, threading.Event]] = []
         self._seq = itertools.count()
@@ -148,23 +148,47 @@ class PriorityGate:
                 return
             self._free += 1
 
-    @contextlib.contextmanager
-    def hold(self, priority: int | None = None) -> Iterator[None]:
-        depth = getattr(self._held, "depth", 0)
-        if depth:  # this thread holds a permit already (see the class docstring)
-            self._held.depth = depth + 1
-            try:
-                yield
-            finally:
-                self._held.depth = depth
+    def hold(self, priority: int | None = None) -> _Hold:
+        """A context manager holding one permit (none more when this thread holds one already)."""
+        return _Hold(self, priority)
+
+
+class _HeldDepth(threading.local):
+    """Per thread: how deeply this thread holds a gate's permit (0: it holds none)."""
+
+    #: A class default, so a thread that never held a permit reads 0 without an AttributeError
+    #: (``getattr(local, "depth", 0)`` formats one on every first read of a thread).
+    depth = 0
+
+
+class _Hold:
+    """:meth:`PriorityGate.hold`: a class, not a ``contextlib.contextmanager`` generator (a
+    one-row take passes the gate three times; the generator machinery cost more than the gate)."""
+
+    __slots__ = ("_depth", "_gate", "_priority")
+
+    def __init__(self, gate: PriorityGate, priority: int | None) -> None:
+        self._gate = gate
+        self._priority = priority
+        self._depth = 0
+
+    def __enter__(self) -> None:
+        gate = self._gate
+        held = gate._held
+        depth = held.depth
+        self._depth = depth
+        if depth:  # this thread holds a permit already (see PriorityGate's docstring)
+            held.depth = depth + 1
             return
-        self.acquire(current_priority() if priority is None else priority)
-        self._held.depth = 1
-        try:
-            yield
-        finally:
-            self._held.depth = 0
-            self.release()
+        priority = self._priority
+        gate.acquire(current_priority() if priority is None else priority)
+        held.depth = 1
+
+    def __exit__(self, *exc: object) -> None:
+        gate = self._gate
+        gate._held.depth = self._depth
+        if not self._depth:
+            gate.release()
 
 
 class _Workers:

@@ -206,6 +206,10 @@ class LevelListingStore(ObjectStore):
         yield from self._list_level(prefix)[2]
 
 
+#: Key -> path entries a local store remembers (a bound for processes reading endless files).
+_MAX_REMEMBERED_PATHS = 4096
+
+
 def _join(root: str, key: str) -> str:
     return os.path.join(root, *key.split("/")) if key else root
 
@@ -225,13 +229,22 @@ class LocalStore(ObjectStore):
 
     def __init__(self, root: str) -> None:
         self._root = os.path.abspath(root)
+        # Paths of keys already read: a take reads the same few files again and again, and
+        # os.path.join of the split key cost more than the pread of a small range.
+        self._paths: dict[str, str] = {}
 
     @property
     def uri(self) -> str:
         return self._root
 
     def _path(self, key: str) -> str:
-        return _join(self._root, key)
+        path = self._paths.get(key)
+        if path is None:
+            path = _join(self._root, key)
+            if len(self._paths) >= _MAX_REMEMBERED_PATHS:
+                self._paths.clear()
+            self._paths[key] = path  # one dict store: thread-safe
+        return path
 
     def _forget(self, key: str) -> None:
         self.descriptors.forget(self._path(key))

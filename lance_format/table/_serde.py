@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid as uuidlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -72,8 +72,10 @@ def _parse(msg: Message, data: bytes, path: str, what: str) -> None:
 # -- schema ---------------------------------------------------------------------------------------
 
 
-def _schema_from_pb(fields: Iterable[object], metadata: dict[str, bytes], path: str) -> LanceSchema:
-    return LanceSchema.from_flat([field_from_pb(f) for f in fields], metadata, path)  # type: ignore[arg-type]
+def _schema_from_pb(fields: Sequence[object], metadata: dict[str, bytes], path: str) -> LanceSchema:
+    # [:] copies a repeated field out in one C call (iterating a upb container goes item by item
+    # and ends in a formatted IndexError); so below for the fields of data files and fragments.
+    return LanceSchema.from_flat([field_from_pb(f) for f in fields[:]], metadata, path)  # type: ignore[arg-type]
 
 
 def _schema_to_pb(schema: LanceSchema, out: object) -> None:
@@ -100,8 +102,8 @@ def _data_file_to_pb(f: DataFile) -> table_pb2.DataFile:
 def _data_file_from_pb(pb: table_pb2.DataFile) -> DataFile:
     return DataFile(
         path=pb.path,
-        fields=tuple(pb.fields),
-        column_indices=tuple(pb.column_indices),
+        fields=tuple(pb.fields[:]),
+        column_indices=tuple(pb.column_indices[:]),
         file_major_version=pb.file_major_version,
         file_minor_version=pb.file_minor_version,
         file_size_bytes=pb.file_size_bytes,
@@ -165,7 +167,7 @@ def fragment_from_pb(pb: table_pb2.DataFragment, path: str) -> DataFragment:
         )
     return DataFragment(
         id=pb.id,
-        files=tuple(_data_file_from_pb(f) for f in pb.files),
+        files=tuple([_data_file_from_pb(f) for f in pb.files[:]]),
         physical_rows=pb.physical_rows,
         deletion_file=deletion,
         row_ids=_seq_from_pb(pb, "row_id_sequence"),
@@ -235,7 +237,7 @@ def manifest_from_bytes(data: bytes, path: str) -> Manifest:
         txn_pos = pb.transaction_section_deprecated
     return Manifest(
         schema=schema,
-        fragments=tuple(fragment_from_pb(f, path) for f in pb.fragments),
+        fragments=tuple([fragment_from_pb(f, path) for f in pb.fragments[:]]),
         version=pb.version,
         data_format=fmt,
         writer_version=wv,
@@ -248,7 +250,7 @@ def manifest_from_bytes(data: bytes, path: str) -> Manifest:
         next_row_id=pb.next_row_id,
         config=map_to_dict(pb.config),
         table_metadata=map_to_dict(pb.table_metadata),
-        base_paths=tuple(_base_path_from_pb(b) for b in pb.base_paths),
+        base_paths=tuple([_base_path_from_pb(b) for b in pb.base_paths[:]]),
         branch=pb.branch if pb.HasField("branch") else None,
         version_aux_data=pb.version_aux_data,
         index_section=pb.index_section if pb.HasField("index_section") else None,

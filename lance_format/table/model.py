@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import IntEnum
 
+from lance_format.core.records import fast_init
 from lance_format.core.types import LanceSchema
 
 __all__ = [
@@ -57,6 +58,7 @@ class DeletionFileType(IntEnum):
         return "arrow" if self is DeletionFileType.ARROW_ARRAY else "bin"
 
 
+@fast_init
 @dataclass(frozen=True)
 class DataFile:
     """One data file of a fragment (``path`` relative to ``{root}/data/``)."""
@@ -94,6 +96,7 @@ class ExternalFile:
     size: int
 
 
+@fast_init
 @dataclass(frozen=True)
 class DataFragment:
     """A horizontal slice of the table: data files that share rows, plus deletions and row ids.
@@ -121,6 +124,7 @@ class DataFragment:
         return self.physical_rows - self.num_deleted_rows
 
 
+@fast_init
 @dataclass(frozen=True)
 class WriterVersion:
     """Which library wrote a manifest."""
@@ -131,6 +135,7 @@ class WriterVersion:
     build_metadata: str | None = None
 
 
+@fast_init
 @dataclass(frozen=True)
 class DataStorageFormat:
     """The data file format of a dataset (``"lance"``, version ``"2.0"`` ...)."""
@@ -149,6 +154,7 @@ class BasePath:
     path: str
 
 
+@fast_init
 @dataclass(frozen=True)
 class Manifest:
     """One version of a table.

@@ -97,3 +97,23 @@ def test_flat_pages_share_their_trivial_search_arrays() -> None:
     assert c.holders is not a.holders
     assert 5 not in c.holders.tolist()
     assert chunk_of_rows(c, np.array([5 * 64])).tolist() == [6]
+
+
+@pytest.mark.parametrize("misaligned", [False, True])
+def test_load_meta_reads_the_words_in_place_or_copies_misaligned_ones(misaligned: bool) -> None:
+    # The chunk metadata buffer (read-only, as fetched) is read without a copy; a buffer at an odd
+    # address is copied first (the compiled pass has no variant for unaligned arrays).
+    from lance_format.encodings.base import PageInfo
+    from lance_format.encodings.v21 import model as m
+    from lance_format.encodings.v21.miniblock_meta import load_meta
+
+    words = np.array([0x15, 0x15, 0x10], dtype=np.uint16)  # 32 + 32 + 8 values, 16 bytes each
+    raw = bytes(1) + words.tobytes() if misaligned else words.tobytes()
+    buf = memoryview(raw)[1:] if misaligned else memoryview(raw)
+    assert np.frombuffer(buf, np.uint16).flags.aligned is not misaligned
+    layout = m.MiniBlockLayout(None, None, m.Flat(32), None, 0, (m.RepDefLayer.ALL_VALID_ITEM,), 1, 0, 72)
+    page = PageInfo((0, 64), (len(buf), 48), 72, 0, layout)
+    meta = load_meta(layout, page, [buf], "test")
+    assert meta.chunk_items.tolist() == [32, 32, 8]
+    assert meta.chunk_pos.tolist() == [64, 80, 96]  # 16-byte chunks
+    assert meta.first_row.tolist() == [0, 32, 64]

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from lance_format.core.records import fast_init
+
 __all__ = [
     "AllNull",
     "ArrayEncoding",
@@ -61,6 +63,7 @@ class Compression:
     level: int | None = None
 
 
+@fast_init
 @dataclass(frozen=True)
 class Flat:
     """Fixed-width values, ``bits`` per value, in one buffer (1 bit: an LSB-first bitmap)."""
@@ -90,6 +93,7 @@ class AllNull:
     """``Nullable.all_nulls``: every value is null; no buffers."""
 
 
+@fast_init
 @dataclass(frozen=True)
 class FixedSizeList:
     """``dimension`` items per row, row-major, encoded as one child array."""
@@ -138,6 +142,7 @@ class Dictionary:
     num_dictionary_items: int
 
 
+@fast_init
 @dataclass(frozen=True)
 class Fsst:
     """Strings compressed with an FSST symbol table; ``binary`` holds the compressed strings."""
@@ -207,6 +212,7 @@ ArrayEncoding = (
 )
 
 
+@fast_init
 @dataclass(frozen=True)
 class Values:
     """Column encoding of a plain column: its pages hold the data."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from google.protobuf.message import DecodeError
 
@@ -26,13 +26,17 @@ _SCHEMES = {
 }
 
 
-def _layers(values: object, path: str) -> tuple[m.RepDefLayer, ...]:
+#: Layers by number: a dict lookup, not an enum call (~1.5 us each; every page layout has some).
+_LAYER_OF = {int(layer): layer for layer in m.RepDefLayer}
+
+
+def _layers(values: Sequence[int], path: str) -> tuple[m.RepDefLayer, ...]:
     out = []
-    for v in values:  # type: ignore[attr-defined]
-        try:
-            out.append(m.RepDefLayer(int(v)))
-        except ValueError:
-            raise CorruptFileError(path, f"unknown rep/def layer {v}") from None
+    for v in values[:]:  # [:]: one C call, not a upb iteration ending in an IndexError
+        layer = _LAYER_OF.get(v)
+        if layer is None:
+            raise CorruptFileError(path, f"unknown rep/def layer {v}")
+        out.append(layer)
     return tuple(out)
 
 

@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_format.core.errors import CorruptFileError, NotSupportedError
+from lance_format.core.records import fast_init
 from lance_format.core.types import LanceField, empty_array
 from lance_format.encodings.base import (
     DecodeContext,
@@ -43,6 +44,7 @@ _I32_MAX = 2**31 - 1
 Bools = npt.NDArray[np.bool_]
 
 
+@fast_init
 @dataclass(frozen=True)
 class _Leaf:
     """A decoded leaf column: its layers (leaf first) and its values with leaf validity."""

@@ -14,6 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from lance_format.core.errors import CorruptFileError
+from lance_format.core.records import fast_init
 from lance_format.encodings.base import PageInfo, RowRuns
 from lance_format.encodings.v21 import model as m
 from lance_format.encodings.v21._bytes import single
@@ -31,6 +32,7 @@ ALIGN = 8
 _MAX_CHUNK_VALUES = 1 << 16
 
 
+@fast_init
 @dataclass(frozen=True)
 class MiniBlockMeta:
     """Per-page search state (cached): where each chunk is and which rows it holds."""
@@ -60,12 +62,16 @@ def pad(x: I64) -> I64:
 
 def load_meta(layout: m.MiniBlockLayout, page: PageInfo, bufs: list[memoryview], path: str) -> MiniBlockMeta:
     word_bytes = 4 if layout.has_large_chunk else 2
-    raw = bytes(bufs[0])
+    raw = bufs[0]
     if len(raw) % word_bytes:
         raise CorruptFileError(path, "mini-block chunk metadata has a partial word")
+    # Read in place (no copy: the words are only read, by chunk_words below, and not kept); a
+    # copy only if misaligned, which the compiled kernel would need a variant of its own for.
     words: npt.NDArray[np.unsignedinteger[Any]] = np.frombuffer(
         raw, dtype=np.uint32 if word_bytes == 4 else np.uint16
     )
+    if not words.flags.aligned:
+        words = words.copy()
     nchunks = len(words)
     data_pos, data_size = page.buffer(1)
     # One compiled pass: positions, sizes, value counts (the last chunk holds the rest) and the

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import IntEnum
 
+from lance_format.core.records import fast_init
+
 __all__ = [
     "AllNullLayout",
     "BlobLayout",
@@ -92,6 +94,7 @@ class BufferCompression:
 # -- compressive encodings ---------------------------------------------------------------------
 
 
+@fast_init
 @dataclass(frozen=True)
 class Flat:
     """Fixed-width values, ``bits_per_value`` each (1 = a bitmap)."""
@@ -100,6 +103,7 @@ class Flat:
     data: BufferCompression | None = None
 
 
+@fast_init
 @dataclass(frozen=True)
 class Variable:
     """Variable-width values: an offsets buffer (encoded by ``offsets``) plus a bytes buffer."""
@@ -141,6 +145,7 @@ class OutOfLineBitpacking:
     values: CompressiveEncoding
 
 
+@fast_init
 @dataclass(frozen=True)
 class InlineBitpacking:
     """FastLanes bit-packing of 1024-value blocks, each led by its own bit width."""
@@ -149,6 +154,7 @@ class InlineBitpacking:
     values: BufferCompression | None = None
 
 
+@fast_init
 @dataclass(frozen=True)
 class Fsst:
     """FSST-compressed strings: the serialized symbol table plus the compressed values."""
@@ -189,6 +195,7 @@ class General:
     values: CompressiveEncoding
 
 
+@fast_init
 @dataclass(frozen=True)
 class FixedSizeList:
     """Fixed-size lists flattened to their items; ``has_validity`` = an item bitmap comes first."""
@@ -244,6 +251,7 @@ CompressiveEncoding = (
 # -- page layouts ------------------------------------------------------------------------------
 
 
+@fast_init
 @dataclass(frozen=True)
 class MiniBlockLayout:
     """Small values in independently decodable chunks (buffers: chunk metadata, chunks,

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from lance_format.core.records import fast_init
 from lance_format.encodings.v21.model import RepDefLayer
 from lance_format.encodings.v21.values import Values
 
@@ -16,6 +17,7 @@ Levels = npt.NDArray[np.uint16]
 I64 = npt.NDArray[np.int64]
 
 
+@fast_init
 @dataclass(frozen=True)
 class PageData:
     """The selected rows of one page of one leaf column.

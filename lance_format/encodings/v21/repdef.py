@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from lance_format.core.records import fast_init
 from lance_format.encodings.v21.model import RepDefLayer
 
 __all__ = ["Layer", "concat_layers", "max_visible_level", "unravel"]
@@ -28,6 +29,7 @@ I64 = npt.NDArray[np.int64]
 Levels = npt.NDArray[np.uint16]
 
 
+@fast_init
 @dataclass(frozen=True)
 class Layer:
     """One nesting layer of decoded rows.

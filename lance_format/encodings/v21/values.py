@@ -14,6 +14,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from lance_format.core.records import fast_init
 from lance_format.encodings.base import expand_ranges
 
 __all__ = [
@@ -38,6 +39,7 @@ I64 = npt.NDArray[np.int64]
 Bools = npt.NDArray[np.bool_]
 
 
+@fast_init
 @dataclass(frozen=True)
 class Fixed:
     """``n`` fixed-width values: ``bits == 1`` holds one bool per value, otherwise
@@ -48,6 +50,7 @@ class Fixed:
     n: int
 
 
+@fast_init
 @dataclass(frozen=True)
 class VarBin:
     """Variable-width values: ``offsets`` (``n + 1`` int64 positions in ``data``)."""
@@ -60,6 +63,7 @@ class VarBin:
         return len(self.offsets) - 1
 
 
+@fast_init
 @dataclass(frozen=True)
 class Fsl:
     """Fixed-size lists of ``dim`` items; ``validity`` covers the ``n * dim`` items (None = valid)."""
