@@ -432,6 +432,8 @@ class S3Store(LevelListingStore):
         loop = _thread_loop()
         if loop is None:
             return None
+        if not waves:
+            return []
         import obstore
 
         client, path = self._client, self._key(key)
