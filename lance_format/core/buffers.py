@@ -44,11 +44,19 @@ def empty(n: int, dtype: npt.DTypeLike) -> npt.NDArray[Any]:
 
 
 def concat_bytes(parts: Sequence[bytes | memoryview | npt.NDArray[np.uint8]]) -> npt.NDArray[np.uint8]:
-    """The concatenation of byte strings as one uint8 array (pooled when large)."""
-    arrays = [p if isinstance(p, np.ndarray) else np.frombuffer(p, dtype=np.uint8) for p in parts]
-    out = empty_bytes(sum(len(a) for a in arrays))
-    if arrays:
-        np.concatenate(arrays, out=out)
+    """The concatenation of byte strings as one uint8 array (pooled when large).
+
+    Each part is copied by a slice assignment: ``np.concatenate`` first makes an array of every
+    part (~2 us each), which for the ~100 chunk stretches of a column in a 100-row take cost more
+    than copying their bytes.
+    """
+    sizes = [len(p) for p in parts]
+    out = empty_bytes(sum(sizes))
+    view = out.data
+    pos = 0
+    for part, n in zip(parts, sizes, strict=True):
+        view[pos : pos + n] = part.data if isinstance(part, np.ndarray) else part
+        pos += n
     return out
 
 

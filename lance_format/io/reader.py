@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from lance_format.core.buffers import empty_bytes
 from lance_format.core.errors import CorruptFileError
@@ -151,93 +152,88 @@ class RangeReader:
         return datas
 
     def _fetch_all(self, requests: list[Request]) -> list[memoryview]:
-        total = sum(r.length for r in requests)
         if self.store.remote:
-            parallel = len(requests) > 1
-            if parallel and len(requests) <= TOGETHER_MAX_REQUESTS:
-                together = self._fetch_together(requests)
-                if together is not None:
-                    return together
-            elif parallel:
-                waves = self._fetch_waves(requests)
-                if waves is not None:
-                    return waves
-        else:
-            parallel = total >= PARALLEL_MIN_BYTES and total >= PARALLEL_MIN_MEAN_BYTES * len(requests)
+            return self._fetch_remote([(r.start, r.end) for r in requests])
+        total = sum(r.length for r in requests)
+        parallel = total >= PARALLEL_MIN_BYTES and total >= PARALLEL_MIN_MEAN_BYTES * len(requests)
         datas = self.store.runtime.scheduler.run(
             self._fetch,
             requests,
             parallel=parallel,
             max_parallel=self.store.io_parallelism,
-            # Object stores: one request at a time through the zero-copy path (a batch call
-            # would copy every response into ``bytes``); local stores batch their preads.
-            fetch_many=None if self.store.remote else self._fetch_many,
+            fetch_many=self._fetch_many,  # local stores batch their preads
         )
         self._count(len(requests), sum(len(d) for d in datas))
         return datas
 
-    def _fetch_waves(self, requests: list[Request]) -> list[memoryview] | None:
-        """Many ``requests`` as waves of near-equal size (at most :data:`TOGETHER_MAX_REQUESTS`,
+    def _fetch_remote(self, spans: list[tuple[int, int]]) -> list[memoryview]:
+        """Sorted, disjoint ``(start, end)`` spans of an object store's object, one request each:
+        in one concurrent client call or in waves of them (:meth:`_fetch_waves`) where the store
+        has such calls, else each alone on the scheduler's threads; counted, lengths checked."""
+        n = len(spans)
+        datas: list[memoryview] | None = None
+        if 1 < n <= TOGETHER_MAX_REQUESTS:
+            with self.store.runtime.scheduler.gate.hold():
+                datas = self.store.read_spans_together(self.key, spans)
+        elif n > 1:
+            datas = self._fetch_waves(spans)
+        if datas is None:
+            # One request at a time through the zero-copy path (a batch call would copy every
+            # response into ``bytes``).
+            datas = self.store.runtime.scheduler.run(
+                self._fetch,
+                [Request(s, e) for s, e in spans],
+                parallel=n > 1,
+                max_parallel=self.store.io_parallelism,
+            )
+        else:
+            for i, (s, e) in enumerate(spans):
+                if len(datas[i]) != e - s:
+                    datas[i] = self._fetch(Request(s, e))  # again alone: raises if short
+        self._count(n, sum(e - s for s, e in spans))
+        return datas
+
+    def _fetch_waves(self, spans: list[tuple[int, int]]) -> list[memoryview] | None:
+        """Many spans as waves of near-equal size (at most :data:`TOGETHER_MAX_REQUESTS`,
         contiguous in offset order), each one concurrent client call, the waves side by side
         within the store's bound on requests in flight: awaited together on the calling thread
         where the store can (:meth:`_waves_from_here`), else on the scheduler's threads (the
         caller's among them); ``None`` when the store has no such call (then each request goes
-        alone)."""
-        n = len(requests)
+        alone). Lengths are not checked here."""
+        n = len(spans)
         count = -(-n // TOGETHER_MAX_REQUESTS)
         bounds = [(n * i) // count for i in range(count + 1)]
-        waves = [requests[a:b] for a, b in itertools.pairwise(bounds)]
+        waves = [spans[a:b] for a, b in itertools.pairwise(bounds)]
         store, key = self.store, self.key
         bound = max(1, store.requests_in_flight // TOGETHER_MAX_REQUESTS)
         got = self._waves_from_here(waves, bound)
         if got is None:
-
-            def wave(part: list[Request]) -> list[memoryview] | None:
-                return store.read_spans_together(key, [(r.start, r.end) for r in part])
-
-            got = store.runtime.scheduler.run(wave, waves, parallel=True, max_parallel=bound)
+            got = store.runtime.scheduler.run(
+                lambda part: store.read_spans_together(key, part), waves, parallel=True, max_parallel=bound
+            )
         if all(datas is None for datas in got):
             return None
         out: list[memoryview] = []
         for part, datas in zip(waves, got, strict=True):
             # A wave with a span past the end: each of its requests alone reports it.
-            out += [self._fetch(r) for r in part] if datas is None else datas
-        for i, req in enumerate(requests):
-            if len(out[i]) != req.length:
-                out[i] = self._fetch(req)  # again alone: raises the truncation error if short
-        self._count(n, sum(r.length for r in requests))
+            out += [self._fetch(Request(s, e)) for s, e in part] if datas is None else datas
         return out
 
     def _waves_from_here(
-        self, waves: list[list[Request]], bound: int
+        self, waves: list[list[tuple[int, int]]], bound: int
     ) -> list[list[memoryview] | None] | None:
         """``waves`` side by side from the calling thread (the store's
         :meth:`~lance_format.io.store.ObjectStore.read_span_waves`), one gate permit per wave in
         flight: one waited for, up to ``bound - 1`` more taken only if free at once (waiting for
         more while holding one could deadlock two readers); ``None`` when the store cannot."""
         gate = self.store.runtime.scheduler.gate
-        spans = [[(r.start, r.end) for r in part] for part in waves]
         with gate.hold():
             extra = gate.try_acquire(min(bound, len(waves)) - 1)
             try:
-                return self.store.read_span_waves(self.key, spans, 1 + extra)
+                return self.store.read_span_waves(self.key, waves, 1 + extra)
             finally:
                 for _ in range(extra):
                     gate.release()
-
-    def _fetch_together(self, requests: list[Request]) -> list[memoryview] | None:
-        """``requests`` in one concurrent call of the store's client (see
-        :meth:`~lance_format.io.store.ObjectStore.read_spans_together`); ``None`` when it has none."""
-        spans = [(r.start, r.end) for r in requests]
-        with self.store.runtime.scheduler.gate.hold():
-            datas = self.store.read_spans_together(self.key, spans)
-        if datas is None:
-            return None
-        for i, req in enumerate(requests):
-            if len(datas[i]) != req.length:
-                datas[i] = self._fetch(req)  # again alone: raises the truncation error if short
-        self._count(len(requests), sum(r.length for r in requests))
-        return datas
 
     def read(
         self, ranges: Sequence[tuple[int, int]], policy: ReadPolicy = ReadPolicy.CACHED
@@ -261,6 +257,10 @@ class RangeReader:
             )
             if local is not None:
                 return local
+        elif len(ranges) > _FEW_RANGES:
+            remote = self._read_many_remote(ranges)
+            if remote is not None:
+                return remote
         requests = plan_requests(ranges, self.limits)
         bases, views = self._fetch_spans(requests)
         starts = [r.start for r in requests]
@@ -293,13 +293,22 @@ class RangeReader:
         if not self._serial_local(int(sizes.sum()), int(sizes.max()), len(starts)):
             return None
         views = self._fetch_local(list(zip(starts.tolist(), ends.tolist(), strict=True)))
-        lo = offsets - starts[owner]
-        if len(views) == n and not lo.any():
-            # Every range is a span of its own (takes: chunks far apart), at ``owner``.
-            return [views[g] for g in owner.tolist()]
-        return [
-            views[g][a : a + m] for g, a, m in zip(owner.tolist(), lo.tolist(), lengths.tolist(), strict=True)
-        ]
+        return _slice_spans(views, offsets - starts[owner], lengths, owner)
+
+    def _read_many_remote(self, ranges: Sequence[tuple[int, int]]) -> list[memoryview] | None:
+        """:meth:`read` of many ranges of an object store's object (takes: a chunk per row and
+        column), planned with arrays: no request objects, no search per range. ``None`` when the
+        general path must handle them (empty or negative ranges, spans above ``max_request``)."""
+        n = len(ranges)
+        flat = np.fromiter(itertools.chain.from_iterable(ranges), dtype=np.int64, count=2 * n)
+        offsets, lengths = flat[0::2], flat[1::2]
+        if int(lengths.min()) <= 0 or int(offsets.min()) < 0:
+            return None
+        starts, ends, owner = merge_spans(offsets, lengths, self.limits.max_gap)
+        if int((ends - starts).max()) > self.limits.max_request:
+            return None
+        views = self._fetch_remote(list(zip(starts.tolist(), ends.tolist(), strict=True)))
+        return _slice_spans(views, offsets - starts[owner], lengths, owner)
 
     def _read_few_local(self, ranges: Sequence[tuple[int, int]]) -> list[memoryview] | None:
         """:meth:`read` of a few small ranges of a local object, planned in plain Python (a one-row
@@ -503,3 +512,18 @@ class RangeReader:
         self._size = size
         self._count(1, len(data))
         return size - len(data), memoryview(data)
+
+
+def _slice_spans(
+    views: list[memoryview],
+    lo: npt.NDArray[np.int64],
+    lengths: npt.NDArray[np.int64],
+    owner: npt.NDArray[np.int64],
+) -> list[memoryview]:
+    """Range ``i``: ``lengths[i]`` bytes at ``lo[i]`` in the buffer of its span ``owner[i]``."""
+    if len(views) == len(owner) and not lo.any():
+        # Every range is a span of its own (takes: chunks far apart), at ``owner``.
+        return [views[g] for g in owner.tolist()]
+    return [
+        views[g][a : a + m] for g, a, m in zip(owner.tolist(), lo.tolist(), lengths.tolist(), strict=True)
+    ]

@@ -376,6 +376,7 @@ def test_many_requests_go_as_waves_of_async_client_calls_from_the_callers_thread
     assert [s for w in sorted(waves) for s in w] == sorted((o, o + n) for o, n in ranges)
     assert calls.peak == 3
     assert (reader.stats.requests, reader.stats.bytes_read) == (23, sum(n for _, n in ranges))
+    assert store.read_span_waves("obj", [], 4) == []  # no waves: no wait for one to finish
     # A range past the end of the object in one wave: the others' bytes stand, it reports truncation.
     far = [(i * (reader.limits.max_gap + 20_000), 100) for i in range(22)] + [(3_999_950, 100)]
     with pytest.raises(CorruptFileError, match="truncated"):
