@@ -255,6 +255,13 @@ _NESTED_CASES = {
     "struct of list under null structs": pa.array(
         [{"a": 1, "l": [1, 2]}, None, {"a": None, "l": None}, {"a": 4, "l": []}], _ST
     ),
+    # Found by Hypothesis: the numpy walk left a list below a null struct "all valid".
+    "list under a null struct row": pa.array(
+        [{"l": [True]}, None, {"l": None}], pa.struct([pa.field("l", pa.list_(pa.bool_()))])
+    ),
+    "list under a leading null struct row": pa.array(
+        [None, {"l": [True]}], pa.struct([pa.field("l", pa.list_(pa.bool_()))])
+    ),
     "list of list": pa.array([[[1], [], None], None, [[2, 3]], [], [None]], pa.list_(pa.list_(pa.int16()))),
     "large list of dictionary": pa.array(
         [["x", None], [], None, ["y", "x"]], pa.large_list(pa.dictionary(pa.int8(), pa.string()))

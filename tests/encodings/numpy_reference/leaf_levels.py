@@ -169,10 +169,12 @@ def _walk_list(
     offsets = _list_offsets(arr)
     # Entries already null above (a null struct around this list) stay single and invisible:
     # Arrow may hold any list in their slot.
+    # A list below a null struct entry is nullable too (pylance pushes the null down).
+    below_null = bool(((slots >= 0) & (null_at >= 0)).any())
     new_slots, new_null_at, new_kind, new_starts, has_null, has_empty = expand_lists(
         slots, null_at, kind, starts, offsets, valid, depth
     )
-    layer = _Layer(True, bool(has_null), bool(has_empty))
+    layer = _Layer(True, bool(has_null) or below_null, bool(has_empty))
     layers = [*layers, layer]
     _walk(
         field.children[0],
