@@ -45,6 +45,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from flight_server.entry import POOL_ENVIRONMENT
+
 __all__ = ["build_table", "main"]
 
 DIM = 8
@@ -53,13 +55,11 @@ TAGS = 1000
 # Target read ratio lance / floor, from the Spark issue.
 TARGET_READ_VS_FLOOR = 0.9
 REPO_ROOT = Path(__file__).resolve().parent.parent
-#: The allocator setting of a serving process (deploy/Dockerfile), for the driver that hosts the
-#: in-process servers: Arrow's pool (mimalloc) keeps the pages it freed instead of returning them to
-#: the OS after a second (its default). Returned pages come back zeroed (2 MiB huge pages) the next
-#: time a scan allocates: between two reads of this benchmark the server re-faulted ~27,000 pages
-#: per 10M-row scan, ~225 with this (server CPU of the nocache scan -10 to -20%). mimalloc reads it
-#: once, when libarrow loads, so the benchmark re-executes itself with it set.
-SERVER_ENV = {"MIMALLOC_PURGE_DELAY": "-1"}
+#: The allocator setting of a serving process (``lance-flight`` and deploy/Dockerfile set it), for
+#: the driver that hosts the in-process servers: Arrow's pool keeps the pages it freed (server CPU
+#: of the nocache scan -10 to -20%). mimalloc reads it once, when libarrow loads, so the benchmark
+#: re-executes itself with it set.
+SERVER_ENV = dict(POOL_ENVIRONMENT)
 #: Set in the re-executed benchmark: the variables of SERVER_ENV it added (Spark does not get them).
 _ADDED_ENV = "LOADTEST_SPARK_ADDED_ENV"
 

@@ -221,13 +221,14 @@ def test_dockerfile_keeps_arrow_pool_pages_between_scans() -> None:
 
     import pyarrow as pa
 
+    from flight_server.entry import POOL_ENVIRONMENT
     from loadtest.bench_spark import SERVER_ENV
 
     if pa.default_memory_pool().backend_name != "mimalloc":
         pytest.skip("Arrow's default pool is not mimalloc here")
     env = _final_env()
     assert env["MIMALLOC_PURGE_DELAY"] == "-1"
-    assert {k: env[k] for k in SERVER_ENV} == SERVER_ENV
+    assert {k: env[k] for k in SERVER_ENV} == SERVER_ENV == POOL_ENVIRONMENT
     run_env = {k: v for k, v in os.environ.items() if not k.startswith("MIMALLOC_")}
     run_env["MIMALLOC_PURGE_DELAY"] = env["MIMALLOC_PURGE_DELAY"]
     out = subprocess.run(
@@ -236,6 +237,28 @@ def test_dockerfile_keeps_arrow_pool_pages_between_scans() -> None:
     # mimalloc's default hands the 64 MiB back after the pause: ~330 faults (2 MiB huge pages and
     # 4 KiB ones) bring it back; kept, the burst reuses it.
     assert int(out.stdout) < 32, out.stdout
+
+
+def test_the_command_sets_the_pool_environment_before_pyarrow_loads() -> None:
+    """``lance-flight`` (any install, not only the image) keeps Arrow's freed pages: its entry point
+    sets the variable where the user did not, in a process that has not loaded pyarrow yet."""
+    import subprocess
+    import sys
+    import tomllib
+
+    scripts = tomllib.loads((DEPLOY_DIR.parent / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["lance-flight"] == "flight_server.entry:main"
+    probe = (
+        "import sys, os; import flight_server.entry as e; assert 'pyarrow' not in sys.modules; "
+        "e.main(['--help']); print(os.environ.get('MIMALLOC_PURGE_DELAY'))"
+    )
+    run_env = {k: v for k, v in os.environ.items() if not k.startswith("MIMALLOC_")}
+    command = [sys.executable, "-c", probe]
+    out = subprocess.run(command, env=run_env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "-1"
+    run_env["MIMALLOC_PURGE_DELAY"] = "500"  # the user's own value wins
+    out = subprocess.run(command, env=run_env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "500"
 
 
 def test_dockerfile_copies_only_what_the_context_keeps() -> None:
