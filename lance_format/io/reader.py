@@ -275,6 +275,18 @@ class RangeReader:
             out.append(views[i][lo : lo + length])
         return out
 
+    def _merged(
+        self, ranges: Sequence[tuple[int, int]]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+        """Offsets and lengths of ``ranges`` as arrays and the spans they merge into (starts, ends,
+        and each range's span); ``None`` for an empty or negative range (the general path's)."""
+        flat = np.fromiter(itertools.chain.from_iterable(ranges), dtype=np.int64, count=2 * len(ranges))
+        offsets, lengths = flat[0::2], flat[1::2]
+        if int(lengths.min()) <= 0 or int(offsets.min()) < 0:
+            return None
+        starts, ends, owner = merge_spans(offsets, lengths, self.limits.max_gap)
+        return offsets, lengths, starts, ends, owner
+
     def _read_many_local(self, ranges: Sequence[tuple[int, int]]) -> list[memoryview] | None:
         """:meth:`read` of many small ranges of a local object, planned with arrays and read in
         one batch (a take of 100 rows over 4 columns reads ~360 chunks: request objects, the
@@ -283,12 +295,10 @@ class RangeReader:
         ``None`` when the general path must handle them (empty or negative ranges, spans above
         ``max_request``, enough bytes to read on threads).
         """
-        n = len(ranges)
-        flat = np.fromiter(itertools.chain.from_iterable(ranges), dtype=np.int64, count=2 * n)
-        offsets, lengths = flat[0::2], flat[1::2]
-        if int(lengths.min()) <= 0 or int(offsets.min()) < 0:
+        planned = self._merged(ranges)
+        if planned is None:
             return None
-        starts, ends, owner = merge_spans(offsets, lengths, self.limits.max_gap)
+        offsets, lengths, starts, ends, owner = planned
         sizes = ends - starts
         if not self._serial_local(int(sizes.sum()), int(sizes.max()), len(starts)):
             return None
@@ -299,12 +309,10 @@ class RangeReader:
         """:meth:`read` of many ranges of an object store's object (takes: a chunk per row and
         column), planned with arrays: no request objects, no search per range. ``None`` when the
         general path must handle them (empty or negative ranges, spans above ``max_request``)."""
-        n = len(ranges)
-        flat = np.fromiter(itertools.chain.from_iterable(ranges), dtype=np.int64, count=2 * n)
-        offsets, lengths = flat[0::2], flat[1::2]
-        if int(lengths.min()) <= 0 or int(offsets.min()) < 0:
+        planned = self._merged(ranges)
+        if planned is None:
             return None
-        starts, ends, owner = merge_spans(offsets, lengths, self.limits.max_gap)
+        offsets, lengths, starts, ends, owner = planned
         if int((ends - starts).max()) > self.limits.max_request:
             return None
         views = self._fetch_remote(list(zip(starts.tolist(), ends.tolist(), strict=True)))
