@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -156,6 +157,16 @@ def _schema(schema: pa.Schema) -> tuple[Any, ...]:
 #: remapped an index); the remapped indices are then compared as we read them (:func:`_remapped`).
 PYLANCE_REWRITTEN_INDEX = "pylance 14.0.2 get_transactions RewrittenIndex TypeError"
 
+#: pylance 14.0.2 answers ``b IS TRUE`` / ``b IS FALSE`` over a boolean column with a scalar index
+#: (BTREE, BITMAP or ZONEMAP) as ``b = true`` / ``b = false``, null on null rows, so a ``NOT`` above
+#: it drops the null rows: ``NOT (b IS TRUE)`` keeps only the false rows. ``IS TRUE`` is never null
+#: (SQL; DataFusion's ``IsTrue``, DuckDB), and pylance itself keeps the null rows with
+#: ``use_scalar_index=False`` (seed 1341). Where a filter has such a test under a ``NOT`` and
+#: pylance's indexed answer differs from its own unindexed one, ours is compared with the unindexed
+#: answer, and the case is counted by this name.
+PYLANCE_INDEXED_IS_TRUTH = "pylance 14.0.2 indexed `b IS TRUE/FALSE` under NOT drops null rows"
+_IS_TRUTH = re.compile(r"(?<!NOT )\bIS (TRUE|FALSE)\b")
+
 
 def _indices(ds: Any) -> list[tuple[Any, ...]]:
     """``list_indices()`` entries in their order, comparable across engines (fragment ids as a
@@ -193,6 +204,12 @@ def _history(uri: str) -> tuple[int, int, list[str]]:
             raise
         kinds = [PYLANCE_REWRITTEN_INDEX]
     return ds.version, len(ds.versions()), kinds
+
+
+def _their_count(ds: lance.LanceDataset, pred: str, **options: Any) -> int:
+    """pylance's ``count_rows(pred)``; through a scanner given scanner options (``count_rows``
+    ignores them for a string filter)."""
+    return ds.scanner(filter=pred, **options).count_rows() if options else ds.count_rows(pred)
 
 
 def _layout(uri: str) -> list[tuple[int, int | None, int]]:
@@ -320,6 +337,24 @@ class DifferentialMachine(RuleBasedStateMachine):
         if got is not None and got[0] != got[1]:
             self._differ(f"{what}: ours {got[0]!r} != pylance {got[1]!r}")
 
+    @staticmethod
+    def _their_filtered(pred: str | None, read: Callable[..., Any]) -> Any:
+        """pylance's filtered read ``read(**scanner options)``, unindexed where its index answers
+        :data:`PYLANCE_INDEXED_IS_TRUTH` differently (and only there)."""
+        answer = read()
+        if pred is None or "NOT" not in pred or not _IS_TRUTH.search(pred):
+            return answer
+        unindexed = read(use_scalar_index=False)
+        try:
+            if isinstance(answer, pa.Table):
+                assert_tables_equal(answer, unindexed, context=pred)
+            else:
+                assert answer == unindexed
+        except AssertionError:
+            STATS.tolerated[PYLANCE_INDEXED_IS_TRUTH] += 1
+            return unindexed
+        return answer
+
     def _current(self) -> pa.Table:
         """The latest version as pylance reads it (the source of predicates and new rows' schema):
         the table the last comparison read, or a fresh read when it had none."""
@@ -431,17 +466,22 @@ class DifferentialMachine(RuleBasedStateMachine):
         self._same_table(
             f"to_table(columns={cols}, filter={pred!r}, limit={limit}, offset={offset})",
             lambda: ours.to_table(columns=cols, filter=pred, limit=limit, offset=offset),
-            lambda: theirs.to_table(columns=cols, filter=pred, limit=limit, offset=offset),
+            lambda: self._their_filtered(
+                pred,
+                functools.partial(theirs.to_table, columns=cols, filter=pred, limit=limit, offset=offset),
+            ),
         )
         pred = predicate(table, rng)
         self._same_table(
             f"to_table(filter={pred!r})",
             lambda: ours.to_table(filter=pred),
-            lambda: theirs.to_table(filter=pred),
+            lambda: self._their_filtered(pred, functools.partial(theirs.to_table, filter=pred)),
         )
         pred = predicate(table, rng)
         self._same_value(
-            f"count_rows({pred!r})", lambda: ours.count_rows(pred), lambda: theirs.count_rows(pred)
+            f"count_rows({pred!r})",
+            lambda: ours.count_rows(pred),
+            lambda: self._their_filtered(pred, functools.partial(_their_count, theirs, pred)),
         )
         return table
 
