@@ -38,7 +38,14 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 
 import lance_format
 from lance_format.core.errors import InternalError, LanceError
-from tests.differential.data import cast_paths, make_rows, pick_columns, predicate, update_values
+from tests.differential.data import (
+    cast_paths,
+    make_rows,
+    merge_condition,
+    pick_columns,
+    predicate,
+    update_values,
+)
 from tests.interop.compare import assert_tables_equal, described_indices
 
 __all__ = ["COLLECT", "STATS", "DifferentialMachine", "Stats", "known_defect"]
@@ -818,7 +825,7 @@ class DifferentialMachine(RuleBasedStateMachine):
     @rule(
         side=SIDES,
         n=st.integers(0, 40),
-        matched=st.sampled_from(["update", "delete", "nothing"]),
+        matched=st.sampled_from(["update", "update where", "delete", "fail", "nothing"]),
         insert=st.booleans(),
         by_source=st.sampled_from(["keep", "delete", "delete where"]),
         seed=SEEDS,
@@ -826,7 +833,9 @@ class DifferentialMachine(RuleBasedStateMachine):
     @_guarded
     def merge_insert(self, side: str, n: int, matched: str, insert: bool, by_source: str, seed: int) -> None:
         """``merge_insert("id")`` of rows half of which have the ids of existing rows (a repeated
-        source key is refused by both sides alike)."""
+        source key is refused by both sides alike). Matched rows are updated (all, or where a
+        condition over ``target.`` and ``source.`` columns holds), deleted, kept, or fail the
+        merge."""
         rng = np.random.default_rng(seed)
         table = self._current()
         rows = self._rows(n, seed)
@@ -840,6 +849,7 @@ class DifferentialMachine(RuleBasedStateMachine):
             ids[hit] = rng.choice(existing, size=k, replace=repeat)
             rows = rows.set_column(0, "id", pa.array(ids, pa.int64()))
         where = predicate(table, rng) if by_source == "delete where" and table.num_rows else None
+        condition = merge_condition(table.schema, rng) if matched == "update where" else None
         if matched == "delete" and by_source != "keep":
             # pylance fails "matched delete + not matched by source delete" without an insert
             # ("Dataset field ... missing from merge insert input schema ... a logical plan pruning
@@ -848,10 +858,12 @@ class DifferentialMachine(RuleBasedStateMachine):
 
         def build(ds: Any) -> Any:
             b = ds.merge_insert("id")
-            if matched == "update":
-                b = b.when_matched_update_all()
+            if matched in ("update", "update where"):
+                b = b.when_matched_update_all(condition)
             elif matched == "delete":
                 b = b.when_matched_delete()
+            elif matched == "fail":
+                b = b.when_matched_fail()
             if insert:
                 b = b.when_not_matched_insert_all()
             if by_source != "keep":
@@ -860,7 +872,8 @@ class DifferentialMachine(RuleBasedStateMachine):
 
         self._apply(
             side,
-            f"merge_insert('id') matched={matched} insert={insert} by_source={by_source} where={where!r} "
+            f"merge_insert('id') matched={matched} condition={condition!r} insert={insert} "
+            f"by_source={by_source} where={where!r} "
             f"with {n} rows (seed={seed})",
             lambda: build(self._ours()).execute(rows),
             lambda: build(self._theirs()).execute(rows),
