@@ -761,3 +761,37 @@ def test_timestamp_literal_with_extra_digits_before_1970_truncates_like_pylance(
     flt = f"ts {op} CAST('{literal}' AS TIMESTAMP)"
     ours = lance_format.dataset(uri).to_table(filter=flt)
     assert ours.column("ts").to_pylist() == lance.dataset(uri).to_table(filter=flt).column("ts").to_pylist()
+
+
+@pytest.mark.parametrize(
+    ("condition", "refused"),
+    [
+        ("source.x > 15", False),  # of id 1's two source rows only (1, 20) updates
+        ("source.id > target.id", False),  # no pair updates
+        ("source.x > 5", True),  # both of id 1's source rows would update it
+        (None, True),
+    ],
+)
+def test_merge_update_condition_decides_ambiguity_like_pylance(
+    tmp_path: Path, condition: str | None, refused: bool
+) -> None:
+    # Found by the CI differential run (LANCE_DIFF_EXAMPLES=15) once conditional merge updates
+    # joined the pool: ours refused a repeated source key as
+    # ambiguous before applying the condition; pylance refuses only when more than one source row
+    # passing the condition matches a target row.
+    base = pa.table({"id": pa.array(range(5), pa.int64()), "x": pa.array([1, 2, 3, 4, 5], pa.int32())})
+    src = pa.table({"id": pa.array([1, 1, 2, 7], pa.int64()), "x": pa.array([10, 20, 30, 40], pa.int32())})
+    results = []
+    for name, engine in (("ours", lance_format), ("theirs", lance)):
+        uri = str(tmp_path / name)
+        lance.write_dataset(base, uri)
+        builder = engine.dataset(uri).merge_insert("id").when_matched_update_all(condition)
+        builder = builder.when_not_matched_insert_all()
+        if refused:
+            with pytest.raises(LanceError if engine is lance_format else OSError, match=r"(?i)ambiguous"):
+                builder.execute(src)
+            continue
+        builder.execute(src)
+        results.append(lance.dataset(uri).to_table().sort_by("id"))
+    if not refused:
+        assert_tables_equal(results[0], results[1], context=str(condition))
