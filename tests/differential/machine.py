@@ -484,6 +484,7 @@ class DifferentialMachine(RuleBasedStateMachine):
             lambda: ours.to_table(filter=pred),
             lambda: self._their_filtered(pred, functools.partial(theirs.to_table, filter=pred)),
         )
+        self._compare_fragments(ours, theirs, table, rng)
         pred = predicate(table, rng)
         self._same_value(
             f"count_rows({pred!r})",
@@ -491,6 +492,54 @@ class DifferentialMachine(RuleBasedStateMachine):
             lambda: self._their_filtered(pred, functools.partial(_their_count, theirs, pred)),
         )
         return table
+
+    def _compare_fragments(
+        self,
+        ours: lance_format.LanceDataset,
+        theirs: lance.LanceDataset,
+        table: pa.Table,
+        rng: np.random.Generator,
+    ) -> None:
+        """Reads of chosen fragments: a scan of some of them (``fragments=``, with row ids and a
+        filter half of the time), and one fragment's ``count_rows(filter)`` and ``take`` by its own
+        offsets (a projection half of the time)."""
+        ids = [f.fragment_id for f in theirs.get_fragments()]
+        if not ids:
+            return
+        chosen = sorted(
+            rng.choice(ids, size=int(rng.integers(1, min(len(ids), 3) + 1)), replace=False).tolist()
+        )
+        pred: str | None = predicate(table, rng) if rng.random() < 0.5 else None
+
+        def scan(ds: Any, **options: Any) -> pa.Table:
+            frags = [ds.get_fragment(i) for i in chosen]
+            return ds.scanner(fragments=frags, filter=pred, with_row_id=True, **options).to_table()
+
+        self._same_table(
+            f"scanner(fragments={chosen}, filter={pred!r}, with_row_id=True)",
+            lambda: scan(ours),
+            lambda: self._their_filtered(pred, functools.partial(scan, theirs)),
+        )
+        one = chosen[0]
+        pred = predicate(table, rng)
+        self._same_value(
+            f"get_fragment({one}).count_rows(filter={pred!r})",
+            lambda: ours.get_fragment(one).count_rows(pred),
+            lambda: theirs.get_fragment(one).count_rows(pred),
+        )
+        live = theirs.get_fragment(one).count_rows()
+        if live:
+            idx = sorted(set(rng.integers(0, live, int(rng.integers(1, 6))).tolist()))
+            names = table.schema.names
+            cols = sorted(
+                rng.choice(names, size=int(rng.integers(1, len(names) + 1)), replace=False).tolist()
+            )
+            take_cols = cols if rng.random() < 0.5 else None
+            self._same_table(
+                f"get_fragment({one}).take({idx}, columns={take_cols})",
+                lambda: ours.get_fragment(one).take(idx, columns=take_cols),
+                lambda: theirs.get_fragment(one).take(idx, columns=take_cols),
+            )
 
     # -- operations ---------------------------------------------------------------------------------
     @staticmethod
