@@ -422,6 +422,15 @@ class DifferentialMachine(RuleBasedStateMachine):
             lambda: {k: v["version"] for k, v in ours.tags.list().items()},
             lambda: {k: v["version"] for k, v in theirs.tags.list().items()},
         )
+        # Now and then a tagged version, checked out by its tag's name.
+        tags = sorted(theirs.tags.list())
+        if tags and rng.random() < 0.25:
+            name = str(rng.choice(tags))
+            self._same_table(
+                f"checkout_version({name!r}).to_table(with_row_id=True)",
+                lambda: ours.checkout_version(name).to_table(with_row_id=True),
+                lambda: theirs.checkout_version(name).to_table(with_row_id=True),
+            )
         # An older version not read since it was written or since the last cleanup (versions do not
         # change once written; a cleanup may delete their files), scanned with its row ids.
         versions = [v["version"] for v in listed if v["version"] not in self.checked_versions]
