@@ -198,11 +198,8 @@ class MergeInsertBuilder:
             raise MergeInsertError(
                 f"Merge insert failed: {len(np.unique(t_all))} target rows match source rows on {self._on}"
             )
-        if self._matched in ("update", "delete") and len(t_all) > 1 and bool((t_all[1:] == t_all[:-1]).any()):
-            raise MergeInsertError(
-                "Ambiguous merge inserts are prohibited: multiple source rows match the same target "
-                f"row on {self._on}. Please ensure each target row is matched by at most one source row."
-            )
+        if self._matched == "delete":
+            self._check_unambiguous(t_all)
 
         schema = ds.schema
         updated_rows: pa.Table | None = None
@@ -217,6 +214,9 @@ class MergeInsertBuilder:
                 keep = self._condition(old, new_vals)
                 t_idx, s_idx = t_idx[keep], s_idx[keep]
                 old, new_vals = old.filter(pa.array(keep)), new_vals.filter(pa.array(keep))
+            # Like pylance: only the pairs the condition lets through must be one per target row
+            # (a repeated key whose other source rows fail the condition updates from the one).
+            self._check_unambiguous(t_idx)
             cols = [new_vals.column(n) if n in new_vals.schema.names else old.column(n) for n in schema.names]
             updated_rows = pa.Table.from_arrays(cols, schema=schema)
             if stable:
@@ -247,6 +247,15 @@ class MergeInsertBuilder:
         n_inserted = 0 if inserted is None else inserted.num_rows
         op = self._update_op(ds, remove, updated_rows, updated_ids, inserted)
         return _Plan(op, n_inserted, n_updated, n_deleted)
+
+    def _check_unambiguous(self, targets: npt.NDArray[np.int64]) -> None:
+        """Refuse a merge where a target row (``targets``: sorted target indices of the pairs that
+        update or delete) is matched by more than one source row."""
+        if len(targets) > 1 and bool((targets[1:] == targets[:-1]).any()):
+            raise MergeInsertError(
+                "Ambiguous merge inserts are prohibited: multiple source rows match the same target "
+                f"row on {self._on}. Please ensure each target row is matched by at most one source row."
+            )
 
     def _condition(self, old: pa.Table, new: pa.Table) -> npt.NDArray[np.bool_]:
         """Where the ``when_matched_update_all`` condition holds (null counts as false)."""

@@ -406,7 +406,7 @@ class _Binder:
                     raise self.fail(f"number {value} is out of range") from None
             return Negate(inner)
         if isinstance(node, exp.Not):
-            return Not(as_condition(self.convert(node.this)))
+            return Not(_logic_operand(self.convert(node.this)))
         if isinstance(node, exp.And | exp.Or):
             # A chain of one connective is flattened without recursion (long generated filters).
             kind = type(node)
@@ -420,7 +420,7 @@ class _Binder:
                     stack.extend((current.expression, current.this))
                 else:
                     operands.append(current)
-            return (And if kind is exp.And else Or)(tuple(as_condition(self.convert(o)) for o in operands))
+            return (And if kind is exp.And else Or)(tuple(_logic_operand(self.convert(o)) for o in operands))
         op = _COMPARE.get(type(node))
         if op is not None:
             return self.compare(op, self.convert(node.this), self.convert(node.expression))
@@ -710,6 +710,14 @@ def as_condition(node: Node) -> Node:
     if isinstance(node, Call) and node.name == "regexp_match":
         return Not(IsNull(node))
     return node
+
+
+def _logic_operand(node: Node) -> Node:
+    """An operand of ``NOT``/``AND``/``OR``: :func:`as_condition`, and an untyped ``NULL`` as a
+    boolean NULL (``b OR NULL``, as DataFusion coerces it; a bare ``NULL`` filter stays refused)."""
+    if isinstance(node, Literal) and pa.types.is_null(node.type):
+        return Literal(pa.scalar(None, pa.bool_()))
+    return as_condition(node)
 
 
 def parse_sql(text: str, schema: pa.Schema, *, predicate: bool = False) -> Node:

@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 
 from tests.strategies import random_array
 
-__all__ = ["POOL", "cast_paths", "make_rows", "pick_columns", "predicate", "update_values"]
+__all__ = ["POOL", "cast_paths", "make_rows", "merge_condition", "pick_columns", "predicate", "update_values"]
 
 _ITEM = pa.field("item", pa.float32())
 
@@ -356,6 +356,44 @@ def predicate(table: pa.Table, rng: np.random.Generator, depth: int = 0) -> str:
         path = f"{name}.{child.name}" if rng.random() < 0.7 else f"{name}['{child.name}']"
         return _leaf_predicate(path, child.type, values, rng)
     return _leaf_predicate(name, t, col, rng)
+
+
+def _comparable(t: pa.DataType) -> bool:
+    """A type ``<``, ``=`` and ``IS DISTINCT FROM`` compare between a target and a source column."""
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    return bool(
+        pa.types.is_integer(t)
+        or pa.types.is_floating(t)
+        or pa.types.is_boolean(t)
+        or pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_date32(t)
+        or pa.types.is_timestamp(t)
+        or pa.types.is_decimal(t)
+    )
+
+
+def merge_condition(schema: pa.Schema, rng: np.random.Generator, depth: int = 0) -> str:
+    """A ``when_matched_update_all`` condition over ``target.col`` and ``source.col`` (both sides of
+    a merge have ``schema``): comparisons of the two rows, null tests, and their combinations."""
+    r = float(rng.random())
+    if depth < 1 and r < 0.2:
+        op = "AND" if rng.random() < 0.5 else "OR"
+        return f"({merge_condition(schema, rng, depth + 1)}) {op} ({merge_condition(schema, rng, depth + 1)})"
+    if depth < 1 and r < 0.3:
+        return f"NOT ({merge_condition(schema, rng, depth + 1)})"
+    names = [f.name for f in schema if _comparable(f.type)]
+    name = names[int(rng.integers(0, len(names)))]  # "id" is always there
+    a, b = ("target", "source") if rng.random() < 0.5 else ("source", "target")
+    forms = [
+        f"{a}.{name} {rng.choice(['<', '<=', '=', '<>', '>', '>='])!s} {b}.{name}",
+        f"{a}.{name} IS {rng.choice(['', 'NOT '])!s}DISTINCT FROM {b}.{name}",
+        f"{a}.{name} IS {rng.choice(['', 'NOT '])!s}NULL",
+    ]
+    if name == "id" or pa.types.is_integer(schema.field(name).type):
+        forms.append(f"{a}.{name} % 2 = 0")
+    return str(forms[int(rng.integers(0, len(forms)))])
 
 
 def update_values(schema: pa.Schema, rng: np.random.Generator) -> dict[str, str]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -37,7 +38,14 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 
 import lance_format
 from lance_format.core.errors import InternalError, LanceError
-from tests.differential.data import cast_paths, make_rows, pick_columns, predicate, update_values
+from tests.differential.data import (
+    cast_paths,
+    make_rows,
+    merge_condition,
+    pick_columns,
+    predicate,
+    update_values,
+)
 from tests.interop.compare import assert_tables_equal, described_indices
 
 __all__ = ["COLLECT", "STATS", "DifferentialMachine", "Stats", "known_defect"]
@@ -156,6 +164,16 @@ def _schema(schema: pa.Schema) -> tuple[Any, ...]:
 #: remapped an index); the remapped indices are then compared as we read them (:func:`_remapped`).
 PYLANCE_REWRITTEN_INDEX = "pylance 14.0.2 get_transactions RewrittenIndex TypeError"
 
+#: pylance 14.0.2 answers ``b IS TRUE`` / ``b IS FALSE`` over a boolean column with a scalar index
+#: (BTREE, BITMAP or ZONEMAP) as ``b = true`` / ``b = false``, null on null rows, so a ``NOT`` above
+#: it drops the null rows: ``NOT (b IS TRUE)`` keeps only the false rows. ``IS TRUE`` is never null
+#: (SQL; DataFusion's ``IsTrue``, DuckDB), and pylance itself keeps the null rows with
+#: ``use_scalar_index=False`` (seed 1341). Where a filter has such a test under a ``NOT`` and
+#: pylance's indexed answer differs from its own unindexed one, ours is compared with the unindexed
+#: answer, and the case is counted by this name.
+PYLANCE_INDEXED_IS_TRUTH = "pylance 14.0.2 indexed `b IS TRUE/FALSE` under NOT drops null rows"
+_IS_TRUTH = re.compile(r"(?<!NOT )\bIS (TRUE|FALSE)\b")
+
 
 def _indices(ds: Any) -> list[tuple[Any, ...]]:
     """``list_indices()`` entries in their order, comparable across engines (fragment ids as a
@@ -193,6 +211,12 @@ def _history(uri: str) -> tuple[int, int, list[str]]:
             raise
         kinds = [PYLANCE_REWRITTEN_INDEX]
     return ds.version, len(ds.versions()), kinds
+
+
+def _their_count(ds: lance.LanceDataset, pred: str, **options: Any) -> int:
+    """pylance's ``count_rows(pred)``; through a scanner given scanner options (``count_rows``
+    ignores them for a string filter)."""
+    return ds.scanner(filter=pred, **options).count_rows() if options else ds.count_rows(pred)
 
 
 def _layout(uri: str) -> list[tuple[int, int | None, int]]:
@@ -320,6 +344,24 @@ class DifferentialMachine(RuleBasedStateMachine):
         if got is not None and got[0] != got[1]:
             self._differ(f"{what}: ours {got[0]!r} != pylance {got[1]!r}")
 
+    @staticmethod
+    def _their_filtered(pred: str | None, read: Callable[..., Any]) -> Any:
+        """pylance's filtered read ``read(**scanner options)``, unindexed where its index answers
+        :data:`PYLANCE_INDEXED_IS_TRUTH` differently (and only there)."""
+        answer = read()
+        if pred is None or "NOT" not in pred or not _IS_TRUTH.search(pred):
+            return answer
+        unindexed = read(use_scalar_index=False)
+        try:
+            if isinstance(answer, pa.Table):
+                assert_tables_equal(answer, unindexed, context=pred)
+            else:
+                assert answer == unindexed
+        except AssertionError:
+            STATS.tolerated[PYLANCE_INDEXED_IS_TRUTH] += 1
+            return unindexed
+        return answer
+
     def _current(self) -> pa.Table:
         """The latest version as pylance reads it (the source of predicates and new rows' schema):
         the table the last comparison read, or a fresh read when it had none."""
@@ -380,6 +422,15 @@ class DifferentialMachine(RuleBasedStateMachine):
             lambda: {k: v["version"] for k, v in ours.tags.list().items()},
             lambda: {k: v["version"] for k, v in theirs.tags.list().items()},
         )
+        # Now and then a tagged version, checked out by its tag's name.
+        tags = sorted(theirs.tags.list())
+        if tags and rng.random() < 0.25:
+            name = str(rng.choice(tags))
+            self._same_table(
+                f"checkout_version({name!r}).to_table(with_row_id=True)",
+                lambda: ours.checkout_version(name).to_table(with_row_id=True),
+                lambda: theirs.checkout_version(name).to_table(with_row_id=True),
+            )
         # An older version not read since it was written or since the last cleanup (versions do not
         # change once written; a cleanup may delete their files), scanned with its row ids.
         versions = [v["version"] for v in listed if v["version"] not in self.checked_versions]
@@ -431,19 +482,73 @@ class DifferentialMachine(RuleBasedStateMachine):
         self._same_table(
             f"to_table(columns={cols}, filter={pred!r}, limit={limit}, offset={offset})",
             lambda: ours.to_table(columns=cols, filter=pred, limit=limit, offset=offset),
-            lambda: theirs.to_table(columns=cols, filter=pred, limit=limit, offset=offset),
+            lambda: self._their_filtered(
+                pred,
+                functools.partial(theirs.to_table, columns=cols, filter=pred, limit=limit, offset=offset),
+            ),
         )
         pred = predicate(table, rng)
         self._same_table(
             f"to_table(filter={pred!r})",
             lambda: ours.to_table(filter=pred),
-            lambda: theirs.to_table(filter=pred),
+            lambda: self._their_filtered(pred, functools.partial(theirs.to_table, filter=pred)),
         )
+        self._compare_fragments(ours, theirs, table, rng)
         pred = predicate(table, rng)
         self._same_value(
-            f"count_rows({pred!r})", lambda: ours.count_rows(pred), lambda: theirs.count_rows(pred)
+            f"count_rows({pred!r})",
+            lambda: ours.count_rows(pred),
+            lambda: self._their_filtered(pred, functools.partial(_their_count, theirs, pred)),
         )
         return table
+
+    def _compare_fragments(
+        self,
+        ours: lance_format.LanceDataset,
+        theirs: lance.LanceDataset,
+        table: pa.Table,
+        rng: np.random.Generator,
+    ) -> None:
+        """Reads of chosen fragments: a scan of some of them (``fragments=``, with row ids and a
+        filter half of the time), and one fragment's ``count_rows(filter)`` and ``take`` by its own
+        offsets (a projection half of the time)."""
+        ids = [f.fragment_id for f in theirs.get_fragments()]
+        if not ids:
+            return
+        chosen = sorted(
+            rng.choice(ids, size=int(rng.integers(1, min(len(ids), 3) + 1)), replace=False).tolist()
+        )
+        pred: str | None = predicate(table, rng) if rng.random() < 0.5 else None
+
+        def scan(ds: Any, **options: Any) -> pa.Table:
+            frags = [ds.get_fragment(i) for i in chosen]
+            return ds.scanner(fragments=frags, filter=pred, with_row_id=True, **options).to_table()
+
+        self._same_table(
+            f"scanner(fragments={chosen}, filter={pred!r}, with_row_id=True)",
+            lambda: scan(ours),
+            lambda: self._their_filtered(pred, functools.partial(scan, theirs)),
+        )
+        one = chosen[0]
+        pred = predicate(table, rng)
+        self._same_value(
+            f"get_fragment({one}).count_rows(filter={pred!r})",
+            lambda: ours.get_fragment(one).count_rows(pred),
+            lambda: theirs.get_fragment(one).count_rows(pred),
+        )
+        live = theirs.get_fragment(one).count_rows()
+        if live:
+            idx = sorted(set(rng.integers(0, live, int(rng.integers(1, 6))).tolist()))
+            names = table.schema.names
+            cols = sorted(
+                rng.choice(names, size=int(rng.integers(1, len(names) + 1)), replace=False).tolist()
+            )
+            take_cols = cols if rng.random() < 0.5 else None
+            self._same_table(
+                f"get_fragment({one}).take({idx}, columns={take_cols})",
+                lambda: ours.get_fragment(one).take(idx, columns=take_cols),
+                lambda: theirs.get_fragment(one).take(idx, columns=take_cols),
+            )
 
     # -- operations ---------------------------------------------------------------------------------
     @staticmethod
@@ -778,7 +883,7 @@ class DifferentialMachine(RuleBasedStateMachine):
     @rule(
         side=SIDES,
         n=st.integers(0, 40),
-        matched=st.sampled_from(["update", "delete", "nothing"]),
+        matched=st.sampled_from(["update", "update where", "delete", "fail", "nothing"]),
         insert=st.booleans(),
         by_source=st.sampled_from(["keep", "delete", "delete where"]),
         seed=SEEDS,
@@ -786,7 +891,9 @@ class DifferentialMachine(RuleBasedStateMachine):
     @_guarded
     def merge_insert(self, side: str, n: int, matched: str, insert: bool, by_source: str, seed: int) -> None:
         """``merge_insert("id")`` of rows half of which have the ids of existing rows (a repeated
-        source key is refused by both sides alike)."""
+        source key is refused by both sides alike). Matched rows are updated (all, or where a
+        condition over ``target.`` and ``source.`` columns holds), deleted, kept, or fail the
+        merge."""
         rng = np.random.default_rng(seed)
         table = self._current()
         rows = self._rows(n, seed)
@@ -800,6 +907,7 @@ class DifferentialMachine(RuleBasedStateMachine):
             ids[hit] = rng.choice(existing, size=k, replace=repeat)
             rows = rows.set_column(0, "id", pa.array(ids, pa.int64()))
         where = predicate(table, rng) if by_source == "delete where" and table.num_rows else None
+        condition = merge_condition(table.schema, rng) if matched == "update where" else None
         if matched == "delete" and by_source != "keep":
             # pylance fails "matched delete + not matched by source delete" without an insert
             # ("Dataset field ... missing from merge insert input schema ... a logical plan pruning
@@ -808,10 +916,12 @@ class DifferentialMachine(RuleBasedStateMachine):
 
         def build(ds: Any) -> Any:
             b = ds.merge_insert("id")
-            if matched == "update":
-                b = b.when_matched_update_all()
+            if matched in ("update", "update where"):
+                b = b.when_matched_update_all(condition)
             elif matched == "delete":
                 b = b.when_matched_delete()
+            elif matched == "fail":
+                b = b.when_matched_fail()
             if insert:
                 b = b.when_not_matched_insert_all()
             if by_source != "keep":
@@ -820,7 +930,8 @@ class DifferentialMachine(RuleBasedStateMachine):
 
         self._apply(
             side,
-            f"merge_insert('id') matched={matched} insert={insert} by_source={by_source} where={where!r} "
+            f"merge_insert('id') matched={matched} condition={condition!r} insert={insert} "
+            f"by_source={by_source} where={where!r} "
             f"with {n} rows (seed={seed})",
             lambda: build(self._ours()).execute(rows),
             lambda: build(self._theirs()).execute(rows),
