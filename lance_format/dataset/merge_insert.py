@@ -259,7 +259,7 @@ class MergeInsertBuilder:
 
     def _condition(self, old: pa.Table, new: pa.Table) -> npt.NDArray[np.bool_]:
         """Where the ``when_matched_update_all`` condition holds (null counts as false)."""
-        old, new = old.combine_chunks(), new.combine_chunks()
+        old, new = _one_chunk(old), _one_chunk(new)
         pair = pa.table(
             {
                 "target": pa.StructArray.from_arrays(
@@ -326,3 +326,17 @@ def _fill_missing(table: pa.Table, schema: pa.Schema) -> pa.Table:
         for f in schema
     ]
     return pa.Table.from_arrays(cols, schema=schema)
+
+
+def _one_chunk(table: pa.Table) -> pa.Table:
+    """``table`` in one chunk. Dictionary columns whose chunks have different dictionaries are
+    decoded when pyarrow cannot unify them (a dictionary holding a null value: "Cannot yet unify
+    dictionaries with nulls"); a dictionary compares as its values, so the condition is the same."""
+    try:
+        return table.combine_chunks()
+    except pa.ArrowInvalid:
+        columns = [
+            c.cast(c.type.value_type) if pa.types.is_dictionary(c.type) and c.num_chunks > 1 else c
+            for c in table.columns
+        ]
+        return pa.Table.from_arrays(columns, names=table.column_names).combine_chunks()
