@@ -560,6 +560,8 @@ _METAVARS = {
     "ticket_lifetime_seconds": "SECONDS",
     "max_streams_per_principal": "N",
     "stream_wait_seconds": "SECONDS",
+    "sql_timeout_seconds": "SECONDS",
+    "max_concurrent_sql_queries": "N",
     "stream_idle_seconds": "SECONDS",
     "max_endpoints": "N",
     "work_slots": "N",
