@@ -564,12 +564,12 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
     ) -> flight.FlightDataStream:
         """A Flight SQL result, holding a stream slot and charged to the memory budget like a scan."""
         lease = self._lease(context, cancelled)
-        # DataFusion computes in its own threads without the GIL, for as long as a query takes and
-        # even after the call is cancelled: it holds no turn (three abandoned count(*) queries over
-        # generate_series(1, 1e11) held every turn and no other client was served for minutes).
+        # DataFusion computes in its own threads without the GIL, for as long as a query takes: it
+        # holds no turn (three long count(*) queries over generate_series(1, 1e11) held every turn
+        # and no other client was served for minutes), and a client that leaves stops it.
         in_turns = not isinstance(batches, DataFusionBatches)
         if isinstance(batches, DataFusionBatches):
-            batches.watch(cancelled, lease.principal)  # a client that leaves stops its query
+            batches.watch(cancelled, lease.principal)
         stream = self._stream("sql", batches, lease, cancelled, in_turns=in_turns)
         weakref.finalize(stream, lease.release)
         return flight.RecordBatchStream(pa.RecordBatchReader.from_batches(schema, stream))

@@ -34,6 +34,7 @@ from lance_format.dataset.scalar_index.rowid_map import decode_row_set, encode_r
 from lance_format.dataset.scalar_index.search import holds_addresses
 from lance_format.file import LanceFileReader
 from lance_format.table.model import DataFragment, IndexMetadata, RewrittenIndex
+from lance_format.table.transaction import FRAGMENT_ZONED_KINDS  # pylance leaves them on a rewrite
 
 if TYPE_CHECKING:
     from lance_format.dataset.snapshot import Snapshot
@@ -43,8 +44,6 @@ __all__ = ["AddressMap", "indices_to_remap", "remap_indices"]
 U64 = npt.NDArray[np.uint64]
 #: Index kinds whose files can be remapped here.
 REMAPPABLE_KINDS = ("BTree", "Bitmap")
-#: Index kinds pylance leaves alone on a rewrite (they summarize fragments by row position).
-UNTOUCHED_KINDS = ("ZoneMap", "BloomFilter")
 
 
 @dataclass(frozen=True)
@@ -91,7 +90,7 @@ def indices_to_remap(ds: Snapshot, rewritten: set[int]) -> list[IndexMetadata]:
 
     out = []
     for meta in dataset_indices(ds):
-        if not meta.fragment_ids & rewritten or meta.kind in UNTOUCHED_KINDS:
+        if not meta.fragment_ids & rewritten or meta.kind in FRAGMENT_ZONED_KINDS:
             continue
         if ds.has_stable_row_ids and not holds_addresses(meta):
             continue  # stable row ids survive the rewrite
