@@ -61,6 +61,7 @@ _CALLS = {
     "ends_with": "ends_with",
     "contains": "contains",
     "strpos": "strpos",
+    "replace": "replace",
     "substring": "substr",
     "trim": "trim",
     "ltrim": "ltrim",

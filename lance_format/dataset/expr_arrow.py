@@ -241,6 +241,31 @@ def _coalesce(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
     return pc.coalesce(*parts)
 
 
+def _replace(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
+    """``replace(s, from, to)``: every non-overlapping ``from`` in ``s`` by ``to``, left to right.
+
+    An empty ``from`` matches between every two characters and at both ends (``replace('ab', '',
+    'x')`` is ``'xaxbx'``, ``replace('', '', 'x')`` is ``'x'``), as DataFusion's (Rust's
+    ``str::replace``); pyarrow's literal kernel loops forever on an empty pattern, while its regex
+    kernel's empty match gives exactly that. A NULL ``from`` or ``to`` makes every row NULL.
+    """
+    t = b.type_of(args[0])
+    values = t.value_type if pa.types.is_dictionary(t) else t
+    if not (pa.types.is_string(values) or pa.types.is_large_string(values)):
+        raise InvalidInputError(f"replace() needs a string, got {t}")
+    text = b.visit(args[0])
+    if pa.types.is_dictionary(t):
+        text = text.cast(values)
+    if any(isinstance(a, Literal) and not a.value.is_valid for a in args[1:]):
+        return pc.if_else(pc.scalar(False), text, pc.scalar(pa.scalar(None, values)))
+    pattern, replacement = _literal_str(args[1], "replace"), _literal_str(args[2], "replace")
+    if not pattern:
+        # RE2 reads backslashes in the replacement as group references: escape them.
+        escaped = replacement.replace("\\", "\\\\")
+        return pc.replace_substring_regex(text, pattern="", replacement=escaped)
+    return pc.replace_substring(text, pattern=pattern, replacement=replacement)
+
+
 def _float_operand(b: ToArrow, node: Node) -> pc.Expression:
     """A number as DataFusion's float functions take it: floats as they are, others as float64."""
     value = b.visit(node)
@@ -302,6 +327,7 @@ FUNCTIONS: dict[str, tuple[tuple[int, int], Callable[[ToArrow, tuple[Node, ...]]
     "ends_with": ((2, 2), _pattern(pc.ends_with)),
     "contains": ((2, 2), _pattern(pc.match_substring)),
     "strpos": ((2, 2), _strpos),
+    "replace": ((3, 3), _replace),
     "substr": ((2, 3), _substr),
     "trim": ((1, 2), _trim("both")),
     "ltrim": ((1, 2), _trim("left")),

@@ -160,6 +160,7 @@ _FUNCTION_NODES: dict[type[exp.Expression], tuple[str, tuple[str, ...]]] = {
     exp.ArraySize: ("array_length", ("this",)),
     exp.DPipe: ("concat_op", ("this", "expression")),
     exp.Reverse: ("reverse", ("this",)),
+    exp.Replace: ("replace", ("this", "expression", "replacement")),
 }
 # sqlglot releases before exp.Trunc parse TRUNC(x) as an anonymous function, which ends in the same
 # IR function: the node class is mapped only where it exists (the minimum-versions job runs those).

@@ -152,6 +152,11 @@ CONSTRUCTS = [
     "contains(s, 'b')", "strpos(s, 'b') = 2", "strpos(s, 'ï') = 3", "btrim(s, 'a') = 'bc'",
     "ltrim(s, 'a') = 'bc'", "rtrim(s, 'c') = 'ab'", "s || 'x' = 'abcx'", "concat(s, 'x') = 'x'",
     "reverse(s) = 'cba'", "coalesce(i, 0) = 0",
+    "replace(s, 'b', 'X') = 'aXc'", "replace(s, 'A', '') = 'b'", "replace(s, 'ï', 'i') = 'üni'",
+    "replace(s, '', '-') = '-a-b-c-'", "replace(s, '', '-') = '-'", "replace(s, '', '') = s",
+    "length(replace(s, '', 'xy')) > 7", "replace(s, '%', '\\1') = 'a\\1b'",
+    "replace(s, '', '\\') = '\\a\\b\\c\\'", "replace(s, 'a', NULL) IS NULL",
+    "replace(s, NULL, 'a') IS NULL", "replace(s, 'bc', 'bcbc') = 'abcbc'",
     # arithmetic (integers wrap like DataFusion's)
     "i % 2 = 1", "i / 2 = 1", "i * 2 > 10", "-i > 2", "-i < 0", "i * i > 0", "i + i > 0", "i - 1 < 0",
     # NaN ordering, -0.0, infinities
@@ -292,3 +297,27 @@ def test_decimal_update_matches_pylance(tmp_path: Path) -> None:
     want = lance.dataset(str(tmp_path / "p")).to_table()
     assert cells(got) == cells(want)
     assert cells(lance.dataset(str(tmp_path / "o")).to_table()) == cells(want)
+
+
+@pytest.mark.parametrize("column_type", ["string", "large_string", "dictionary"])
+def test_replace_computes_columns_like_pylance(tmp_path: Path, column_type: str) -> None:
+    """``replace()`` in ``add_columns`` and ``update`` values gives pylance's cells and types, for
+    plain, large and dictionary-encoded strings (an empty pattern matches around every character)."""
+    values = pa.array(["abc", "", None, "aaa", "ünï"])
+    column = {
+        "string": values,
+        "large_string": values.cast(pa.large_string()),
+        "dictionary": values.dictionary_encode(),
+    }[column_type]
+    table = pa.table({"s": column})
+    results = []
+    for name, engine in (("ours", lance_format), ("pylance", lance)):
+        path = str(tmp_path / name)
+        lance.write_dataset(table, path)
+        engine.dataset(path).add_columns({"r": "replace(s, 'a', 'X')", "e": "replace(s, '', '-')"})
+        engine.dataset(path).update({"r": "replace(r, 'X', '')"}, where="s IS NOT NULL")
+        results.append(lance.dataset(path).to_table(columns=["r", "e"]))
+    ours, theirs = results
+    assert ours.schema == theirs.schema
+    assert ours.to_pylist() == theirs.to_pylist()
+    assert {"-a-b-c-", "-", None} <= set(ours.column("e").to_pylist())
