@@ -45,6 +45,7 @@ __all__ = [
     "children",
     "columns_of",
     "exact_integer_literal",
+    "exact_number",
     "holds_out_of_range",
     "may_be_nan",
     "walk",
@@ -317,6 +318,20 @@ def exact_integer_literal(literal: pa.Scalar, t: pa.DataType) -> tuple[pa.Scalar
     if pa.types.is_decimal(t):
         return pa.scalar(decimal.Decimal(value), t), 0
     return pa.scalar(value, t), 0
+
+
+def exact_number(value: decimal.Decimal, t: pa.DataType) -> pa.Scalar | None:
+    """``value`` as a scalar of the integer or decimal type ``t`` when ``t`` holds it exactly."""
+    if pa.types.is_integer(t) and value == value.to_integral_value():
+        w = t.bit_width
+        lo, hi = (-(2 ** (w - 1)), 2 ** (w - 1) - 1) if pa.types.is_signed_integer(t) else (0, 2**w - 1)
+        return pa.scalar(int(value), t) if lo <= value <= hi else None
+    if pa.types.is_decimal(t) and t.scale >= 0 and abs(value) < 10 ** (t.precision - t.scale):
+        quantum = decimal.Decimal(1).scaleb(-t.scale)
+        with decimal.localcontext(prec=t.precision + 80):
+            exact = value.quantize(quantum)
+        return pa.scalar(exact, t) if exact == value else None
+    return None
 
 
 def holds_out_of_range(op: str, side: int) -> bool:

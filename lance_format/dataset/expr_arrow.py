@@ -51,6 +51,7 @@ from lance_format.dataset.expr import (
     Visitor,
     children,
     exact_integer_literal,
+    exact_number,
     holds_out_of_range,
     may_be_nan,
 )
@@ -354,6 +355,50 @@ _SIGNED = {8: pa.int8(), 16: pa.int16(), 32: pa.int32(), 64: pa.int64()}
 _INT_DIGITS = {8: 3, 16: 5, 32: 10, 64: 20}
 
 
+def _unwrapped_literal(source: pa.DataType, to: pa.DataType, lit: Node) -> Literal | None:
+    """The literal that ``x`` of type ``source`` is compared with in place of ``CAST(x AS to)``
+    (``CAST`` or ``TRY_CAST``), or ``None`` when DataFusion's planner keeps the cast.
+
+    DataFusion unwraps a cast between integer and decimal types when the literal converts exactly
+    to the target type and to the value's own type: ``CAST(i AS DECIMAL(10, 2)) > 1.0`` compares
+    ``i > 1`` while ``.. > 1.5`` evaluates the cast (which fails on an ``i`` past 10 digits);
+    ``CAST(d AS INT) = 1`` compares ``d = 1.00``; ``TRY_CAST(b AS INT) > 1`` compares ``b > 1`` (no
+    NULL for a ``b`` past int32) while ``CAST(b AS TINYINT) < 300`` evaluates the cast.
+    """
+    if not (isinstance(lit, Literal) and lit.value.is_valid and _exact_or_int(source) and _exact_or_int(to)):
+        return None
+    lt = lit.type
+    if pa.types.is_integer(lt) or pa.types.is_decimal(lt):
+        value = Decimal(lit.value.as_py())
+    elif pa.types.is_floating(lt) and pa.types.is_decimal(to) and math.isfinite(lit.value.as_py()):
+        value = Decimal(lit.value.as_py())  # the float's exact binary value
+    else:
+        return None
+    if pa.types.is_integer(to) and not pa.types.is_integer(lt):
+        return None
+    if exact_number(value, to) is None:
+        return None
+    typed = exact_number(value, source)
+    return None if typed is None else Literal(typed)
+
+
+def _exact_or_int(t: pa.DataType) -> bool:
+    return bool(pa.types.is_integer(t) or pa.types.is_decimal(t))
+
+
+#: Decimal text as DataFusion reads it: digits with an optional sign and point, no exponent.
+_DECIMAL_TEXT = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)$"
+#: What decimal text is read into before it is rounded to the target: 38 digits either side of the
+#: point (longer fractions do not convert).
+_TEXT_DECIMAL = pa.decimal256(76, 38)
+
+
+def _wide_decimal(digits: int, scale: int) -> pa.DataType:
+    """The narrowest decimal type with ``digits`` integer digits and ``scale`` fraction digits."""
+    precision = digits + scale
+    return pa.decimal128(precision, scale) if precision <= 38 else pa.decimal256(min(precision, 76), scale)
+
+
 def _int_as_decimal(node: Node, t: pa.DataType, decimal: pa.DataType) -> tuple[int, int]:
     """(precision, scale) DataFusion gives integer operand ``node`` (type ``t``) next to a
     ``decimal``: a literal takes the decimal's own, a column the decimal that holds all its values
@@ -498,22 +543,16 @@ class ToArrow(Visitor[pc.Expression]):
         return _nan_ordered(node.op, left, right, ra, rb)
 
     def unwrap_integer_cast(self, node: Compare) -> Compare | None:
-        """``CAST(x AS <int>) <op> literal`` as ``x <op> literal`` when ``x`` is an integer whose type
-        holds the literal: DataFusion's planner rewrites it so (and then never evaluates the cast,
-        which would fail on a value outside the target type). ``None``: not such a comparison."""
+        """``CAST(x AS T) <op> literal`` as ``x <op> literal``, as DataFusion's planner rewrites it
+        (and then never evaluates the cast, which could fail or, for ``TRY_CAST``, be NULL on a
+        value outside ``T``). ``None``: not such a comparison. See :func:`_unwrapped_literal`."""
         cast, lit, op = node.left, node.right, node.op
         if isinstance(cast, Literal):
             cast, lit, op = lit, cast, FLIPPED[op]
-        if not (isinstance(cast, Cast) and cast.safe and isinstance(lit, Literal)):
+        if not (isinstance(cast, Cast) and isinstance(lit, Literal)):
             return None
-        source = self.type_of(cast.arg)
-        if not (
-            pa.types.is_integer(source) and pa.types.is_integer(cast.to) and pa.types.is_integer(lit.type)
-        ):
-            return None
-        if exact_integer_literal(lit.value, source)[0] is None:
-            return None
-        return Compare(op, cast.arg, lit)
+        unwrapped = _unwrapped_literal(self.type_of(cast.arg), cast.to, lit)
+        return None if unwrapped is None else Compare(op, cast.arg, unwrapped)
 
     def integer_literal_compare(
         self, op: str, a: Node, b: Node, ea: pc.Expression, eb: pc.Expression
@@ -610,6 +649,12 @@ class ToArrow(Visitor[pc.Expression]):
         return ~self.visit(node.arg)
 
     def visit_inlist(self, node: InList) -> pc.Expression:
+        if isinstance(node.value, Cast) and node.options:
+            # DataFusion unwraps the cast of ``CAST(x AS T) IN (..)`` as of a comparison.
+            source = self.type_of(node.value.arg)
+            options = [_unwrapped_literal(source, node.value.to, o) for o in node.options]
+            if all(o is not None for o in options):
+                return self.visit(InList(node.value.arg, tuple(o for o in options if o is not None)))
         target = self.visit(node.value)
         if not node.options:
             return pc.if_else(target.is_valid(), pc.scalar(False), _NULL_BOOL)
@@ -678,11 +723,32 @@ class ToArrow(Visitor[pc.Expression]):
     def visit_cast(self, node: Cast) -> pc.Expression:
         value = self.visit(node.arg)
         source = self.type_of(node.arg)
+        if (pa.types.is_string(source) or pa.types.is_large_string(source)) and pa.types.is_decimal(node.to):
+            # DataFusion reads decimal text around whitespace, without exponents ('1e2' does not
+            # convert; pyarrow would read it), and rounds to the target's scale (below). Text that
+            # does not convert becomes NULL for TRY_CAST, or text pyarrow refuses too for CAST.
+            text = pc.utf8_trim_whitespace(value)
+            bad = pc.scalar(pa.scalar("not a number" if node.safe else None, source))
+            text = pc.if_else(pc.match_substring_regex(text, _DECIMAL_TEXT), text, bad)
+            if node.safe:
+                value = text.cast(_TEXT_DECIMAL)
+            else:
+                value = udfs.call(udfs.cast(source, _TEXT_DECIMAL, True), [text])
+            source = _TEXT_DECIMAL
         if pa.types.is_decimal(source) and pa.types.is_decimal(node.to) and node.to.scale < source.scale:
             # SQL rounds a decimal to fewer digits (half away from zero); pyarrow refuses the loss.
             value = pc.round(value, ndigits=node.to.scale, round_mode="half_towards_infinity")
         if pa.types.is_integer(source) and pa.types.is_floating(node.to):
             return value.cast(node.to, safe=False)  # rounds above 2**53, as DataFusion's cast does
+        if pa.types.is_decimal(source) and pa.types.is_integer(node.to):
+            # DataFusion truncates the fraction (CAST(1.5 AS INT) is 1); pyarrow refuses the loss.
+            value = pc.round(value, ndigits=0, round_mode="towards_zero")
+        if pa.types.is_integer(source) and pa.types.is_decimal(node.to):
+            # pyarrow refuses an integer type whose widest value would not fit the decimal (int32
+            # to DECIMAL(10, 2)); DataFusion checks each value. Through a decimal that holds every
+            # value of the type, the narrowing cast checks values.
+            source = _wide_decimal(_INT_DIGITS[source.bit_width], node.to.scale)
+            value = value.cast(source)
         if pa.types.is_timestamp(source) and pa.types.is_timestamp(node.to):
             # DataFusion truncates to a coarser unit (CAST(ns AS TIMESTAMP) drops nanoseconds).
             return value.cast(options=pc.CastOptions(node.to, allow_time_truncate=True))

@@ -16,6 +16,8 @@ coerces it). Imported on first use (sqlglot is not needed to read data).
 
 from __future__ import annotations
 
+import decimal
+
 import pyarrow as pa
 import pyarrow.compute as pc
 import sqlglot
@@ -44,6 +46,7 @@ from lance_format.dataset.expr import (
     Not,
     Or,
     exact_integer_literal,
+    exact_number,
 )
 from lance_format.dataset.expr_arrow import FUNCTIONS, current_date
 
@@ -85,8 +88,6 @@ _TYPES: dict[str, pa.DataType] = {
     "UBIGINT": pa.uint64(),
     "FLOAT": pa.float32(),
     "DOUBLE": pa.float64(),
-    "VARCHAR": pa.string(),
-    "CHAR": pa.string(),
     "TEXT": pa.string(),
     "BOOLEAN": pa.bool_(),
     "DATE": pa.date32(),
@@ -94,9 +95,7 @@ _TYPES: dict[str, pa.DataType] = {
     # CAST('..123456789' AS TIMESTAMP) drops the last three digits; TIMESTAMP(p) picks the unit.
     "TIMESTAMP": pa.timestamp("us"),
     "DATETIME": pa.timestamp("us"),
-    "VARBINARY": pa.binary(),
     "BINARY": pa.binary(),
-    "BLOB": pa.binary(),
 }
 #: ``TIMESTAMP(p)`` / ``DATETIME(p)``: the precisions pylance accepts and their units.
 _PRECISION_UNITS = {0: "s", 3: "ms", 6: "us", 9: "ns"}
@@ -133,14 +132,14 @@ SQL_TYPE_NAMES: dict[pa.DataType, str] = {
     pa.int64(): "BIGINT",
     pa.float32(): "FLOAT",
     pa.float64(): "DOUBLE",
-    pa.string(): "VARCHAR",
+    pa.string(): "STRING",
     pa.bool_(): "BOOLEAN",
     pa.date32(): "DATE",
     pa.timestamp("s"): "TIMESTAMP(0)",
     pa.timestamp("ms"): "TIMESTAMP(3)",
     pa.timestamp("us"): "TIMESTAMP",
     pa.timestamp("ns"): "TIMESTAMP(9)",
-    pa.binary(): "VARBINARY",
+    pa.binary(): "BINARY",
 }
 ARROW_TYPE_NAMES: dict[pa.DataType, str] = {t: name for name, t in _ARROW_TYPES.items()}
 #: sqlglot's node classes for functions of the dialect: (IR name, argument names in order).
@@ -219,6 +218,24 @@ def _truncated_to_unit(value: pa.Scalar, to: pa.DataType) -> pa.Scalar | None:
         step = 1000 ** (_UNITS[unit] - _UNITS[to.unit])
         return pa.scalar(fine.value // step, to)
     return None
+
+
+def _integer_decimal_cast(value: pa.Scalar, to: pa.DataType) -> pa.Scalar | None:
+    """An integer literal cast to a decimal type, or a decimal literal to an integer type, as
+    DataFusion casts them: checked by value (pyarrow refuses ``CAST(1 AS DECIMAL(10, 2))`` by
+    type, int64 needing 19 digits) and the fraction truncated toward zero (``CAST(1.5 AS INT)`` is
+    1). A NULL scalar of ``to`` when the value does not fit; ``None`` for any other cast."""
+    if not value.is_valid:
+        return None
+    source = value.type
+    if pa.types.is_integer(source) and pa.types.is_decimal(to):
+        number = decimal.Decimal(value.as_py())
+    elif pa.types.is_decimal(source) and pa.types.is_integer(to):
+        number = value.as_py().to_integral_value(rounding=decimal.ROUND_DOWN)
+    else:
+        return None
+    exact = exact_number(number, to)
+    return pa.scalar(None, to) if exact is None else exact
 
 
 def _is_temporal(t: pa.DataType) -> bool:
@@ -334,6 +351,11 @@ class _Binder:
         """A cast of a literal, computed now (``DATE '..'`` is a date literal, not a cast)."""
         if not isinstance(node.arg, Literal):
             return node
+        exact = _integer_decimal_cast(node.arg.value, node.to)
+        if exact is not None:
+            if exact.is_valid or not node.safe:
+                return Literal(exact)
+            raise self.fail(f"cannot cast {node.arg} to {node.to}: the value does not fit")
         # Timestamps truncate to a coarser unit, as DataFusion's cast does.
         truncates = pa.types.is_timestamp(node.arg.type) and pa.types.is_timestamp(node.to)
         try:
@@ -705,6 +727,36 @@ def _refuse_is_unknown(text: str) -> None:
                 raise NotSupportedError(f"filter {text!r}: IS [NOT] UNKNOWN is not supported")
 
 
+#: Type names pylance's planner casts to (sqlglot reads more, and reads several names as one:
+#: ``REAL`` as ``FLOAT``, ``BOOL`` as ``BOOLEAN``, ``INT8`` as ``TINYINT``, ``TEXT`` as ``STRING``).
+_CAST_TYPE_NAMES = frozenset(
+    {"TINYINT", "SMALLINT", "INT", "INTEGER", "BIGINT", "FLOAT", "DOUBLE", "STRING", "BINARY", "DATE"}
+    | {"TIMESTAMP", "DATETIME", "DECIMAL", "BOOLEAN"}
+)
+_INTEGER_TYPE_NAMES = frozenset({"TINYINT", "SMALLINT", "INT", "INTEGER", "BIGINT"})
+
+
+def _refuse_type_spellings(text: str) -> None:
+    """Refuse a cast to a type pylance's planner does not name (``VARCHAR``, ``REAL``, ``BOOL``,
+    ``DOUBLE PRECISION``, ``INT8``...), as it refuses them; integers may be ``UNSIGNED``."""
+    if "as" not in text.lower():
+        return
+    try:
+        toks = LanceSQL().tokenize(text)
+    except SqlglotError:
+        return
+    for i, tok in enumerate(toks[:-1]):
+        if tok.token_type != TokenType.ALIAS:
+            continue
+        name = toks[i + 1].text.upper()
+        after = toks[i + 2].text.upper() if i + 2 < len(toks) else ")"
+        if after == "UNSIGNED" and name in _INTEGER_TYPE_NAMES:
+            after = toks[i + 3].text.upper() if i + 3 < len(toks) else ")"
+        if name not in _CAST_TYPE_NAMES or after not in ("(", ")"):
+            spelled = " ".join(t.text for t in toks[i + 1 : i + 3])
+            raise NotSupportedError(f"filter {text!r}: CAST to {spelled} is not supported")
+
+
 def as_condition(node: Node) -> Node:
     """``node`` where a filter wants a boolean: ``regexp_match(...)`` (a list of captures, NULL when
     nothing matches) counts as matched, ``regexp_match(...) IS NOT NULL``, as pylance coerces it."""
@@ -741,6 +793,7 @@ def parse_sql(text: str, schema: pa.Schema, *, predicate: bool = False) -> Node:
     if tree is None:
         raise InvalidInputError(f"invalid filter {text!r}")
     _refuse_is_unknown(text)
+    _refuse_type_spellings(text)
     try:
         binder = _Binder(schema, text)
         node = binder.convert(tree)  # type: ignore[arg-type]

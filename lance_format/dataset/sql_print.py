@@ -98,6 +98,8 @@ class _Printer(Visitor[str]):
         if pa.types.is_timestamp(t) and t.tz is None:
             # Printed in the value's own unit: TIMESTAMP alone is microseconds (pylance's).
             return f"CAST('{v.cast(pa.string()).as_py()}' AS {SQL_TYPE_NAMES[t]})"
+        if isinstance(t, pa.Decimal128Type) and t.scale >= 0:
+            return f"CAST({_string(str(py))} AS DECIMAL({t.precision}, {t.scale}))"
         if pa.types.is_list(t):
             items = [self.visit_literal(Literal(x)) for x in v.values]
             text = f"[{', '.join(items)}]"
@@ -143,6 +145,8 @@ class _Printer(Visitor[str]):
 
     def visit_cast(self, node: Cast) -> str:
         name = SQL_TYPE_NAMES.get(node.to)
+        if isinstance(node.to, pa.Decimal128Type) and node.to.scale >= 0:
+            name = f"DECIMAL({node.to.precision}, {node.to.scale})"
         if name is not None:
             return f"{'CAST' if node.safe else 'TRY_CAST'}({self.visit(node.arg)} AS {name})"
         arrow = ARROW_TYPE_NAMES.get(node.to)
