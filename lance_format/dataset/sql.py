@@ -712,14 +712,21 @@ def literal_converts(value: pa.Scalar, t: pa.DataType) -> bool:
     return True
 
 
+def _tokens_if(text: str, word: str) -> list[tokens.Token]:
+    """The tokens of ``text`` when it holds ``word`` (lower case) at all, else none (the common
+    case costs a substring test, not a tokenizer run). Text that does not tokenize gives none:
+    the parser reports it."""
+    if word not in text.lower():
+        return []
+    try:
+        return list(LanceSQL().tokenize(text))
+    except SqlglotError:
+        return []
+
+
 def _refuse_is_unknown(text: str) -> None:
     """Refuse ``IS [NOT] UNKNOWN`` as pylance does (sqlglot reads it as ``IS NULL``)."""
-    if "unknown" not in text.lower():
-        return
-    try:
-        toks = LanceSQL().tokenize(text)
-    except SqlglotError:
-        return
+    toks = _tokens_if(text, "unknown")
     for i, tok in enumerate(toks):
         if tok.text.upper() == "UNKNOWN" and tok.token_type != TokenType.STRING:
             prev = [t.text.upper() for t in toks[max(0, i - 2) : i]]
@@ -739,12 +746,7 @@ _INTEGER_TYPE_NAMES = frozenset({"TINYINT", "SMALLINT", "INT", "INTEGER", "BIGIN
 def _refuse_type_spellings(text: str) -> None:
     """Refuse a cast to a type pylance's planner does not name (``VARCHAR``, ``REAL``, ``BOOL``,
     ``DOUBLE PRECISION``, ``INT8``...), as it refuses them; integers may be ``UNSIGNED``."""
-    if "as" not in text.lower():
-        return
-    try:
-        toks = LanceSQL().tokenize(text)
-    except SqlglotError:
-        return
+    toks = _tokens_if(text, "as")
     for i, tok in enumerate(toks[:-1]):
         if tok.token_type != TokenType.ALIAS:
             continue
