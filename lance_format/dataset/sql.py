@@ -17,6 +17,7 @@ coerces it). Imported on first use (sqlglot is not needed to read data).
 from __future__ import annotations
 
 import decimal
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -712,7 +713,7 @@ def literal_converts(value: pa.Scalar, t: pa.DataType) -> bool:
     return True
 
 
-def _tokens_if(text: str, word: str) -> list[tokens.Token]:
+def _tokens_if(text: str, word: str) -> list[Any]:
     """The tokens of ``text`` when it holds ``word`` (lower case) at all, else none (the common
     case costs a substring test, not a tokenizer run). Text that does not tokenize gives none:
     the parser reports it."""
