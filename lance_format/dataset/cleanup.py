@@ -119,11 +119,13 @@ def cleanup_old_versions(
     versions: Collection[int] | None = None,
     delete_unverified: bool = False,
     unverified_age_seconds: float | None = None,
+    min_orphan_age_seconds: float = 0.0,
 ) -> CleanupStats:
     """Delete old versions' manifests, the files only they referenced, and old orphans.
 
     See :meth:`lance_format.Snapshot.cleanup_old_versions` for the parameters.
-    ``unverified_age_seconds`` overrides :data:`UNVERIFIED_AGE_S`.
+    ``unverified_age_seconds`` overrides :data:`UNVERIFIED_AGE_S`; orphans younger than
+    ``min_orphan_age_seconds`` are kept even with ``delete_unverified`` (writes in flight).
     """
     if older_than is not None and not isinstance(older_than, timedelta):
         raise InvalidInputError(f"older_than must be a datetime.timedelta, got {type(older_than).__name__}")
@@ -181,6 +183,8 @@ def cleanup_old_versions(
         written = store.modified(key)  # unknown age: keep (it may be a write in flight)
         if written is None or (cutoff_s is not None and now - written < cutoff_s):
             return False
+        if now - written < min_orphan_age_seconds:
+            return False  # a write in flight, whatever delete_unverified says
         return delete_unverified or now - written >= min_age
 
     counts = dict.fromkeys(("_versions", "data", "_deletions", "_transactions"), 0)

@@ -604,6 +604,7 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         versions: list[int] | None = None,
         delete_concurrency: int | None = None,
         older_than_seconds: float | None = None,
+        min_orphan_age_seconds: float = 0.0,
     ) -> CleanupStats:
         """Remove old versions and the files no kept version or tag references (pylance's signature).
 
@@ -629,6 +630,10 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
             Maximum concurrent deletes (positive); deletes run one at a time.
         older_than_seconds:
             ``older_than`` in seconds (the Flight action's unit); not combinable with it.
+        min_orphan_age_seconds:
+            Files no version references that are younger than this are kept whatever the other
+            arguments say, ``delete_unverified`` included: they may be a write in flight (not in
+            pylance; a server passes its bound on a write's duration).
 
         Returns
         -------
@@ -654,6 +659,7 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
             delete_rate_limit=delete_rate_limit,
             versions=versions,
             delete_unverified=delete_unverified,
+            min_orphan_age_seconds=seconds_argument(min_orphan_age_seconds, "min_orphan_age_seconds"),
         )
 
     # -- pylance API additions (issue 17); operations live in their own modules ------------------

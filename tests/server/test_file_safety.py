@@ -143,11 +143,27 @@ def test_cleanup_removes_orphans_of_a_killed_writer_after_the_safety_age(served:
     assert _data_files(path) == committed | {young}
     assert not (path / "_staged" / old).exists()
     assert c.scan("ds").num_rows == 30
-    # delete_unverified: orphans older than the cutoff go whatever their age.
+    # delete_unverified: orphans older than the cutoff go whatever their age, once past the
+    # server's in-flight bound (IN_FLIGHT_WRITE_S).
+    _age(path / "data" / young, 2 * 3600)
     req = ActionRequest("ds", older_than_seconds=0, delete_unverified=True)
     assert c.action("cleanup", req).counters["orphans_removed"] == 1
     assert _data_files(path) == committed
     assert c.scan("ds").num_rows == 30
+
+
+def test_cleanup_never_deletes_another_clients_write_in_flight(served: Served) -> None:
+    # Found in session 14: cleanup(older_than_seconds=0, delete_unverified=True) by any writer
+    # deleted the data files of another client's write that had not committed yet (here a staged
+    # fragment; a do_put between its data files and its commit is the same): the write was lost.
+    c = served.client
+    seed(served, "ds", n=30, rows_per_file=10)
+    staged = c.stage("ds", table(10, 100))
+    req = ActionRequest("ds", older_than_seconds=0, delete_unverified=True)
+    assert c.action("cleanup", req).counters["orphans_removed"] == 0
+    assert c.commit("ds", [staged]) == 2
+    assert c.scan("ds").num_rows == 40
+    assert c.scan("ds", version=2).num_rows == 40
 
 
 def test_cleanup_keeps_files_of_tagged_and_recent_versions(served: Served) -> None:
