@@ -16,7 +16,7 @@ from collections import OrderedDict
 from collections.abc import Hashable
 from urllib.parse import urlparse
 
-from flight_server.settings import DEFAULT_LATEST_VERSION_SECONDS
+from flight_server.settings import DEFAULT_LATEST_VERSION_SECONDS, DEFAULT_ORPHAN_MIN_AGE_SECONDS
 from lance_format import LanceDataset
 from lance_format import dataset as open_dataset
 from lance_format.core.errors import InvalidInputError, NotFoundError
@@ -89,8 +89,11 @@ class Catalog:
         storage_options: dict[str, str] | None = None,
         latest_seconds: float = DEFAULT_LATEST_VERSION_SECONDS,
         session: Session | None = None,
+        orphan_min_age_seconds: float = DEFAULT_ORPHAN_MIN_AGE_SECONDS,
     ) -> None:
         self.session = session or Session.default()
+        #: ``limits.orphanMinAgeSeconds``: unreferenced files younger than this survive any cleanup.
+        self.orphan_min_age_seconds = float(orphan_min_age_seconds)
         scheme = urlparse(root).scheme.lower()
         self.local = scheme in ("", "file")
         if self.local:

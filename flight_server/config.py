@@ -389,6 +389,14 @@ OPTIONS: tuple[Option, ...] = (
         "seconds one SQL query may run before it is stopped (0: no limit)",
     ),
     Option(
+        "orphan_min_age_seconds",
+        "limits.orphanMinAgeSeconds",
+        "--orphan-min-age",
+        ("LANCE_FLIGHT_ORPHAN_MIN_AGE_SECONDS",),
+        _float_in(0, 365 * 24 * 3600),
+        "seconds an unreferenced data file is kept from any cleanup (writes in flight)",
+    ),
+    Option(
         "max_concurrent_sql_queries",
         "limits.maxConcurrentSqlQueries",
         "--max-concurrent-sql-queries",
@@ -561,6 +569,7 @@ _METAVARS = {
     "max_streams_per_principal": "N",
     "stream_wait_seconds": "SECONDS",
     "sql_timeout_seconds": "SECONDS",
+    "orphan_min_age_seconds": "SECONDS",
     "max_concurrent_sql_queries": "N",
     "stream_idle_seconds": "SECONDS",
     "max_endpoints": "N",

@@ -194,7 +194,11 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
         # session when a test builds the service by hand).
         self.session = session or Session.default()
         self.catalog = Catalog(
-            settings.root, _storage_options(settings), settings.latest_version_seconds, session=self.session
+            settings.root,
+            _storage_options(settings),
+            settings.latest_version_seconds,
+            session=self.session,
+            orphan_min_age_seconds=settings.orphan_min_age_seconds,
         )
         self.metrics = metrics
         # Slots and result memory of this process, shared fairly between principals.

@@ -70,6 +70,13 @@ DEFAULT_SQL_TIMEOUT_SECONDS = 900.0
 #: may take limits.sqlMemoryBytes, so 4 bound them to 1 GiB together; DataFusion's threads (one per
 #: core) are shared by all queries, so more at once would only slow each down.
 DEFAULT_MAX_CONCURRENT_SQL_QUERIES = 4
+#: Seconds a data file no version references must have existed before any client's ``cleanup``
+#: may delete it, ``delete_unverified`` included: until then it may be another client's write in
+#: flight (a ``do_put`` between its data files and its commit, a staged fragment awaiting its
+#: ``commit`` from a Spark job), and deleting it would commit a version whose files are gone. A
+#: day is far above one write of this server and above the Spark jobs it serves, and still leaves a
+#: killed writer's leftovers to the next day's cleanup.
+DEFAULT_ORPHAN_MIN_AGE_SECONDS = 24 * 3600.0
 #: Seconds a stream waits for a slot or memory before RESOURCE_EXHAUSTED: rides out a burst
 #: without holding clients long enough to trip their own deadlines (Spark's default is minutes).
 DEFAULT_STREAM_WAIT_SECONDS = 5.0
@@ -180,6 +187,7 @@ class ServerSettings:
     sql_memory_bytes: int = DEFAULT_SQL_MEMORY_BYTES
     sql_timeout_seconds: float = DEFAULT_SQL_TIMEOUT_SECONDS
     max_concurrent_sql_queries: int = DEFAULT_MAX_CONCURRENT_SQL_QUERIES
+    orphan_min_age_seconds: float = DEFAULT_ORPHAN_MIN_AGE_SECONDS
     stream_wait_seconds: float = DEFAULT_STREAM_WAIT_SECONDS
     stream_idle_seconds: float = DEFAULT_STREAM_IDLE_SECONDS
     max_endpoints: int = DEFAULT_MAX_ENDPOINTS

@@ -200,21 +200,13 @@ def _compact(catalog: Catalog, req: ActionRequest, *, checkpoint: Callable[[], N
     )
 
 
-#: Seconds an unreferenced data file must have existed before any client's ``cleanup`` may delete
-#: it, ``delete_unverified`` included: until then it may be another client's write in flight (a
-#: ``do_put`` between its data files and its commit, a staged fragment awaiting its ``commit``),
-#: and deleting it would commit a version whose files are gone. An hour is far above one write
-#: of this server and leaves a killed writer's leftovers to the next cleanup.
-IN_FLIGHT_WRITE_S = 3600.0
-
-
 def _cleanup(catalog: Catalog, req: ActionRequest) -> ActionResult:
     ds = _latest(catalog, req)
     # The action has no tag option: tagged versions are kept silently (never removed either way).
     kwargs: dict[str, Any] = {
         "delete_unverified": req.delete_unverified,
         "error_if_tagged_old_versions": False,
-        "min_orphan_age_seconds": IN_FLIGHT_WRITE_S,
+        "min_orphan_age_seconds": catalog.orphan_min_age_seconds,  # writes in flight
     }
     if req.older_than_seconds is not None:
         kwargs["older_than_seconds"] = req.older_than_seconds  # the engine checks the range

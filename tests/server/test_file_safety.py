@@ -144,8 +144,8 @@ def test_cleanup_removes_orphans_of_a_killed_writer_after_the_safety_age(served:
     assert not (path / "_staged" / old).exists()
     assert c.scan("ds").num_rows == 30
     # delete_unverified: orphans older than the cutoff go whatever their age, once past the
-    # server's in-flight bound (IN_FLIGHT_WRITE_S).
-    _age(path / "data" / young, 2 * 3600)
+    # server's in-flight bound (limits.orphanMinAgeSeconds, a day by default).
+    _age(path / "data" / young, 2 * 24 * 3600)
     req = ActionRequest("ds", older_than_seconds=0, delete_unverified=True)
     assert c.action("cleanup", req).counters["orphans_removed"] == 1
     assert _data_files(path) == committed
@@ -164,6 +164,33 @@ def test_cleanup_never_deletes_another_clients_write_in_flight(served: Served) -
     assert c.commit("ds", [staged]) == 2
     assert c.scan("ds").num_rows == 40
     assert c.scan("ds", version=2).num_rows == 40
+
+
+@pytest.mark.parametrize(("min_age", "removed"), [(0.0, 1), (7 * 24 * 3600.0, 0)])
+def test_the_in_flight_bound_of_cleanup_is_the_servers_setting(
+    tmp_path: Path, min_age: float, removed: int
+) -> None:
+    """``limits.orphanMinAgeSeconds``: an operator whose Spark jobs stage fragments for longer than
+    a day raises it; 0 gives pylance's ``delete_unverified`` (every orphan older than the cutoff)."""
+    settings = ServerSettings(
+        root=str(tmp_path / "root"), port=0, metrics_port=-1, orphan_min_age_seconds=min_age
+    )
+    server = LanceFlightService(settings, location="grpc://127.0.0.1:0")
+    client = LanceFlightClient(f"grpc://127.0.0.1:{server.port}", timeout=30)
+    try:
+        client.write("ds", table(10, 0), mode="create")
+        staged = client.stage("ds", table(10, 100))
+        path = tmp_path / "root" / "ds" / "data"
+        for p in path.iterdir():
+            _age(p, 2 * 24 * 3600)  # older than the default day: only a larger setting keeps it
+        req = ActionRequest("ds", older_than_seconds=0, delete_unverified=True)
+        assert client.action("cleanup", req).counters["orphans_removed"] == removed
+        if not removed:
+            assert client.commit("ds", [staged]) == 2
+            assert client.scan("ds").num_rows == 20
+    finally:
+        client.close()
+        server.shutdown()
 
 
 def test_cleanup_keeps_files_of_tagged_and_recent_versions(served: Served) -> None:
