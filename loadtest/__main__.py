@@ -21,6 +21,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "loadtest.bench_spark",
         "Spark data source: rows/s read and written, vs a bare-Flight floor and Parquet",
     ),
+    "scancpu": (
+        "loadtest.bench_scan_cpu",
+        "server CPU ns/row of a cold (nocache) full Flight scan of the Spark table (holds when busy)",
+    ),
     "dataset": (
         "loadtest.bench_dataset",
         "Dataset takes, scans, cold opens on local disk and loopback S3, vs pylance",
