@@ -291,6 +291,29 @@ def _trunc(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
     return pc.trunc(_float_operand(b, args[0]))
 
 
+#: Rewrites of pyarrow's timestamp text (``2020-01-01 12:30:00.500000``) into Rust's
+#: (``2020-01-01T12:30:00.500``): a zero fraction is dropped, and the rest is cut to 3, 6 or 9
+#: digits, the fewest that hold it (chrono's layout); UTC keeps its ``Z``.
+_FRACTION_TRIMS = (
+    (r"\.(?:000)+(Z?)$", r"\1"),
+    (r"(\.[0-9]{3})(?:000)+(Z?)$", r"\1\2"),
+    (r"(\.[0-9]{6})(?:000)+(Z?)$", r"\1\2"),
+)
+
+
+def _rust_timestamp_text(t: pa.DataType) -> bool:
+    """Whether :func:`_timestamp_text` spells ``t`` as Rust does: timestamps without a time zone
+    or in UTC (Rust writes another zone's local time and offset; pyarrow writes UTC)."""
+    return bool(pa.types.is_timestamp(t) and (t.tz is None or t.tz in ("UTC", "+00:00", "Z")))
+
+
+def _timestamp_text(value: pc.Expression) -> pc.Expression:
+    text = pc.replace_substring(value.cast(pa.string()), pattern=" ", replacement="T", max_replacements=1)
+    for pattern, replacement in _FRACTION_TRIMS:
+        text = pc.replace_substring_regex(text, pattern=pattern, replacement=replacement)
+    return text
+
+
 def _spelled_alike(t: pa.DataType) -> bool:
     """Whether pyarrow spells values of ``t`` as text exactly as Arrow's Rust cast does (integers,
     booleans, dates, decimals); floats and timestamps it spells otherwise (``1e+20``, not ``1e20``)."""
@@ -304,6 +327,12 @@ def _length(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
     t = b.type_of(args[0])
     values = t.value_type if pa.types.is_dictionary(t) else t
     if _spelled_alike(values):
+        return pc.utf8_length(b.visit(Cast(args[0], pa.string())))
+    if pa.types.is_floating(values) and values.bit_width in (32, 64):
+        value = b.visit(args[0])
+        value = value.cast(values) if values != t else value
+        return pc.utf8_length(udfs.call(udfs.float_text(values), [value]))
+    if _rust_timestamp_text(values):
         return pc.utf8_length(b.visit(Cast(args[0], pa.string())))
     if pa.types.is_floating(values) or pa.types.is_temporal(values):
         raise NotSupportedError(f"length() of {values} values (their text differs from DataFusion's)")
@@ -740,6 +769,14 @@ class ToArrow(Visitor[pc.Expression]):
             value = pc.round(value, ndigits=node.to.scale, round_mode="half_towards_infinity")
         if pa.types.is_integer(source) and pa.types.is_floating(node.to):
             return value.cast(node.to, safe=False)  # rounds above 2**53, as DataFusion's cast does
+        to_text = pa.types.is_string(node.to) or pa.types.is_large_string(node.to)
+        if to_text and pa.types.is_floating(source) and source.bit_width in (32, 64):
+            # Rust's text of floats (1.0, 1e20, NaN), not pyarrow's (1, 1e+20, nan).
+            return udfs.call(udfs.float_text(source), [value]).cast(node.to)
+        if to_text and _rust_timestamp_text(source):
+            return _timestamp_text(value).cast(node.to)
+        if to_text and pa.types.is_timestamp(source):
+            raise NotSupportedError(f"CAST of {source} to a string (its text differs from DataFusion's)")
         if pa.types.is_decimal(source) and pa.types.is_integer(node.to):
             # DataFusion truncates the fraction (CAST(1.5 AS INT) is 1); pyarrow refuses the loss.
             value = pc.round(value, ndigits=0, round_mode="towards_zero")

@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_format.core.errors import InvalidInputError
+from lance_format.core.float_text import rust_float_text
 
 __all__ = [
     "MAX_SIGNATURES",
@@ -27,6 +28,7 @@ __all__ = [
     "call",
     "case_map",
     "cast",
+    "float_text",
     "list_equal",
     "list_get",
     "signature_count",
@@ -297,3 +299,15 @@ def case_map(string_type: pa.DataType, upper: bool) -> str:
         return _case_map(values, upper)
 
     return _register(f"lance_{kind}<{string_type}>", run, {"value": string_type}, string_type)
+
+
+def float_text(float_type: pa.DataType) -> str:
+    """Name of ``CAST(x AS STRING)`` of float32 or float64 ``x``: the text Arrow's Rust cast writes
+    (``1.0``, ``1e20``, ``NaN``; pyarrow's own is ``1``, ``1e+20``, ``nan``), see
+    :func:`lance_format.core.float_text.rust_float_text`."""
+
+    def run(ctx: Any, values: Any) -> pa.Array:
+        n = len(values) if not isinstance(values, pa.Scalar) else 1
+        return rust_float_text(_as_array(values, n))
+
+    return _register(f"lance_float_text<{float_type}>", run, {"value": float_type}, pa.string())

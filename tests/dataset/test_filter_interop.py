@@ -12,6 +12,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.substrait as ps
@@ -301,6 +302,20 @@ def test_decimal_update_matches_pylance(tmp_path: Path) -> None:
     assert cells(lance.dataset(str(tmp_path / "o")).to_table()) == cells(want)
 
 
+def _computed_like_pylance(tmp_path: Path, table: pa.Table, columns: dict[str, str]) -> str:
+    """``table`` written twice, ``columns`` (SQL) added by our engine to one and by pylance to the
+    other; asserts pylance reads the same cells and types from both. Returns pylance's copy."""
+    results = []
+    for name, engine in (("ours", lance_format), ("pylance", lance)):
+        path = str(tmp_path / name)
+        lance.write_dataset(table, path)
+        engine.dataset(path).add_columns(columns)
+        results.append(lance.dataset(path).to_table(columns=list(columns)))
+    assert results[0].schema == results[1].schema
+    assert results[0].to_pylist() == results[1].to_pylist()
+    return path
+
+
 @pytest.mark.parametrize("column_type", ["string", "large_string", "dictionary"])
 def test_replace_computes_columns_like_pylance(tmp_path: Path, column_type: str) -> None:
     """``replace()`` in ``add_columns`` and ``update`` values gives pylance's cells and types, for
@@ -423,14 +438,7 @@ def test_decimal_casts_compute_columns_like_pylance(tmp_path: Path) -> None:
         "t": "CAST(d AS INT)",
         "u": "TRY_CAST(i AS DECIMAL(10,2))",
     }
-    results = []
-    for name, engine in (("ours", lance_format), ("pylance", lance)):
-        path = str(tmp_path / name)
-        lance.write_dataset(table, path)
-        engine.dataset(path).add_columns(columns)
-        results.append(lance.dataset(path).to_table(columns=list(columns)))
-    assert results[0].schema == results[1].schema
-    assert results[0].to_pylist() == results[1].to_pylist()
+    _computed_like_pylance(tmp_path, table, columns)
 
 
 @pytest.mark.parametrize(
@@ -444,3 +452,56 @@ def test_casts_print_as_sql_that_parses_back(flt: str) -> None:
     schema = CAST_TABLE.schema
     tree = parse_filter(flt, schema).tree
     assert parse_filter(to_sql(tree), schema).tree == tree
+
+
+def test_float_and_timestamp_text_matches_pylance(tmp_path: Path) -> None:
+    """``CAST(x AS STRING)`` and ``length(x)`` of floats and timestamps give Rust's text, as in
+    pylance (ours gave pyarrow's: ``1``, ``1e+20``, ``nan``, ``2020-01-01 00:00:00.000000``)."""
+    rng = np.random.default_rng(7)
+    floats = [0.0, -0.0, 1.0, 1e20, 0.5, NAN, float("inf"), None, 1e15, 1e16, 1e-6, 1e-5, 1 / 3]
+    floats += list(rng.standard_normal(100) * 10.0 ** rng.integers(-25, 25, 100))
+    stamps = [
+        dt.datetime(2020, 1, 1),
+        dt.datetime(2020, 1, 1, 12, 30, 0, 500000),
+        dt.datetime(1960, 5, 5, 1, 2, 3, 123456),
+    ]
+    stamps += [dt.datetime(2020, 1, 1, 0, 0, 0, 500), None] + [dt.datetime(2001, 2, 3)] * (len(floats) - 5)
+    ts = pa.array(stamps, pa.timestamp("us"))
+    table = pa.table(
+        {
+            "f": pa.array(floats),
+            "g": pa.array(floats, pa.float32()),
+            "ts": ts,
+            "tn": ts.cast(pa.timestamp("ns")),
+            "tu": ts.cast(pa.timestamp("ms", "UTC"), safe=False),
+        }
+    )
+    columns = {
+        "sf": "CAST(f AS STRING)",
+        "sg": "CAST(g AS STRING)",
+        "lf": "length(f)",
+        "lg": "length(g)",
+        "st": "CAST(ts AS STRING)",
+        "sn": "CAST(tn AS STRING)",
+        "su": "CAST(tu AS STRING)",
+        "lt": "length(tn)",
+    }
+    path = _computed_like_pylance(tmp_path, table, columns)
+    for flt in [
+        "CAST(f AS STRING) = '1.0'",
+        "CAST(f AS STRING) = 'NaN'",
+        "length(g) > 10",
+        "CAST(tn AS STRING) LIKE '%.500'",
+    ]:
+        assert cells(lance_format.dataset(path).to_table(filter=flt)) == cells(
+            lance.dataset(path).to_table(filter=flt)
+        ), flt
+
+
+def test_zoned_timestamp_text_is_refused(tmp_path: Path) -> None:
+    """Rust writes the local time and offset of a zone where pyarrow writes UTC: refused, not
+    answered differently."""
+    path = str(tmp_path / "d")
+    lance.write_dataset(pa.table({"t": pa.array([0], pa.timestamp("us", "+05:30"))}), path)
+    with pytest.raises(NotSupportedError, match="to a string"):
+        lance_format.dataset(path).to_table(filter="CAST(t AS STRING) = 'x'")
