@@ -45,3 +45,19 @@ def test_floats_are_written_as_rust_writes_them(width: int) -> None:
 def test_other_types_are_refused() -> None:
     with pytest.raises(TypeError):
         rust_float_text(pa.array([1.0], pa.float16()))
+
+
+def test_compile_kernels_covers_the_text_kernel() -> None:
+    """After compile_kernels() (what a server runs at start) a filter's float text compiles no new
+    kernel specialization: no request pays JIT time."""
+    from lance_format.core import float_text
+    from lance_format.encodings import compile_kernels
+
+    compile_kernels()
+    kernels = [f for f in vars(float_text).values() if hasattr(f, "signatures") and hasattr(f, "py_func")]
+    assert kernels
+    before = [len(k.signatures) for k in kernels]
+    for t in (pa.float64(), pa.float32()):
+        rust_float_text(pa.array([1.5, None, 2e30], t).slice(1))
+        rust_float_text(pa.array([0.25], t))
+    assert [len(k.signatures) for k in kernels] == before
