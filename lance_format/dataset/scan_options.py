@@ -25,7 +25,8 @@ __all__ = ["ColumnOrdering", "ScanOptions", "scan_options", "sort_table", "stric
 @dataclass(frozen=True)
 class ColumnOrdering:
     """One sort key of ``order_by`` (pylance's ``ColumnOrdering``): ascending with nulls last by
-    default; NaN sorts above every number, as in DataFusion."""
+    default; floats sort in IEEE 754 total order (-NaN, -inf, ..., -0.0, 0.0, ..., inf, NaN), as
+    in DataFusion."""
 
     column_name: str
     ascending: bool = True
@@ -110,8 +111,19 @@ def scan_options(kwargs: dict[str, Any], schema: pa.Schema) -> ScanOptions:
     return ScanOptions(_orderings(kwargs.pop("order_by", None), schema), bool(strict), bool(deleted))
 
 
+def _total_order_key(col: pa.ChunkedArray) -> pa.Array:
+    """A signed integer per float whose order is IEEE 754's total order of the floats (nulls: 0,
+    placed by their own helper key)."""
+    width = int(col.type.bit_width)
+    values = pc.fill_null(col, 0).combine_chunks().to_numpy(zero_copy_only=False)
+    signed = values.view(np.dtype(f"int{width}"))
+    # Negative floats order backwards as integers: flipping all bits but the sign fixes that.
+    magnitude = (1 << (width - 1)) - 1
+    return pa.array(signed ^ ((signed >> (width - 1)) & magnitude))
+
+
 def sort_table(table: pa.Table, orderings: Sequence[ColumnOrdering]) -> pa.Table:
-    """``table`` sorted by ``orderings`` (stable; per-key null and NaN placement)."""
+    """``table`` sorted by ``orderings`` (stable; per-key null placement; floats in total order)."""
     keys: list[tuple[str, str]] = []
     helpers: dict[str, pa.Array] = {}
     for i, o in enumerate(orderings):
@@ -121,10 +133,14 @@ def sort_table(table: pa.Table, orderings: Sequence[ColumnOrdering]) -> pa.Table
         isnull = pc.is_null(col).cast(pa.int8())
         helpers[f"__null{i}"] = isnull
         keys.append((f"__null{i}", "descending" if o.nulls_first else "ascending"))
+        direction = "ascending" if o.ascending else "descending"
         if pa.types.is_floating(col.type):
-            helpers[f"__nan{i}"] = pc.fill_null(pc.is_nan(col), False).cast(pa.int8())
-            keys.append((f"__nan{i}", "ascending" if o.ascending else "descending"))
-        keys.append((o.column_name, "ascending" if o.ascending else "descending"))
+            # DataFusion sorts floats in IEEE 754 total order: -NaN < -inf < ... < -0.0 < 0.0 <
+            # ... < inf < NaN. pyarrow would tie -0.0 with 0.0 and put every NaN last.
+            helpers[f"__key{i}"] = _total_order_key(col)
+            keys.append((f"__key{i}", direction))
+            continue
+        keys.append((o.column_name, direction))
     keyed = table
     for name, arr in helpers.items():
         keyed = keyed.append_column(name, arr)

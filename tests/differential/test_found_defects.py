@@ -7,11 +7,14 @@ from pathlib import Path
 from typing import Any
 
 import lance
+import numpy as np
 import pyarrow as pa
 import pytest
+from lance.dataset import ColumnOrdering as TheirOrdering
 
 import lance_format
 from lance_format.core.errors import LanceError
+from lance_format.dataset.scan_options import ColumnOrdering
 from tests.interop.compare import assert_tables_equal
 
 pytestmark = pytest.mark.interop
@@ -850,3 +853,27 @@ def test_merge_condition_over_dictionaries_holding_nulls_like_pylance(tmp_path: 
             sorted(zip(got["id"].to_pylist(), got["ds"].to_pylist(), got["u16"].to_pylist(), strict=True))
         )
     assert rows[0] == rows[1]
+
+
+@pytest.mark.parametrize("ftype", [pa.float32(), pa.float64()])
+@pytest.mark.parametrize("ascending", [True, False])
+def test_order_by_floats_in_total_order_like_pylance(
+    tmp_path: Path, ftype: pa.DataType, ascending: bool
+) -> None:
+    # Found by probing order_by (session 14): ours tied -0.0 with 0.0 (kept in scan order) and
+    # put a NaN with the sign bit set above every number; pylance (DataFusion) sorts floats in
+    # IEEE 754 total order: -NaN < -inf < -1 < -0.0 < 0.0 < 1 < inf < NaN.
+    neg_nan = np.frombuffer(np.array([0xFFF8000000000000], np.uint64).tobytes(), np.float64)[0]
+    values = np.array([1.0, neg_nan, np.nan, 0.0, -0.0, -np.inf, -1.0, np.inf], np.float64)
+    nulls = np.array([False] * 8 + [True])
+    table = pa.table(
+        {
+            "id": pa.array(range(9), pa.int64()),
+            "f": pa.array(np.append(values, 0.0).astype(ftype.to_pandas_dtype()), ftype, mask=nulls),
+        }
+    )
+    ours, theirs = _both(tmp_path, table)
+    for nulls_first in (False, True):
+        got = ours.to_table(order_by=[ColumnOrdering("f", ascending, nulls_first)])
+        want = theirs.to_table(order_by=[TheirOrdering("f", ascending, nulls_first)])
+        assert got["id"].to_pylist() == want["id"].to_pylist()
