@@ -91,10 +91,12 @@ def take_addresses(
     with_row_id: bool = False,
     with_row_address: bool = False,
     drop_missing: bool = True,
+    schema_metadata: bool = True,
 ) -> pa.Table:
-    """Rows at ``addresses`` in the order given (repeats kept, deleted rows dropped)."""
+    """Rows at ``addresses`` in the order given (repeats kept, deleted rows dropped); the result
+    carries the schema-level metadata unless ``schema_metadata`` is false."""
     index = ds.fragment_index()
-    cols, out_schema = _out_schema(ds, index, columns, with_row_id, with_row_address)
+    cols, out_schema = _out_schema(ds, index, columns, with_row_id, with_row_address, schema_metadata)
     if len(addresses) <= 1 or bool((addresses[1:] > addresses[:-1]).all()):
         uniq, inverse = addresses, None  # sorted unique already (a single row, a sorted batch)
     else:
@@ -191,9 +193,10 @@ def _out_schema(
     columns: Sequence[str] | None,
     with_row_id: bool,
     with_row_address: bool,
+    schema_metadata: bool,
 ) -> tuple[list[str], pa.Schema]:
     """The data columns and the output schema of a take (validated once per version and shape)."""
-    key = (None if columns is None else tuple(columns), with_row_id, with_row_address)
+    key = (None if columns is None else tuple(columns), with_row_id, with_row_address, schema_metadata)
     known = index.schemas.get(key)
     if known is not None:
         return known
@@ -209,7 +212,7 @@ def _out_schema(
         fields.append(pa.field(ROWID, pa.uint64()))
     if with_row_address:
         fields.append(pa.field(ROWADDR, pa.uint64()))
-    out = (cols, pa.schema(fields))
+    out = (cols, pa.schema(fields, metadata=arrow.metadata if schema_metadata else None))
     if len(index.schemas) < _MAX_SCHEMAS:
         index.schemas[key] = out
     return out

@@ -877,3 +877,45 @@ def test_order_by_floats_in_total_order_like_pylance(
         got = ours.to_table(order_by=[ColumnOrdering("f", ascending, nulls_first)])
         want = theirs.to_table(order_by=[TheirOrdering("f", ascending, nulls_first)])
         assert got["id"].to_pylist() == want["id"].to_pylist()
+
+
+def test_reads_carry_the_schema_metadata_like_pylance(tmp_path: Path) -> None:
+    # Found by the differential run of seed 1401 once update_schema_metadata was drawn: ours left
+    # the schema-level metadata out of every scan, take and batch (field metadata was kept);
+    # pylance keeps it, except in a take of rows of every column (columns=None).
+    uri = str(tmp_path / "ds")
+    table = pa.table({"id": [1, 2, 3], "s": ["a", "b", None]}).replace_schema_metadata({"w": "1"})
+    lance.write_dataset(table, uri, max_rows_per_file=2)
+    lance_format.dataset(uri).update_schema_metadata({"k": "2"})
+    ours, theirs = lance_format.dataset(uri), lance.dataset(uri)
+    reads: list[tuple[str, Any]] = [
+        ("to_table", lambda d: d.to_table()),
+        ("columns", lambda d: d.to_table(columns=["s"])),
+        ("computed", lambda d: d.to_table(columns={"x": "id * 2"})),
+        ("no columns", lambda d: d.to_table(columns=[], with_row_id=True)),
+        ("filter", lambda d: d.to_table(filter="id > 1", with_row_address=True)),
+        ("order_by", lambda d: d.to_table(order_by=["s"], limit=2)),
+        ("to_batches", lambda d: next(iter(d.to_batches(batch_size=1)))),
+        ("head", lambda d: d.head(2)),
+        ("take", lambda d: d.take([2, 0])),
+        ("take of no row", lambda d: d.take([])),
+        ("take columns", lambda d: d.take([1], columns=["s"])),
+        ("fragment", lambda d: d.get_fragment(1).to_table()),
+        ("fragment take", lambda d: d.get_fragment(0).take([1])),
+        ("reader", lambda d: d.scanner(columns=["id"]).to_reader()),
+    ]
+    for what, read in reads:
+        assert read(ours).schema.metadata == read(theirs).schema.metadata, what
+    assert_tables_equal(ours.take_rows([0], columns=["s"]), theirs._take_rows([0], columns=["s"]))
+
+
+def test_batches_of_no_columns_keep_row_count_and_schema_metadata(tmp_path: Path) -> None:
+    # The schema-metadata fix above must not cost an empty projection its row count.
+    uri = str(tmp_path / "ds")
+    table = pa.table({"id": [1, 2, 3]}).replace_schema_metadata({"w": "1"})
+    lance.write_dataset(table, uri)
+    for ds in (lance_format.dataset(uri), lance.dataset(uri)):
+        batches = list(ds.to_batches(columns=[], batch_size=2))
+        assert [b.num_rows for b in batches] == [2, 1]
+        assert ds.to_table(columns=[]).num_rows == 3
+        assert ds.to_table(columns=[]).schema.metadata == {b"w": b"1"}
