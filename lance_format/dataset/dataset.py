@@ -363,14 +363,7 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         check_arrow_options(arrow_options)
         addresses = logical_to_addresses(self._snapshot, as_u64(indices, "indices"))
         return take_addresses(
-            self._snapshot,
-            addresses,
-            columns,
-            with_row_id=with_row_id,
-            with_row_address=with_row_address,
-            # pylance's take of rows of every column (columns=None) leaves the schema metadata
-            # out; with columns named, of no row, and in its scans and take_rows, it is kept.
-            schema_metadata=columns is not None or not len(addresses),
+            self._snapshot, addresses, columns, with_row_id=with_row_id, with_row_address=with_row_address
         )
 
     def take_rows(

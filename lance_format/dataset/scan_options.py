@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 
 from lance_format.core.errors import InvalidInputError, NotSupportedError
 
-__all__ = ["ColumnOrdering", "ScanOptions", "scan_options", "sort_table", "strict_batches"]
+__all__ = ["ColumnOrdering", "ScanOptions", "scan_options", "sort_table", "strict_batches", "take_table_rows"]
 
 
 @dataclass(frozen=True)
@@ -145,7 +145,22 @@ def sort_table(table: pa.Table, orderings: Sequence[ColumnOrdering]) -> pa.Table
     for name, arr in helpers.items():
         keyed = keyed.append_column(name, arr)
     order = pc.sort_indices(keyed, sort_keys=keys)
-    return table.take(order)
+    # Chunks of a dictionary column may hold dictionaries pyarrow cannot unify (with a null item).
+    return take_table_rows(table, order)
+
+
+def take_table_rows(table: pa.Table, positions: pa.Array) -> pa.Table:
+    """``table.take(positions)``, also when chunks of a dictionary column hold different dictionaries
+    with a null item (file version 2.0 writes one): Arrow cannot unify those ("Cannot yet unify
+    dictionaries with nulls"), so such columns are taken as values and encoded again."""
+    columns = []
+    for field, column in zip(table.schema, table.columns, strict=True):
+        if pa.types.is_dictionary(field.type) and column.num_chunks > 1:
+            values = column.cast(field.type.value_type).take(positions)
+            columns.append(pc.dictionary_encode(values).cast(field.type))
+        else:
+            columns.append(column.take(positions))
+    return pa.Table.from_arrays(columns, schema=table.schema)
 
 
 def strict_batches(batches: Iterable[pa.RecordBatch], size: int) -> Iterator[pa.RecordBatch]:

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from lance_format.core.errors import InvalidInputError
+from lance_format.dataset.scan_options import take_table_rows
 from lance_format.dataset.scanner import ROWADDR, ROWID, row_id_columns
 from lance_format.dataset.snapshot import FragmentIndex
 from lance_format.file.decoded import AdmitBudget
@@ -91,12 +91,10 @@ def take_addresses(
     with_row_id: bool = False,
     with_row_address: bool = False,
     drop_missing: bool = True,
-    schema_metadata: bool = True,
 ) -> pa.Table:
-    """Rows at ``addresses`` in the order given (repeats kept, deleted rows dropped); the result
-    carries the schema-level metadata unless ``schema_metadata`` is false."""
+    """Rows at ``addresses`` in the order given (repeats kept, deleted rows dropped)."""
     index = ds.fragment_index()
-    cols, out_schema = _out_schema(ds, index, columns, with_row_id, with_row_address, schema_metadata)
+    cols, out_schema = _out_schema(ds, index, columns, with_row_id, with_row_address)
     if len(addresses) <= 1 or bool((addresses[1:] > addresses[:-1]).all()):
         uniq, inverse = addresses, None  # sorted unique already (a single row, a sorted batch)
     else:
@@ -170,21 +168,7 @@ def take_addresses(
     # Position of each kept unique address in `gathered`, then the caller's order.
     new_pos = np.cumsum(live) - 1
     want = live[inverse]
-    return _take_rows(gathered, pa.array(new_pos[inverse][want]))
-
-
-def _take_rows(table: pa.Table, positions: pa.Array) -> pa.Table:
-    """``table.take(positions)``, also when chunks of a dictionary column hold different dictionaries
-    with a null item (file version 2.0 writes one): Arrow cannot unify those ("Cannot yet unify
-    dictionaries with nulls"), so such columns are taken as values and encoded again."""
-    columns = []
-    for field, column in zip(table.schema, table.columns, strict=True):
-        if pa.types.is_dictionary(field.type) and column.num_chunks > 1:
-            values = column.cast(field.type.value_type).take(positions)
-            columns.append(pc.dictionary_encode(values).cast(field.type))
-        else:
-            columns.append(column.take(positions))
-    return pa.Table.from_arrays(columns, schema=table.schema)
+    return take_table_rows(gathered, pa.array(new_pos[inverse][want]))
 
 
 def _out_schema(
@@ -193,10 +177,9 @@ def _out_schema(
     columns: Sequence[str] | None,
     with_row_id: bool,
     with_row_address: bool,
-    schema_metadata: bool,
 ) -> tuple[list[str], pa.Schema]:
     """The data columns and the output schema of a take (validated once per version and shape)."""
-    key = (None if columns is None else tuple(columns), with_row_id, with_row_address, schema_metadata)
+    key = (None if columns is None else tuple(columns), with_row_id, with_row_address)
     known = index.schemas.get(key)
     if known is not None:
         return known
@@ -212,7 +195,7 @@ def _out_schema(
         fields.append(pa.field(ROWID, pa.uint64()))
     if with_row_address:
         fields.append(pa.field(ROWADDR, pa.uint64()))
-    out = (cols, pa.schema(fields, metadata=arrow.metadata if schema_metadata else None))
+    out = (cols, pa.schema(fields, metadata=arrow.metadata))  # schema metadata kept, as pylance
     if len(index.schemas) < _MAX_SCHEMAS:
         index.schemas[key] = out
     return out
