@@ -887,7 +887,8 @@ class DifferentialMachine(RuleBasedStateMachine):
         def transform(engine: Any) -> Any:
             def compute(batch: pa.RecordBatch) -> pa.RecordBatch:
                 col = batch[source]
-                value = col if source == "_rowid" else pc.multiply(col.cast(pa.float64()), 2)
+                # Unsafe cast: a UDF that raises is the user's error (ours re-raises it as is).
+                value = col if source == "_rowid" else pc.multiply(col.cast(pa.float64(), safe=False), 2)
                 return pa.record_batch({name: value})
 
             return engine.batch_udf(output_schema=pa.schema([pa.field(name, out)]))(compute)
