@@ -904,17 +904,15 @@ class DifferentialMachine(RuleBasedStateMachine):
     @rule(side=SIDES, seed=SEEDS, replace=st.booleans())
     @_guarded
     def update_metadata(self, side: str, seed: int, replace: bool) -> None:
-        """``update_schema_metadata`` or ``update_field_metadata`` (of a column): values set,
-        emptied, or removed (None)."""
+        """``update_schema_metadata`` or ``update_field_metadata`` (of a column or a struct member,
+        two deep too): values set, emptied, or removed (None)."""
         rng = np.random.default_rng(seed)
         choices: list[str | None] = ["v", "", "日本", None]
         values = {
             f"k{int(rng.integers(0, 3))}": choices[int(rng.choice(4, p=[0.4, 0.2, 0.2, 0.2]))]
             for _ in range(int(rng.integers(1, 3)))
         }
-        # Top-level fields: ours refuses a struct member's path ("no field 'ss.k'"), pylance
-        # takes it (left open, docs/differential-testing.md).
-        paths = self._current().schema.names
+        paths = _field_paths(self._current().schema)
         if rng.random() < 0.5:
             self._apply(
                 side,

@@ -964,3 +964,31 @@ def test_pylance_order_by_key_outside_projection(tmp_path: Path) -> None:
         theirs.to_table(columns=["id"], order_by=[TheirOrdering("k")])
     want = theirs.to_table(columns=["id"], order_by=[TheirOrdering("k")], filter="id >= 0")
     assert ours.to_table(columns=["id"], order_by=[ColumnOrdering("k")]) == want
+
+
+@pytest.mark.parametrize("path", ["ss.k", "ss.in.z", "ss.in", "l.item"])
+def test_update_field_metadata_of_nested_fields_like_pylance(tmp_path: Path, path: str) -> None:
+    # Found by the differential machine once update_field_metadata was drawn over struct members:
+    # ours refused a nested path ("no field 'ss.k' in the schema"); pylance updates the member.
+    inner = pa.struct([pa.field("z", pa.int16()), pa.field("w", pa.string())])
+    table = pa.table(
+        {
+            "id": pa.array([0, 1], pa.int64()),
+            "ss": pa.array(
+                [{"in": {"z": 1, "w": "a"}, "k": 1.5}] * 2, pa.struct([("in", inner), ("k", pa.float32())])
+            ),
+            "l": pa.array([[1], None], pa.list_(pa.int32())),
+        }
+    )
+    schemas = []
+    for name, engine in (("ours", lance_format), ("theirs", lance)):
+        uri = str(tmp_path / name)
+        lance.write_dataset(table, uri)
+        engine.dataset(uri).update_field_metadata({path: {"k0": "v"}})
+        engine.dataset(uri).update_field_metadata({path: {"k1": ""}}, replace=True)
+        schemas.append(lance.dataset(uri).schema)
+        assert lance_format.dataset(uri).schema == lance.dataset(uri).schema
+    assert schemas[0] == schemas[1]
+    assert str(schemas[0]) == str(schemas[1])  # pyarrow's == skips nested field metadata
+    with pytest.raises(LanceError):
+        lance_format.dataset(str(tmp_path / "ours")).update_field_metadata({"ss.nope": {"k": "v"}})
