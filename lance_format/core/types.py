@@ -8,6 +8,7 @@ convert both ways.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -292,6 +293,20 @@ class LanceSchema:
                 by_name.setdefault(f.name, f)  # the first of a name, as the scan always found
             self.__dict__["_by_name"] = by_name
         return by_name[name]
+
+    def field_by_path(self, path: str) -> LanceField:
+        """The field at ``path``: a top-level name, else ``a.b`` down through the children (struct
+        members, ``item`` of a list). Raises ``KeyError`` when there is none."""
+        with contextlib.suppress(KeyError):
+            return self.field_by_name(path)
+        level, found = self.fields, None
+        for part in path.split("."):
+            found = next((f for f in level if f.name == part), None)
+            if found is None:
+                raise KeyError(path)
+            level = found.children
+        assert found is not None  # split() gives one part at least
+        return found
 
     @property
     def max_field_id(self) -> int:

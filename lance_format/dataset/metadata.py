@@ -58,13 +58,13 @@ def update_map(ds: Snapshot, which: str, values: dict[str, str | None], replace:
 def update_field_metadata(
     ds: Snapshot, field_updates: dict[str, dict[str, str | None]], replace: bool
 ) -> Manifest:
-    """Commit metadata updates of top-level fields, by name."""
+    """Commit metadata updates of fields, by name or by path into nested fields (``"s.x"``)."""
     if not isinstance(field_updates, dict):
         raise InvalidInputError(f"field_updates must be a dict, got {type(field_updates).__name__}")
     by_id: dict[int, UpdateMap] = {}
     for name, values in field_updates.items():
         try:
-            fid = ds.lance_schema.field_by_name(name).id
+            fid = ds.lance_schema.field_by_path(name).id
         except (KeyError, ValueError) as e:
             raise InvalidInputError(f"no field {name!r} in the schema") from e
         by_id[fid] = UpdateMap(_check(values, f"field {name!r} metadata"), bool(replace))

@@ -19,13 +19,14 @@ import pyarrow.compute as pc
 
 from lance_format.core.errors import InvalidInputError, NotSupportedError
 
-__all__ = ["ColumnOrdering", "ScanOptions", "scan_options", "sort_table", "strict_batches"]
+__all__ = ["ColumnOrdering", "ScanOptions", "scan_options", "sort_table", "strict_batches", "take_table_rows"]
 
 
 @dataclass(frozen=True)
 class ColumnOrdering:
     """One sort key of ``order_by`` (pylance's ``ColumnOrdering``): ascending with nulls last by
-    default; NaN sorts above every number, as in DataFusion."""
+    default; floats sort in IEEE 754 total order (-NaN, -inf, ..., -0.0, 0.0, ..., inf, NaN), as
+    in DataFusion."""
 
     column_name: str
     ascending: bool = True
@@ -110,8 +111,19 @@ def scan_options(kwargs: dict[str, Any], schema: pa.Schema) -> ScanOptions:
     return ScanOptions(_orderings(kwargs.pop("order_by", None), schema), bool(strict), bool(deleted))
 
 
+def _total_order_key(col: pa.ChunkedArray) -> pa.Array:
+    """A signed integer per float whose order is IEEE 754's total order of the floats (nulls: 0,
+    placed by their own helper key)."""
+    width = int(col.type.bit_width)
+    values = pc.fill_null(col, 0).combine_chunks().to_numpy(zero_copy_only=False)
+    signed = values.view(np.dtype(f"int{width}"))
+    # Negative floats order backwards as integers: flipping all bits but the sign fixes that.
+    magnitude = (1 << (width - 1)) - 1
+    return pa.array(signed ^ ((signed >> (width - 1)) & magnitude))
+
+
 def sort_table(table: pa.Table, orderings: Sequence[ColumnOrdering]) -> pa.Table:
-    """``table`` sorted by ``orderings`` (stable; per-key null and NaN placement)."""
+    """``table`` sorted by ``orderings`` (stable; per-key null placement; floats in total order)."""
     keys: list[tuple[str, str]] = []
     helpers: dict[str, pa.Array] = {}
     for i, o in enumerate(orderings):
@@ -121,15 +133,34 @@ def sort_table(table: pa.Table, orderings: Sequence[ColumnOrdering]) -> pa.Table
         isnull = pc.is_null(col).cast(pa.int8())
         helpers[f"__null{i}"] = isnull
         keys.append((f"__null{i}", "descending" if o.nulls_first else "ascending"))
+        direction = "ascending" if o.ascending else "descending"
         if pa.types.is_floating(col.type):
-            helpers[f"__nan{i}"] = pc.fill_null(pc.is_nan(col), False).cast(pa.int8())
-            keys.append((f"__nan{i}", "ascending" if o.ascending else "descending"))
-        keys.append((o.column_name, "ascending" if o.ascending else "descending"))
+            # DataFusion sorts floats in IEEE 754 total order: -NaN < -inf < ... < -0.0 < 0.0 <
+            # ... < inf < NaN. pyarrow would tie -0.0 with 0.0 and put every NaN last.
+            helpers[f"__key{i}"] = _total_order_key(col)
+            keys.append((f"__key{i}", direction))
+            continue
+        keys.append((o.column_name, direction))
     keyed = table
     for name, arr in helpers.items():
         keyed = keyed.append_column(name, arr)
     order = pc.sort_indices(keyed, sort_keys=keys)
-    return table.take(order)
+    # Chunks of a dictionary column may hold dictionaries pyarrow cannot unify (with a null item).
+    return take_table_rows(table, order)
+
+
+def take_table_rows(table: pa.Table, positions: pa.Array) -> pa.Table:
+    """``table.take(positions)``, also when chunks of a dictionary column hold different dictionaries
+    with a null item (file version 2.0 writes one): Arrow cannot unify those ("Cannot yet unify
+    dictionaries with nulls"), so such columns are taken as values and encoded again."""
+    columns = []
+    for field, column in zip(table.schema, table.columns, strict=True):
+        if pa.types.is_dictionary(field.type) and column.num_chunks > 1:
+            values = column.cast(field.type.value_type).take(positions)
+            columns.append(pc.dictionary_encode(values).cast(field.type))
+        else:
+            columns.append(column.take(positions))
+    return pa.Table.from_arrays(columns, schema=table.schema)
 
 
 def strict_batches(batches: Iterable[pa.RecordBatch], size: int) -> Iterator[pa.RecordBatch]:

@@ -173,15 +173,16 @@ class LanceScanner:
         self._compute_row_id = with_row_id or ROWID in used
         self._compute_row_address = with_row_address or ROWADDR in used
         self._fragments = list(fragments) if fragments is not None else list(dataset.manifest.fragments)
+        # Every projection carries the schema-level metadata, as pylance's scans do.
         if self._exprs is None and self._columns == arrow.names:
             # Every column in order: the dataset's own fields, without a Python object per field
-            # (wide tables: 100,000 columns) and, as below, without the schema-level metadata.
-            projected = arrow.remove_metadata()
+            # (wide tables: 100,000 columns).
+            projected = arrow
         elif self._exprs is None:
-            projected = pa.schema([arrow.field(c) for c in self._columns])
+            projected = pa.schema([arrow.field(c) for c in self._columns], metadata=arrow.metadata)
         else:
             empty = pa.schema([arrow.field(c) for c in self._columns]).empty_table()
-            projected = pa.schema(list(self._project(empty).schema))
+            projected = pa.schema(list(self._project(empty).schema), metadata=arrow.metadata)
         if with_row_id:
             projected = projected.append(pa.field(ROWID, pa.uint64(), nullable=True))
         if with_row_address:
@@ -390,8 +391,12 @@ class LanceScanner:
 
     def _batches(self) -> Iterator[pa.RecordBatch]:
         empty = not self.projected_schema
+        metadata = self.projected_schema.metadata
         for table in self._tables():
             for batch in table.combine_chunks().to_batches(self._batch_size):
+                # The schema-level metadata, as pylance's batches carry it (no data is copied);
+                # set before the select: on a batch of no columns it would drop the row count.
+                batch = batch.replace_schema_metadata(metadata) if metadata else batch
                 yield batch.select([]) if empty else batch  # drops the row-count carrier
 
     def to_reader(self) -> pa.RecordBatchReader:
@@ -403,7 +408,9 @@ class LanceScanner:
         tables = list(self._tables())
         if not self.projected_schema:
             # No columns: still report the row count, as pylance does.
-            return pa.table({_ROWS: pa.nulls(sum(t.num_rows for t in tables))}).select([])
+            rows = pa.table({_ROWS: pa.nulls(sum(t.num_rows for t in tables))})
+            # select, not replace_schema_metadata: that would drop the row count of no columns.
+            return rows.replace_schema_metadata(self.projected_schema.metadata).select([])
         if not tables:
             return self.projected_schema.empty_table()
         return pa.concat_tables(tables).cast(self.projected_schema)

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from lance_format.core.errors import InvalidInputError
+from lance_format.dataset.scan_options import take_table_rows
 from lance_format.dataset.scanner import ROWADDR, ROWID, row_id_columns
 from lance_format.dataset.snapshot import FragmentIndex
 from lance_format.file.decoded import AdmitBudget
@@ -168,21 +168,7 @@ def take_addresses(
     # Position of each kept unique address in `gathered`, then the caller's order.
     new_pos = np.cumsum(live) - 1
     want = live[inverse]
-    return _take_rows(gathered, pa.array(new_pos[inverse][want]))
-
-
-def _take_rows(table: pa.Table, positions: pa.Array) -> pa.Table:
-    """``table.take(positions)``, also when chunks of a dictionary column hold different dictionaries
-    with a null item (file version 2.0 writes one): Arrow cannot unify those ("Cannot yet unify
-    dictionaries with nulls"), so such columns are taken as values and encoded again."""
-    columns = []
-    for field, column in zip(table.schema, table.columns, strict=True):
-        if pa.types.is_dictionary(field.type) and column.num_chunks > 1:
-            values = column.cast(field.type.value_type).take(positions)
-            columns.append(pc.dictionary_encode(values).cast(field.type))
-        else:
-            columns.append(column.take(positions))
-    return pa.Table.from_arrays(columns, schema=table.schema)
+    return take_table_rows(gathered, pa.array(new_pos[inverse][want]))
 
 
 def _out_schema(
@@ -209,7 +195,7 @@ def _out_schema(
         fields.append(pa.field(ROWID, pa.uint64()))
     if with_row_address:
         fields.append(pa.field(ROWADDR, pa.uint64()))
-    out = (cols, pa.schema(fields))
+    out = (cols, pa.schema(fields, metadata=arrow.metadata))  # schema metadata kept, as pylance
     if len(index.schemas) < _MAX_SCHEMAS:
         index.schemas[key] = out
     return out

@@ -15,7 +15,17 @@ import pyarrow.compute as pc
 
 from tests.strategies import random_array
 
-__all__ = ["POOL", "cast_paths", "make_rows", "merge_condition", "pick_columns", "predicate", "update_values"]
+__all__ = [
+    "POOL",
+    "arrow_predicate",
+    "cast_paths",
+    "make_rows",
+    "merge_condition",
+    "orderings",
+    "pick_columns",
+    "predicate",
+    "update_values",
+]
 
 _ITEM = pa.field("item", pa.float32())
 
@@ -47,6 +57,13 @@ POOL: dict[str, pa.DataType] = {
     # A nullable struct holding a list of nullable items (a null struct row over a list: the list
     # layer must be nullable too, tests/encodings/test_struct_list_validity.py).
     "sl": pa.struct([pa.field("a", pa.list_(pa.field("item", pa.int32()))), pa.field("b", pa.float64())]),
+    # Session 14: a struct of a struct (paths two deep in filters, renames and field metadata).
+    "ss": pa.struct(
+        [
+            pa.field("in", pa.struct([pa.field("z", pa.int16()), pa.field("w", pa.string())])),
+            pa.field("k", pa.float32()),
+        ]
+    ),
 }
 
 # Edge values spliced into generated columns (the generator's own draws rarely hit them exactly).
@@ -58,7 +75,7 @@ _EDGES: dict[str, list[object]] = {
     "u64": [0, 2**64 - 1, 2**63],
     "f32": [float("nan"), float("inf"), float("-inf"), -0.0, 0.0, 3.4028234663852886e38],
     "f64": [float("nan"), float("inf"), float("-inf"), -0.0, 0.0, 1.7976931348623157e308, 5e-324],
-    "s": ["", "é", "日本", "🦀", "a%b", "it's", "A"],
+    "s": ["", "é", "日本", "🦀", "a%b", "it's", "A", "a_b", "a\\b", "%", "_"],
     "ls": ["", "ß", "Ω🦀"],
 }
 
@@ -190,6 +207,8 @@ def _leaf_predicate(
         )
         kind = str(rng.choice(["=", "<>", "<", ">=", "like", "not like", "ilike", "not ilike"]))
         if "like" in kind:
+            if rng.random() < LIKE_ESCAPES:
+                return f"{name} {kind.upper()} {_sql_str(_escaped_pattern(lit_s, rng))}"
             prefix = lit_s[: int(rng.integers(0, 3))].replace("%", "").replace("_", "")
             return f"{name} {kind.upper()} {_sql_str(prefix + '%')}"
         return f"{name} {kind} {_sql_str(lit_s)}"
@@ -201,6 +220,30 @@ def _leaf_predicate(
     if pa.types.is_timestamp(t) and t.tz is None and seen is not None:
         return f"{name} {op} CAST('{seen.isoformat(sep=' ')}' AS TIMESTAMP)"
     return f"{name} IS {'NOT ' if rng.random() < 0.5 else ''}NULL"
+
+
+#: Share of LIKE patterns that escape ``%``, ``_`` or ``\\`` with a backslash (pylance's only
+#: escape character) and mix wildcards into a cell's own value.
+LIKE_ESCAPES = 0.3
+
+
+def _escaped_pattern(value: str, rng: np.random.Generator) -> str:
+    """A LIKE pattern from ``value``: its wildcard characters and backslashes escaped, some
+    characters replaced by ``_``, a ``%`` at either end or none, and now and then an escaped
+    wildcard that the value lacks."""
+    out = []
+    for ch in value[: int(rng.integers(0, 5))]:
+        r = float(rng.random())
+        if ch in "%_\\":
+            out.append("\\" + ch)
+        elif r < 0.2:
+            out.append("_")
+        else:
+            out.append(ch)
+    if rng.random() < 0.3:
+        out.insert(int(rng.integers(0, len(out) + 1)), str(rng.choice(["\\%", "\\_", "\\\\"])))
+    pattern = "".join(out)
+    return str(rng.choice([pattern + "%", "%" + pattern, pattern, "%" + pattern + "%"]))
 
 
 def _sql_bytes(b: bytes) -> str:
@@ -350,12 +393,17 @@ def predicate(table: pa.Table, rng: np.random.Generator, depth: int = 0) -> str:
         # Compared as its values, like pylance does, functions and arithmetic of it included.
         value_col = col.cast(t.value_type) if pa.types.is_integer(t.value_type) else col
         return _leaf_predicate(name, t.value_type, value_col, rng)
-    if pa.types.is_struct(t) and t.num_fields:
+    values: pa.ChunkedArray | None = col
+    path = name
+    # One spelling a path: pylance refuses `ss['in'].z` ("Dot access not supported for non-string
+    # expr"; ours reads it), and takes `ss.in.z` and `ss['in']['z']`.
+    dotted = rng.random() < 0.7
+    while pa.types.is_struct(t) and t.num_fields:  # down to a member (a struct of structs: deeper)
         child = t.field(int(rng.integers(0, t.num_fields)))
-        values = pc.struct_field(col, child.name) if table.num_rows else None
-        path = f"{name}.{child.name}" if rng.random() < 0.7 else f"{name}['{child.name}']"
-        return _leaf_predicate(path, child.type, values, rng)
-    return _leaf_predicate(name, t, col, rng)
+        values = pc.struct_field(values, child.name) if table.num_rows and values is not None else None
+        path = f"{path}.{child.name}" if dotted else f"{path}['{child.name}']"
+        t = child.type
+    return _leaf_predicate(path, t, values, rng)
 
 
 def _comparable(t: pa.DataType) -> bool:
@@ -452,3 +500,97 @@ def cast_paths(schema: pa.Schema, version: str) -> list[tuple[str, pa.DataType]]
     if version != "2.0":  # pylance 14 cannot read its own 2.0 struct-member casts back
         out += [(f"{f.name}.{c.name}", c.type) for f in schema if pa.types.is_struct(f.type) for c in f.type]
     return [(path, to) for path, typ in out for to in _CASTS.get(str(typ), ())]
+
+
+def arrow_predicate(table: pa.Table, rng: np.random.Generator, depth: int = 0) -> pc.Expression | None:
+    """A random filter as a pyarrow compute Expression (``scanner(filter=...)`` takes one; pylance
+    reads it through Substrait) over the top-level signed integer, float, string, boolean and date
+    columns, or None when there is none. Left out, as pylance 14.0.2 refuses them where ours
+    answers: nested references ("nested references in pushdown filters not yet supported"),
+    unsigned integers, large strings and large binaries ("a field that is not yet supported by
+    Substrait conversion"), and any Expression over a dataset with a large list anywhere in its
+    schema ("conversion to substrait::Type from large_list")."""
+    if any(_has_large_list(f.type) for f in table.schema):
+        return None
+    names = [
+        f.name
+        for f in table.schema
+        if pa.types.is_signed_integer(f.type)
+        or pa.types.is_floating(f.type)
+        or pa.types.is_string(f.type)
+        or pa.types.is_boolean(f.type)
+        or pa.types.is_date32(f.type)
+    ]
+    if not names:
+        return None
+    r = float(rng.random())
+    if depth < 2 and r < 0.2:
+        a, b = arrow_predicate(table, rng, depth + 1), arrow_predicate(table, rng, depth + 1)
+        assert a is not None
+        assert b is not None
+        return (a & b) if rng.random() < 0.5 else (a | b)
+    if depth < 2 and r < 0.27:
+        inner = arrow_predicate(table, rng, depth + 1)
+        assert inner is not None
+        return ~inner
+    name = names[int(rng.integers(0, len(names)))]
+    t = table.schema.field(name).type
+    ref = pc.field(name)
+    seen = _sample(table.column(name), rng)
+    r = float(rng.random())
+    if r < 0.15 or seen is None:
+        return ref.is_null() if rng.random() < 0.5 else ref.is_valid()
+    if pa.types.is_boolean(t):
+        return ref == pa.scalar(bool(seen))
+    if pa.types.is_floating(t) and r < 0.3:
+        return ref.is_nan()
+    lit = pa.scalar(seen, type=t)
+    if r < 0.4:
+        other = _sample(table.column(name), rng)
+        values = [v for v in (seen, other) if v is not None]
+        return ref.isin(pa.array(values, type=t))
+    op = str(rng.choice(["==", "!=", "<", "<=", ">", ">="]))
+    return {
+        "==": ref == lit,
+        "!=": ref != lit,
+        "<": ref < lit,
+        "<=": ref <= lit,
+        ">": ref > lit,
+        ">=": ref >= lit,
+    }[op]
+
+
+def _has_large_list(t: pa.DataType) -> bool:
+    if pa.types.is_large_list(t):
+        return True
+    if pa.types.is_struct(t):
+        return any(_has_large_list(f.type) for f in t)
+    if pa.types.is_list(t) or pa.types.is_fixed_size_list(t):
+        return _has_large_list(t.value_type)
+    return False
+
+
+def orderings(table: pa.Table, rng: np.random.Generator) -> list[tuple[str, bool, bool]]:
+    """``order_by`` keys ``(column, ascending, nulls_first)``: one or two sortable columns, then
+    ``id`` (unique) so that ties do not leave the order to the engine."""
+    sortable = [
+        f.name
+        for f in table.schema
+        if f.name != "id"
+        and (
+            pa.types.is_integer(f.type)
+            or pa.types.is_floating(f.type)
+            or pa.types.is_string(f.type)
+            or pa.types.is_large_string(f.type)
+            or pa.types.is_boolean(f.type)
+            or pa.types.is_date32(f.type)
+            or pa.types.is_timestamp(f.type)
+            or pa.types.is_decimal(f.type)
+            or pa.types.is_binary(f.type)
+        )
+    ]
+    keys: list[str] = []
+    if sortable:
+        keys = rng.choice(sortable, size=min(len(sortable), int(rng.integers(1, 3))), replace=False).tolist()
+    out = [(str(k), bool(rng.random() < 0.6), bool(rng.random() < 0.3)) for k in keys]
+    return [*out, ("id", bool(rng.random() < 0.5), False)]

@@ -18,6 +18,7 @@ in ``data.py``; each exclusion is named so it can be removed once the fix is mer
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import re
 import shutil
@@ -33,15 +34,20 @@ from typing import Any, TypeVar
 import lance
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
+from lance.dataset import ColumnOrdering as TheirOrdering
 
 import lance_format
 from lance_format.core.errors import InternalError, LanceError
+from lance_format.dataset import ColumnOrdering
 from tests.differential.data import (
+    arrow_predicate,
     cast_paths,
     make_rows,
     merge_condition,
+    orderings,
     pick_columns,
     predicate,
     update_values,
@@ -73,6 +79,11 @@ INDEXABLE = (
     pa.types.is_boolean,
     pa.types.is_date32,
 )
+
+#: Share of comparisons that add a read with random scanner options (order_by, batch sizes,
+#: read-ahead, scan order, late materialization, the scalar index off, a pyarrow Expression filter,
+#: row addresses), through ``to_table``, ``to_batches`` or ``head``: a read costs a scan.
+OPTIONS_READ = 0.35
 
 SIDES = st.sampled_from(["ours", "pylance"])
 SEEDS = st.integers(0, 2**32 - 1)
@@ -174,6 +185,20 @@ PYLANCE_REWRITTEN_INDEX = "pylance 14.0.2 get_transactions RewrittenIndex TypeEr
 PYLANCE_INDEXED_IS_TRUTH = "pylance 14.0.2 indexed `b IS TRUE/FALSE` under NOT drops null rows"
 _IS_TRUTH = re.compile(r"(?<!NOT )\bIS (TRUE|FALSE)\b")
 
+#: pylance 14.0.2 cannot plan an ``order_by`` on a column left out of ``columns=`` (without a filter
+#: or row ids): "Error during planning: TakeExec requires the input plan to have a column named
+#: '_rowaddr' or '_rowid'" (test_found_defects.py::test_pylance_order_by_key_outside_projection).
+#: Ours sorts. Where pylance raises exactly that, ours is compared with pylance's answer with the
+#: sort keys added to the projection and taken out again.
+PYLANCE_ORDER_KEY_OUTSIDE_PROJECTION = "pylance 14.0.2 order_by key outside columns: TakeExec planning"
+_TAKE_EXEC = "TakeExec requires the input plan to have a column named"
+
+#: pylance 14.0.2 returns no schema-level metadata from a ``take`` or ``take_rows`` whose rows are
+#: not asked for in ascending order (the same rows asked for sorted carry it; its scans always
+#: do; tests/differential/test_found_defects.py::test_pylance_unsorted_take_drops_the_schema_metadata).
+#: Ours keeps it. Tolerated for such takes only, and only the schema-level metadata.
+PYLANCE_UNSORTED_TAKE_METADATA = "pylance 14.0.2 unsorted take drops the schema metadata"
+
 
 def _indices(ds: Any) -> list[tuple[Any, ...]]:
     """``list_indices()`` entries in their order, comparable across engines (fragment ids as a
@@ -217,6 +242,23 @@ def _their_count(ds: lance.LanceDataset, pred: str, **options: Any) -> int:
     """pylance's ``count_rows(pred)``; through a scanner given scanner options (``count_rows``
     ignores them for a string filter)."""
     return ds.scanner(filter=pred, **options).count_rows() if options else ds.count_rows(pred)
+
+
+def _field_paths(schema: pa.Schema) -> list[str]:
+    """Every column and struct member of ``schema`` as a dotted path (members of structs in
+    structs too; not list items)."""
+    out: list[str] = []
+
+    def walk(prefix: str, t: pa.DataType) -> None:
+        if pa.types.is_struct(t):
+            for child in t:
+                out.append(f"{prefix}.{child.name}")
+                walk(f"{prefix}.{child.name}", child.type)
+
+    for f in schema:
+        out.append(f.name)
+        walk(f.name, f.type)
+    return out
 
 
 def _layout(uri: str) -> list[tuple[int, int | None, int]]:
@@ -362,6 +404,17 @@ class DifferentialMachine(RuleBasedStateMachine):
             return unindexed
         return answer
 
+    def _their_take(self, theirs: lance.LanceDataset, got: pa.Table, order: list[int]) -> pa.Table:
+        """pylance's take of rows asked for in ``order``, given the dataset's schema metadata where
+        it left it out for an order not ascending (:data:`PYLANCE_UNSORTED_TAKE_METADATA`)."""
+        metadata = theirs.schema.metadata
+        # Row ids (stable) need not ascend with the addresses pylance checks: any order may hit it.
+        ascending = all(a <= b for a, b in itertools.pairwise(order)) and not self.stable
+        if metadata and got.schema.metadata is None and not ascending:
+            STATS.tolerated[PYLANCE_UNSORTED_TAKE_METADATA] += 1
+            return got.replace_schema_metadata(metadata)
+        return got
+
     def _current(self) -> pa.Table:
         """The latest version as pylance reads it (the source of predicates and new rows' schema):
         the table the last comparison read, or a fresh read when it had none."""
@@ -471,10 +524,14 @@ class DifferentialMachine(RuleBasedStateMachine):
             self._same_table(
                 f"take({idx}, columns={take_cols})",
                 lambda: ours.take(idx, columns=take_cols),
-                lambda: theirs.take(idx, columns=take_cols),
+                lambda: self._their_take(theirs, theirs.take(idx, columns=take_cols), idx),
             )
             ids = with_ids["_rowid"].to_numpy()[rng.integers(0, n, int(rng.integers(1, 12)))].tolist()
-            self._same_table(f"take_rows({ids})", lambda: ours.take_rows(ids), lambda: theirs._take_rows(ids))
+            self._same_table(
+                f"take_rows({ids})",
+                lambda: ours.take_rows(ids),
+                lambda: self._their_take(theirs, theirs._take_rows(ids), ids),
+            )
         pred: str | None = predicate(table, rng) if rng.random() < 0.7 else None
         limit, offset = int(rng.integers(0, n + 3)), int(rng.integers(0, 6))
         if rng.random() < DUPLICATE_COLUMN:
@@ -494,6 +551,8 @@ class DifferentialMachine(RuleBasedStateMachine):
             lambda: self._their_filtered(pred, functools.partial(theirs.to_table, filter=pred)),
         )
         self._compare_fragments(ours, theirs, table, rng)
+        if rng.random() < OPTIONS_READ:
+            self._compare_options(ours, theirs, table, rng)
         pred = predicate(table, rng)
         self._same_value(
             f"count_rows({pred!r})",
@@ -501,6 +560,121 @@ class DifferentialMachine(RuleBasedStateMachine):
             lambda: self._their_filtered(pred, functools.partial(_their_count, theirs, pred)),
         )
         return table
+
+    def _compare_options(
+        self,
+        ours: lance_format.LanceDataset,
+        theirs: lance.LanceDataset,
+        table: pa.Table,
+        rng: np.random.Generator,
+    ) -> None:
+        """One read with random scanner options, through ``to_table``, ``to_batches`` or ``head``,
+        and the scanner's ``count_rows`` with the same filter and options."""
+        names = table.schema.names
+        kw: dict[str, Any] = {}
+        if rng.random() < 0.5:
+            kw["columns"] = sorted(
+                rng.choice(names, size=int(rng.integers(1, len(names) + 1)), replace=False).tolist()
+            )
+        r = float(rng.random())
+        filt: Any = None
+        if r < 0.35:
+            filt = predicate(table, rng)
+        elif r < 0.65:
+            filt = arrow_predicate(table, rng)
+        if filt is not None:
+            kw["filter"] = filt
+        order = orderings(table, rng) if rng.random() < 0.4 else []
+        # A limit of 0 (head(0)) with order_by makes pylance 14.0.2 panic in DataFusion's TopK
+        # ("assertion failed: k > 0", then "RuntimeError: Task was aborted"): 1 at least there.
+        low = 1 if order else 0
+        if rng.random() < 0.3:
+            kw["limit"] = int(rng.integers(low, table.num_rows + 3))
+            kw["offset"] = int(rng.integers(0, 6))
+        how = str(rng.choice(["to_table", "to_batches", "head"]))
+        if how == "head" and "limit" in kw:
+            how = "to_table"
+        if rng.random() < 0.5:
+            kw["batch_size"] = int(rng.integers(1, 50))
+            if how == "to_batches" and rng.random() < 0.3:
+                kw["strict_batch_size"] = True  # a scanner option (not to_table's / head's)
+        for knob in ("batch_readahead", "fragment_readahead"):
+            if rng.random() < 0.2:
+                kw[knob] = int(rng.integers(1, 5))
+        if rng.random() < 0.1:
+            kw["io_buffer_size"] = int(rng.choice([1 << 20, 1 << 26]))
+        # Without an order, an unordered scan may return rows in any order: compared sorted by id,
+        # and never with a limit (which rows it keeps is then the engine's choice).
+        unordered = rng.random() < 0.2 and "limit" not in kw
+        if unordered:
+            kw["scan_in_order"] = False
+            if "columns" in kw and "id" not in kw["columns"]:
+                kw["columns"] = sorted([*kw["columns"], "id"])
+        elif rng.random() < 0.2:
+            kw["scan_in_order"] = True
+        late = float(rng.random())
+        if late < 0.15:
+            kw["late_materialization"] = bool(rng.random() < 0.5)
+        elif late < 0.25:
+            kw["late_materialization"] = sorted(rng.choice(names, size=1).tolist())
+        for flag, p in (("use_scalar_index", 0.3), ("fast_search", 0.15), ("prefilter", 0.15)):
+            if rng.random() < p:
+                kw[flag] = bool(rng.random() < 0.5)
+        for flag in ("with_row_id", "with_row_address"):
+            if rng.random() < 0.25:
+                kw[flag] = True
+        head_n = int(rng.integers(low, table.num_rows + 3))
+
+        def read(ds: Any, ordering: Any, **extra: Any) -> pa.Table:
+            options = {**kw, **extra}
+            if order:
+                options["order_by"] = [ordering(c, asc, nf) for c, asc, nf in order]
+            if how == "head":
+                got = ds.head(head_n, **options)
+            elif how == "to_batches":
+                batches = list(ds.scanner(**options).to_batches())
+                got = pa.Table.from_batches(batches) if batches else ds.scanner(**options).to_table()
+                if options.get("strict_batch_size") and not unordered:
+                    sizes = [b.num_rows for b in batches]
+                    size = options["batch_size"]
+                    # Every batch but the last holds exactly batch_size rows (empty ones aside).
+                    if any(n != size for n in [n for n in sizes if n][:-1]):
+                        raise Difference(f"strict_batch_size={size} gave batches of {sizes}")
+            else:
+                got = ds.to_table(**options)
+            return got.sort_by("id") if unordered and not order else got
+
+        def read_theirs(**extra: Any) -> pa.Table:
+            try:
+                return read(theirs, TheirOrdering, **extra)
+            except Exception as e:
+                cols = kw.get("columns")
+                missing = [c for c, _, _ in order if cols is not None and c not in cols]
+                if _TAKE_EXEC not in str(e) or not missing:
+                    raise
+                STATS.tolerated[PYLANCE_ORDER_KEY_OUTSIDE_PROJECTION] += 1
+                got = read(theirs, TheirOrdering, **{**extra, "columns": [*cols, *missing]})
+                return got.drop_columns(missing)
+
+        what = f"{how}({'head_n=' + str(head_n) + ', ' if how == 'head' else ''}{kw}, order_by={order})"
+        self._same_table(
+            what,
+            lambda: read(ours, ColumnOrdering),
+            lambda: self._their_filtered(str(filt) if isinstance(filt, str) else None, read_theirs),
+        )
+        # pylance refuses a count with limit/offset ("Cannot use limit/offset with aggregate");
+        # ours counts them.
+        count_kw = {
+            k: v for k, v in kw.items() if k not in ("limit", "offset", "columns", "strict_batch_size")
+        }
+        self._same_value(
+            f"scanner({count_kw}).count_rows()",
+            lambda: ours.scanner(**count_kw).count_rows(),
+            lambda: self._their_filtered(
+                str(filt) if isinstance(filt, str) else None,
+                lambda **extra: theirs.scanner(**{**count_kw, **extra}).count_rows(),
+            ),
+        )
 
     def _compare_fragments(
         self,
@@ -538,6 +712,8 @@ class DifferentialMachine(RuleBasedStateMachine):
         )
         live = theirs.get_fragment(one).count_rows()
         if live:
+            # Sorted and unique: pylance refuses others ("Requested row indices are not strictly
+            # increasing"); ours answers them in the order given.
             idx = sorted(set(rng.integers(0, live, int(rng.integers(1, 6))).tolist()))
             names = table.schema.names
             cols = sorted(
@@ -681,6 +857,81 @@ class DifferentialMachine(RuleBasedStateMachine):
         )
         self._compare(seed)
 
+    @rule(side=SIDES, seed=SEEDS, kind=st.sampled_from(["udf", "reader"]))
+    @_guarded
+    def add_column_data(self, side: str, seed: int, kind: str) -> None:
+        """``add_columns`` from data: a batch UDF over a number column (``_rowid`` half of the
+        time), or a reader (a pyarrow table) of one value per live row."""
+        rng = np.random.default_rng(seed)
+        table = self._current()
+        self.new_names += 1
+        name = f"c{self.new_names}"
+        if kind == "reader":
+            values = make_rows(pa.schema([pa.field(name, pa.int32())]), table.num_rows, 0, seed, True)
+            data: Any = values.select([name])
+            what = f"add_columns(<table of {table.num_rows} int32 {name!r}, seed={seed}>)"
+            self._apply(
+                side,
+                what,
+                lambda: self._ours().add_columns(data),
+                lambda: self._theirs().add_columns(data),
+            )
+            self._compare(seed)
+            return
+        numbers = [
+            f.name for f in table.schema if pa.types.is_integer(f.type) or pa.types.is_floating(f.type)
+        ]
+        source = str(rng.choice([*numbers, "_rowid"]))
+        out = pa.float64() if source != "_rowid" else pa.uint64()
+
+        def transform(engine: Any) -> Any:
+            def compute(batch: pa.RecordBatch) -> pa.RecordBatch:
+                col = batch[source]
+                # Unsafe cast: a UDF that raises is the user's error (ours re-raises it as is).
+                value = col if source == "_rowid" else pc.multiply(col.cast(pa.float64(), safe=False), 2)
+                return pa.record_batch({name: value})
+
+            return engine.batch_udf(output_schema=pa.schema([pa.field(name, out)]))(compute)
+
+        self._apply(
+            side,
+            f"add_columns(<batch_udf {name!r} from {source!r}>, read_columns=[{source!r}])",
+            lambda: self._ours().add_columns(transform(lance_format), read_columns=[source]),
+            lambda: self._theirs().add_columns(transform(lance), read_columns=[source]),
+        )
+        self._compare(seed)
+
+    @rule(side=SIDES, seed=SEEDS, replace=st.booleans())
+    @_guarded
+    def update_metadata(self, side: str, seed: int, replace: bool) -> None:
+        """``update_schema_metadata`` or ``update_field_metadata`` (of a column): values set,
+        emptied, or removed (None)."""
+        rng = np.random.default_rng(seed)
+        choices: list[str | None] = ["v", "", "日本", None]
+        values = {
+            f"k{int(rng.integers(0, 3))}": choices[int(rng.choice(4, p=[0.4, 0.2, 0.2, 0.2]))]
+            for _ in range(int(rng.integers(1, 3)))
+        }
+        # Top-level fields: after metadata on a struct member, pylance 14.0.2 fails its own scans
+        # of that struct ("column types must match schema types", CI run of session 14).
+        paths = self._current().schema.names
+        if rng.random() < 0.5:
+            self._apply(
+                side,
+                f"update_schema_metadata({values!r}, replace={replace})",
+                lambda: self._ours().update_schema_metadata(values, replace=replace),
+                lambda: self._theirs().update_schema_metadata(values, replace=replace),
+            )
+        else:
+            path = str(rng.choice(paths))
+            self._apply(
+                side,
+                f"update_field_metadata({{{path!r}: {values!r}}}, replace={replace})",
+                lambda: self._ours().update_field_metadata({path: values}, replace=replace),
+                lambda: self._theirs().update_field_metadata({path: values}, replace=replace),
+            )
+        self._compare(seed)
+
     @rule(side=SIDES, seed=SEEDS)
     @_guarded
     def drop_column(self, side: str, seed: int) -> None:
@@ -699,7 +950,9 @@ class DifferentialMachine(RuleBasedStateMachine):
     @rule(side=SIDES, seed=SEEDS)
     @_guarded
     def rename_column(self, side: str, seed: int) -> None:
-        names = [n for n in self._current().schema.names if n != "id"]
+        # Columns and struct members (two deep too); renaming a member to a sibling's name is
+        # left out: pylance accepts it (a struct with two fields of one name), ours refuses.
+        names = [n for n in _field_paths(self._current().schema) if n != "id"]
         if not names:
             return
         col = str(np.random.default_rng(seed).choice(names))
