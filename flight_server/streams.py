@@ -21,7 +21,6 @@ principal until gRPC lets go of it, and the stream ends with an error as soon as
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -31,6 +30,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from flight_server.errors import ResourceExhausted, StreamFailed
+from flight_server.slots import Slots
 
 __all__ = [
     "CANCEL_CHECK_INTERVAL_S",
@@ -216,19 +216,39 @@ class StreamGovernor:
         idle_seconds: float,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.limit = max_streams
         self._per_principal = per_principal
+        self._slots = Slots(
+            max_streams,
+            lambda: self.per_principal,
+            wait_seconds,
+            full="too many concurrent streams (limit {limit}, limits.maxConcurrentStreams)",
+            share="this client holds {held} streams, its share (limits.maxStreamsPerPrincipal = {share})",
+            poll_seconds=_WAIT_POLL_S,
+            clock=clock,
+        )
         self.memory_bytes = memory_bytes
         self.call_bytes = call_bytes
         self.wait_seconds = wait_seconds
         self.idle_seconds = idle_seconds
         self.clock = clock
-        self.open = 0
         self.memory_used = 0
-        self._slots_of: Counter[str] = Counter()
         self._memory_of: Counter[str] = Counter()
         self._leases: set[Lease] = set()
-        self._cond = threading.Condition()
+        self._cond = self._slots.cond  # one lock for slots and memory
+
+    @property
+    def limit(self) -> int:
+        """Slots of the process (``limits.maxConcurrentStreams``)."""
+        return self._slots.limit
+
+    @limit.setter
+    def limit(self, value: int) -> None:
+        self._slots.limit = value
+
+    @property
+    def open(self) -> int:
+        """Slots held now."""
+        return self._slots.open
 
     # -- limits ----------------------------------------------------------------------------------
     @property
@@ -248,7 +268,7 @@ class StreamGovernor:
         with self._cond:
             return {
                 "streams_open": self.open,
-                "stream_principals": len(self._slots_of),
+                "stream_principals": self._slots.principals(),
                 "stream_memory_bytes": self.memory_used,
             }
 
@@ -262,9 +282,8 @@ class StreamGovernor:
             No slot became free in time (or the call was cancelled while waiting).
         """
         lease = Lease(self, principal, cancelled)
-        self._wait_for(lease, lambda: self._slot_refusal(principal), cancelled)
-        self.open += 1
-        self._slots_of[principal] += 1
+        self._wait_for(lambda: self._slots.refusal(principal), cancelled)
+        self._slots.take(principal)
         self._leases.add(lease)
         self._cond.release()
         return lease
@@ -273,23 +292,12 @@ class StreamGovernor:
         """A slot for ``principal`` if one is free now, else None (never waits)."""
         with self._cond:
             self._reap_idle()
-            if self._slot_refusal(principal) is not None:
+            if self._slots.refusal(principal) is not None:
                 return None
             lease = Lease(self, principal, cancelled)
-            self.open += 1
-            self._slots_of[principal] += 1
+            self._slots.take(principal)
             self._leases.add(lease)
             return lease
-
-    def _slot_refusal(self, principal: str) -> str | None:
-        if self.open >= self.limit:
-            return f"too many concurrent streams (limit {self.limit}, limits.maxConcurrentStreams)"
-        if self._slots_of[principal] >= self.per_principal:
-            return (
-                f"this client holds {self._slots_of[principal]} streams, its share "
-                f"(limits.maxStreamsPerPrincipal = {self.per_principal})"
-            )
-        return None
 
     def _memory_refusal(self, lease: Lease, nbytes: int) -> str | None:
         if self.memory_used + nbytes > self.memory_bytes:
@@ -298,25 +306,14 @@ class StreamGovernor:
             return f"this client holds its share of result memory ({self.principal_bytes} bytes)"
         return None
 
-    def _wait_for(
-        self, lease: Lease, refusal: Callable[[], str | None], cancelled: Callable[[], bool] | None
-    ) -> None:
-        """Wait (bounded) until ``refusal()`` is None; return holding the lock, or raise."""
-        deadline = self.clock() + self.wait_seconds
-        self._cond.acquire()
-        try:
-            while True:
-                self._reap_idle()
-                reason = refusal()
-                if reason is None:
-                    return
-                remaining = deadline - self.clock()
-                if remaining <= 0 or (cancelled is not None and cancelled()):
-                    raise ResourceExhausted(f"{reason}; retry later")
-                self._cond.wait(min(remaining, _WAIT_POLL_S))
-        except BaseException:
-            self._cond.release()
-            raise
+    def _wait_for(self, refusal: Callable[[], str | None], cancelled: Callable[[], bool] | None) -> None:
+        """Wait (bounded) until ``refusal()`` is None, reaping idle slots; return holding the lock."""
+
+        def check(reason: str) -> None:
+            if cancelled is not None and cancelled():
+                raise ResourceExhausted(f"{reason}; retry later")
+
+        self._slots.wait_for(refusal, check, before=self._reap_idle)
 
     def _reap_idle(self) -> None:
         """Take the slots of streams that waited on their clients too long (lock held)."""
@@ -330,11 +327,7 @@ class StreamGovernor:
     def _drop_slot(self, lease: Lease) -> None:
         if lease.slot:
             lease.slot = False
-            self.open -= 1
-            self._slots_of[lease.principal] -= 1
-            if self._slots_of[lease.principal] <= 0:
-                del self._slots_of[lease.principal]
-            self._cond.notify_all()
+            self._slots.give(lease.principal)
 
     # -- memory ----------------------------------------------------------------------------------
     def _reserve(self, lease: Lease, nbytes: int) -> None:
@@ -346,7 +339,7 @@ class StreamGovernor:
                 f"limits.callMemoryBytes ({self.call_bytes}) or its share of limits.memoryBudgetBytes "
                 f"({self.principal_bytes}); ask for fewer rows or columns at once"
             )
-        self._wait_for(lease, lambda: self._memory_refusal(lease, nbytes), lease._cancelled)
+        self._wait_for(lambda: self._memory_refusal(lease, nbytes), lease._cancelled)
         self._add(lease, nbytes)
         self._cond.release()
 

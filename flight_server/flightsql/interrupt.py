@@ -20,13 +20,13 @@ import concurrent.futures
 import os
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pyarrow as pa
 
-from flight_server.errors import QueryTimedOut, ResourceExhausted
+from flight_server.errors import QueryTimedOut
+from flight_server.slots import Slots
 from flight_server.streams import CallCancelled
 
 __all__ = ["POLL_SECONDS", "QueryRun", "QuerySlots"]
@@ -60,8 +60,9 @@ async def _next(stream: Any) -> Any:
         return None
 
 
-class QuerySlots:
-    """The DataFusion queries of a process that may run at once.
+class QuerySlots(Slots):
+    """The DataFusion queries of a process that may run at once: half of them for one principal
+    (at least one), so one client running long queries never locks the others out.
 
     Parameters
     ----------
@@ -72,54 +73,14 @@ class QuerySlots:
     """
 
     def __init__(self, limit: int, wait_seconds: float) -> None:
-        self.limit = limit
-        self.wait_seconds = wait_seconds
-        self.running = 0
-        self._of: Counter[str] = Counter()
-        self._cond = threading.Condition()
-
-    @property
-    def per_principal(self) -> int:
-        """Queries one principal may run at once: half of all (at least one), so one client running
-        long queries never locks the others out."""
-        return max(1, self.limit // 2)
-
-    def _refusal(self, principal: str) -> str | None:
-        if self.running >= self.limit:
-            return f"too many SQL queries are running (limits.maxConcurrentSqlQueries = {self.limit})"
-        if self._of[principal] >= self.per_principal:
-            share = "its share of limits.maxConcurrentSqlQueries"
-            return f"this client runs {self._of[principal]} SQL queries, {share}"
-        return None
-
-    def acquire(self, principal: str, check: Callable[[], None]) -> None:
-        """Take a slot for ``principal``, waiting up to ``wait_seconds``; ``check`` raises to stop
-        waiting (the call was cancelled).
-
-        Raises
-        ------
-        ResourceExhausted
-            No slot became free in time.
-        """
-        end = time.monotonic() + self.wait_seconds
-        with self._cond:
-            while (why := self._refusal(principal)) is not None:
-                left = end - time.monotonic()
-                if left <= 0:
-                    raise ResourceExhausted(f"{why}; retry later")
-                self._cond.wait(min(left, POLL_SECONDS))
-                check()
-            self.running += 1
-            self._of[principal] += 1
-
-    def release(self, principal: str) -> None:
-        """Give back a slot :meth:`acquire` took."""
-        with self._cond:
-            self.running -= 1
-            self._of[principal] -= 1
-            if self._of[principal] <= 0:
-                del self._of[principal]
-            self._cond.notify_all()
+        super().__init__(
+            limit,
+            lambda: max(1, self.limit // 2),
+            wait_seconds,
+            full="too many SQL queries are running (limits.maxConcurrentSqlQueries = {limit})",
+            share="this client runs {held} SQL queries, its share of limits.maxConcurrentSqlQueries",
+            poll_seconds=POLL_SECONDS,
+        )
 
 
 class QueryRun:

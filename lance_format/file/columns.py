@@ -11,7 +11,7 @@ and more after the thread waited on I/O).
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import overload
+from typing import TypeVar, overload
 
 import numpy as np
 
@@ -21,7 +21,9 @@ from lance_format.encodings.base import ColumnInfo, PageInfo
 from lance_format.file import _serde
 from lance_format.file.format import LanceFileVersion
 
-__all__ = ["ColumnParser", "LazyColumns", "LazyPages"]
+__all__ = ["ColumnParser", "LazyColumns", "LazyPages", "LazySequence"]
+
+T = TypeVar("T")
 
 # Rows a column may claim in all: row offsets are int64 everywhere.
 _MAX_ROWS = np.iinfo(np.int64).max
@@ -114,103 +116,89 @@ def _page_info(p: _serde.RawPage, version: LanceFileVersion, path: str) -> PageI
     )
 
 
-class LazyPages(Sequence[PageInfo]):
+class LazySequence(Sequence[T]):
+    """Items by index, each made once, when first asked for, by :meth:`_parse` (thread-safe: two
+    threads asking at once may both parse, and one result is kept)."""
+
+    __slots__ = ("_done",)
+
+    def __init__(self, size: int) -> None:
+        self._done: list[T | None] = [None] * size
+
+    def _parse(self, i: int) -> T:
+        """Item ``i`` (``0 <= i < len(self)``), made from its serialized form."""
+        raise NotImplementedError
+
+    def __len__(self) -> int:
+        return len(self._done)
+
+    @overload
+    def __getitem__(self, index: int) -> T: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[T, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> T | tuple[T, ...]:
+        if isinstance(index, slice):
+            return tuple(self[i] for i in range(*index.indices(len(self._done))))
+        item = self._done[index]
+        if item is None:
+            i = range(len(self._done))[index]
+            item = self._parse(i)
+            self._done[i] = item
+        return item
+
+    def __iter__(self) -> Iterator[T]:
+        for i in range(len(self._done)):
+            yield self[i]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, LazySequence | tuple | list):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({list(self)!r})"
+
+    @property
+    def parsed(self) -> int:
+        """How many items have been parsed so far."""
+        return sum(item is not None for item in self._done)
+
+
+class LazyPages(LazySequence[PageInfo]):
     """The pages of a column, each page's layout parsed on first use (see :class:`LazyColumns`)."""
 
-    __slots__ = ("_done", "_path", "_raw", "_version")
+    __slots__ = ("_path", "_raw", "_version")
 
     def __init__(self, raw: list[_serde.RawPage], version: LanceFileVersion, path: str) -> None:
+        super().__init__(len(raw))
         # A page's serialized form is dropped once parsed: a cached reader keeps one or the other.
         self._raw: list[_serde.RawPage | None] = list(raw)
         self._version = version
         self._path = path
-        self._done: list[PageInfo | None] = [None] * len(raw)
 
-    def __len__(self) -> int:
-        return len(self._done)
-
-    @overload
-    def __getitem__(self, index: int) -> PageInfo: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> tuple[PageInfo, ...]: ...
-
-    def __getitem__(self, index: int | slice) -> PageInfo | tuple[PageInfo, ...]:
-        if isinstance(index, slice):
-            return tuple(self[i] for i in range(*index.indices(len(self._done))))
-        page = self._done[index]
-        if page is None:
-            raw = self._raw[index]
-            if raw is None:  # parsed by another thread since the check above
-                return self[index]
-            page = _page_info(raw, self._version, self._path)
-            self._done[index] = page
-            self._raw[index] = None
+    def _parse(self, i: int) -> PageInfo:
+        raw = self._raw[i]
+        if raw is None:  # parsed by another thread since the caller looked
+            return self[i]
+        page = _page_info(raw, self._version, self._path)
+        self._done[i] = page
+        self._raw[i] = None
         return page
 
-    def __iter__(self) -> Iterator[PageInfo]:
-        for i in range(len(self._done)):
-            yield self[i]
 
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, LazyPages | tuple | list):
-            return list(self) == list(other)
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return f"LazyPages({list(self)!r})"
-
-    @property
-    def parsed(self) -> int:
-        """How many page layouts have been parsed so far."""
-        return sum(p is not None for p in self._done)
-
-
-class LazyColumns(Sequence[ColumnInfo]):
+class LazyColumns(LazySequence[ColumnInfo]):
     """The columns of a file by index, each parsed once, when first asked for (thread-safe: two
     threads asking at once may both parse, and one result is kept)."""
 
-    __slots__ = ("_done", "parser")
+    __slots__ = ("parser",)
 
     def __init__(self, parser: ColumnParser) -> None:
+        super().__init__(len(parser.entries))
         self.parser = parser
-        self._done: list[ColumnInfo | None] = [None] * len(parser.entries)
 
-    def __len__(self) -> int:
-        return len(self._done)
-
-    @overload
-    def __getitem__(self, index: int) -> ColumnInfo: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> tuple[ColumnInfo, ...]: ...
-
-    def __getitem__(self, index: int | slice) -> ColumnInfo | tuple[ColumnInfo, ...]:
-        if isinstance(index, slice):
-            return tuple(self[i] for i in range(*index.indices(len(self._done))))
-        col = self._done[index]
-        if col is None:
-            col = self.parser.parse(range(len(self._done))[index])
-            self._done[index] = col
-        return col
-
-    def __iter__(self) -> Iterator[ColumnInfo]:
-        for i in range(len(self._done)):
-            yield self[i]
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, LazyColumns | tuple | list):
-            return list(self) == list(other)
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return f"LazyColumns({list(self)!r})"
-
-    @property
-    def parsed(self) -> int:
-        """How many columns have been parsed so far."""
-        return sum(c is not None for c in self._done)
+    def _parse(self, i: int) -> ColumnInfo:
+        return self.parser.parse(i)
