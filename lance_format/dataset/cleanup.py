@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from dataclasses import asdict, dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING
@@ -190,14 +190,23 @@ def cleanup_old_versions(
     counts = dict.fromkeys(("_versions", "data", "_deletions", "_transactions"), 0)
     freed = failed = orphans = 0
     pace = 1.0 / delete_rate_limit if delete_rate_limit else 0.0
-    # Manifests first, so a version is never visible with some of its files gone.
-    doomed = [(info.entries[v][0], info.entries[v][1], "_versions") for v in remove]
-    doomed += [
-        (key, sizes[key], key.split("/", 1)[0])
-        for key in sorted(set(sizes) - needed)
-        if key in verified or old_orphan(key)
-    ]
-    for key, size, folder in doomed:
+
+    def doomed() -> Iterator[tuple[str, int, str]]:
+        # Manifests first, so a version is never visible with some of its files gone.
+        for v in remove:
+            yield info.entries[v][0], info.entries[v][1], "_versions"
+        # Versions committed since the listing above (a restore of a removed version, a stale
+        # handle's commit) may reference its files: keep them too. Listed once the removed
+        # manifests are gone, so only a commit that read one before its removal and lands
+        # after this listing can still miss files (no lock between writers closes that).
+        for v, (key, size) in VersionInfo(store).entries.items():
+            if v not in manifests:
+                needed.update(referenced_files(read_manifest(store, key, size)))
+        for key in sorted(set(sizes) - needed):
+            if key in verified or old_orphan(key):
+                yield key, sizes[key], key.split("/", 1)[0]
+
+    for key, size, folder in doomed():
         started = time.monotonic()
         try:
             store.delete(key)
