@@ -147,7 +147,11 @@ def rust_float_text(values: pa.Array) -> pa.Array:
     text = values.cast(pa.large_string())
     _, offsets_buf, data_buf = text.buffers()
     offsets = np.frombuffer(offsets_buf, np.int64)[text.offset : text.offset + len(text) + 1]
-    data = np.frombuffer(data_buf, np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
+    data = np.frombuffer(data_buf if data_buf is not None else b"", np.uint8)
+    # Both read-only, always (a view of a fresh Arrow buffer may or may not be writable): one
+    # kernel specialization to compile ahead.
+    offsets.flags.writeable = False
+    data.flags.writeable = False
     valid = text.is_valid().to_numpy(zero_copy_only=False)
     out = np.empty(len(text) * _MAX_TEXT, np.uint8)
     low, high = PLAIN_EXPONENTS[width]
@@ -161,6 +165,7 @@ def rust_float_text(values: pa.Array) -> pa.Array:
 
 def warm_up() -> None:
     """Compile (or load from the kernel cache) the kernel of this module."""
-    offsets = np.array([0, 3], np.int64)
+    # Read-only offsets and text, as rust_float_text passes them (the only specialization used).
+    offsets = np.frombuffer(np.array([0, 3], np.int64).tobytes(), np.int64)
     data = np.frombuffer(b"1.5", np.uint8)
-    warm(_rewrite, offsets, data, np.ones(1, np.bool_), -5, 16, np.zeros(32, np.uint8), readonly=(0, 1))
+    warm(_rewrite, offsets, data, np.ones(1, np.bool_), -5, 16, np.zeros(32, np.uint8))

@@ -60,4 +60,6 @@ def test_compile_kernels_covers_the_text_kernel() -> None:
     for t in (pa.float64(), pa.float32()):
         rust_float_text(pa.array([1.5, None, 2e30], t).slice(1))
         rust_float_text(pa.array([0.25], t))
+        rust_float_text(pa.array([None], t))
+        rust_float_text(pa.array([], t))
     assert [len(k.signatures) for k in kernels] == before
