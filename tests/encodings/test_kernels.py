@@ -238,6 +238,7 @@ def test_compile_kernels_covers_what_reads_and_writes_use(tmp_path: Path) -> Non
     compile no new kernel specialization: no request pays JIT time."""
     import pyarrow as pa
 
+    from lance_format.core import float_text
     from lance_format.encodings import compile_kernels
     from lance_format.encodings.v21 import _bytes, _decode_kernels, _fsst, fastlanes
     from lance_format.encodings.v21.encode import _chunks, _dict, _levels, bitpack, fullzip, values
@@ -249,6 +250,7 @@ def test_compile_kernels_covers_what_reads_and_writes_use(tmp_path: Path) -> Non
     kernels = [
         f
         for mod in (
+            float_text,
             _bytes,
             _decode_kernels,
             _fsst,
@@ -289,6 +291,7 @@ def test_compile_kernels_covers_what_reads_and_writes_use(tmp_path: Path) -> Non
         with LanceFileWriter(path, table.schema, version=version) as w:
             w.write_batch(table)
         assert LanceFileReader(path).read_all().to_table().equals(table)
+    float_text.rust_float_text(pa.array([1.5, None]))  # a filter's CAST(f AS STRING)
     assert {k.py_func.__qualname__: len(k.signatures) for k in kernels} == before
 
 
