@@ -290,6 +290,12 @@ def may_be_nan(node: Node) -> bool:
     return False
 
 
+def _integer_bounds(t: pa.DataType) -> tuple[int, int]:
+    """The least and greatest value of integer type ``t``."""
+    w = t.bit_width
+    return (-(2 ** (w - 1)), 2 ** (w - 1) - 1) if pa.types.is_signed_integer(t) else (0, 2**w - 1)
+
+
 def exact_integer_literal(literal: pa.Scalar, t: pa.DataType) -> tuple[pa.Scalar | None, int]:
     """An integer literal in the type ``t`` of the value it is compared with, as DataFusion does.
 
@@ -304,8 +310,7 @@ def exact_integer_literal(literal: pa.Scalar, t: pa.DataType) -> tuple[pa.Scalar
         return None, 0
     value = int(literal.as_py())
     if pa.types.is_integer(t):
-        w = t.bit_width
-        lo, hi = (-(2 ** (w - 1)), 2 ** (w - 1) - 1) if pa.types.is_signed_integer(t) else (0, 2**w - 1)
+        lo, hi = _integer_bounds(t)
     elif pa.types.is_decimal(t) and t.scale >= 0:  # a negative scale cannot hold every integer
         bound = 10 ** (t.precision - t.scale)
         lo, hi = -bound + 1, bound - 1
@@ -323,8 +328,7 @@ def exact_integer_literal(literal: pa.Scalar, t: pa.DataType) -> tuple[pa.Scalar
 def exact_number(value: decimal.Decimal, t: pa.DataType) -> pa.Scalar | None:
     """``value`` as a scalar of the integer or decimal type ``t`` when ``t`` holds it exactly."""
     if pa.types.is_integer(t) and value == value.to_integral_value():
-        w = t.bit_width
-        lo, hi = (-(2 ** (w - 1)), 2 ** (w - 1) - 1) if pa.types.is_signed_integer(t) else (0, 2**w - 1)
+        lo, hi = _integer_bounds(t)
         return pa.scalar(int(value), t) if lo <= value <= hi else None
     if pa.types.is_decimal(t) and t.scale >= 0 and abs(value) < 10 ** (t.precision - t.scale):
         quantum = decimal.Decimal(1).scaleb(-t.scale)
