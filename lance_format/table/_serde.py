@@ -13,7 +13,7 @@ from pyroaring import BitMap
 from lance_format._proto import rowids_pb2, table_pb2, transaction_pb2
 from lance_format.core.errors import CorruptFileError
 from lance_format.core.types import LanceSchema
-from lance_format.file._serde import field_from_pb, field_to_pb, map_to_dict
+from lance_format.file import field_from_pb, field_to_pb, map_to_dict
 from lance_format.table.model import (
     Append,
     BasePath,
