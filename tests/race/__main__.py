@@ -50,7 +50,10 @@ def main(argv: list[str] | None = None) -> int:
             total.merge(out)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-    print(f"seed {seed}: {sum(runs.values())} schedules ({dict(runs)}), {sum(total.ops.values())} operations committed")
+    print(
+        f"seed {seed}: {sum(runs.values())} schedules ({dict(runs)}), "
+        f"{sum(total.ops.values())} operations committed"
+    )
     print(f"  operations: {dict(sorted(total.ops.items()))}")
     print(f"  refusals: {dict(sorted(total.errors.items()))}")
     print(f"  violations: {len(total.violations)} in {len(failing)} schedules {failing}")
