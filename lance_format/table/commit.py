@@ -12,10 +12,12 @@ import random
 import threading
 import time
 import weakref
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 from lance_format.core.errors import (
     DatasetAlreadyExistsError,
+    LanceError,
     RetryableCommitConflictError,
     StorageError,
 )
@@ -31,6 +33,7 @@ from lance_format.table.flags import DISABLE_TRANSACTION_FILE, check_writer_flag
 from lance_format.table.manifest_file import encode_manifest, read_manifest
 from lance_format.table.model import DataStorageFormat, Manifest, Overwrite, Restore, Transaction
 from lance_format.table.naming import ManifestNaming, manifest_key, transaction_key, write_hint
+from lance_format.table.tags import pin_version, unpin
 from lance_format.table.transaction import build_manifest, check_conflict
 from lance_format.table.versions import VersionInfo, load_manifest, read_index_section, read_transaction
 
@@ -104,6 +107,22 @@ def _rebase(
     return latest, info.naming
 
 
+@contextlib.contextmanager
+def _pinned(store: ObjectStore, txn: Transaction) -> Iterator[None]:
+    """A restore pins the version whose files it copies while it commits: a cleanup running
+    meanwhile keeps them (see :mod:`lance_format.table.tags`)."""
+    op = txn.operation
+    if not isinstance(op, Restore):
+        yield
+        return
+    key = pin_version(store, op.version)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(LanceError, OSError):  # an unreleased pin only expires
+            unpin(store, key)
+
+
 def commit_transaction(
     store: ObjectStore,
     txn: Transaction,
@@ -134,7 +153,7 @@ def commit_transaction(
     # Writers in this process take turns: they would only race each other for the same version
     # and burn retries (32 threads appending through one server gave up after 21 attempts).
     # Other processes still race optimistically through the store's conditional put.
-    with _commit_lock(store.uri):
+    with _commit_lock(store.uri), _pinned(store, txn):
         if base is not None:
             # A stale base's next version may have been committed and then cleaned up: its
             # put-if-not-exists would win and land under the latest version, a lost write. So

@@ -10,6 +10,7 @@ import pyarrow as pa
 import pytest
 
 import lance_format
+from lance_format.errors import VersionNotFoundError
 from lance_format.table import tags as tags_module
 
 
@@ -58,3 +59,72 @@ def test_a_stale_handle_commit_does_not_fill_a_cleaned_up_version(tmp_path: Path
     assert latest.version == 4
     assert sorted(latest.to_table().column("a").to_pylist()) == [2, 3, 4, 5, 6]
     assert [v["version"] for v in latest.versions()] == [3, 4]
+
+
+def test_a_tag_created_during_cleanup_keeps_its_version(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Another client tags version 1 after cleanup has listed the tags, before it removes version 1.
+    uri = str(tmp_path / "t")
+    lance_format.write_dataset(pa.table({"a": list(range(100))}), uri)
+    lance_format.write_dataset(pa.table({"a": list(range(5))}), uri, mode="overwrite")
+    ds = lance_format.dataset(uri)
+    real_list_tags = tags_module.list_tags
+    tagged: list[str] = []
+
+    def list_tags_then_tag(store: Any) -> Any:
+        found = real_list_tags(store)
+        if not tagged:
+            lance_format.dataset(uri, session=lance_format.Session()).tags.create("keep", 1)
+            tagged.append("keep")
+        return found
+
+    monkeypatch.setattr(tags_module, "list_tags", list_tags_then_tag)
+    ds.cleanup_old_versions(older_than=timedelta(0), error_if_tagged_old_versions=False)
+    monkeypatch.undo()
+    assert tagged == ["keep"]
+    fresh = lance_format.dataset(uri, session=lance_format.Session())
+    assert fresh.tags.list()["keep"]["version"] == 1
+    assert lance_format.dataset(uri, "keep", session=fresh.session).to_table().column(
+        "a"
+    ).to_pylist() == list(range(100))
+
+
+def test_a_tag_is_withdrawn_when_cleanup_removed_its_version_meanwhile(tmp_path: Path) -> None:
+    # The creator's side of the same race: the version is gone once the tag is written.
+    uri = str(tmp_path / "t")
+    lance_format.write_dataset(pa.table({"a": [1]}), uri)
+    lance_format.write_dataset(pa.table({"a": [2]}), uri, mode="overwrite")
+    lance_format.dataset(uri).cleanup_old_versions(older_than=timedelta(0))
+    store = lance_format.dataset(uri).store
+    with pytest.raises(VersionNotFoundError):
+        tags_module.create_tag(store, "late", 1, 100)
+    assert tags_module.list_tags(store) == {}
+
+
+def test_a_restore_committing_during_cleanup_keeps_the_files_it_copies(tmp_path: Path) -> None:
+    # Another client's cleanup runs in full between the restore's read of version 1 and its
+    # manifest put: it removed version 1 and its files, and the restored version 3 was unreadable.
+    uri = str(tmp_path / "t")
+    lance_format.write_dataset(pa.table({"a": list(range(100))}), uri)
+    lance_format.write_dataset(pa.table({"a": list(range(5))}), uri, mode="overwrite")
+    old = lance_format.dataset(uri, session=lance_format.Session()).checkout_version(1)
+    cleaner = lance_format.dataset(uri, session=lance_format.Session())
+    store = old.store
+    real_put = store.put_if_not_exists
+    cleaned: list[int] = []
+
+    def cleanup_then_put(key: str, data: bytes) -> bool:
+        if key.startswith("_versions/") and not cleaned:
+            cleaned.append(cleaner.cleanup_old_versions(older_than=timedelta(0)).old_versions)
+        return real_put(key, data)
+
+    store.put_if_not_exists = cleanup_then_put  # type: ignore[method-assign]
+    try:
+        old.restore()
+    finally:
+        del store.put_if_not_exists
+    assert len(cleaned) == 1
+    latest = lance_format.dataset(uri, session=lance_format.Session())
+    assert latest.version == 3
+    assert latest.to_table().column("a").to_pylist() == list(range(100))
