@@ -14,12 +14,19 @@ from lance_format.errors import VersionNotFoundError
 from lance_format.table import tags as tags_module
 
 
-def test_a_restore_committed_during_cleanup_keeps_its_files(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _overwritten(tmp_path: Path) -> str:
+    """A dataset whose version 1 (rows 0..99) is overwritten by version 2 (rows 0..4): removing
+    version 1 removes its data file."""
     uri = str(tmp_path / "t")
     lance_format.write_dataset(pa.table({"a": list(range(100))}), uri)
     lance_format.write_dataset(pa.table({"a": list(range(5))}), uri, mode="overwrite")
+    return uri
+
+
+def test_a_restore_committed_during_cleanup_keeps_its_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    uri = _overwritten(tmp_path)
     ds = lance_format.dataset(uri)
     assert ds.version == 2
     real_list_tags = tags_module.list_tags
@@ -65,9 +72,7 @@ def test_a_tag_created_during_cleanup_keeps_its_version(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Another client tags version 1 after cleanup has listed the tags, before it removes version 1.
-    uri = str(tmp_path / "t")
-    lance_format.write_dataset(pa.table({"a": list(range(100))}), uri)
-    lance_format.write_dataset(pa.table({"a": list(range(5))}), uri, mode="overwrite")
+    uri = _overwritten(tmp_path)
     ds = lance_format.dataset(uri)
     real_list_tags = tags_module.list_tags
     tagged: list[str] = []
@@ -105,9 +110,7 @@ def test_a_tag_is_withdrawn_when_cleanup_removed_its_version_meanwhile(tmp_path:
 def test_a_restore_committing_during_cleanup_keeps_the_files_it_copies(tmp_path: Path) -> None:
     # Another client's cleanup runs in full between the restore's read of version 1 and its
     # manifest put: it removed version 1 and its files, and the restored version 3 was unreadable.
-    uri = str(tmp_path / "t")
-    lance_format.write_dataset(pa.table({"a": list(range(100))}), uri)
-    lance_format.write_dataset(pa.table({"a": list(range(5))}), uri, mode="overwrite")
+    uri = _overwritten(tmp_path)
     old = lance_format.dataset(uri, session=lance_format.Session()).checkout_version(1)
     cleaner = lance_format.dataset(uri, session=lance_format.Session())
     store = old.store
