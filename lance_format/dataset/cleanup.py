@@ -12,6 +12,10 @@ tags and time travel stay intact, and only when either
   :data:`UNVERIFIED_AGE_S` ago, or before the cutoff with ``delete_unverified=True``, as pylance
   does. The age is the safety margin for writes still in flight: their files are new.
 
+Versions tagged or pinned (a restore copying them) are kept, also when the tag or pin is created
+while cleanup runs (see :mod:`lance_format.table.tags`), and so are the files of versions
+committed while it runs.
+
 Staging records (``_staged/{file}``, see :mod:`lance_format.dataset.staging`) go with their file,
 and records of files that were committed or are gone are dropped once past the same age.
 """
