@@ -12,6 +12,10 @@ tags and time travel stay intact, and only when either
   :data:`UNVERIFIED_AGE_S` ago, or before the cutoff with ``delete_unverified=True``, as pylance
   does. The age is the safety margin for writes still in flight: their files are new.
 
+Versions tagged or pinned (a restore copying them) are kept, also when the tag or pin is created
+while cleanup runs (see :mod:`lance_format.table.tags`), and so are the files of versions
+committed while it runs.
+
 Staging records (``_staged/{file}``, see :mod:`lance_format.dataset.staging`) go with their file,
 and records of files that were committed or are gone are dropped once past the same age.
 """
@@ -27,7 +31,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from lance_format.core.config import env_setting
-from lance_format.core.errors import InvalidInputError, LanceError
+from lance_format.core.errors import InvalidInputError, LanceError, NotFoundError
 from lance_format.io.store import ObjectStore
 from lance_format.table import tags as _tags
 from lance_format.table.manifest_file import read_manifest
@@ -161,7 +165,8 @@ def cleanup_old_versions(
         return cutoff_ns is None or manifests[v].timestamp_ns < cutoff_ns
 
     tags = _tags.list_tags(store)
-    tagged = {int(t["version"]) for t in tags.values()}
+    # Pinned versions (a restore copying their files) are kept like tagged ones, silently.
+    tagged = {int(t["version"]) for t in tags.values()} | set(_tags.list_pins(store).values())
     doomed_tags = {name: int(t["version"]) for name, t in sorted(tags.items()) if expired(int(t["version"]))}
     if doomed_tags and error_if_tagged_old_versions:
         raise InvalidInputError(
@@ -191,14 +196,32 @@ def cleanup_old_versions(
     freed = failed = orphans = 0
     pace = 1.0 / delete_rate_limit if delete_rate_limit else 0.0
 
+    revived: list[int] = []
+
     def doomed() -> Iterator[tuple[str, int, str]]:
-        # Manifests first, so a version is never visible with some of its files gone.
+        # Manifests first, so a version is never visible with some of its files gone; their bytes
+        # are kept to put one back (below).
+        kept_bytes: dict[int, bytes] = {}
         for v in remove:
-            yield info.entries[v][0], info.entries[v][1], "_versions"
+            key, size = info.entries[v]
+            try:
+                kept_bytes[v] = store.read_all(key)
+            except NotFoundError:
+                continue  # another cleanup removed it
+            yield key, size, "_versions"
+        # A tag or pin created since the listing above may point at a version just removed: its
+        # creator checks for the manifest only after writing it (lance_format.table.tags), so
+        # either it saw the manifest gone and withdrew, or this listing sees it. Put the
+        # manifest back and keep the version's files.
+        refs = {int(t["version"]) for t in _tags.list_tags(store).values()}
+        refs |= set(_tags.list_pins(store).values())
+        for v in sorted(refs & set(kept_bytes)):
+            store.put_if_not_exists(info.entries[v][0], kept_bytes[v])
+            needed.update(referenced_files(manifests[v]))
+            revived.append(v)
         # Versions committed since the listing above (a restore of a removed version, a stale
-        # handle's commit) may reference its files: keep them too. Listed once the removed
-        # manifests are gone, so only a commit that read one before its removal and lands
-        # after this listing can still miss files (no lock between writers closes that).
+        # handle's commit) may reference its files: keep them too. A commit that copies an old
+        # version's files (a restore) pins it first, so it is seen by one listing or the other.
         for v, (key, size) in VersionInfo(store).entries.items():
             if v not in manifests:
                 needed.update(referenced_files(read_manifest(store, key, size)))
@@ -221,6 +244,9 @@ def cleanup_old_versions(
                 store.delete(staged_key(key[len("data/") :]))
         if pace:
             time.sleep(max(0.0, pace - (time.monotonic() - started)))
+    for v in revived:
+        counts["_versions"] -= 1
+        freed -= info.entries[v][1]
     # Records of files since committed or removed by someone else: tidy once as old as orphans.
     for key, _ in list(store.list(STAGED_DIR)):
         data_key = f"data/{key[len(STAGED_DIR) + 1 :]}"

@@ -12,10 +12,12 @@ import random
 import threading
 import time
 import weakref
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 from lance_format.core.errors import (
     DatasetAlreadyExistsError,
+    LanceError,
     RetryableCommitConflictError,
     StorageError,
 )
@@ -29,8 +31,9 @@ from lance_format.table.committers import (
 from lance_format.table.external_store import finalize_pending, manifest_store_for
 from lance_format.table.flags import DISABLE_TRANSACTION_FILE, check_writer_flags
 from lance_format.table.manifest_file import encode_manifest, read_manifest
-from lance_format.table.model import DataStorageFormat, Manifest, Transaction
+from lance_format.table.model import DataStorageFormat, Manifest, Overwrite, Restore, Transaction
 from lance_format.table.naming import ManifestNaming, manifest_key, transaction_key, write_hint
+from lance_format.table.tags import pin_version, unpin
 from lance_format.table.transaction import build_manifest, check_conflict
 from lance_format.table.versions import VersionInfo, load_manifest, read_index_section, read_transaction
 
@@ -88,14 +91,36 @@ def _rebase(
     latest: Manifest | None = base
     for v in range((base.version if base else 0) + 1, info.latest + 1):
         entry = info.entries.get(v)
-        if entry is None:  # cleaned up meanwhile: nothing tells us what it did
-            check_conflict(txn, None, v)
+        if entry is None:
+            # Cleaned up since: nothing tells us what it did, but planning again on the latest
+            # version is sound (operations that win over anything need no check).
+            if not isinstance(txn.operation, Overwrite | Restore):
+                raise RetryableCommitConflictError(
+                    f"{store.uri}: version {v}, committed after this commit's version "
+                    f"{base.version if base else 0}, was cleaned up; plan again on the latest version"
+                )
             continue
         latest = read_manifest(store, *entry)
         check_conflict(txn, read_transaction(store, latest, info.naming), v)
     if latest is not None:
         check_writer_flags(latest, store.uri)
     return latest, info.naming
+
+
+@contextlib.contextmanager
+def _pinned(store: ObjectStore, txn: Transaction) -> Iterator[None]:
+    """A restore pins the version whose files it copies while it commits: a cleanup running
+    meanwhile keeps them (see :mod:`lance_format.table.tags`)."""
+    op = txn.operation
+    if not isinstance(op, Restore):
+        yield
+        return
+    key = pin_version(store, op.version)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(LanceError, OSError):  # an unreleased pin only expires
+            unpin(store, key)
 
 
 def commit_transaction(
@@ -128,7 +153,15 @@ def commit_transaction(
     # Writers in this process take turns: they would only race each other for the same version
     # and burn retries (32 threads appending through one server gave up after 21 attempts).
     # Other processes still race optimistically through the store's conditional put.
-    with _commit_lock(store.uri):
+    with _commit_lock(store.uri), _pinned(store, txn):
+        if base is not None:
+            # A stale base's next version may have been committed and then cleaned up: its
+            # put-if-not-exists would win and land under the latest version, a lost write. So
+            # check what was committed since first (one listing, as the loser of a race does);
+            # only a version committed and cleaned up between this listing and the put escapes.
+            base, naming = _rebase(store, txn, base, naming)
+            if base is not None and base.index_section is not None and base.index_section_bytes is None:
+                base = replace(base, index_section_bytes=read_index_section(store, base, naming))
         delay = BACKOFF_START_S
         for attempt in range(opts.max_retries + 1):
             new = build_manifest(

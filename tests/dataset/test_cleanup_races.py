@@ -10,15 +10,23 @@ import pyarrow as pa
 import pytest
 
 import lance_format
+from lance_format.errors import VersionNotFoundError
 from lance_format.table import tags as tags_module
+
+
+def _overwritten(tmp_path: Path) -> str:
+    """A dataset whose version 1 (rows 0..99) is overwritten by version 2 (rows 0..4): removing
+    version 1 removes its data file."""
+    uri = str(tmp_path / "t")
+    lance_format.write_dataset(pa.table({"a": list(range(100))}), uri)
+    lance_format.write_dataset(pa.table({"a": list(range(5))}), uri, mode="overwrite")
+    return uri
 
 
 def test_a_restore_committed_during_cleanup_keeps_its_files(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    uri = str(tmp_path / "t")
-    lance_format.write_dataset(pa.table({"a": list(range(100))}), uri)
-    lance_format.write_dataset(pa.table({"a": list(range(5))}), uri, mode="overwrite")
+    uri = _overwritten(tmp_path)
     ds = lance_format.dataset(uri)
     assert ds.version == 2
     real_list_tags = tags_module.list_tags
@@ -36,5 +44,90 @@ def test_a_restore_committed_during_cleanup_keeps_its_files(
     ds.cleanup_old_versions(older_than=timedelta(0))
     assert restored == [3]
     latest = lance_format.dataset(uri)
+    assert latest.version == 3
+    assert latest.to_table().column("a").to_pylist() == list(range(100))
+
+
+def test_a_stale_handle_commit_does_not_fill_a_cleaned_up_version(tmp_path: Path) -> None:
+    # Found by tests/race (seed 1): a handle opened at version 1 deletes a row after another client
+    # appended (versions 2, 3) and cleaned up versions 1 and 2. The delete tried version 2, whose
+    # manifest cleanup had removed, so its put-if-not-exists won: it committed below the latest
+    # version and the row stayed in the latest one (a silent lost write).
+    uri = str(tmp_path / "t")
+    lance_format.write_dataset(pa.table({"a": [1, 2, 3, 4]}), uri)
+    stale = lance_format.dataset(uri)
+    lance_format.write_dataset(pa.table({"a": [5]}), uri, mode="append")
+    lance_format.write_dataset(pa.table({"a": [6]}), uri, mode="append")
+    lance_format.dataset(uri).cleanup_old_versions(older_than=timedelta(0))
+    assert [v["version"] for v in lance_format.dataset(uri).versions()] == [3]
+    stale.delete("a = 1")
+    assert stale.version == 4
+    latest = lance_format.dataset(uri)
+    assert latest.version == 4
+    assert sorted(latest.to_table().column("a").to_pylist()) == [2, 3, 4, 5, 6]
+    assert [v["version"] for v in latest.versions()] == [3, 4]
+
+
+def test_a_tag_created_during_cleanup_keeps_its_version(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Another client tags version 1 after cleanup has listed the tags, before it removes version 1.
+    uri = _overwritten(tmp_path)
+    ds = lance_format.dataset(uri)
+    real_list_tags = tags_module.list_tags
+    tagged: list[str] = []
+
+    def list_tags_then_tag(store: Any) -> Any:
+        found = real_list_tags(store)
+        if not tagged:
+            lance_format.dataset(uri, session=lance_format.Session()).tags.create("keep", 1)
+            tagged.append("keep")
+        return found
+
+    monkeypatch.setattr(tags_module, "list_tags", list_tags_then_tag)
+    ds.cleanup_old_versions(older_than=timedelta(0), error_if_tagged_old_versions=False)
+    monkeypatch.undo()
+    assert tagged == ["keep"]
+    fresh = lance_format.dataset(uri, session=lance_format.Session())
+    assert fresh.tags.list()["keep"]["version"] == 1
+    assert lance_format.dataset(uri, "keep", session=fresh.session).to_table().column(
+        "a"
+    ).to_pylist() == list(range(100))
+
+
+def test_a_tag_is_withdrawn_when_cleanup_removed_its_version_meanwhile(tmp_path: Path) -> None:
+    # The creator's side of the same race: the version is gone once the tag is written.
+    uri = str(tmp_path / "t")
+    lance_format.write_dataset(pa.table({"a": [1]}), uri)
+    lance_format.write_dataset(pa.table({"a": [2]}), uri, mode="overwrite")
+    lance_format.dataset(uri).cleanup_old_versions(older_than=timedelta(0))
+    store = lance_format.dataset(uri).store
+    with pytest.raises(VersionNotFoundError):
+        tags_module.create_tag(store, "late", 1, 100)
+    assert tags_module.list_tags(store) == {}
+
+
+def test_a_restore_committing_during_cleanup_keeps_the_files_it_copies(tmp_path: Path) -> None:
+    # Another client's cleanup runs in full between the restore's read of version 1 and its
+    # manifest put: it removed version 1 and its files, and the restored version 3 was unreadable.
+    uri = _overwritten(tmp_path)
+    old = lance_format.dataset(uri, session=lance_format.Session()).checkout_version(1)
+    cleaner = lance_format.dataset(uri, session=lance_format.Session())
+    store = old.store
+    real_put = store.put_if_not_exists
+    cleaned: list[int] = []
+
+    def cleanup_then_put(key: str, data: bytes) -> bool:
+        if key.startswith("_versions/") and not cleaned:
+            cleaned.append(cleaner.cleanup_old_versions(older_than=timedelta(0)).old_versions)
+        return real_put(key, data)
+
+    store.put_if_not_exists = cleanup_then_put  # type: ignore[method-assign]
+    try:
+        old.restore()
+    finally:
+        del store.put_if_not_exists
+    assert len(cleaned) == 1
+    latest = lance_format.dataset(uri, session=lance_format.Session())
     assert latest.version == 3
     assert latest.to_table().column("a").to_pylist() == list(range(100))
