@@ -10,9 +10,13 @@ benchmark's ``lance-nocache`` arm). This process reads every endpoint through
 executors do. The figure is the child's CPU time (user + system, from ``/proc/PID/stat``) per row
 read: the server's decode, IPC encode and Flight send, without the client's work and without the
 wall clock another process on the machine stretches. ``par`` (server CPU / wall) tells how many
-cores the server kept busy; ``faults`` are the child's minor page faults per run.
+cores the server kept busy; ``faults`` are the child's minor page faults per run (each a page the
+kernel zeroed: fresh memory the allocators took); ``sys %`` the share of the CPU spent in the
+kernel; ``rss MiB`` the child's resident size after the run (a steady size with faults every run
+means memory handed back to the OS and taken again).
 
-Run: ``python -m loadtest scancpu [--rows 10000000] [--reps 5]`` (best and median of the reps).
+Run: ``python -m loadtest scancpu [--rows 10000000] [--reps 5] [--warmup 1]`` (best and median
+of the reps).
 """
 
 from __future__ import annotations
@@ -50,10 +54,18 @@ svc.shutdown()
 
 def server_cpu(pid: int) -> tuple[float, int]:
     """CPU seconds (user + system) and minor faults of process ``pid`` so far (``/proc/PID/stat``)."""
+    user, system, faults, _ = _proc_stat(pid)
+    return user + system, faults
+
+
+def _proc_stat(pid: int) -> tuple[float, float, int, int]:
+    """User and system CPU seconds, minor faults and resident bytes of process ``pid``."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    # After the command's closing parenthesis: fields[7] minflt, fields[11] utime, fields[12] stime.
+    # After the command's closing parenthesis: fields[7] minflt, fields[11] utime, fields[12]
+    # stime, fields[21] rss (pages).
     ticks = os.sysconf("SC_CLK_TCK")
-    return (int(fields[11]) + int(fields[12])) / ticks, int(fields[7])
+    rss = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
+    return int(fields[11]) / ticks, int(fields[12]) / ticks, int(fields[7]), rss
 
 
 def _scan(uri: str, parts: int, batch_rows: int) -> int:
@@ -85,7 +97,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--rows", type=int, default=10_000_000, help="table rows (default 10M, as Spark's)")
     ap.add_argument("--partitions", type=int, default=0, help="fragments and readers (default: cores)")
     ap.add_argument("--batch-rows", type=int, default=65536, help="rows per batch served (as Spark's)")
-    ap.add_argument("--reps", type=int, default=5, help="timed scans after one untimed warm-up")
+    ap.add_argument("--reps", type=int, default=5, help="timed scans after the untimed warm-up")
+    ap.add_argument(
+        "--warmup",
+        type=int,
+        default=1,
+        help="untimed scans first (the server's heap grows over the first ~6 of 10M rows; more"
+        " warm-up measures the steady state)",
+    )
     ap.add_argument("--root", help="reuse (or create) the dataset under this directory")
     args = ap.parse_args(argv)
     parts = args.partitions or os.cpu_count() or 1
@@ -119,16 +138,19 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise RuntimeError("the server child did not start (see its output above)")
             uri = f"grpc://127.0.0.1:{int(line)}"
             rows = _scan(uri, parts, args.batch_rows)  # warm-up: kernels, metadata, connections
-            figures: list[tuple[float, float, int]] = []
+            for _ in range(args.warmup - 1):
+                _scan(uri, parts, args.batch_rows)
+            figures: list[tuple[float, float, int, float, int]] = []
             for _ in range(args.reps):
-                c0, f0 = server_cpu(child.pid)
+                u0, s0, f0, _ = _proc_stat(child.pid)
                 t0 = time.perf_counter()
                 got = _scan(uri, parts, args.batch_rows)
                 wall = time.perf_counter() - t0
-                c1, f1 = server_cpu(child.pid)
+                u1, s1, f1, rss = _proc_stat(child.pid)
                 if got != rows:
                     raise RuntimeError(f"scan read {got} rows, the warm-up {rows}")
-                figures.append((c1 - c0, wall, f1 - f0))
+                cpu = (u1 - u0) + (s1 - s0)
+                figures.append((cpu, wall, f1 - f0, (s1 - s0) / cpu if cpu else 0.0, rss))
         finally:
             if child.stdin is not None:
                 child.stdin.close()
@@ -137,11 +159,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             except subprocess.TimeoutExpired:
                 child.kill()
                 child.wait()
-        ns = sorted(cpu / rows * 1e9 for cpu, _, _ in figures)
-        print(f"# {rows:,} rows, {parts} partitions, batch {args.batch_rows}, {args.reps} reps")
-        print(f"{'run':>4s} {'srv ns/row':>11s} {'par':>5s} {'faults':>8s}")
-        for k, (cpu, wall, faults) in enumerate(figures):
-            print(f"{k:4d} {cpu / rows * 1e9:11.1f} {cpu / wall:5.2f} {faults:8d}")
+        ns = sorted(cpu / rows * 1e9 for cpu, *_ in figures)
+        print(
+            f"# {rows:,} rows, {parts} partitions, batch {args.batch_rows}, {args.reps} reps"
+            f" after {max(1, args.warmup)} warm-up"
+        )
+        print(f"{'run':>4s} {'srv ns/row':>11s} {'par':>5s} {'faults':>8s} {'sys %':>6s} {'rss MiB':>8s}")
+        for k, (cpu, wall, faults, sys_share, rss) in enumerate(figures):
+            print(
+                f"{k:4d} {cpu / rows * 1e9:11.1f} {cpu / wall:5.2f} {faults:8d} "
+                f"{sys_share * 100:6.1f} {rss / 2**20:8.0f}"
+            )
         print(f"server CPU ns/row: best {ns[0]:.1f}, median {ns[len(ns) // 2]:.1f}")
         return 0
     finally:

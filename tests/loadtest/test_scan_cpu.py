@@ -21,8 +21,13 @@ def test_server_cpu_reads_this_process_cpu_and_faults() -> None:
 
 def test_scancpu_prints_server_ns_per_row(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     root = tmp_path / "root"
-    assert main(["--rows", "20000", "--partitions", "2", "--reps", "2", "--root", str(root)]) == 0
+    argv = ["--rows", "20000", "--partitions", "2", "--reps", "2", "--warmup", "2", "--root", str(root)]
+    assert main(argv) == 0
     out = capsys.readouterr().out
-    assert "# 20,000 rows, 2 partitions" in out
+    assert "# 20,000 rows, 2 partitions, batch 65536, 2 reps after 2 warm-up" in out
     assert re.search(r"server CPU ns/row: best \d+\.\d, median \d+\.\d", out)
+    # Each run also says how much of the CPU was the kernel's and how big the server's heap is.
+    runs = re.findall(r"^ +\d+ +\d+\.\d +\d+\.\d\d +\d+ +(\d+\.\d) +(\d+)$", out, re.MULTILINE)
+    assert len(runs) == 2
+    assert all(0.0 <= float(sys_share) <= 100.0 and int(rss) > 0 for sys_share, rss in runs)
     assert (root / "bench").is_dir()  # --root keeps the dataset for the next run
