@@ -22,6 +22,8 @@ of the reps).
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import os
 import shutil
 import subprocess
@@ -39,13 +41,14 @@ __all__ = ["main", "server_cpu"]
 REPO_ROOT = Path(__file__).resolve().parent.parent
 #: Seconds the child may take to import and listen before the benchmark gives up.
 START_TIMEOUT_S = 60.0
-#: The child's program: a server on the root in argv[1], batch cache off; prints its port, serves
-#: until its stdin closes.
+#: The child's program: a server on the root in argv[1], batch cache off, the settings of the JSON
+#: object in argv[2] (``--set``); prints its port, serves until its stdin closes.
 _CHILD = """
-import sys
+import json, sys
 from flight_server.service import LanceFlightService
 from flight_server.settings import ServerSettings
-svc = LanceFlightService(ServerSettings(root=sys.argv[1], batch_cache_bytes=0), location="grpc://127.0.0.1:0")
+settings = ServerSettings(root=sys.argv[1], batch_cache_bytes=0, **json.loads(sys.argv[2]))
+svc = LanceFlightService(settings, location="grpc://127.0.0.1:0")
 print(svc.port, flush=True)
 sys.stdin.read()
 svc.shutdown()
@@ -66,6 +69,28 @@ def _proc_stat(pid: int) -> tuple[float, float, int, int]:
     ticks = os.sysconf("SC_CLK_TCK")
     rss = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
     return int(fields[11]) / ticks, int(fields[12]) / ticks, int(fields[7]), rss
+
+
+def _overrides(pairs: Sequence[str]) -> dict[str, object]:
+    """``NAME=VALUE`` pairs as :class:`~flight_server.settings.ServerSettings` fields (numbers as
+    numbers), so a run can try a tunable (``--set bulk_nice=0``); an unknown name is refused."""
+    from flight_server.settings import ServerSettings
+
+    fields = {f.name for f in dataclasses.fields(ServerSettings)}
+    out: dict[str, object] = {}
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        if not sep or name not in fields:
+            raise SystemExit(f"--set {pair!r}: expected NAME=VALUE with NAME a ServerSettings field")
+        value: object = text
+        for kind in (int, float):
+            try:
+                value = kind(text)
+                break
+            except ValueError:
+                continue
+        out[name] = value
+    return out
 
 
 def _scan(uri: str, parts: int, batch_rows: int) -> int:
@@ -106,7 +131,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         " warm-up measures the steady state)",
     )
     ap.add_argument("--root", help="reuse (or create) the dataset under this directory")
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a ServerSettings field of the server (repeatable), e.g. bulk_nice=0",
+    )
     args = ap.parse_args(argv)
+    overrides = _overrides(args.set)
     parts = args.partitions or os.cpu_count() or 1
     from lance_format.dataset import write_dataset
     from loadtest.bench_spark import build_table
@@ -124,7 +157,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 build_table(args.rows), str(root / "bench"), max_rows_per_file=-(-args.rows // parts)
             )
         child = subprocess.Popen(
-            [sys.executable, "-c", _CHILD, str(root)],
+            [sys.executable, "-c", _CHILD, str(root), json.dumps(overrides)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=env,
@@ -162,7 +195,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ns = sorted(cpu / rows * 1e9 for cpu, *_ in figures)
         print(
             f"# {rows:,} rows, {parts} partitions, batch {args.batch_rows}, {args.reps} reps"
-            f" after {max(1, args.warmup)} warm-up"
+            f" after {max(1, args.warmup)} warm-up" + "".join(f", {p}" for p in args.set)
         )
         print(f"{'run':>4s} {'srv ns/row':>11s} {'par':>5s} {'faults':>8s} {'sys %':>6s} {'rss MiB':>8s}")
         for k, (cpu, wall, faults, sys_share, rss) in enumerate(figures):

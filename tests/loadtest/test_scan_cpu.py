@@ -31,3 +31,14 @@ def test_scancpu_prints_server_ns_per_row(tmp_path: Path, capsys: pytest.Capture
     assert len(runs) == 2
     assert all(0.0 <= float(sys_share) <= 100.0 and int(rss) > 0 for sys_share, rss in runs)
     assert (root / "bench").is_dir()  # --root keeps the dataset for the next run
+
+
+def test_scancpu_serves_with_the_settings_it_is_given(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = str(tmp_path / "root")
+    argv = ["--rows", "5000", "--partitions", "1", "--reps", "1", "--root", root, "--set", "bulk_nice=0"]
+    assert main(argv) == 0
+    assert "1 warm-up, bulk_nice=0" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="ServerSettings field"):
+        main(["--rows", "5000", "--root", root, "--set", "no_such_setting=1"])
