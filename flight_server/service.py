@@ -303,16 +303,14 @@ class LanceFlightService(flight.FlightServerBase):  # type: ignore[misc]
         try:
             if self.metrics is not None:
                 self.metrics.stream_started()
-            for batch in governed(lease, fair):
-                if batch.nbytes > limit and batch.num_rows > 1:
-                    step = max(1, batch.num_rows * limit // max(1, batch.nbytes))
-                    parts = [batch.slice(i, step) for i in range(0, batch.num_rows, step)]
+            for batch, size in governed(lease, fair):
+                rows += batch.num_rows
+                nbytes += size
+                if size > limit and batch.num_rows > 1:
+                    step = max(1, batch.num_rows * limit // max(1, size))
+                    yield from (batch.slice(i, step) for i in range(0, batch.num_rows, step))
                 else:
-                    parts = [batch]
-                for part in parts:
-                    rows += part.num_rows
-                    nbytes += part.nbytes
-                    yield part
+                    yield batch
         except BaseException as exc:
             if isinstance(exc, GeneratorExit):
                 raise

@@ -310,3 +310,29 @@ def test_an_exchange_batch_larger_than_a_call_may_hold_is_refused(tmp_path: Path
         assert "limits.callMemoryBytes" in str(info.value)
     finally:
         stop(s)
+
+
+def test_a_scan_measures_each_batch_it_sends_once(
+    tmp_path: Path, recorder: Recorder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # RecordBatch.nbytes walks every column (~1 ns a row of the Spark benchmark's table); the
+    # stream used to ask for it three times a batch (the lease, the message limit, the counters).
+    import flight_server.streams as streams_module
+
+    measured: list[int] = []
+
+    def counting(batch: pa.RecordBatch) -> int:
+        measured.append(batch.num_rows)
+        return int(batch.nbytes)
+
+    monkeypatch.setattr(streams_module, "batch_bytes", counting)
+    s = start(tmp_path / "r", recorder, batch_cache_bytes=0)
+    try:
+        _big(s)
+        reader = s.raw.do_get(flight.Ticket(encode_ticket(ScanRequest("big", batch_size=100_000))))
+        sent = [chunk.data.num_rows for chunk in reader]
+        assert sum(sent) == BIG_ROWS
+        assert measured == sent  # one measurement per batch sent, none more
+        assert recorder.served[-1][1:] == (BIG_ROWS, 16 * BIG_ROWS)  # rows and bytes still counted
+    finally:
+        stop(s)
