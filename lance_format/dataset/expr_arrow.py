@@ -417,9 +417,17 @@ def _exact_or_int(t: pa.DataType) -> bool:
 
 #: Decimal text as DataFusion reads it: digits with an optional sign and point, no exponent.
 _DECIMAL_TEXT = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)$"
-#: What decimal text is read into before it is rounded to the target: 38 digits either side of the
-#: point (longer fractions do not convert).
-_TEXT_DECIMAL = pa.decimal256(76, 38)
+#: Digits of the decimal that text is read into before it is rounded to the target's scale.
+_TEXT_DECIMAL_DIGITS = 76
+
+
+def _text_decimal(to: pa.DataType) -> tuple[pa.DataType, str]:
+    """The decimal type text is read into for a cast to decimal ``to``, and the regex that cuts the
+    text's fraction to fit it: one digit past ``to``'s scale, the one DataFusion rounds on (half
+    away from zero), so any number of fraction digits converts (``'0.' + 40 * '5'`` to
+    ``DECIMAL(38, 38)`` is ``0.55..56``)."""
+    keep = max(to.scale + 1, 1)
+    return pa.decimal256(_TEXT_DECIMAL_DIGITS, keep), rf"(\.[0-9]{{{keep}}})[0-9]+$"
 
 
 def _wide_decimal(digits: int, scale: int) -> pa.DataType:
@@ -759,16 +767,20 @@ class ToArrow(Visitor[pc.Expression]):
             text = pc.utf8_trim_whitespace(value)
             bad = pc.scalar(pa.scalar("not a number" if node.safe else None, source))
             text = pc.if_else(pc.match_substring_regex(text, _DECIMAL_TEXT), text, bad)
-            if node.safe:
-                value = text.cast(_TEXT_DECIMAL)
-            else:
-                value = udfs.call(udfs.cast(source, _TEXT_DECIMAL, True), [text])
-            source = _TEXT_DECIMAL
+            wide, cut = _text_decimal(node.to)
+            text = pc.replace_substring_regex(text, pattern=cut, replacement=r"\1")
+            value = text.cast(wide) if node.safe else udfs.call(udfs.cast(source, wide, True), [text])
+            source = wide
         if pa.types.is_decimal(source) and pa.types.is_decimal(node.to) and node.to.scale < source.scale:
             # SQL rounds a decimal to fewer digits (half away from zero); pyarrow refuses the loss.
             value = pc.round(value, ndigits=node.to.scale, round_mode="half_towards_infinity")
+        if pa.types.is_floating(source) and pa.types.is_decimal128(node.to):
+            return udfs.call(udfs.float_decimal(source, node.to, not node.safe), [value])
         if pa.types.is_integer(source) and pa.types.is_floating(node.to):
             return value.cast(node.to, safe=False)  # rounds above 2**53, as DataFusion's cast does
+        if pa.types.is_integer(source) and (pa.types.is_binary(node.to) or pa.types.is_large_binary(node.to)):
+            # DataFusion writes an integer's little-endian bytes (pyarrow has no such cast).
+            return udfs.call(udfs.int_bytes(source), [value]).cast(node.to)
         to_text = pa.types.is_string(node.to) or pa.types.is_large_string(node.to)
         if to_text and pa.types.is_floating(source) and source.bit_width in (32, 64):
             # Rust's text of floats (1.0, 1e20, NaN), not pyarrow's (1, 1e+20, nan).

@@ -28,6 +28,7 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import SqlglotError
 
 from lance_format.core.errors import InvalidInputError, NotSupportedError
+from lance_format.dataset import udfs
 from lance_format.dataset.expr import (
     And,
     Arith,
@@ -352,6 +353,11 @@ class _Binder:
         """A cast of a literal, computed now (``DATE '..'`` is a date literal, not a cast)."""
         if not isinstance(node.arg, Literal):
             return node
+        if pa.types.is_integer(node.arg.type) and (
+            pa.types.is_binary(node.to) or pa.types.is_large_binary(node.to)
+        ):
+            value = udfs.int_bytes_of(pa.array([node.arg.value], node.arg.type))[0]
+            return Literal(value.cast(node.to))
         exact = _integer_decimal_cast(node.arg.value, node.to)
         if exact is not None:
             if exact.is_valid or not node.safe:

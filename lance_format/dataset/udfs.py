@@ -9,6 +9,7 @@ under a name that includes the types, and works on whole arrays with numpy (no p
 from __future__ import annotations
 
 import contextlib
+import decimal
 import functools
 import re
 import threading
@@ -28,7 +29,9 @@ __all__ = [
     "call",
     "case_map",
     "cast",
+    "float_decimal",
     "float_text",
+    "int_bytes",
     "list_equal",
     "list_get",
     "signature_count",
@@ -311,3 +314,73 @@ def float_text(float_type: pa.DataType) -> str:
         return rust_float_text(_as_array(values, n))
 
     return _register(f"lance_float_text<{float_type}>", run, {"value": float_type}, pa.string())
+
+
+def int_bytes_of(values: pa.Array) -> pa.Array:
+    """Each integer as its little-endian bytes, as many as its type's width (``CAST(i AS BINARY)``
+    of an int32 1 is ``X'01000000'``, as DataFusion's cast writes it); NULL where ``values`` is."""
+    width = values.type.bit_width // 8
+    raw = values.fill_null(0).to_numpy(zero_copy_only=False)
+    data = pa.py_buffer(raw.astype(raw.dtype.newbyteorder("<")).tobytes())
+    offsets = pa.py_buffer(np.arange(len(values) + 1, dtype=np.int32) * np.int32(width))
+    validity = None
+    if values.null_count:
+        validity = pa.py_buffer(
+            np.packbits(values.is_valid().to_numpy(zero_copy_only=False), bitorder="little")
+        )
+    return pa.Array.from_buffers(pa.binary(), len(values), [validity, offsets, data], values.null_count)
+
+
+def int_bytes(int_type: pa.DataType) -> str:
+    """Name of ``CAST(i AS BINARY)`` of integers of ``int_type`` (see :func:`int_bytes_of`)."""
+
+    def run(ctx: Any, values: Any) -> pa.Array:
+        n = len(values) if not isinstance(values, pa.Scalar) else 1
+        return int_bytes_of(_as_array(values, n))
+
+    return _register(f"lance_int_bytes<{int_type}>", run, {"value": int_type}, pa.binary())
+
+
+#: Decimal digits of the widest decimal128 (larger rounded floats are out of every precision).
+_DECIMAL128_DIGITS = 38
+
+
+def _float_to_decimal(values: pa.Array, to: pa.DataType, null_on_error: bool) -> pa.Array:
+    """Floats cast to decimal128 ``to`` as DataFusion (arrow-rs) casts them: ``round(x * 10^scale)``
+    in float64 (half away from zero, so 0.125 is 0.13 and 1.005, a little below, is 1.00), that
+    integer as the unscaled value. NaN, infinities and values past the precision are an error, or
+    NULL with ``null_on_error``."""
+    raw = values.cast(pa.float64()).fill_null(0.0).to_numpy(zero_copy_only=False)
+    valid = values.is_valid().to_numpy(zero_copy_only=False)
+    with np.errstate(invalid="ignore", over="ignore"):
+        x = raw * 10.0**to.scale
+        whole = np.trunc(x)
+        # half away from zero (Rust's f64::round; numpy's rounds half to even); x - whole is exact
+        unscaled = whole + np.where(np.abs(x - whole) >= 0.5, np.sign(x), 0.0)
+        # 1e38 itself (below 10**38 as a float) is let through to the exact check below.
+        finite = np.isfinite(unscaled) & (np.abs(unscaled) <= 1e38)
+    digits = pa.array(np.where(finite, unscaled, 0.0)).cast(pa.decimal256(_DECIMAL128_DIGITS + 1, 0))
+    bound = pa.scalar(decimal.Decimal(10**to.precision - 1), pa.decimal256(_DECIMAL128_DIGITS + 1, 0))
+    fits = finite & pc.less_equal(pc.abs(digits), bound).to_numpy(zero_copy_only=False)
+    bad = valid & ~fits
+    if bad.any() and not null_on_error:
+        raise pa.ArrowInvalid(f"Can't cast value {raw[np.flatnonzero(bad)[0]]} to {to}: it does not fit")
+    keep = valid & fits
+    narrow = pc.if_else(pa.array(fits), digits, pa.scalar(0, digits.type)).cast(
+        pa.decimal128(_DECIMAL128_DIGITS, 0)
+    )
+    # The unscaled integers, read as decimals of the target's scale (the same 16-byte values).
+    out = pa.Array.from_buffers(to, len(narrow), [None, narrow.buffers()[1]], 0, narrow.offset)
+    return pc.if_else(pa.array(keep), out, pa.scalar(None, to))
+
+
+def float_decimal(float_type: pa.DataType, to: pa.DataType, null_on_error: bool) -> str:
+    """Name of ``CAST(f AS DECIMAL(p, s))`` (``TRY_CAST`` with ``null_on_error``), see
+    :func:`_float_to_decimal`."""
+
+    def run(ctx: Any, values: Any) -> pa.Array:
+        n = len(values) if not isinstance(values, pa.Scalar) else 1
+        return _float_to_decimal(_as_array(values, n), to, null_on_error)
+
+    kind = "try_cast" if null_on_error else "cast"
+    return _register(f"lance_{kind}_decimal<{float_type},{to}>", run, {"value": float_type}, to)

@@ -1,0 +1,138 @@
+"""Casts and string functions answer as pylance's (DataFusion's), value by value.
+
+Each expression is computed as a column (``to_table(columns={"v": ...})``) by our engine and by
+pylance 14 on the same dataset, and the key cases are also checked against fixed values, so a test
+fails on the old behaviour even where pylance is not installed to compare with.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+import lance_format
+from lance_format.core.errors import InvalidInputError, NotSupportedError
+from tests.dataset.test_filter_interop import cells
+
+lance = pytest.importorskip("lance", reason="pylance (the test oracle) is not installed")
+
+pytestmark = pytest.mark.interop
+
+LONG_FRACTION = "-0." + "5" * 40
+TABLE = pa.table(
+    {
+        "i8": pa.array([1, -1, None, 127, 0, -128], pa.int8()),
+        "i16": pa.array([1, -1, None, 300, 0, -32768], pa.int16()),
+        "i32": pa.array([1, -1, None, 70000, 0, 2**31 - 1], pa.int32()),
+        "u8": pa.array([1, 255, None, 3, 0, 128], pa.uint8()),
+        "u64": pa.array([1, 2**64 - 1, None, 3, 0, 2**63], pa.uint64()),
+        "i64": pa.array([1, -1, None, 2**40, 0, -(2**63)], pa.int64()),
+        "f": pa.array([1.005, 0.125, None, float("nan"), 99.995, -2.5]),
+        "f32": pa.array([1.005, 0.125, None, 2.5, 99.995, -2.5], pa.float32()),
+        "txt": pa.array(["1." + "1" * 39, "0." + "9" * 39, None, LONG_FRACTION, "." + "0" * 50 + "1", "1e2"]),
+        "s": pa.array(["abcabc", "", None, "ünïcödé", "Straße", "xyz"]),
+        "t": pa.array(["b", "", "a", "ï", "ß", None]),
+        "n": pa.array([2, 0, 1, None, -3, 5], pa.int64()),
+        "b": pa.array([True, False, None, True, False, True]),
+        "d": pa.array([dt.date(2020, 1, 2), None, dt.date(1970, 1, 1), None, None, dt.date(1999, 12, 31)]),
+        "bin": pa.array([b"x", b"", None, b"\xff", b"ab", b"\x00"]),
+        "dec": pa.array(
+            [Decimal("1.50"), None, Decimal("-2.25"), None, None, Decimal("0.00")], pa.decimal128(5, 2)
+        ),
+        "ts": pa.array([dt.datetime(2020, 1, 1, 1, 2, 3), None, None, None, None, None], pa.timestamp("us")),
+    }
+)
+
+
+@pytest.fixture(scope="module")
+def uri(tmp_path_factory: pytest.TempPathFactory) -> str:
+    path = str(tmp_path_factory.mktemp("parity") / "d")
+    lance.write_dataset(TABLE, path)
+    return path
+
+
+def _ours(uri: str, expr: str) -> list[Any]:
+    return cells(lance_format.dataset(uri).to_table(columns={"v": expr, "key": "i8"}))
+
+
+def _same(uri: str, expr: str) -> list[Any]:
+    got = _ours(uri, expr)
+    want = cells(lance.dataset(uri).to_table(columns={"v": expr, "key": "i8"}))
+    assert got == want, expr
+    return [r["v"] for r in got]
+
+
+def _fails_alike(uri: str, expr: str) -> None:
+    with pytest.raises((ValueError, OSError)):
+        lance.dataset(uri).to_table(columns={"v": expr, "key": "i8"})
+    with pytest.raises((InvalidInputError, NotSupportedError)):
+        lance_format.dataset(uri).to_table(columns={"v": expr, "key": "i8"})
+
+
+# -- CAST(integer AS BINARY) -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("column", ["i8", "i16", "i32", "i64", "u8", "u64"])
+def test_integer_cast_to_binary_is_its_little_endian_bytes(uri: str, column: str) -> None:
+    """Defect: pyarrow has no integer-to-binary cast, so this was refused; DataFusion writes the
+    value's little-endian bytes, as many as the type's width."""
+    got = _same(uri, f"CAST({column} AS BINARY)")
+    t = TABLE.schema.field(column).type
+    width = t.bit_width // 8
+    signed = pa.types.is_signed_integer(t)
+    want = [
+        None if v is None else v.to_bytes(width, "little", signed=signed) for v in TABLE[column].to_pylist()
+    ]
+    assert got == want
+
+
+def test_integer_binary_cast_in_filters_and_literals(uri: str) -> None:
+    """Defect: refused as above; a literal's bytes are an int64's (8 of them)."""
+    flt = "CAST(i32 AS BINARY) = X'01000000'"
+    assert lance_format.dataset(uri).count_rows(filter=flt) == lance.dataset(uri).count_rows(filter=flt) == 1
+    assert _same(uri, "CAST(i32 AS BINARY) = CAST(1 AS BINARY)") == [False, False, None, False, False, False]
+
+
+@pytest.mark.parametrize("column", ["f", "b", "d", "dec"])
+def test_other_casts_to_binary_are_refused_like_pylance(uri: str, column: str) -> None:
+    _fails_alike(uri, f"CAST({column} AS BINARY)")
+
+
+# -- casts to decimals -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("to", ["DECIMAL(38,38)", "DECIMAL(10,2)", "DECIMAL(38,0)", "DECIMAL(5,0)"])
+def test_text_with_long_fractions_casts_to_decimal(uri: str, to: str) -> None:
+    """Defect: text with more than 38 fraction digits gave NULL; DataFusion reads any number of
+    them and rounds on the first one past the scale."""
+    _same(uri, f"TRY_CAST(txt AS {to})")
+
+
+def test_text_with_long_fraction_rounds_half_away_from_zero(uri: str) -> None:
+    got = _same(uri, "TRY_CAST(txt AS DECIMAL(38,38))")
+    assert got[3] == Decimal("-0." + "5" * 37 + "6")
+    assert got[4] == Decimal(0)
+
+
+@pytest.mark.parametrize("to", ["DECIMAL(10,2)", "DECIMAL(38,0)", "DECIMAL(3,2)", "DECIMAL(38,10)"])
+@pytest.mark.parametrize("column", ["f", "f32"])
+def test_float_try_cast_to_decimal_rounds_like_pylance(uri: str, column: str, to: str) -> None:
+    """Defect: pyarrow's float-to-decimal cast rounds half to even (0.125 -> 0.12, 2.5 -> 2);
+    DataFusion rounds ``x * 10^scale`` half away from zero in float64 (0.13, 3)."""
+    _same(uri, f"TRY_CAST({column} AS {to})")
+
+
+def test_float_cast_to_decimal_fixed_values(uri: str) -> None:
+    got = _same(uri, "TRY_CAST(f AS DECIMAL(10,2))")
+    assert got == [Decimal("1.00"), Decimal("0.13"), None, None, Decimal("100.00"), Decimal("-2.50")]
+    assert _same(uri, "TRY_CAST(f AS DECIMAL(3,2))")[4] is None  # 100.00 is past 3 digits
+
+
+@pytest.mark.parametrize("expr", ["CAST(f AS DECIMAL(10,2))", "CAST(f32 AS DECIMAL(3,2))"])
+def test_float_cast_to_decimal_fails_like_pylance(uri: str, expr: str) -> None:
+    """NaN, or a value past the precision, fails a CAST (TRY_CAST gives NULL)."""
+    _fails_alike(uri, expr)
