@@ -163,6 +163,8 @@ def _array_has(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
     if not (pa.types.is_list(lt) or pa.types.is_large_list(lt) or pa.types.is_fixed_size_list(lt)):
         raise InvalidInputError(f"array_has needs a list, got {lt}")
     v = b.visit(value)
+    if not isinstance(value, Literal) and b.type_of(value) != lt.value_type:
+        v = v.cast(lt.value_type)  # DataFusion compares in the list's item type (int32 n in int64s)
     if isinstance(value, Literal) and value.type != lt.value_type:
         v = (
             pc.scalar(value.value.cast(lt.value_type))
@@ -206,14 +208,58 @@ def _string_parts(b: ToArrow, args: tuple[Node, ...]) -> tuple[list[pc.Expressio
     return parts, pc.scalar("")
 
 
+def _is_text(t: pa.DataType) -> bool:
+    return bool(pa.types.is_string(t) or pa.types.is_large_string(t))
+
+
+def _is_bytes(t: pa.DataType) -> bool:
+    return bool(pa.types.is_binary(t) or pa.types.is_large_binary(t))
+
+
+def _null_literal(node: Node) -> bool:
+    return isinstance(node, Literal) and not node.value.is_valid
+
+
+def _as_text(b: ToArrow, node: Node) -> Node:
+    """``node`` as text the way DataFusion's string functions coerce their arguments: strings as
+    they are, anything else as ``CAST(node AS STRING)`` (Rust's text: ``1.0``, ``true``)."""
+    t = b.type_of(node)
+    if _is_text(t):
+        return node
+    if pa.types.is_nested(t):
+        raise NotSupportedError(f"{t} values as text (their text differs from DataFusion's)")
+    return Cast(node, pa.string())
+
+
 def _concat(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
-    # concat() skips NULL arguments (DataFusion); `||` (op "concat_op") propagates them.
-    parts, empty = _string_parts(b, args)
+    # concat() skips NULL arguments (DataFusion); `||` (op "concat_op") propagates them. Other
+    # types are written as text first (concat(s, 1.5) is 's1.5').
+    kept = tuple(_as_text(b, a) for a in args if not _null_literal(a))
+    if not kept:
+        return pc.scalar("")
+    parts, empty = _string_parts(b, kept)
     return pc.binary_join_element_wise(*(pc.coalesce(p, empty) for p in parts), empty)
 
 
 def _concat_op(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
-    parts, empty = _string_parts(b, args)
+    """``a || b`` typed as DataFusion types it: two byte strings join as bytes; with a string on
+    one side the other is written as text (``s || i``), a byte string there is refused; a NULL
+    makes the result NULL."""
+    left, right = args
+    ta, tb = b.type_of(left), b.type_of(right)
+    if _null_literal(left) or _null_literal(right):
+        other = tb if _null_literal(left) else ta
+        if not (_is_text(other) or _is_bytes(other)):
+            raise InvalidInputError(f"cannot infer a common string type for {ta} || {tb}")
+        return pc.scalar(pa.scalar(None, other))
+    if _is_bytes(ta) and _is_bytes(tb):
+        large = pa.types.is_large_binary(ta) or pa.types.is_large_binary(tb)
+        t = pa.large_binary() if large else pa.binary()
+        empty = pc.scalar(pa.scalar(b"", t))
+        return pc.binary_join_element_wise(b.visit(left).cast(t), b.visit(right).cast(t), empty)
+    if not (_is_text(ta) or _is_text(tb)) or _is_bytes(ta) or _is_bytes(tb):
+        raise InvalidInputError(f"cannot infer a common string type for {ta} || {tb}")
+    parts, empty = _string_parts(b, (_as_text(b, left), _as_text(b, right)))
     return pc.binary_join_element_wise(*parts, empty)
 
 
@@ -233,6 +279,12 @@ def _coalesce(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
     types = [b.type_of(a) for a in args]
     target = next((t for a, t in zip(args, types, strict=True) if not isinstance(a, Literal)), None)
     parts = [b.visit(a) for a in args]
+    typed = target or next((t for t in types if not pa.types.is_null(t)), None)
+    if typed is None:
+        return pc.scalar(pa.scalar(None, pa.null()))
+    for i, a in enumerate(args):
+        if _null_literal(a) and pa.types.is_null(types[i]):  # an untyped NULL: the others' type
+            parts[i] = pc.scalar(pa.scalar(None, typed))
     if target is not None and pa.types.is_integer(target):
         for i, a in enumerate(args):
             if isinstance(a, Literal) and pa.types.is_integer(a.type):

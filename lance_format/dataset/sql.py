@@ -499,6 +499,8 @@ class _Binder:
             return Call("coalesce", tuple(self.convert(e) for e in [node.this, *node.expressions]))
         if isinstance(node, exp.ArrayContainsAll):
             return self.array_has_set("array_has_all", [node.this, node.expression])
+        if isinstance(node, exp.DPipe):
+            return self.concat_op(node)
         spec = _FUNCTION_NODES.get(type(node))
         if spec is not None:
             name, arg_names = spec
@@ -616,6 +618,20 @@ class _Binder:
         like = Like(target, str(pattern.value.as_py()), isinstance(node, exp.ILike))
         # sqlglot parses ``s NOT LIKE p`` as one node with ``negate`` set, not as NOT(LIKE).
         return Not(like) if node.args.get("negate") else like
+
+    def concat_op(self, node: exp.DPipe) -> Node:
+        """``a || b``; a literal next to a column must convert to the column's type, as pylance's
+        planner checks it (``s || 1`` and ``i || 'x'`` are refused, ``upper(s) || 1`` is not)."""
+        left, right = self.convert(node.this), self.convert(node.expression)
+        for col, lit in ((left, right), (right, left)):
+            if isinstance(col, Column) and isinstance(lit, Literal) and lit.value.is_valid:
+                t = col.type.value_type if pa.types.is_dictionary(col.type) else col.type
+                text = pa.types.is_string(t) or pa.types.is_large_string(t)
+                if not (pa.types.is_string(lit.type) if text else literal_converts(lit.value, t)):
+                    raise self.fail(
+                        f"the literal {lit.value} ({lit.type}) does not convert to {col}'s type {t}"
+                    )
+        return Call("concat_op", (left, right))
 
     def trim(self, node: exp.Trim) -> Node:
         position = node.args.get("position")
@@ -766,6 +782,20 @@ def _refuse_type_spellings(text: str) -> None:
             raise NotSupportedError(f"filter {text!r}: CAST to {spelled} is not supported")
 
 
+def _refuse_binary_casts_in_functions(tree: exp.Expression) -> None:
+    """Refuse ``CAST(x AS BINARY)`` as a function's argument (``concat(CAST(s AS BINARY))``), as
+    pylance's planner refuses it ("Unsupported SQL type BINARY" while parsing the function); at
+    the top of an expression, in a comparison or under ``||`` it is taken."""
+    for cast in tree.find_all(exp.Cast):  # TryCast is a Cast
+        if cast.to.this != exp.DataType.Type.BINARY:
+            continue
+        parent = cast.parent
+        while parent is not None:
+            if isinstance(parent, exp.Func) and not isinstance(parent, exp.Cast | exp.Array):
+                raise NotSupportedError(f"CAST to BINARY as an argument of {parent.sql(dialect=LanceSQL)!r}")
+            parent = parent.parent
+
+
 def as_condition(node: Node) -> Node:
     """``node`` where a filter wants a boolean: ``regexp_match(...)`` (a list of captures, NULL when
     nothing matches) counts as matched, ``regexp_match(...) IS NOT NULL``, as pylance coerces it."""
@@ -803,6 +833,7 @@ def parse_sql(text: str, schema: pa.Schema, *, predicate: bool = False) -> Node:
         raise InvalidInputError(f"invalid filter {text!r}")
     _refuse_is_unknown(text)
     _refuse_type_spellings(text)
+    _refuse_binary_casts_in_functions(tree)  # type: ignore[arg-type]
     try:
         binder = _Binder(schema, text)
         node = binder.convert(tree)  # type: ignore[arg-type]

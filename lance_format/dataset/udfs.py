@@ -105,8 +105,13 @@ def _starts(lists: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     return starts, lengths
 
 
+def _rows(*args: Any) -> int:
+    """Rows of a UDF call: the length of its array arguments (1 when all are scalars)."""
+    return next((len(a) for a in args if not isinstance(a, pa.Scalar)), 1)
+
+
 def _array_has(ctx: Any, lists: Any, value: Any) -> pa.Array:
-    n = len(lists) if not isinstance(lists, pa.Scalar) else 1
+    n = _rows(lists, value)  # a list literal with a column of values: the column's rows
     lists = _as_array(lists, n)
     flat = pc.list_flatten(lists)
     _, lengths = _starts(lists)
