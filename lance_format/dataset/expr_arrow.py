@@ -103,8 +103,31 @@ def _literal_int(node: Node, what: str) -> int:
     return int(node.value.as_py())
 
 
+def _string_literal(node: Node) -> bool:
+    return isinstance(node, Literal) and pa.types.is_string(node.type) and node.value.is_valid
+
+
+def _per_row(b: ToArrow, name: str, args: tuple[Node, ...]) -> pc.Expression | None:
+    """``name(args)`` when an argument past the first is not a string literal: NULL when one is a
+    NULL literal (as in DataFusion), else computed row by row (:func:`.udfs.text_function`).
+    ``None``: every such argument is a string literal (pyarrow's kernels take it)."""
+    if all(_string_literal(a) for a in args[1:]):
+        return None
+    types = [b.type_of(a) for a in args]
+    out = udfs.TEXT_FUNCTIONS[name]
+    if any(isinstance(a, Literal) and not a.value.is_valid for a in args[1:]):
+        return pc.scalar(pa.scalar(None, out or types[0]))
+    for a, t in zip(args, types, strict=True):
+        if not (pa.types.is_string(t) or pa.types.is_large_string(t)):
+            raise InvalidInputError(f"{name}() takes strings, got {t} for {a}")
+    return udfs.call(udfs.text_function(name, types), [b.visit(a) for a in args])
+
+
 def _strpos(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
     """1-based character position of a substring, 0 when absent (empty substring: 1)."""
+    per_row = _per_row(b, "strpos", args)
+    if per_row is not None:
+        return per_row
     s, sub = b.visit(args[0]), _literal_str(args[1], "strpos")
     if not sub:
         return pc.if_else(s.is_valid(), pc.scalar(1), pc.scalar(pa.scalar(None, pa.int64())))
@@ -130,6 +153,9 @@ def _trim(kind: str) -> Callable[[ToArrow, tuple[Node, ...]], pc.Expression]:
     fn = {"both": pc.utf8_trim, "left": pc.utf8_ltrim, "right": pc.utf8_rtrim}[kind]
 
     def build(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
+        per_row = _per_row(b, {"both": "trim", "left": "ltrim", "right": "rtrim"}[kind], args)
+        if per_row is not None and len(args) > 1:
+            return per_row
         chars = _literal_str(args[1], "trim") if len(args) > 1 else " "
         return fn(b.visit(args[0]), characters=chars)
 
@@ -186,8 +212,16 @@ def _unary(fn: Callable[[Any], pc.Expression]) -> Callable[[ToArrow, tuple[Node,
     return lambda b, args: fn(b.visit(args[0]))
 
 
-def _pattern(fn: Callable[..., pc.Expression]) -> Callable[[ToArrow, tuple[Node, ...]], pc.Expression]:
-    return lambda b, args: fn(b.visit(args[0]), pattern=_literal_str(args[1], fn.__name__))
+def _pattern(
+    name: str, fn: Callable[..., pc.Expression]
+) -> Callable[[ToArrow, tuple[Node, ...]], pc.Expression]:
+    def build(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
+        per_row = _per_row(b, name, args)
+        if per_row is not None:
+            return per_row
+        return fn(b.visit(args[0]), pattern=_literal_str(args[1], name))
+
+    return build
 
 
 #: The NaN x86's square root (and so DataFusion's) gives for a negative number: the sign bit set, so
@@ -311,6 +345,9 @@ def _replace(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
         text = text.cast(values)
     if any(isinstance(a, Literal) and not a.value.is_valid for a in args[1:]):
         return pc.if_else(pc.scalar(False), text, pc.scalar(pa.scalar(None, values)))
+    per_row = _per_row(b, "replace", (Cast(args[0], values) if values != t else args[0], *args[1:]))
+    if per_row is not None:
+        return per_row
     pattern, replacement = _literal_str(args[1], "replace"), _literal_str(args[2], "replace")
     if not pattern:
         # RE2 reads backslashes in the replacement as group references: escape them.
@@ -405,9 +442,9 @@ FUNCTIONS: dict[str, tuple[tuple[int, int], Callable[[ToArrow, tuple[Node, ...]]
     "round": ((1, 2), _round),
     "trunc": ((1, 1), _trunc),
     "sqrt": ((1, 1), _unary(_sqrt)),
-    "starts_with": ((2, 2), _pattern(pc.starts_with)),
-    "ends_with": ((2, 2), _pattern(pc.ends_with)),
-    "contains": ((2, 2), _pattern(pc.match_substring)),
+    "starts_with": ((2, 2), _pattern("starts_with", pc.starts_with)),
+    "ends_with": ((2, 2), _pattern("ends_with", pc.ends_with)),
+    "contains": ((2, 2), _pattern("contains", pc.match_substring)),
     "strpos": ((2, 2), _strpos),
     "replace": ((3, 3), _replace),
     "substr": ((2, 3), _substr),

@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_format.core import text_kernels
 from lance_format.core.errors import InvalidInputError
 from lance_format.core.float_text import rust_float_text
 
@@ -35,6 +36,7 @@ __all__ = [
     "list_equal",
     "list_get",
     "signature_count",
+    "text_function",
 ]
 
 #: Distinct signatures registered per process at most. pyarrow's function registry is global and
@@ -389,3 +391,47 @@ def float_decimal(float_type: pa.DataType, to: pa.DataType, null_on_error: bool)
 
     kind = "try_cast" if null_on_error else "cast"
     return _register(f"lance_{kind}_decimal<{float_type},{to}>", run, {"value": float_type}, to)
+
+
+def _text_result(name: str, views: list[text_kernels.View]) -> pa.Array:
+    if name == "contains":
+        return text_kernels.contains(views[0], views[1])
+    if name == "strpos":
+        return text_kernels.strpos(views[0], views[1])
+    if name == "starts_with":
+        return text_kernels.starts_with(views[0], views[1])
+    if name == "ends_with":
+        return text_kernels.ends_with(views[0], views[1])
+    if name == "replace":
+        return text_kernels.replace(views[0], views[1], views[2])
+    sides = {"trim": (True, True), "ltrim": (True, False), "rtrim": (False, True)}[name]
+    return text_kernels.trim(views[0], views[1], *sides)
+
+
+#: The string functions :func:`text_function` computes row by row, and their result types (None:
+#: the first argument's).
+TEXT_FUNCTIONS: dict[str, pa.DataType | None] = {
+    "contains": pa.bool_(),
+    "starts_with": pa.bool_(),
+    "ends_with": pa.bool_(),
+    "strpos": pa.int64(),
+    "replace": None,
+    "trim": None,
+    "ltrim": None,
+    "rtrim": None,
+}
+
+
+def text_function(name: str, types: list[pa.DataType]) -> str:
+    """Name of string function ``name`` (a key of :data:`TEXT_FUNCTIONS`) whose pattern arguments
+    are columns, evaluated row by row by :mod:`lance_format.core.text_kernels`; ``types`` are the
+    argument types (strings or large strings)."""
+    out = TEXT_FUNCTIONS[name] or types[0]
+
+    def run(ctx: Any, *args: Any) -> pa.Array:
+        n = _rows(*args)
+        views = [text_kernels.view(a, n) for a in args]
+        return _text_result(name, views).cast(out)
+
+    in_types = {f"arg{i}": t for i, t in enumerate(types)}
+    return _register(f"lance_text_{name}<{','.join(map(str, types))}>", run, in_types, out)

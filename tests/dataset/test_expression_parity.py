@@ -142,7 +142,8 @@ def test_float_cast_to_decimal_fails_like_pylance(uri: str, expr: str) -> None:
 
 CONCATS = [
     "concat(s, n)", "concat(s, f)", "concat(s, f32)", "concat(s, b)", "concat(s, d)", "concat(s, dec)",
-    "concat(s, ts)", "concat(s, arrow_cast(t, 'Binary'))", "concat(n, u64)", "concat(s, 1.5)", "concat(s, TRUE)",
+    "concat(s, ts)", "concat(s, arrow_cast(t, 'Binary'))", "concat(n, u64)", "concat(s, 1.5)",
+    "concat(s, TRUE)",
     "concat(s, NULL, n)", "concat(arrow_cast(t, 'Binary'), arrow_cast(s, 'Binary'))",
     "s || n", "s || f", "n || s", "s || b", "s || d", "(n + 1) || 'x'", "'x' || (n + 1)",
     "upper(s) || 1", "s || NULL", "NULL || s", "bin || bin", "bin || X'01'", "bin || NULL",
@@ -212,3 +213,37 @@ def test_array_has_of_a_list_literal_and_a_column(uri: str, expr: str) -> None:
     """Defect: a list literal with a column of values raised an untyped ValueError ("Mask is a
     different length"), or refused an int32 column in an int64 list."""
     _same(uri, expr)
+
+
+# -- string functions whose pattern is a column -------------------------------------------------
+
+PER_ROW = [
+    "replace(s, 'a', t)", "replace(s, t, 'X')", "replace(s, t, t)", "replace(t, s, '-')",
+    "replace(upper(s), upper(t), '')", "starts_with(s, t)", "ends_with(s, t)", "contains(s, t)",
+    "contains(t, s)", "strpos(s, t)", "instr(s, t)", "starts_with(s, upper(t))", "btrim(s, t)",
+    "ltrim(s, t)", "rtrim(s, t)", "btrim(t, s)", "contains(s, NULL)", "strpos(s, NULL)",
+    "starts_with(s, NULL)", "ends_with(lower(s), t)",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("expr", PER_ROW)
+def test_string_functions_take_a_pattern_per_row(uri: str, expr: str) -> None:
+    """Defect: a pattern that was not a string literal was refused (NotSupportedError); pylance
+    evaluates it row by row."""
+    _same(uri, expr)
+
+
+def test_string_functions_per_row_fixed_values(uri: str) -> None:
+    # s: abcabc, '', NULL, ünïcödé, Straße, xyz; t: b, '', a, ï, ß, NULL
+    assert _same(uri, "strpos(s, t)") == [2, 1, None, 3, 5, None]
+    assert _same(uri, "replace(s, t, '-')") == ["a-ca-c", "-", None, "ün-cödé", "Stra-e", None]
+    assert _same(uri, "rtrim(s, t)") == ["abcabc", "", None, "ünïcödé", "Straße", None]
+
+
+@pytest.mark.parametrize(
+    "where", ["contains(s, t)", "strpos(s, t) > 1", "NOT starts_with(s, t)", "replace(s, t, '') = s"]
+)
+def test_per_row_patterns_filter_and_count_like_pylance(uri: str, where: str) -> None:
+    ours, theirs = lance_format.dataset(uri), lance.dataset(uri)
+    assert cells(ours.to_table(filter=where)) == cells(theirs.to_table(filter=where)), where
+    assert ours.count_rows(filter=where) == theirs.count_rows(filter=where), where
