@@ -58,7 +58,7 @@ from lance_format.dataset.expr import (
 
 _BOOLEAN_NODES = (Compare, And, Or, Not, InList, Between, IsNull, IsNan, IsBool, Like)
 
-__all__ = ["FUNCTIONS", "from_arrow", "to_arrow"]
+__all__ = ["DECIMAL_TEXT", "FUNCTIONS", "NO_DIGITS_TEXT", "from_arrow", "to_arrow"]
 
 _OPS: dict[str, Callable[[Any, Any], Any]] = {
     "gt": operator.gt,
@@ -505,7 +505,9 @@ def _exact_or_int(t: pa.DataType) -> bool:
 
 
 #: Decimal text as DataFusion reads it: digits with an optional sign and point, no exponent.
-_DECIMAL_TEXT = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)$"
+DECIMAL_TEXT = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)$"
+#: Decimal text without a digit, which DataFusion reads as zero: empty, a sign, a point.
+NO_DIGITS_TEXT = r"^[+-]?\.?$"
 #: Digits of the decimal that text is read into before it is rounded to the target's scale.
 _TEXT_DECIMAL_DIGITS = 76
 
@@ -854,8 +856,10 @@ class ToArrow(Visitor[pc.Expression]):
             # convert; pyarrow would read it), and rounds to the target's scale (below). Text that
             # does not convert becomes NULL for TRY_CAST, or text pyarrow refuses too for CAST.
             text = pc.utf8_trim_whitespace(value)
+            # arrow-rs reads text without digits ('', '-', '.') as zero
+            text = pc.replace_substring_regex(text, pattern=NO_DIGITS_TEXT, replacement="0")
             bad = pc.scalar(pa.scalar("not a number" if node.safe else None, source))
-            text = pc.if_else(pc.match_substring_regex(text, _DECIMAL_TEXT), text, bad)
+            text = pc.if_else(pc.match_substring_regex(text, DECIMAL_TEXT), text, bad)
             wide, cut = _text_decimal(node.to)
             text = pc.replace_substring_regex(text, pattern=cut, replacement=r"\1")
             value = text.cast(wide) if node.safe else udfs.call(udfs.cast(source, wide, True), [text])

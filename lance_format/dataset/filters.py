@@ -124,7 +124,9 @@ def parse_value(sql: str, schema: pa.Schema, to: pa.DataType | None = None) -> t
     from lance_format.dataset.expr import Cast
     from lance_format.dataset.sql import parse_sql
 
-    tree = _literal_in_column_type(parse_sql(sql, schema))
+    # Literals compared with columns are checked as in a filter: pylance's planner refuses
+    # ``i8 < 1000`` or ``d > '2020-01-01'`` as a computed column too.
+    tree = _literal_in_column_type(parse_sql(sql, schema, predicate=True))
     if to is not None:
         tree = Cast(tree, to)
     try:

@@ -17,6 +17,7 @@ coerces it). Imported on first use (sqlglot is not needed to read data).
 from __future__ import annotations
 
 import decimal
+import re
 from typing import Any
 
 import pyarrow as pa
@@ -50,7 +51,7 @@ from lance_format.dataset.expr import (
     exact_integer_literal,
     exact_number,
 )
-from lance_format.dataset.expr_arrow import FUNCTIONS, current_date
+from lance_format.dataset.expr_arrow import DECIMAL_TEXT, FUNCTIONS, NO_DIGITS_TEXT, current_date
 
 __all__ = ["ARROW_TYPE_NAMES", "SQL_TYPE_NAMES", "LanceSQL", "parse_sql"]
 
@@ -240,6 +241,20 @@ def _integer_decimal_cast(value: pa.Scalar, to: pa.DataType) -> pa.Scalar | None
     return pa.scalar(None, to) if exact is None else exact
 
 
+def _decimal_text(text: str, to: pa.DataType) -> decimal.Decimal | None:
+    """Text as DataFusion reads it into decimal type ``to`` (``None``: it does not convert): around
+    whitespace, without an exponent, no digits at all as zero, rounded half away from zero to the
+    scale, within the precision. The literal's twin of ``ToArrow.visit_cast``'s array rule."""
+    text = text.strip()
+    if re.fullmatch(NO_DIGITS_TEXT, text):
+        text = "0"
+    if not re.fullmatch(DECIMAL_TEXT, text):
+        return None
+    with decimal.localcontext(prec=len(text) + 80):
+        number = decimal.Decimal(text).quantize(decimal.Decimal(1).scaleb(-to.scale), decimal.ROUND_HALF_UP)
+    return number if abs(number) < decimal.Decimal(10) ** (to.precision - to.scale) else None
+
+
 def _is_temporal(t: pa.DataType) -> bool:
     return bool(pa.types.is_temporal(t))
 
@@ -353,6 +368,13 @@ class _Binder:
         """A cast of a literal, computed now (``DATE '..'`` is a date literal, not a cast)."""
         if not isinstance(node.arg, Literal):
             return node
+        if pa.types.is_string(node.arg.type) and pa.types.is_decimal(node.to) and node.arg.value.is_valid:
+            number = _decimal_text(str(node.arg.value.as_py()), node.to)
+            if number is not None:
+                return Literal(pa.scalar(number, node.to))
+            if not node.safe:
+                return Literal(pa.scalar(None, node.to))
+            raise self.fail(f"cannot cast {node.arg} to {node.to}")
         if pa.types.is_integer(node.arg.type) and (
             pa.types.is_binary(node.to) or pa.types.is_large_binary(node.to)
         ):
@@ -434,6 +456,9 @@ class _Binder:
                     return Literal(pa.scalar(value, t))
                 except (pa.ArrowException, OverflowError):
                     raise self.fail(f"number {value} is out of range") from None
+            if pa.types.is_unsigned_integer(self.type_of(inner)):
+                # DataFusion: "Negation only supports numeric, interval and timestamp types".
+                raise self.fail(f"cannot negate {inner} of unsigned type {self.type_of(inner)}")
             return Negate(inner)
         if isinstance(node, exp.Not):
             return Not(_logic_operand(self.convert(node.this)))
@@ -714,11 +739,15 @@ def _is_plain_column(node: exp.Expression) -> bool:
 
 def literal_converts(value: pa.Scalar, t: pa.DataType) -> bool:
     """Whether pylance converts a literal to the type ``t`` of the column it meets (numbers,
-    strings and booleans against number, string and boolean columns; other pairs are let through)."""
+    strings and booleans against number, string and boolean columns, strings against date and
+    timestamp columns, which it never reads as dates; other pairs are let through)."""
     lt = value.type
     number = pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
     text = pa.types.is_string(t) or pa.types.is_large_string(t)
-    if not (number or text or pa.types.is_boolean(t)):
+    temporal = pa.types.is_date(t) or pa.types.is_timestamp(t)
+    if not (number or text or temporal or pa.types.is_boolean(t)):
+        return True
+    if temporal and not pa.types.is_string(lt):
         return True
     if pa.types.is_integer(lt):
         if pa.types.is_floating(t):
@@ -729,7 +758,7 @@ def literal_converts(value: pa.Scalar, t: pa.DataType) -> bool:
     if pa.types.is_floating(lt):
         return bool(pa.types.is_floating(t))
     if pa.types.is_string(lt):
-        return bool(text)
+        return bool(text)  # not as a date or timestamp either: pylance refuses d > '2020-01-01'
     if pa.types.is_boolean(lt):
         return bool(pa.types.is_boolean(t))
     return True
@@ -791,7 +820,10 @@ def _refuse_binary_casts_in_functions(tree: exp.Expression) -> None:
             continue
         parent = cast.parent
         while parent is not None:
-            if isinstance(parent, exp.Func) and not isinstance(parent, exp.Cast | exp.Array):
+            # sqlglot models connectives, operators and predicates as functions too: only real
+            # function calls count.
+            operator = isinstance(parent, exp.Binary | exp.Unary | exp.Connector | exp.Predicate)
+            if isinstance(parent, exp.Func) and not operator and not isinstance(parent, exp.Cast | exp.Array):
                 raise NotSupportedError(f"CAST to BINARY as an argument of {parent.sql(dialect=LanceSQL)!r}")
             parent = parent.parent
 

@@ -247,3 +247,57 @@ def test_per_row_patterns_filter_and_count_like_pylance(uri: str, where: str) ->
     ours, theirs = lance_format.dataset(uri), lance.dataset(uri)
     assert cells(ours.to_table(filter=where)) == cells(theirs.to_table(filter=where)), where
     assert ours.count_rows(filter=where) == theirs.count_rows(filter=where), where
+
+
+# -- found by tests/dataset/test_expression_fuzz.py -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "flt",
+    [
+        "d > '2020-01-01'",
+        "d IN ('2020-01-01')",
+        "d BETWEEN '1970-01-01' AND '2020-01-01'",
+        "'2020-01-01' >= d",
+    ],
+)
+def test_text_compared_with_a_date_column_is_refused_like_pylance(uri: str, flt: str) -> None:
+    """Defect: the text was read as a date; pylance's planner refuses it ("Received literal
+    Utf8("2020-01-01") and could not convert to literal of type 'Date32'"), in a filter and a
+    computed column alike. ``CAST(d AS DATE) > '..'`` and ``NOT (d > '..')`` it takes."""
+    with pytest.raises(ValueError, match="could not convert"):
+        lance.dataset(uri).to_table(filter=flt)
+    with pytest.raises(InvalidInputError):
+        lance_format.dataset(uri).to_table(filter=flt)
+    _fails_alike(uri, flt)
+    for taken in ("CAST(d AS DATE) > '2020-01-01'", "NOT (d > '2020-01-01')"):
+        ours, theirs = lance_format.dataset(uri), lance.dataset(uri)
+        assert cells(ours.to_table(filter=taken)) == cells(theirs.to_table(filter=taken)), taken
+
+
+@pytest.mark.parametrize("expr", ["i8 < 1000", "(i8 < 1000) OR b", "s = 1"])
+def test_computed_columns_check_literals_like_filters(uri: str, expr: str) -> None:
+    """Defect: ``i8 < 1000`` as a computed column was answered; pylance refuses it as in a filter."""
+    _fails_alike(uri, expr)
+
+
+@pytest.mark.parametrize("expr", ["-(u64)", "-u8 > 1", "abs(-(u64))"])
+def test_negating_unsigned_integers_is_refused_like_pylance(uri: str, expr: str) -> None:
+    """Defect: answered (wrapping); DataFusion refuses to negate an unsigned type."""
+    _fails_alike(uri, expr)
+
+
+@pytest.mark.parametrize("text", ["''", "'-'", "'+'", "'.'", "' '", "concat(t, '.')"])
+def test_text_without_digits_casts_to_decimal_zero(uri: str, text: str) -> None:
+    """Defect: NULL; arrow-rs reads text without a digit ('', a sign, a point) as 0."""
+    got = _same(uri, f"TRY_CAST({text} AS DECIMAL(5,2))")
+    if not text.startswith("concat"):
+        assert got[0] == Decimal("0.00")
+
+
+def test_binary_cast_under_operators_inside_no_function_is_taken(uri: str) -> None:
+    """Defect of this session's first refusal: sqlglot models AND/OR/NOT and comparisons as
+    functions, so a cast to BINARY under them was refused."""
+    flt = "(NOT (CAST(s AS BINARY) = X'61')) AND (i8 > 0)"
+    ours, theirs = lance_format.dataset(uri), lance.dataset(uri)
+    assert cells(ours.to_table(filter=flt)) == cells(theirs.to_table(filter=flt))
