@@ -506,7 +506,8 @@ def _exact_or_int(t: pa.DataType) -> bool:
 
 #: Decimal text as DataFusion reads it: digits with an optional sign and point, no exponent.
 DECIMAL_TEXT = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)$"
-#: Decimal text without a digit, which DataFusion reads as zero: empty, a sign, a point.
+#: Decimal text without a digit, which DataFusion reads as zero (to a scale above 0; at scale 0
+#: it does not convert): empty, a sign, a point.
 NO_DIGITS_TEXT = r"^[+-]?\.?$"
 #: Digits of the decimal that text is read into before it is rounded to the target's scale.
 _TEXT_DECIMAL_DIGITS = 76
@@ -856,8 +857,9 @@ class ToArrow(Visitor[pc.Expression]):
             # convert; pyarrow would read it), and rounds to the target's scale (below). Text that
             # does not convert becomes NULL for TRY_CAST, or text pyarrow refuses too for CAST.
             text = pc.utf8_trim_whitespace(value)
-            # arrow-rs reads text without digits ('', '-', '.') as zero
-            text = pc.replace_substring_regex(text, pattern=NO_DIGITS_TEXT, replacement="0")
+            if node.to.scale > 0:
+                # arrow-rs reads text without digits ('', '-', '.') as zero, at a scale above 0 only
+                text = pc.replace_substring_regex(text, pattern=NO_DIGITS_TEXT, replacement="0")
             bad = pc.scalar(pa.scalar("not a number" if node.safe else None, source))
             text = pc.if_else(pc.match_substring_regex(text, DECIMAL_TEXT), text, bad)
             wide, cut = _text_decimal(node.to)

@@ -126,7 +126,7 @@ def parse_value(sql: str, schema: pa.Schema, to: pa.DataType | None = None) -> t
 
     # Literals compared with columns are checked as in a filter: pylance's planner refuses
     # ``i8 < 1000`` or ``d > '2020-01-01'`` as a computed column too.
-    tree = _literal_in_column_type(parse_sql(sql, schema, predicate=True))
+    tree = _literal_in_column_type(parse_sql(sql, schema, literals=True))
     if to is not None:
         tree = Cast(tree, to)
     try:

@@ -243,10 +243,11 @@ def _integer_decimal_cast(value: pa.Scalar, to: pa.DataType) -> pa.Scalar | None
 
 def _decimal_text(text: str, to: pa.DataType) -> decimal.Decimal | None:
     """Text as DataFusion reads it into decimal type ``to`` (``None``: it does not convert): around
-    whitespace, without an exponent, no digits at all as zero, rounded half away from zero to the
-    scale, within the precision. The literal's twin of ``ToArrow.visit_cast``'s array rule."""
+    whitespace, without an exponent, no digits at all as zero (at a scale above 0), rounded half
+    away from zero to the scale, within the precision: the literal's twin of the array rule in
+    ``ToArrow.visit_cast``."""
     text = text.strip()
-    if re.fullmatch(NO_DIGITS_TEXT, text):
+    if to.scale > 0 and re.fullmatch(NO_DIGITS_TEXT, text):
         text = "0"
     if not re.fullmatch(DECIMAL_TEXT, text):
         return None
@@ -456,8 +457,9 @@ class _Binder:
                     return Literal(pa.scalar(value, t))
                 except (pa.ArrowException, OverflowError):
                     raise self.fail(f"number {value} is out of range") from None
-            if pa.types.is_unsigned_integer(self.type_of(inner)):
-                # DataFusion: "Negation only supports numeric, interval and timestamp types".
+            if isinstance(inner, Column | Cast) and pa.types.is_unsigned_integer(self.type_of(inner)):
+                # DataFusion: "Negation only supports numeric, interval and timestamp types" (a
+                # computed unsigned value may be a decimal there: -(coalesce(u64, 1)) is taken).
                 raise self.fail(f"cannot negate {inner} of unsigned type {self.type_of(inner)}")
             return Negate(inner)
         if isinstance(node, exp.Not):
@@ -844,11 +846,12 @@ def _logic_operand(node: Node) -> Node:
     return as_condition(node)
 
 
-def parse_sql(text: str, schema: pa.Schema, *, predicate: bool = False) -> Node:
+def parse_sql(text: str, schema: pa.Schema, *, predicate: bool = False, literals: bool | None = None) -> Node:
     """The bound IR of a SQL predicate or value expression.
 
-    ``predicate``: ``text`` is a filter, whose literals must convert to the types of the columns
-    they are compared with (:meth:`_Binder.check_literals`).
+    ``predicate``: ``text`` is a filter. ``literals`` (default: ``predicate``): its literals must
+    convert to the types of the columns they are compared with (:meth:`_Binder.check_literals`),
+    as pylance checks them in filters and computed columns alike.
 
     Raises
     ------
@@ -869,7 +872,7 @@ def parse_sql(text: str, schema: pa.Schema, *, predicate: bool = False) -> Node:
     try:
         binder = _Binder(schema, text)
         node = binder.convert(tree)  # type: ignore[arg-type]
-        if predicate:
+        if predicate if literals is None else literals:
             binder.check_literals(tree)  # type: ignore[arg-type]
         return node
     except RecursionError:
