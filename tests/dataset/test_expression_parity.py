@@ -303,3 +303,22 @@ def test_binary_cast_under_operators_inside_no_function_is_taken(uri: str) -> No
     flt = "(NOT (CAST(s AS BINARY) = X'61')) AND (i8 > 0)"
     ours, theirs = lance_format.dataset(uri), lance.dataset(uri)
     assert cells(ours.to_table(filter=flt)) == cells(theirs.to_table(filter=flt))
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"columns": {"v": "1"}},
+        {"columns": {"v": "1 + 1", "w": "NULL"}},
+        {"columns": {"v": "1"}, "filter": "i8 > 0"},
+    ],
+)
+def test_a_projection_of_only_literals_is_refused_like_pylance(uri: str, kwargs: dict[str, Any]) -> None:
+    """Defect: answered; pylance refuses a scan whose expressions read no column ("Scans must
+    request at least one column"), unless it asks for row ids or addresses."""
+    with pytest.raises(ValueError, match="at least one column"):
+        lance.dataset(uri).to_table(**kwargs)
+    with pytest.raises(NotSupportedError):
+        lance_format.dataset(uri).to_table(**kwargs)
+    ours = lance_format.dataset(uri).to_table(columns={"v": "1"}, with_row_id=True)
+    assert ours.to_pylist() == lance.dataset(uri).to_table(columns={"v": "1"}, with_row_id=True).to_pylist()
