@@ -322,3 +322,12 @@ def test_a_projection_of_only_literals_is_refused_like_pylance(uri: str, kwargs:
         lance_format.dataset(uri).to_table(**kwargs)
     ours = lance_format.dataset(uri).to_table(columns={"v": "1"}, with_row_id=True)
     assert ours.to_pylist() == lance.dataset(uri).to_table(columns={"v": "1"}, with_row_id=True).to_pylist()
+
+
+@pytest.mark.parametrize("expr", ["f32 + 1e300", "f32 + 0.1", "0.1 * f32", "f - 0.1"])
+def test_computed_float32_column_with_a_float_literal_computes_in_float32(uri: str, expr: str) -> None:
+    """Defect: computed in float64 (f32 + 0.1 gave 0.1, f32 + 1e300 gave 1e300); pylance's
+    computed column gives the literal the column's float type (0.10000000149011612, inf)."""
+    got = _same(uri, expr)
+    if expr == "f32 + 1e300":
+        assert got[0] == float("inf")
