@@ -58,7 +58,7 @@ from lance_format.dataset.expr import (
 
 _BOOLEAN_NODES = (Compare, And, Or, Not, InList, Between, IsNull, IsNan, IsBool, Like)
 
-__all__ = ["FUNCTIONS", "from_arrow", "to_arrow"]
+__all__ = ["DECIMAL_TEXT", "FUNCTIONS", "NO_DIGITS_TEXT", "from_arrow", "to_arrow"]
 
 _OPS: dict[str, Callable[[Any, Any], Any]] = {
     "gt": operator.gt,
@@ -103,8 +103,31 @@ def _literal_int(node: Node, what: str) -> int:
     return int(node.value.as_py())
 
 
+def _string_literal(node: Node) -> bool:
+    return isinstance(node, Literal) and pa.types.is_string(node.type) and node.value.is_valid
+
+
+def _per_row(b: ToArrow, name: str, args: tuple[Node, ...]) -> pc.Expression | None:
+    """``name(args)`` when an argument past the first is not a string literal: NULL when one is a
+    NULL literal (as in DataFusion), else computed row by row (:func:`.udfs.text_function`).
+    ``None``: every such argument is a string literal (pyarrow's kernels take it)."""
+    if all(_string_literal(a) for a in args[1:]):
+        return None
+    types = [b.type_of(a) for a in args]
+    out = udfs.TEXT_FUNCTIONS[name]
+    if any(isinstance(a, Literal) and not a.value.is_valid for a in args[1:]):
+        return pc.scalar(pa.scalar(None, out or types[0]))
+    for a, t in zip(args, types, strict=True):
+        if not (pa.types.is_string(t) or pa.types.is_large_string(t)):
+            raise InvalidInputError(f"{name}() takes strings, got {t} for {a}")
+    return udfs.call(udfs.text_function(name, types), [b.visit(a) for a in args])
+
+
 def _strpos(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
     """1-based character position of a substring, 0 when absent (empty substring: 1)."""
+    per_row = _per_row(b, "strpos", args)
+    if per_row is not None:
+        return per_row
     s, sub = b.visit(args[0]), _literal_str(args[1], "strpos")
     if not sub:
         return pc.if_else(s.is_valid(), pc.scalar(1), pc.scalar(pa.scalar(None, pa.int64())))
@@ -130,6 +153,9 @@ def _trim(kind: str) -> Callable[[ToArrow, tuple[Node, ...]], pc.Expression]:
     fn = {"both": pc.utf8_trim, "left": pc.utf8_ltrim, "right": pc.utf8_rtrim}[kind]
 
     def build(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
+        per_row = _per_row(b, {"both": "trim", "left": "ltrim", "right": "rtrim"}[kind], args)
+        if per_row is not None and len(args) > 1:
+            return per_row
         chars = _literal_str(args[1], "trim") if len(args) > 1 else " "
         return fn(b.visit(args[0]), characters=chars)
 
@@ -163,6 +189,8 @@ def _array_has(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
     if not (pa.types.is_list(lt) or pa.types.is_large_list(lt) or pa.types.is_fixed_size_list(lt)):
         raise InvalidInputError(f"array_has needs a list, got {lt}")
     v = b.visit(value)
+    if not isinstance(value, Literal) and b.type_of(value) != lt.value_type:
+        v = v.cast(lt.value_type)  # DataFusion compares in the list's item type (int32 n in int64s)
     if isinstance(value, Literal) and value.type != lt.value_type:
         v = (
             pc.scalar(value.value.cast(lt.value_type))
@@ -184,8 +212,16 @@ def _unary(fn: Callable[[Any], pc.Expression]) -> Callable[[ToArrow, tuple[Node,
     return lambda b, args: fn(b.visit(args[0]))
 
 
-def _pattern(fn: Callable[..., pc.Expression]) -> Callable[[ToArrow, tuple[Node, ...]], pc.Expression]:
-    return lambda b, args: fn(b.visit(args[0]), pattern=_literal_str(args[1], fn.__name__))
+def _pattern(
+    name: str, fn: Callable[..., pc.Expression]
+) -> Callable[[ToArrow, tuple[Node, ...]], pc.Expression]:
+    def build(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
+        per_row = _per_row(b, name, args)
+        if per_row is not None:
+            return per_row
+        return fn(b.visit(args[0]), pattern=_literal_str(args[1], name))
+
+    return build
 
 
 #: The NaN x86's square root (and so DataFusion's) gives for a negative number: the sign bit set, so
@@ -206,14 +242,58 @@ def _string_parts(b: ToArrow, args: tuple[Node, ...]) -> tuple[list[pc.Expressio
     return parts, pc.scalar("")
 
 
+def _is_text(t: pa.DataType) -> bool:
+    return bool(pa.types.is_string(t) or pa.types.is_large_string(t))
+
+
+def _is_bytes(t: pa.DataType) -> bool:
+    return bool(pa.types.is_binary(t) or pa.types.is_large_binary(t))
+
+
+def _null_literal(node: Node) -> bool:
+    return isinstance(node, Literal) and not node.value.is_valid
+
+
+def _as_text(b: ToArrow, node: Node) -> Node:
+    """``node`` as text the way DataFusion's string functions coerce their arguments: strings as
+    they are, anything else as ``CAST(node AS STRING)`` (Rust's text: ``1.0``, ``true``)."""
+    t = b.type_of(node)
+    if _is_text(t):
+        return node
+    if pa.types.is_nested(t):
+        raise NotSupportedError(f"{t} values as text (their text differs from DataFusion's)")
+    return Cast(node, pa.string())
+
+
 def _concat(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
-    # concat() skips NULL arguments (DataFusion); `||` (op "concat_op") propagates them.
-    parts, empty = _string_parts(b, args)
+    # concat() skips NULL arguments (DataFusion); `||` (op "concat_op") propagates them. Other
+    # types are written as text first (concat(s, 1.5) is 's1.5').
+    kept = tuple(_as_text(b, a) for a in args if not _null_literal(a))
+    if not kept:
+        return pc.scalar("")
+    parts, empty = _string_parts(b, kept)
     return pc.binary_join_element_wise(*(pc.coalesce(p, empty) for p in parts), empty)
 
 
 def _concat_op(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
-    parts, empty = _string_parts(b, args)
+    """``a || b`` typed as DataFusion types it: two byte strings join as bytes; with a string on
+    one side the other is written as text (``s || i``), a byte string there is refused; a NULL
+    makes the result NULL."""
+    left, right = args
+    ta, tb = b.type_of(left), b.type_of(right)
+    if _null_literal(left) or _null_literal(right):
+        other = tb if _null_literal(left) else ta
+        if not (_is_text(other) or _is_bytes(other)):
+            raise InvalidInputError(f"cannot infer a common string type for {ta} || {tb}")
+        return pc.scalar(pa.scalar(None, other))
+    if _is_bytes(ta) and _is_bytes(tb):
+        large = pa.types.is_large_binary(ta) or pa.types.is_large_binary(tb)
+        t = pa.large_binary() if large else pa.binary()
+        empty = pc.scalar(pa.scalar(b"", t))
+        return pc.binary_join_element_wise(b.visit(left).cast(t), b.visit(right).cast(t), empty)
+    if not (_is_text(ta) or _is_text(tb)) or _is_bytes(ta) or _is_bytes(tb):
+        raise InvalidInputError(f"cannot infer a common string type for {ta} || {tb}")
+    parts, empty = _string_parts(b, (_as_text(b, left), _as_text(b, right)))
     return pc.binary_join_element_wise(*parts, empty)
 
 
@@ -233,6 +313,12 @@ def _coalesce(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
     types = [b.type_of(a) for a in args]
     target = next((t for a, t in zip(args, types, strict=True) if not isinstance(a, Literal)), None)
     parts = [b.visit(a) for a in args]
+    typed = target or next((t for t in types if not pa.types.is_null(t)), None)
+    if typed is None:
+        return pc.scalar(pa.scalar(None, pa.null()))
+    for i, a in enumerate(args):
+        if _null_literal(a) and pa.types.is_null(types[i]):  # an untyped NULL: the others' type
+            parts[i] = pc.scalar(pa.scalar(None, typed))
     if target is not None and pa.types.is_integer(target):
         for i, a in enumerate(args):
             if isinstance(a, Literal) and pa.types.is_integer(a.type):
@@ -259,6 +345,9 @@ def _replace(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
         text = text.cast(values)
     if any(isinstance(a, Literal) and not a.value.is_valid for a in args[1:]):
         return pc.if_else(pc.scalar(False), text, pc.scalar(pa.scalar(None, values)))
+    per_row = _per_row(b, "replace", (Cast(args[0], values) if values != t else args[0], *args[1:]))
+    if per_row is not None:
+        return per_row
     pattern, replacement = _literal_str(args[1], "replace"), _literal_str(args[2], "replace")
     if not pattern:
         # RE2 reads backslashes in the replacement as group references: escape them.
@@ -353,9 +442,9 @@ FUNCTIONS: dict[str, tuple[tuple[int, int], Callable[[ToArrow, tuple[Node, ...]]
     "round": ((1, 2), _round),
     "trunc": ((1, 1), _trunc),
     "sqrt": ((1, 1), _unary(_sqrt)),
-    "starts_with": ((2, 2), _pattern(pc.starts_with)),
-    "ends_with": ((2, 2), _pattern(pc.ends_with)),
-    "contains": ((2, 2), _pattern(pc.match_substring)),
+    "starts_with": ((2, 2), _pattern("starts_with", pc.starts_with)),
+    "ends_with": ((2, 2), _pattern("ends_with", pc.ends_with)),
+    "contains": ((2, 2), _pattern("contains", pc.match_substring)),
     "strpos": ((2, 2), _strpos),
     "replace": ((3, 3), _replace),
     "substr": ((2, 3), _substr),
@@ -416,10 +505,21 @@ def _exact_or_int(t: pa.DataType) -> bool:
 
 
 #: Decimal text as DataFusion reads it: digits with an optional sign and point, no exponent.
-_DECIMAL_TEXT = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)$"
-#: What decimal text is read into before it is rounded to the target: 38 digits either side of the
-#: point (longer fractions do not convert).
-_TEXT_DECIMAL = pa.decimal256(76, 38)
+DECIMAL_TEXT = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)$"
+#: Decimal text without a digit, which DataFusion reads as zero (to a scale above 0; at scale 0
+#: it does not convert): empty, a sign, a point.
+NO_DIGITS_TEXT = r"^[+-]?\.?$"
+#: Digits of the decimal that text is read into before it is rounded to the target's scale.
+_TEXT_DECIMAL_DIGITS = 76
+
+
+def _text_decimal(to: pa.DataType) -> tuple[pa.DataType, str]:
+    """The decimal type text is read into for a cast to decimal ``to``, and the regex that cuts the
+    text's fraction to fit it: one digit past ``to``'s scale, the one DataFusion rounds on (half
+    away from zero), so any number of fraction digits converts (``'0.' + 40 * '5'`` to
+    ``DECIMAL(38, 38)`` is ``0.55..56``)."""
+    keep = max(to.scale + 1, 1)
+    return pa.decimal256(_TEXT_DECIMAL_DIGITS, keep), rf"(\.[0-9]{{{keep}}})[0-9]+$"
 
 
 def _wide_decimal(digits: int, scale: int) -> pa.DataType:
@@ -757,18 +857,25 @@ class ToArrow(Visitor[pc.Expression]):
             # convert; pyarrow would read it), and rounds to the target's scale (below). Text that
             # does not convert becomes NULL for TRY_CAST, or text pyarrow refuses too for CAST.
             text = pc.utf8_trim_whitespace(value)
+            if node.to.scale > 0:
+                # arrow-rs reads text without digits ('', '-', '.') as zero, at a scale above 0 only
+                text = pc.replace_substring_regex(text, pattern=NO_DIGITS_TEXT, replacement="0")
             bad = pc.scalar(pa.scalar("not a number" if node.safe else None, source))
-            text = pc.if_else(pc.match_substring_regex(text, _DECIMAL_TEXT), text, bad)
-            if node.safe:
-                value = text.cast(_TEXT_DECIMAL)
-            else:
-                value = udfs.call(udfs.cast(source, _TEXT_DECIMAL, True), [text])
-            source = _TEXT_DECIMAL
+            text = pc.if_else(pc.match_substring_regex(text, DECIMAL_TEXT), text, bad)
+            wide, cut = _text_decimal(node.to)
+            text = pc.replace_substring_regex(text, pattern=cut, replacement=r"\1")
+            value = text.cast(wide) if node.safe else udfs.call(udfs.cast(source, wide, True), [text])
+            source = wide
         if pa.types.is_decimal(source) and pa.types.is_decimal(node.to) and node.to.scale < source.scale:
             # SQL rounds a decimal to fewer digits (half away from zero); pyarrow refuses the loss.
             value = pc.round(value, ndigits=node.to.scale, round_mode="half_towards_infinity")
+        if pa.types.is_floating(source) and pa.types.is_decimal128(node.to):
+            return udfs.call(udfs.float_decimal(source, node.to, not node.safe), [value])
         if pa.types.is_integer(source) and pa.types.is_floating(node.to):
             return value.cast(node.to, safe=False)  # rounds above 2**53, as DataFusion's cast does
+        if pa.types.is_integer(source) and (pa.types.is_binary(node.to) or pa.types.is_large_binary(node.to)):
+            # DataFusion writes an integer's little-endian bytes (pyarrow has no such cast).
+            return udfs.call(udfs.int_bytes(source), [value]).cast(node.to)
         to_text = pa.types.is_string(node.to) or pa.types.is_large_string(node.to)
         if to_text and pa.types.is_floating(source) and source.bit_width in (32, 64):
             # Rust's text of floats (1.0, 1e20, NaN), not pyarrow's (1, 1e+20, nan).

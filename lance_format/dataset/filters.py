@@ -124,7 +124,9 @@ def parse_value(sql: str, schema: pa.Schema, to: pa.DataType | None = None) -> t
     from lance_format.dataset.expr import Cast
     from lance_format.dataset.sql import parse_sql
 
-    tree = _literal_in_column_type(parse_sql(sql, schema))
+    # Literals compared with columns are checked as in a filter: pylance's planner refuses
+    # ``i8 < 1000`` or ``d > '2020-01-01'`` as a computed column too.
+    tree = _literal_in_column_type(parse_sql(sql, schema, literals=True))
     if to is not None:
         tree = Cast(tree, to)
     try:
@@ -144,6 +146,18 @@ def _literal_in_column_type(tree: Node) -> Node:
         if not (isinstance(col, Column) and isinstance(lit, Literal)):
             continue
         t = col.type.value_type if pa.types.is_dictionary(col.type) else col.type
+        if pa.types.is_floating(t) and t != col.type:
+            continue  # a dictionary of floats: computed as its values, in DataFusion's wider type
+        if (
+            pa.types.is_floating(t)
+            and lit.value.is_valid
+            and pa.types.is_floating(lit.type)
+            and t != lit.type
+        ):
+            # The literal in the column's float type: f32 + 0.1 computes in float32, and f32 + 1e300
+            # overflows to infinity, as pylance's computed column does.
+            typed_float = Literal(lit.value.cast(t, safe=False))
+            return replace(tree, right=typed_float) if side == "right" else replace(tree, left=typed_float)
         if pa.types.is_integer(t) and lit.value.is_valid and pa.types.is_floating(lit.type):
             # pylance refuses it too ("Received literal Float64(0.5) and could not convert").
             raise InvalidInputError(f"the literal {lit.value} does not convert to {col}'s type {t}")

@@ -11,7 +11,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_format.core.errors import InvalidInputError
+from lance_format.core.errors import InvalidInputError, NotSupportedError
 from lance_format.dataset.expr import Predicate
 from lance_format.dataset.filters import Filter, evaluate, parse_filter, parse_value
 from lance_format.dataset.fragment import FragmentReader
@@ -123,6 +123,12 @@ class LanceScanner:
             for name, sql in columns.items():
                 self._exprs[str(name)], refs = parse_value(sql, arrow)
                 used_by_exprs |= refs
+            if self._exprs and not used_by_exprs and not (with_row_id or with_row_address):
+                # pylance refuses it ("Scans must request at least one column. Received only
+                # dynamic expressions"), with a filter or a limit too.
+                raise NotSupportedError(
+                    f"a scan must read at least one column; {list(self._exprs)} are only literal expressions"
+                )
             columns = [c for c in arrow.names if c in used_by_exprs]
         elif columns is None:
             columns = list(arrow.names)

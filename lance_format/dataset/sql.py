@@ -17,6 +17,7 @@ coerces it). Imported on first use (sqlglot is not needed to read data).
 from __future__ import annotations
 
 import decimal
+import re
 from typing import Any
 
 import pyarrow as pa
@@ -28,6 +29,7 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import SqlglotError
 
 from lance_format.core.errors import InvalidInputError, NotSupportedError
+from lance_format.dataset import udfs
 from lance_format.dataset.expr import (
     And,
     Arith,
@@ -49,7 +51,7 @@ from lance_format.dataset.expr import (
     exact_integer_literal,
     exact_number,
 )
-from lance_format.dataset.expr_arrow import FUNCTIONS, current_date
+from lance_format.dataset.expr_arrow import DECIMAL_TEXT, FUNCTIONS, NO_DIGITS_TEXT, current_date
 
 __all__ = ["ARROW_TYPE_NAMES", "SQL_TYPE_NAMES", "LanceSQL", "parse_sql"]
 
@@ -239,6 +241,21 @@ def _integer_decimal_cast(value: pa.Scalar, to: pa.DataType) -> pa.Scalar | None
     return pa.scalar(None, to) if exact is None else exact
 
 
+def _decimal_text(text: str, to: pa.DataType) -> decimal.Decimal | None:
+    """Text as DataFusion reads it into decimal type ``to`` (``None``: it does not convert): around
+    whitespace, without an exponent, no digits at all as zero (at a scale above 0), rounded half
+    away from zero to the scale, within the precision: the literal's twin of the array rule in
+    ``ToArrow.visit_cast``."""
+    text = text.strip()
+    if to.scale > 0 and re.fullmatch(NO_DIGITS_TEXT, text):
+        text = "0"
+    if not re.fullmatch(DECIMAL_TEXT, text):
+        return None
+    with decimal.localcontext(prec=len(text) + 80):
+        number = decimal.Decimal(text).quantize(decimal.Decimal(1).scaleb(-to.scale), decimal.ROUND_HALF_UP)
+    return number if abs(number) < decimal.Decimal(10) ** (to.precision - to.scale) else None
+
+
 def _is_temporal(t: pa.DataType) -> bool:
     return bool(pa.types.is_temporal(t))
 
@@ -352,6 +369,18 @@ class _Binder:
         """A cast of a literal, computed now (``DATE '..'`` is a date literal, not a cast)."""
         if not isinstance(node.arg, Literal):
             return node
+        if pa.types.is_string(node.arg.type) and pa.types.is_decimal(node.to) and node.arg.value.is_valid:
+            number = _decimal_text(str(node.arg.value.as_py()), node.to)
+            if number is not None:
+                return Literal(pa.scalar(number, node.to))
+            if not node.safe:
+                return Literal(pa.scalar(None, node.to))
+            raise self.fail(f"cannot cast {node.arg} to {node.to}")
+        if pa.types.is_integer(node.arg.type) and (
+            pa.types.is_binary(node.to) or pa.types.is_large_binary(node.to)
+        ):
+            value = udfs.int_bytes_of(pa.array([node.arg.value], node.arg.type))[0]
+            return Literal(value.cast(node.to))
         exact = _integer_decimal_cast(node.arg.value, node.to)
         if exact is not None:
             if exact.is_valid or not node.safe:
@@ -428,6 +457,10 @@ class _Binder:
                     return Literal(pa.scalar(value, t))
                 except (pa.ArrowException, OverflowError):
                     raise self.fail(f"number {value} is out of range") from None
+            if isinstance(inner, Column | Cast) and pa.types.is_unsigned_integer(self.type_of(inner)):
+                # DataFusion: "Negation only supports numeric, interval and timestamp types" (a
+                # computed unsigned value may be a decimal there: -(coalesce(u64, 1)) is taken).
+                raise self.fail(f"cannot negate {inner} of unsigned type {self.type_of(inner)}")
             return Negate(inner)
         if isinstance(node, exp.Not):
             return Not(_logic_operand(self.convert(node.this)))
@@ -493,6 +526,8 @@ class _Binder:
             return Call("coalesce", tuple(self.convert(e) for e in [node.this, *node.expressions]))
         if isinstance(node, exp.ArrayContainsAll):
             return self.array_has_set("array_has_all", [node.this, node.expression])
+        if isinstance(node, exp.DPipe):
+            return self.concat_op(node)
         spec = _FUNCTION_NODES.get(type(node))
         if spec is not None:
             name, arg_names = spec
@@ -611,6 +646,20 @@ class _Binder:
         # sqlglot parses ``s NOT LIKE p`` as one node with ``negate`` set, not as NOT(LIKE).
         return Not(like) if node.args.get("negate") else like
 
+    def concat_op(self, node: exp.DPipe) -> Node:
+        """``a || b``; a literal next to a column must convert to the column's type, as pylance's
+        planner checks it (``s || 1`` and ``i || 'x'`` are refused, ``upper(s) || 1`` is not)."""
+        left, right = self.convert(node.this), self.convert(node.expression)
+        for col, lit in ((left, right), (right, left)):
+            if isinstance(col, Column) and isinstance(lit, Literal) and lit.value.is_valid:
+                t = col.type.value_type if pa.types.is_dictionary(col.type) else col.type
+                text = pa.types.is_string(t) or pa.types.is_large_string(t)
+                if not (pa.types.is_string(lit.type) if text else literal_converts(lit.value, t)):
+                    raise self.fail(
+                        f"the literal {lit.value} ({lit.type}) does not convert to {col}'s type {t}"
+                    )
+        return Call("concat_op", (left, right))
+
     def trim(self, node: exp.Trim) -> Node:
         position = node.args.get("position")
         name = _TRIMS.get(str(position).upper()) if position else None
@@ -692,11 +741,15 @@ def _is_plain_column(node: exp.Expression) -> bool:
 
 def literal_converts(value: pa.Scalar, t: pa.DataType) -> bool:
     """Whether pylance converts a literal to the type ``t`` of the column it meets (numbers,
-    strings and booleans against number, string and boolean columns; other pairs are let through)."""
+    strings and booleans against number, string and boolean columns, strings against date and
+    timestamp columns, which it never reads as dates; other pairs are let through)."""
     lt = value.type
     number = pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
     text = pa.types.is_string(t) or pa.types.is_large_string(t)
-    if not (number or text or pa.types.is_boolean(t)):
+    temporal = pa.types.is_date(t) or pa.types.is_timestamp(t)
+    if not (number or text or temporal or pa.types.is_boolean(t)):
+        return True
+    if temporal and not pa.types.is_string(lt):
         return True
     if pa.types.is_integer(lt):
         if pa.types.is_floating(t):
@@ -707,7 +760,7 @@ def literal_converts(value: pa.Scalar, t: pa.DataType) -> bool:
     if pa.types.is_floating(lt):
         return bool(pa.types.is_floating(t))
     if pa.types.is_string(lt):
-        return bool(text)
+        return bool(text)  # not as a date or timestamp either: pylance refuses d > '2020-01-01'
     if pa.types.is_boolean(lt):
         return bool(pa.types.is_boolean(t))
     return True
@@ -760,6 +813,23 @@ def _refuse_type_spellings(text: str) -> None:
             raise NotSupportedError(f"filter {text!r}: CAST to {spelled} is not supported")
 
 
+def _refuse_binary_casts_in_functions(tree: exp.Expression) -> None:
+    """Refuse ``CAST(x AS BINARY)`` as a function's argument (``concat(CAST(s AS BINARY))``), as
+    pylance's planner refuses it ("Unsupported SQL type BINARY" while parsing the function); at
+    the top of an expression, in a comparison or under ``||`` it is taken."""
+    for cast in tree.find_all(exp.Cast):  # TryCast is a Cast
+        if cast.to.this != exp.DataType.Type.BINARY:
+            continue
+        parent = cast.parent
+        while parent is not None:
+            # sqlglot models connectives, operators and predicates as functions too: only real
+            # function calls count.
+            operator = isinstance(parent, exp.Binary | exp.Unary | exp.Connector | exp.Predicate)
+            if isinstance(parent, exp.Func) and not operator and not isinstance(parent, exp.Cast | exp.Array):
+                raise NotSupportedError(f"CAST to BINARY as an argument of {parent.sql(dialect=LanceSQL)!r}")
+            parent = parent.parent
+
+
 def as_condition(node: Node) -> Node:
     """``node`` where a filter wants a boolean: ``regexp_match(...)`` (a list of captures, NULL when
     nothing matches) counts as matched, ``regexp_match(...) IS NOT NULL``, as pylance coerces it."""
@@ -776,11 +846,12 @@ def _logic_operand(node: Node) -> Node:
     return as_condition(node)
 
 
-def parse_sql(text: str, schema: pa.Schema, *, predicate: bool = False) -> Node:
+def parse_sql(text: str, schema: pa.Schema, *, predicate: bool = False, literals: bool | None = None) -> Node:
     """The bound IR of a SQL predicate or value expression.
 
-    ``predicate``: ``text`` is a filter, whose literals must convert to the types of the columns
-    they are compared with (:meth:`_Binder.check_literals`).
+    ``predicate``: ``text`` is a filter. ``literals`` (default: ``predicate``): its literals must
+    convert to the types of the columns they are compared with (:meth:`_Binder.check_literals`),
+    as pylance checks them in filters and computed columns alike.
 
     Raises
     ------
@@ -797,10 +868,11 @@ def parse_sql(text: str, schema: pa.Schema, *, predicate: bool = False) -> Node:
         raise InvalidInputError(f"invalid filter {text!r}")
     _refuse_is_unknown(text)
     _refuse_type_spellings(text)
+    _refuse_binary_casts_in_functions(tree)  # type: ignore[arg-type]
     try:
         binder = _Binder(schema, text)
         node = binder.convert(tree)  # type: ignore[arg-type]
-        if predicate:
+        if predicate if literals is None else literals:
             binder.check_literals(tree)  # type: ignore[arg-type]
         return node
     except RecursionError:

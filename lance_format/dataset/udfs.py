@@ -9,6 +9,7 @@ under a name that includes the types, and works on whole arrays with numpy (no p
 from __future__ import annotations
 
 import contextlib
+import decimal
 import functools
 import re
 import threading
@@ -19,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_format.core import text_kernels
 from lance_format.core.errors import InvalidInputError
 from lance_format.core.float_text import rust_float_text
 
@@ -28,10 +30,13 @@ __all__ = [
     "call",
     "case_map",
     "cast",
+    "float_decimal",
     "float_text",
+    "int_bytes",
     "list_equal",
     "list_get",
     "signature_count",
+    "text_function",
 ]
 
 #: Distinct signatures registered per process at most. pyarrow's function registry is global and
@@ -102,8 +107,13 @@ def _starts(lists: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     return starts, lengths
 
 
+def _rows(*args: Any) -> int:
+    """Rows of a UDF call: the length of its array arguments (1 when all are scalars)."""
+    return next((len(a) for a in args if not isinstance(a, pa.Scalar)), 1)
+
+
 def _array_has(ctx: Any, lists: Any, value: Any) -> pa.Array:
-    n = len(lists) if not isinstance(lists, pa.Scalar) else 1
+    n = _rows(lists, value)  # a list literal with a column of values: the column's rows
     lists = _as_array(lists, n)
     flat = pc.list_flatten(lists)
     _, lengths = _starts(lists)
@@ -311,3 +321,117 @@ def float_text(float_type: pa.DataType) -> str:
         return rust_float_text(_as_array(values, n))
 
     return _register(f"lance_float_text<{float_type}>", run, {"value": float_type}, pa.string())
+
+
+def int_bytes_of(values: pa.Array) -> pa.Array:
+    """Each integer as its little-endian bytes, as many as its type's width (``CAST(i AS BINARY)``
+    of an int32 1 is ``X'01000000'``, as DataFusion's cast writes it); NULL where ``values`` is."""
+    width = values.type.bit_width // 8
+    raw = values.fill_null(0).to_numpy(zero_copy_only=False)
+    data = pa.py_buffer(raw.astype(raw.dtype.newbyteorder("<")).tobytes())
+    offsets = pa.py_buffer(np.arange(len(values) + 1, dtype=np.int32) * np.int32(width))
+    validity = None
+    if values.null_count:
+        validity = pa.py_buffer(
+            np.packbits(values.is_valid().to_numpy(zero_copy_only=False), bitorder="little")
+        )
+    return pa.Array.from_buffers(pa.binary(), len(values), [validity, offsets, data], values.null_count)
+
+
+def int_bytes(int_type: pa.DataType) -> str:
+    """Name of ``CAST(i AS BINARY)`` of integers of ``int_type`` (see :func:`int_bytes_of`)."""
+
+    def run(ctx: Any, values: Any) -> pa.Array:
+        n = len(values) if not isinstance(values, pa.Scalar) else 1
+        return int_bytes_of(_as_array(values, n))
+
+    return _register(f"lance_int_bytes<{int_type}>", run, {"value": int_type}, pa.binary())
+
+
+#: Decimal digits of the widest decimal128 (larger rounded floats are out of every precision).
+_DECIMAL128_DIGITS = 38
+
+
+def _float_to_decimal(values: pa.Array, to: pa.DataType, null_on_error: bool) -> pa.Array:
+    """Floats cast to decimal128 ``to`` as DataFusion (arrow-rs) casts them: ``round(x * 10^scale)``
+    in float64 (half away from zero, so 0.125 is 0.13 and 1.005, a little below, is 1.00), that
+    integer as the unscaled value. NaN, infinities and values past the precision are an error, or
+    NULL with ``null_on_error``."""
+    raw = values.cast(pa.float64()).fill_null(0.0).to_numpy(zero_copy_only=False)
+    valid = values.is_valid().to_numpy(zero_copy_only=False)
+    with np.errstate(invalid="ignore", over="ignore"):
+        x = raw * 10.0**to.scale
+        whole = np.trunc(x)
+        # half away from zero (Rust's f64::round; numpy's rounds half to even); x - whole is exact
+        unscaled = whole + np.where(np.abs(x - whole) >= 0.5, np.sign(x), 0.0)
+        # 1e38 itself (below 10**38 as a float) is let through to the exact check below.
+        finite = np.isfinite(unscaled) & (np.abs(unscaled) <= 1e38)
+    digits = pa.array(np.where(finite, unscaled, 0.0)).cast(pa.decimal256(_DECIMAL128_DIGITS + 1, 0))
+    bound = pa.scalar(decimal.Decimal(10**to.precision - 1), pa.decimal256(_DECIMAL128_DIGITS + 1, 0))
+    fits = finite & pc.less_equal(pc.abs(digits), bound).to_numpy(zero_copy_only=False)
+    bad = valid & ~fits
+    if bad.any() and not null_on_error:
+        raise pa.ArrowInvalid(f"Can't cast value {raw[np.flatnonzero(bad)[0]]} to {to}: it does not fit")
+    keep = valid & fits
+    narrow = pc.if_else(pa.array(fits), digits, pa.scalar(0, digits.type)).cast(
+        pa.decimal128(_DECIMAL128_DIGITS, 0)
+    )
+    # The unscaled integers, read as decimals of the target's scale (the same 16-byte values).
+    out = pa.Array.from_buffers(to, len(narrow), [None, narrow.buffers()[1]], 0, narrow.offset)
+    return pc.if_else(pa.array(keep), out, pa.scalar(None, to))
+
+
+def float_decimal(float_type: pa.DataType, to: pa.DataType, null_on_error: bool) -> str:
+    """Name of ``CAST(f AS DECIMAL(p, s))`` (``TRY_CAST`` with ``null_on_error``), see
+    :func:`_float_to_decimal`."""
+
+    def run(ctx: Any, values: Any) -> pa.Array:
+        n = len(values) if not isinstance(values, pa.Scalar) else 1
+        return _float_to_decimal(_as_array(values, n), to, null_on_error)
+
+    kind = "try_cast" if null_on_error else "cast"
+    return _register(f"lance_{kind}_decimal<{float_type},{to}>", run, {"value": float_type}, to)
+
+
+def _text_result(name: str, views: list[text_kernels.View]) -> pa.Array:
+    if name == "contains":
+        return text_kernels.contains(views[0], views[1])
+    if name == "strpos":
+        return text_kernels.strpos(views[0], views[1])
+    if name == "starts_with":
+        return text_kernels.starts_with(views[0], views[1])
+    if name == "ends_with":
+        return text_kernels.ends_with(views[0], views[1])
+    if name == "replace":
+        return text_kernels.replace(views[0], views[1], views[2])
+    sides = {"trim": (True, True), "ltrim": (True, False), "rtrim": (False, True)}[name]
+    return text_kernels.trim(views[0], views[1], *sides)
+
+
+#: The string functions :func:`text_function` computes row by row, and their result types (None:
+#: the first argument's).
+TEXT_FUNCTIONS: dict[str, pa.DataType | None] = {
+    "contains": pa.bool_(),
+    "starts_with": pa.bool_(),
+    "ends_with": pa.bool_(),
+    "strpos": pa.int64(),
+    "replace": None,
+    "trim": None,
+    "ltrim": None,
+    "rtrim": None,
+}
+
+
+def text_function(name: str, types: list[pa.DataType]) -> str:
+    """Name of string function ``name`` (a key of :data:`TEXT_FUNCTIONS`) whose pattern arguments
+    are columns, evaluated row by row by :mod:`lance_format.core.text_kernels`; ``types`` are the
+    argument types (strings or large strings)."""
+    out = TEXT_FUNCTIONS[name] or types[0]
+
+    def run(ctx: Any, *args: Any) -> pa.Array:
+        n = _rows(*args)
+        views = [text_kernels.view(a, n) for a in args]
+        return _text_result(name, views).cast(out)
+
+    in_types = {f"arg{i}": t for i, t in enumerate(types)}
+    return _register(f"lance_text_{name}<{','.join(map(str, types))}>", run, in_types, out)

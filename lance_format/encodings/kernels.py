@@ -18,7 +18,7 @@ def compile_kernels() -> float:
     float
         Seconds it took.
     """
-    from lance_format.core import float_text
+    from lance_format.core import float_text, text_kernels
     from lance_format.encodings import v21
     from lance_format.encodings.v21 import encode
 
@@ -26,4 +26,5 @@ def compile_kernels() -> float:
     v21.warm_up_kernels()
     encode.warm_up_kernels()
     float_text.warm_up()  # filters' CAST(f AS STRING) and length(f)
+    text_kernels.warm_up()  # filters' string functions of two columns (contains(s, t))
     return time.perf_counter() - start

@@ -167,7 +167,7 @@ atoms = st.one_of(
 )
 
 
-def _combine(children: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+def combine(children: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
     return st.one_of(
         st.builds(lambda a, b: f"({a}) AND ({b})", children, children),
         st.builds(lambda a, b: f"({a}) OR ({b})", children, children),
@@ -175,7 +175,7 @@ def _combine(children: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
     )
 
 
-predicates = st.recursive(atoms, _combine, max_leaves=5)
+predicates = st.recursive(atoms, combine, max_leaves=5)
 
 
 def _run(table: Any) -> list[dict[str, Any]]:

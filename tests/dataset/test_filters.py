@@ -193,8 +193,9 @@ STRINGS = pa.table(
         ("rtrim(s, 'c') = 'ab'", [0]),
         ("strpos(s, 'c') = 4", [4]),
         ("strpos(s, 'zz') = 0", [0, 1, 2, 4, 5]),
-        ("d = '1970-01-02'", [1]),
-        ("d BETWEEN '1970-01-02' AND '1970-01-05'", [1, 2, 4]),
+        ("CAST(d AS DATE) = '1970-01-02'", [1]),
+        ("NOT (d <> '1970-01-02')", [1]),
+        ("CAST(d AS DATE) BETWEEN '1970-01-02' AND '1970-01-05'", [1, 2, 4]),
         ("isnan(CAST(i AS DOUBLE))", []),
     ],
 )

@@ -238,7 +238,7 @@ def test_compile_kernels_covers_what_reads_and_writes_use(tmp_path: Path) -> Non
     compile no new kernel specialization: no request pays JIT time."""
     import pyarrow as pa
 
-    from lance_format.core import float_text
+    from lance_format.core import float_text, text_kernels
     from lance_format.encodings import compile_kernels
     from lance_format.encodings.v21 import _bytes, _decode_kernels, _fsst, fastlanes
     from lance_format.encodings.v21.encode import _chunks, _dict, _levels, bitpack, fullzip, values
@@ -251,6 +251,7 @@ def test_compile_kernels_covers_what_reads_and_writes_use(tmp_path: Path) -> Non
         f
         for mod in (
             float_text,
+            text_kernels,
             _bytes,
             _decode_kernels,
             _fsst,
@@ -292,6 +293,12 @@ def test_compile_kernels_covers_what_reads_and_writes_use(tmp_path: Path) -> Non
             w.write_batch(table)
         assert LanceFileReader(path).read_all().to_table().equals(table)
     float_text.rust_float_text(pa.array([1.5, None]))  # a filter's CAST(f AS STRING)
+    texts = text_kernels.view(pa.array(["ab", None, "c"], pa.large_string()).slice(1), 2)
+    chars = text_kernels.view(pa.scalar("b"), 2)
+    for fn in (text_kernels.contains, text_kernels.strpos, text_kernels.ends_with):
+        fn(texts, chars)  # a filter's contains(s, t)
+    text_kernels.replace(texts, chars, texts)
+    text_kernels.trim(texts, chars, False, True)
     assert {k.py_func.__qualname__: len(k.signatures) for k in kernels} == before
 
 
