@@ -30,6 +30,7 @@ from concurrent.futures import Future
 from functools import partial
 from typing import Generic, TypeVar
 
+from lance_format.core.concurrency import OuterTasks
 from lance_format.core.config import env_setting
 from lance_format.core.errors import SessionClosedError
 
@@ -552,6 +553,9 @@ class ReadAhead(Generic[R]):
         # (Table.nbytes: ~5% of a scan's CPU when re-measured at every look at the budget).
         self._sizes: dict[Future[R], int] = {}
         self.peak_buffered = 0  # high-water mark of finished-but-unconsumed bytes (tests)
+        # The tasks running at once: reads inside them fan out to more threads only while they
+        # leave cores idle (see OuterTasks).
+        self._outer = OuterTasks()
 
     def _expected(self) -> int:
         # A running task is expected to hold about what finished ones did.
@@ -583,10 +587,15 @@ class ReadAhead(Generic[R]):
             self._index += 1
             ctx = contextvars.copy_context()
 
-            def run(task: Callable[[], R] = task, prio: int = prio, ctx: contextvars.Context = ctx) -> R:
+            def run(
+                task: Callable[[], R] = task,
+                prio: int = prio,
+                ctx: contextvars.Context = ctx,
+                outer: OuterTasks = self._outer,
+            ) -> R:
                 def inner() -> R:
                     with io_priority(prio):
-                        return task()
+                        return outer.run(task)
 
                 return ctx.run(inner)
 
