@@ -28,8 +28,11 @@ __all__ = ["DEFAULT_BATCH_SIZE", "LanceScanner", "row_id_columns"]
 
 #: pylance's scan batch size on local disk.
 DEFAULT_BATCH_SIZE = 8192
-#: Physical rows decoded per step: bounds memory while keeping per-step overhead small.
-SCAN_CHUNK_ROWS = 128 * 1024
+#: Physical rows decoded per step: bounds memory while keeping per-step overhead small. 256K,
+#: not 128K: a cold scan of the benchmark's 1M-row table spent ~14% less CPU (same-process A/B,
+#: 20 interleaved scans: 154 -> 132 ms), its per-chunk planning, reads and hand-offs halved; a
+#: chunk of ~100 B rows decodes to ~26 MB, and the read-ahead byte budget bounds those in flight.
+SCAN_CHUNK_ROWS = 256 * 1024
 #: Chunks decoded ahead of the consumer: overlaps object-store latency and decoding across fragments
 #: while bounding memory to a few chunks.
 READAHEAD_CHUNKS = 4

@@ -12,6 +12,7 @@ import pytest
 import lance_format
 from lance_format.dataset import scanner
 from lance_format.dataset.session import Session
+from lance_format.io.reader import io_stats
 
 
 def test_a_chunk_is_measured_by_the_buffers_it_holds() -> None:
@@ -45,3 +46,16 @@ def test_a_range_read_selects_its_chunks_without_sorting(
 
     monkeypatch.setattr(np, "unique", refuse)
     assert ds.to_table().equals(table)
+
+
+def test_a_scan_reads_256k_rows_of_a_column_per_request(tmp_path: Path) -> None:
+    # Per-chunk costs (planning, a request per column, hand-offs) are paid per 256K rows.
+    n = 256 * 1024
+    table = pa.table({"x": np.arange(n, dtype=np.float64)})
+    uri = str(tmp_path / "d.lance")
+    lance_format.write_dataset(table, uri)
+    ds = lance_format.dataset(uri, session=Session(page_cache_bytes=0, decoded_cache_bytes=0))
+    ds.take([0])  # chunk metadata cached
+    before = io_stats()
+    assert ds.to_table().equals(table)
+    assert (io_stats() - before).requests == 1
