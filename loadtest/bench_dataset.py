@@ -23,9 +23,16 @@ it copies from memory; the cold scan decodes everything.
 Measures: ``take 1`` and ``take 100`` random rows (p50, p99; all columns and one column ``x``),
 ``scan`` (whole dataset, rows/s), ``open+take`` (open the dataset and take one row with every cache
 cleared: new process-like cold start). Ratios are ours / pylance at p50 (below 1 = we are faster).
+Each timed operation also records the process's CPU time (every thread: ours and pylance's own
+pools alike): the ``cpu cold/py`` and ``cpu warm/py`` columns are ratios of median CPU per
+operation, and a third table prints the medians. On a shared machine CPU per operation holds
+where wall time swings with the other processes' load (a scan's wall-clock ratio moved 0.9-1.8x
+between runs, its CPU ratio a few per cent).
 A second table gives the requests and bytes of one operation of pylance (its
 ``io_stats_incremental``) and of ours cold (our I/O counters).
 Targets (issue 4): local warm take and scan <= 1.0x; S3 warm take >= 5x faster (ratio <= 0.2).
+Issue 16: cold scan and cold takes of 1 and 100 rows no slower than pylance, judged by CPU
+(``cpu cold/py`` <= 1.0x).
 
 Run: ``python -m loadtest dataset [--rows N]``.
 """
@@ -41,6 +48,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -67,6 +75,8 @@ class Row:
     measure: str
     columns: str
     times: dict[str, list[float]] = field(default_factory=dict)
+    #: CPU seconds of the process (all threads) per timed operation, by engine.
+    cpu: dict[str, list[float]] = field(default_factory=dict)
     note: str = ""
     #: Requests and bytes of one operation (pylance, ours cold), counted after the timed passes.
     io: dict[str, tuple[int, int]] = field(default_factory=dict)
@@ -81,6 +91,20 @@ class Row:
         a, b = self.q(engine, 0.5), self.q("pylance", 0.5)
         return None if a is None or not b else a / b
 
+    def cpu_median(self, engine: str) -> float | None:
+        xs = self.cpu.get(engine) or []
+        return statistics.median(xs) if xs else None
+
+    def cpu_ratio(self, engine: str) -> float | None:
+        a, b = self.cpu_median(engine), self.cpu_median("pylance")
+        return None if a is None or not b else a / b
+
+    def record(self, engine: str, fn: Callable[[], object]) -> None:
+        """Run ``fn`` once, timed: its wall and CPU seconds go to ``engine``'s samples."""
+        wall, cpu = _timed(fn)
+        self.times.setdefault(engine, []).append(wall)
+        self.cpu.setdefault(engine, []).append(cpu)
+
 
 def build_table(rows: int, seed: int = 0) -> pa.Table:
     """The benchmark table (deterministic)."""
@@ -91,10 +115,13 @@ def build_table(rows: int, seed: int = 0) -> pa.Table:
     return pa.table({"id": np.arange(rows, dtype=np.int64), "x": rng.random(rows), "name": names, "vec": vec})
 
 
-def _timed(fn: Callable[[], object]) -> float:
+def _timed(fn: Callable[[], object]) -> tuple[float, float]:
+    """Wall and CPU seconds (the whole process, every thread) of one call of ``fn``."""
+    c0 = time.process_time()
     t0 = time.perf_counter()
     fn()
-    return time.perf_counter() - t0
+    wall = time.perf_counter() - t0
+    return wall, time.process_time() - c0
 
 
 def _count_io(row: Row, theirs: Any, ours_cold: Callable[[], object], pylance: Callable[[], object]) -> None:
@@ -225,7 +252,7 @@ class Bench:
         start = time.perf_counter()
         for idx in sets:
             for engine in ENGINES:
-                row.times.setdefault(engine, []).append(_timed(lambda e=engine, i=idx: op(e, i)))
+                row.record(engine, partial(op, engine, idx))
             if time.perf_counter() - start > self.args.budget_s:
                 break
         _count_io(row, theirs, lambda: op("ours cold", sets[0]), lambda: op("pylance", sets[0]))
@@ -244,9 +271,9 @@ class Bench:
         cold()  # warm-up: file opens
         ours.to_table()  # warm-up: the decoded-block cache keeps what fits without evicting
         for _ in range(self.args.scan_reps):
-            row.times.setdefault("pylance", []).append(_timed(theirs.to_table))
-            row.times.setdefault("ours cold", []).append(_timed(cold))
-            row.times.setdefault("ours warm", []).append(_timed(ours.to_table))
+            row.record("pylance", theirs.to_table)
+            row.record("ours cold", cold)
+            row.record("ours warm", ours.to_table)
         _count_io(row, theirs, cold, theirs.to_table)
 
     def _open_take(self, opens: dict[str, Callable[[], Any]], rng: np.random.Generator) -> None:
@@ -267,7 +294,11 @@ class Bench:
                     METADATA_CACHE.clear()  # cold start: nothing cached but the process
                 idx = [int(rng.integers(0, self.args.rows))]
                 op = opens["pylance" if engine == "pylance" else "ours"]
-                row.times.setdefault(engine, []).append(_timed(lambda op=op, idx=idx: op().take(idx)))
+                row.record(engine, partial(_open_and_take, op, idx))
+
+
+def _open_and_take(open_dataset: Callable[[], Any], idx: list[int]) -> object:
+    return open_dataset().take(idx)
 
 
 def _fmt(x: float | None) -> str:
@@ -284,7 +315,7 @@ def report(rows: list[Row], nrows: int) -> str:
     head = (
         f"{'storage':7s} {'measure':10s} {'cols':4s} "
         + " ".join(f"{e + ' p50':>15s} {e + ' p99':>15s}" for e in ENGINES)
-        + f" {'cold/pylance':>12s} {'warm/pylance':>12s}"
+        + f" {'cold/pylance':>12s} {'warm/pylance':>12s} {'cpu cold/py':>11s} {'cpu warm/py':>11s}"
     )
     lines = [head, "-" * len(head)]
     for r in rows:
@@ -293,6 +324,8 @@ def report(rows: list[Row], nrows: int) -> str:
             cells += [f"{_fmt(r.q(e, 0.5)):>15s}", f"{_fmt(r.q(e, 0.99)):>15s}"]
         ratios = [r.ratio(e) for e in ("ours cold", "ours warm")]
         shown = [f"{'-' if x is None else f'{x:.2f}x':>12s}" for x in ratios]
+        cpus = [r.cpu_ratio(e) for e in ("ours cold", "ours warm")]
+        shown += [f"{'-' if x is None else f'{x:.2f}x':>11s}" for x in cpus]
         extra = ""
         if r.measure == "scan" and all(r.q(e, 0.5) for e in ENGINES):
             extra = "  Mrows/s: " + ", ".join(f"{e} {nrows / (r.q(e, 0.5) or 1) / 1e6:.1f}" for e in ENGINES)
@@ -324,6 +357,21 @@ def io_report(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
+def cpu_report(rows: list[Row]) -> str:
+    """Median CPU time of one operation (the process, every thread) per engine."""
+    head = f"{'storage':7s} {'measure':10s} {'cols':4s} {'reps':>5s} " + " ".join(
+        f"{e + ' cpu':>15s}" for e in ENGINES
+    )
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        if not r.cpu:
+            continue
+        reps = min(len(xs) for xs in r.cpu.values())
+        cells = [f"{_fmt(r.cpu_median(e)):>15s}" for e in ENGINES]
+        lines.append(f"{r.storage:7s} {r.measure:10s} {r.columns:4s} {reps:5d} " + " ".join(cells))
+    return "\n".join(lines)
+
+
 def targets(rows: list[Row]) -> str:
     """Issue 4's targets, each marked ok / MISSED."""
     out = ["targets: local warm take and scan <= 1.0x pylance; s3 warm take <= 0.2x (5x faster)"]
@@ -336,6 +384,15 @@ def targets(rows: list[Row]) -> str:
             verdict = "n/a" if x is None else ("ok" if x <= limit else "MISSED")
             shown = "-" if x is None else f"{x:.2f}x"
             out.append(f"  {r.storage:5s} {r.measure:8s} {r.columns:3s} warm/pylance {shown:>7s} {verdict}")
+    out.append("targets (issue 16): cold scan, take 1 and take 100 CPU <= 1.0x pylance")
+    for r in rows:
+        if r.measure in ("scan", "take 1", "take 100"):
+            x = r.cpu_ratio("ours cold")
+            verdict = "n/a" if x is None else ("ok" if x <= 1.0 else "MISSED")
+            shown = "-" if x is None else f"{x:.2f}x"
+            out.append(
+                f"  {r.storage:5s} {r.measure:8s} {r.columns:3s} cpu cold/pylance {shown:>7s} {verdict}"
+            )
     return "\n".join(out)
 
 
@@ -343,7 +400,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m loadtest dataset", description=__doc__.split("\n\n")[0])
     p.add_argument("--rows", type=int, default=1_000_000, help="rows in the dataset (default 1M)")
     p.add_argument("--take-reps", type=int, default=100, help="row sets per take measure (default 100)")
-    p.add_argument("--scan-reps", type=int, default=3, help="full scans per engine (default 3)")
+    p.add_argument(
+        "--scan-reps", type=int, default=15, help="full scans per engine (default 15: a CPU median)"
+    )
     p.add_argument("--open-reps", type=int, default=10, help="cold open+take per engine (default 10)")
     p.add_argument(
         "--budget-s", type=float, default=10.0, help="time cap per measure and engine (default 10)"
@@ -419,6 +478,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(report(rows, args.rows))
         print("\nI/O of one operation (data reads after the file is open):")
         print(io_report(rows))
+        print("\nCPU of one operation (median; the process's user + system time, every thread):")
+        print(cpu_report(rows))
         print()
         print(targets(rows))
         print(f"\ntotal {time.perf_counter() - t0:.0f}s")

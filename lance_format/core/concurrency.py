@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 from lance_format.core.errors import SessionClosedError
 
-__all__ = ["LazyPool"]
+__all__ = ["LazyPool", "OuterTasks", "nested_fanout_pays"]
+
+T = TypeVar("T")
 
 #: How long :meth:`LazyPool.start` waits for all of a pool's threads to be up. Starting a thread
 #: takes well under a millisecond; the bound only keeps a starved machine from hanging start-up.
@@ -98,3 +103,64 @@ class LazyPool:
 
 def _thread_pool(workers: int, prefix: str) -> ThreadPoolExecutor:
     return ThreadPoolExecutor(workers, thread_name_prefix=prefix)
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+class OuterTasks:
+    """The tasks of one parallel operation (a scan's chunks decoded ahead) running at once.
+
+    Work inside such a task fans out to more threads (a read's requests, a chunk's columns) only
+    while fewer of these tasks run than there are cores (:func:`nested_fanout_pays`): each
+    hand-off costs CPU (a future, a condition, a wake-up; ~15% of a cold scan's CPU), and the
+    outer tasks already keep every core busy. Near the end of the operation, when fewer tasks are
+    left than cores, the inner fan-out returns and the last chunks still use every core.
+
+    Parameters
+    ----------
+    cores:
+        Cores the process may use (default: its CPU affinity).
+    """
+
+    __slots__ = ("_lock", "_running", "cores")
+
+    def __init__(self, cores: int | None = None) -> None:
+        self.cores = max(1, cores if cores is not None else _cores())
+        self._running = 0
+        self._lock = threading.Lock()
+
+    @property
+    def running(self) -> int:
+        """Tasks running now."""
+        return self._running
+
+    def saturated(self) -> bool:
+        """Whether the running tasks occupy every core."""
+        return self._running >= self.cores
+
+    def run(self, fn: Callable[[], T]) -> T:
+        """Run ``fn`` as one of the tasks (counted while it runs; work inside sees this scope)."""
+        with self._lock:
+            self._running += 1
+        token = _outer.set(self)
+        try:
+            return fn()
+        finally:
+            _outer.reset(token)
+            with self._lock:
+                self._running -= 1
+
+
+_outer: contextvars.ContextVar[OuterTasks | None] = contextvars.ContextVar("lance_outer_tasks", default=None)
+
+
+def nested_fanout_pays() -> bool:
+    """Whether work on this thread should hand parts to other threads: not inside an
+    :class:`OuterTasks` task while those tasks occupy every core."""
+    outer = _outer.get()
+    return outer is None or not outer.saturated()

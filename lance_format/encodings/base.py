@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from lance_format.core.concurrency import LazyPool
+from lance_format.core.concurrency import LazyPool, nested_fanout_pays
 from lance_format.core.records import fast_init
 from lance_format.io.runtime import default_runtime
 
@@ -292,6 +292,7 @@ def gather(gens: list[IOGen[T]], *, pool: LazyPool | None = None) -> IOGen[list[
             and pool.workers > 1
             and not getattr(_IN_PAGE_POOL, "active", False)
             and nbytes >= PARALLEL_DECODE_MIN_BYTES
+            and nested_fanout_pays()
         ):
             return list(pool().map(_page_step, todo, chunks))
         return [_step(g, c) for g, c in zip(todo, chunks, strict=True)]
@@ -375,7 +376,7 @@ def drive(
 
     def resume(todo: list[IOGen[T]], chunks: list[list[memoryview]], nbytes: int) -> list[tuple[bool, Any]]:
         fields = default_runtime().decode_pool if pool is None else pool
-        if len(todo) > 1 and fields.workers > 1 and nbytes >= threshold:
+        if len(todo) > 1 and fields.workers > 1 and nbytes >= threshold and nested_fanout_pays():
             return list(fields().map(_step, todo, chunks))
         return [_step(g, c) for g, c in zip(todo, chunks, strict=True)]
 

@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from lance_format.core.buffers import empty_bytes
+from lance_format.core.concurrency import nested_fanout_pays
 from lance_format.core.errors import CorruptFileError
 from lance_format.io.cache import ByteCache, ReadPolicy
 from lance_format.io.planner import PlanLimits, Request, merge_spans, plan_requests
@@ -156,6 +157,7 @@ class RangeReader:
             return self._fetch_remote([(r.start, r.end) for r in requests])
         total = sum(r.length for r in requests)
         parallel = total >= PARALLEL_MIN_BYTES and total >= PARALLEL_MIN_MEAN_BYTES * len(requests)
+        parallel = parallel and nested_fanout_pays()  # as in _serial_local
         datas = self.store.runtime.scheduler.run(
             self._fetch,
             requests,
@@ -347,9 +349,9 @@ class RangeReader:
 
     def _serial_local(self, total: int, largest: int, count: int) -> bool:
         """Whether local spans are read one after another (as :meth:`_fetch_all` would)."""
-        return largest <= self.limits.max_request and not (
-            total >= PARALLEL_MIN_BYTES and total >= PARALLEL_MIN_MEAN_BYTES * count
-        )
+        big = total >= PARALLEL_MIN_BYTES and total >= PARALLEL_MIN_MEAN_BYTES * count
+        # Inside a scan whose chunks occupy every core, even big reads stay on the chunk's thread.
+        return largest <= self.limits.max_request and not (big and nested_fanout_pays())
 
     def _fetch_local(self, spans: list[tuple[int, int]]) -> list[memoryview]:
         """Read sorted, disjoint ``(start, end)`` spans of a local object under one gate permit."""

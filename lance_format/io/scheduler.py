@@ -27,8 +27,10 @@ import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future
+from functools import partial
 from typing import Generic, TypeVar
 
+from lance_format.core.concurrency import OuterTasks
 from lance_format.core.config import env_setting
 from lance_format.core.errors import SessionClosedError
 
@@ -253,6 +255,9 @@ class _Workers:
                 self._idle -= 1
                 _, _, fn = heapq.heappop(self._heap)
             fn()
+            # Not kept while idle: the task holds what it fetched (a scan's buffers) until the
+            # thread's next task otherwise.
+            del fn
 
     def close(self) -> None:
         """Refuse new tasks, let the threads finish the queued ones and wait for them to end."""
@@ -441,40 +446,66 @@ def _run(
                 out.append(fetch(r))
         return out
     limit = max(1, min(max_parallel or len(requests), len(requests)))
-    futures: list[Future[R]] = [Future() for _ in requests]
-    pending = deque(range(len(requests)))
-    lock = threading.Lock()
-
-    def take() -> int | None:
-        with lock:
-            return pending.popleft() if pending else None
-
-    def start_next() -> None:
-        i = take()
-        if i is not None:
-            workers.submit(priority, lambda: run(i))
-
-    def execute(i: int) -> None:
-        fut = futures[i]
-        if fut.set_running_or_notify_cancel():
-            try:
-                with gate.hold(priority):
-                    fut.set_result(fetch(requests[i]))
-            except BaseException as e:
-                fut.set_exception(e)
-
-    def run(i: int) -> None:
-        execute(i)
-        start_next()
-
+    batch = _Batch(fetch, requests, priority, gate, workers)
     # The caller is one of the ``limit`` hands: it issues requests too instead of idling until
     # the workers finish. A take of one row over four columns hands three requests to workers,
     # not four, and on a busy machine a woken worker can wait milliseconds for a core.
     for _ in range(limit - 1):
-        start_next()
-    while (i := take()) is not None:
-        execute(i)
-    return [f.result() for f in futures]
+        batch.start_next()
+    while (i := batch.take()) is not None:
+        batch.execute(i)
+    return [f.result() for f in batch.futures]
+
+
+class _Batch(Generic[T, R]):
+    """The requests of one parallel :func:`_run`: each hand (the caller or a worker) takes the next
+    one until none is left.
+
+    An object, not closures: ``run`` and ``start_next`` as closures named each other, a reference
+    cycle that held every fetched buffer (megabytes per scan chunk) until the cycle collector ran,
+    so the allocator could not reuse them and the collector ran every few scans.
+    """
+
+    __slots__ = ("_fetch", "_gate", "_lock", "_pending", "_priority", "_requests", "_workers", "futures")
+
+    def __init__(
+        self,
+        fetch: Callable[[T], R],
+        requests: Sequence[T],
+        priority: int,
+        gate: PriorityGate,
+        workers: _Workers,
+    ) -> None:
+        self._fetch = fetch
+        self._requests = requests
+        self._priority = priority
+        self._gate = gate
+        self._workers = workers
+        self.futures: list[Future[R]] = [Future() for _ in requests]
+        self._pending = deque(range(len(requests)))
+        self._lock = threading.Lock()
+
+    def take(self) -> int | None:
+        with self._lock:
+            return self._pending.popleft() if self._pending else None
+
+    def start_next(self) -> None:
+        i = self.take()
+        if i is not None:
+            self._workers.submit(self._priority, partial(self.run, i))
+
+    def execute(self, i: int) -> None:
+        fut = self.futures[i]
+        if fut.set_running_or_notify_cancel():
+            try:
+                with self._gate.hold(self._priority):
+                    fut.set_result(self._fetch(self._requests[i]))
+            except BaseException as e:
+                fut.set_exception(e)
+
+    def run(self, i: int) -> None:
+        self.execute(i)
+        self.start_next()
 
 
 class ReadAhead(Generic[R]):
@@ -522,6 +553,9 @@ class ReadAhead(Generic[R]):
         # (Table.nbytes: ~5% of a scan's CPU when re-measured at every look at the budget).
         self._sizes: dict[Future[R], int] = {}
         self.peak_buffered = 0  # high-water mark of finished-but-unconsumed bytes (tests)
+        # The tasks running at once: reads inside them fan out to more threads only while they
+        # leave cores idle (see OuterTasks).
+        self._outer = OuterTasks()
 
     def _expected(self) -> int:
         # A running task is expected to hold about what finished ones did.
@@ -553,10 +587,15 @@ class ReadAhead(Generic[R]):
             self._index += 1
             ctx = contextvars.copy_context()
 
-            def run(task: Callable[[], R] = task, prio: int = prio, ctx: contextvars.Context = ctx) -> R:
+            def run(
+                task: Callable[[], R] = task,
+                prio: int = prio,
+                ctx: contextvars.Context = ctx,
+                outer: OuterTasks = self._outer,
+            ) -> R:
                 def inner() -> R:
                     with io_priority(prio):
-                        return task()
+                        return outer.run(task)
 
                 return ctx.run(inner)
 

@@ -12,6 +12,7 @@ import pytest
 
 import lance_format
 from lance_format.dataset.dataset import LanceDataset
+from lance_format.dataset.scanner import SCAN_CHUNK_ROWS
 from lance_format.dataset.session import Session
 from lance_format.io.cache import ReadPolicy
 from lance_format.io.planner import SCAN_REQUEST_BYTES, PlanLimits
@@ -20,7 +21,7 @@ from lance_format.io.reader import RangeReader, io_stats
 from lance_format.io.store import LocalStore
 from tests.io.counting import CountingStore, takes_against_pylance
 
-ROWS = 300_000  # more than two scan chunks (128K rows)
+ROWS = 300_000  # more than one scan chunk (SCAN_CHUNK_ROWS, 256K rows)
 
 
 def table(n: int = ROWS, seed: int = 0) -> pa.Table:
@@ -92,7 +93,7 @@ def test_local_scan_reads_as_before(tmp_path: Path) -> None:
     ds.take([0])
     store.reset()
     assert ds.to_table(columns=["x"]).equals(t.select(["x"]))
-    assert len(data_reads(store)) == 3  # one per 128K-row chunk
+    assert len(data_reads(store)) == math.ceil(ROWS / SCAN_CHUNK_ROWS)  # one per scan chunk
 
 
 def test_scan_with_limit_reads_only_its_rows(tmp_path: Path) -> None:

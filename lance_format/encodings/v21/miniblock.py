@@ -151,6 +151,9 @@ def read_chunks(layout: m.MiniBlockLayout, meta: MiniBlockMeta, runs: RowRuns, p
     if np.array_equal(first, last):
         # Every run inside one chunk (takes): the chunks are ``first`` without repeats (sorted).
         selected = first[np.concatenate(([True], first[1:] != first[:-1]))] if len(first) > 1 else first
+    elif len(first) == 1:
+        # One run of rows (scans): its chunks, in order, without sorting them again.
+        selected = np.arange(first[0], last[0] + 1, dtype=np.int64)
     else:
         selected = np.unique(expand_ranges(first, last - first + 1))
     # Stretches of selected chunks adjacent in the file: one read each (chunks of merged pages
