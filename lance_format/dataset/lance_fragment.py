@@ -174,7 +174,8 @@ class LanceFragment(ArrowFragmentMixin, pds.Fragment):  # type: ignore[misc]
             bad = int(wanted.max())
             raise InvalidInputError(f"index {bad} out of range: the fragment has {len(live)} rows")
         addresses = (np.uint64(self.fragment_id) << np.uint64(32)) | live[wanted].astype(np.uint64)
-        return take_addresses(self._ds.snapshot, addresses, columns)
+        # pylance's fragment take keeps struct members in the order named (its dataset take does not).
+        return take_addresses(self._ds.snapshot, addresses, columns, named_order=True)
 
     create = staticmethod(create_fragment)
 
