@@ -167,6 +167,8 @@ class LanceFragment(ArrowFragmentMixin, pds.Fragment):  # type: ignore[misc]
     ) -> pa.Table:
         """Rows at live-row offsets within this fragment, in the order given."""
         check_arrow_options(arrow_options)
+        if isinstance(columns, dict):  # pylance's fragment take refuses it too (a TypeError there)
+            raise InvalidInputError("a fragment's take takes column names, not {name: SQL expression}")
         wanted = as_u64(indices, "indices")
         keep = self._ds.snapshot.fragment_reader(self.fragment).keep_mask()
         live = np.arange(self.physical_rows, dtype=np.uint64) if keep is None else np.flatnonzero(keep)

@@ -8,11 +8,13 @@ from typing import TYPE_CHECKING, NamedTuple, cast
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lance_format.core.errors import InvalidInputError
+from lance_format.dataset.filters import evaluate, parse_value
 from lance_format.dataset.projection import prune_structs, pruned_field, take_columns
 from lance_format.dataset.scan_options import take_table_rows
-from lance_format.dataset.scanner import ROWADDR, ROWID, conform_schema, row_id_columns
+from lance_format.dataset.scanner import ROWADDR, ROWID, LanceScanner, conform_schema, row_id_columns
 from lance_format.dataset.snapshot import FragmentIndex
 from lance_format.file.decoded import AdmitBudget
 from lance_format.table.model import DataFragment
@@ -20,7 +22,14 @@ from lance_format.table.model import DataFragment
 if TYPE_CHECKING:
     from lance_format.dataset.snapshot import Snapshot
 
-__all__ = ["FragmentIndex", "as_u64", "logical_to_addresses", "stable_ids_to_addresses", "take_addresses"]
+__all__ = [
+    "FragmentIndex",
+    "as_u64",
+    "logical_to_addresses",
+    "stable_ids_to_addresses",
+    "take_addresses",
+    "take_computed",
+]
 
 #: Take schemas remembered per version: clients use a handful of projections; the bound keeps one
 #: that sends endless distinct column lists from growing the index.
@@ -221,3 +230,39 @@ def _out_schema(
     if len(index.schemas) < _MAX_SCHEMAS:
         index.schemas[key] = out
     return out
+
+
+def take_computed(
+    ds: Snapshot,
+    addresses: npt.NDArray[np.uint64],
+    columns: dict[str, str],
+    *,
+    with_row_id: bool = False,
+    with_row_address: bool = False,
+) -> pa.Table:
+    """Rows at ``addresses`` with ``columns`` as ``{output name: SQL expression}`` (pylance's
+    take accepts such a projection); the expressions may read ``_rowid`` / ``_rowaddr``."""
+    if not columns:
+        # pylance 14.0.2 refuses it too ("No data files found for schema").
+        raise InvalidInputError("a take needs at least one column; columns={} names none")
+    arrow = ds.schema
+    bound = LanceScanner.filter_schema(arrow)
+    exprs: dict[str, pc.Expression] = {}
+    refs: set[str] = set()
+    for name, sql in columns.items():
+        exprs[str(name)], used = parse_value(sql, bound)
+        refs |= used
+    read = [c for c in arrow.names if c in refs]
+    need_id, need_addr = ROWID in refs, ROWADDR in refs
+    rows = take_addresses(
+        ds,
+        addresses,
+        read,
+        with_row_id=with_row_id or need_id,
+        with_row_address=with_row_address or need_addr,
+    )
+    out = evaluate(rows, exprs)
+    for name, asked in ((ROWID, with_row_id), (ROWADDR, with_row_address)):
+        if asked:
+            out = out.append_column(rows.schema.field(name), rows.column(name))
+    return out.replace_schema_metadata(arrow.metadata)

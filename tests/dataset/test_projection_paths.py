@@ -159,3 +159,52 @@ def test_null_structs_with_non_null_members_read_over_fragments(uri: str) -> Non
         lance_format.dataset(uri).take_rows(ids, columns=["s"]).to_pylist()
         == lance.dataset(uri)._take_rows(ids, columns=["s"]).to_pylist()
     )
+
+
+_COMPUTED = [
+    {"twice": "id * 2", "x": "s.x", "id": "id"},
+    {"z1": "ss.in.z + 1"},
+    {"r": "_rowid", "i": "id"},
+    {"a": "_rowaddr", "w": "ss.in.w"},
+    {"id": "id + 1", "other": "id"},
+]
+
+
+def _cells(t: pa.Table) -> tuple[list[str], list[pa.DataType], list[dict[str, Any]]]:
+    # Types and values; pylance infers non-null for arithmetic over non-null columns, ours marks
+    # computed columns nullable (docs/pylance-api.md), so nullability is left out here.
+    return t.schema.names, [f.type for f in t.schema], t.to_pylist()
+
+
+@pytest.mark.parametrize("columns", _COMPUTED, ids=lambda c: ",".join(c))
+def test_takes_accept_computed_columns(uri: str, columns: dict[str, str]) -> None:
+    """Before: ours read the dict's keys as column names ("no column 'twice'")."""
+    ours, theirs = lance_format.dataset(uri), lance.dataset(uri)
+    for idx in ([0, 2, 4], [4, 0, 2, 2]):
+        assert _cells(ours.take(idx, columns=columns)) == _cells(theirs.take(idx, columns=columns))
+    # pylance's take has no with_row_id; ours adds the column after the computed ones.
+    got = ours.take([1, 3], columns=columns, with_row_id=True)
+    assert _cells(got.drop_columns(["_rowid"])) == _cells(theirs.take([1, 3], columns=columns))
+    assert got.column("_rowid").to_pylist() == [2, 1 << 32]  # row 1 is deleted
+    assert got.schema.metadata == {b"m": b"1"}
+    ids = [2, (1 << 32) | 1, 0]
+    assert _cells(ours.take_rows(ids, columns=columns)) == _cells(theirs._take_rows(ids, columns=columns))
+    # Scans too: _rowid / _rowaddr in an expression were refused before ("no column '_rowid'").
+    assert _cells(ours.to_table(columns=columns, filter="id > 1")) == _cells(
+        theirs.to_table(columns=columns, filter="id > 1")
+    )
+
+
+@pytest.mark.parametrize("columns", [{}, {"a": "nope + 1"}, {"a": "id +"}, {"a": 5}])
+def test_bad_computed_takes_are_refused_by_both(uri: str, columns: dict[str, Any]) -> None:
+    with pytest.raises((OSError, TypeError)):
+        lance.dataset(uri).take([0], columns=columns)
+    with pytest.raises(InvalidInputError):
+        lance_format.dataset(uri).take([0], columns=columns)
+
+
+def test_a_fragment_take_refuses_computed_columns(uri: str) -> None:
+    with pytest.raises(TypeError):
+        lance.dataset(uri).get_fragments()[0].take([0], columns={"a": "id"})
+    with pytest.raises(InvalidInputError, match="column names"):
+        lance_format.dataset(uri).get_fragments()[0].take([0], columns={"a": "id"})
