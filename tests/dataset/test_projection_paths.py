@@ -208,3 +208,34 @@ def test_a_fragment_take_refuses_computed_columns(uri: str) -> None:
         lance.dataset(uri).get_fragments()[0].take([0], columns={"a": "id"})
     with pytest.raises(InvalidInputError, match="column names"):
         lance_format.dataset(uri).get_fragments()[0].take([0], columns={"a": "id"})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "drop",
+    [["s.y"], ["s.x", "s.y"], ["ss.in.z"], ["ss.in"], ["ss.in.z", "ss.in.w"], ["s.y", "s"], ["s.x", "id"]],
+    ids=lambda c: ",".join(c),
+)
+def test_drop_columns_of_struct_members(tmp_path: Path, uri: str, drop: list[str]) -> None:
+    """pylance drops a member from its struct (a struct left empty goes too), metadata only.
+    Before: ours refused every member path ("cannot drop 's.y': no such column")."""
+    theirs_uri = str(tmp_path / "theirs")
+    lance.write_dataset(lance.dataset(uri).to_table(), theirs_uri, data_storage_version="2.1")
+    lance.dataset(theirs_uri).drop_columns(drop)
+    ours_uri = str(tmp_path / "ours")
+    lance.write_dataset(lance.dataset(uri).to_table(), ours_uri, data_storage_version="2.1")
+    lance_format.dataset(ours_uri).drop_columns(drop)
+    expected = lance.dataset(theirs_uri)
+    for read in (lance.dataset(ours_uri), lance_format.dataset(ours_uri), lance_format.dataset(theirs_uri)):
+        assert read.schema == expected.schema
+        assert read.version == expected.version
+        assert read.to_table().to_pylist() == expected.to_table().to_pylist()
+    files = [[f.fields for f in fr.data_files()] for fr in lance.dataset(ours_uri).get_fragments()]
+    assert files == [[f.fields for f in fr.data_files()] for fr in expected.get_fragments()]
+
+
+@pytest.mark.parametrize("drop", [["s.nope"], ["id.x"], ["ss.in.z.q"]])
+def test_dropping_an_unknown_member_is_refused_by_both(uri: str, drop: list[str]) -> None:
+    with pytest.raises(ValueError, match="does not exist"):
+        lance.dataset(uri).drop_columns(drop)
+    with pytest.raises(InvalidInputError, match="no such column"):
+        lance_format.dataset(uri).drop_columns(drop)
