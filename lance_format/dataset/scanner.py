@@ -181,6 +181,7 @@ class LanceScanner:
         self._read = roots + extra + self._sort_extra
         self._limit = _check_count(limit, "limit")
         self._offset = _check_count(offset, "offset") or 0
+        self._paged = limit is not None or offset is not None  # even offset=0: count_rows refuses it
         bs = _check_count(batch_size, "batch_size")
         if bs == 0:
             raise InvalidInputError("batch_size must be positive")
@@ -461,7 +462,19 @@ class LanceScanner:
         return conform_schema(pa.concat_tables(tables), self.projected_schema)
 
     def count_rows(self) -> int:
-        """Rows the scan would return (deletions read, data not, unless a filter needs it)."""
+        """Rows the scan matches (deletions read, data not, unless a filter needs it).
+
+        Raises
+        ------
+        InvalidInputError
+            When the scan has a ``limit`` or ``offset``, as pylance refuses it (count the table
+            instead).
+        """
+        if self._paged:
+            raise InvalidInputError(
+                "Cannot use limit/offset with aggregate: count_rows() counts every matching row; "
+                "apply the limit to the result instead"
+            )
         if self._filter is None:
             deleted_too = self._options.include_deleted_rows
             total = sum(f.physical_rows if deleted_too else f.num_rows for f in self._fragments)
