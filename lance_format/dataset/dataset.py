@@ -498,6 +498,34 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
 
         self.adopt(add_computed_columns(self._snapshot, transforms, read_columns, reader_schema, batch_size))
 
+    def merge(
+        self,
+        data_obj: Any,
+        left_on: str,
+        right_on: str | None = None,
+        schema: pa.Schema | None = None,
+    ) -> None:
+        """Add ``data_obj``'s columns joined on ``left_on`` = ``right_on`` (a new version).
+
+        Parameters
+        ----------
+        data_obj
+            A table, batch reader, pandas DataFrame or anything ``write_dataset`` reads: the key
+            column ``right_on`` and the new columns.
+        left_on
+            The dataset's key column.
+        right_on
+            The key column of ``data_obj`` (``left_on`` when ``None``); it is not added.
+        schema
+            ``data_obj``'s schema, for inputs that need one (batch iterables).
+
+        Rows without a match get nulls; a key repeated in ``data_obj`` takes its last row. Every
+        fragment gets one data file of the new columns (pylance's ``LanceOperation.Merge``).
+        """
+        from lance_format.dataset.fragment_api import merge_on_key
+
+        self.adopt(merge_on_key(self._snapshot, data_obj, left_on, right_on, schema))
+
     def drop_columns(self, columns: list[str]) -> None:
         """Remove columns from the schema; data files holding only dropped columns leave the
         manifest (files shared with kept columns stay until compaction)."""
