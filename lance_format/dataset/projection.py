@@ -79,9 +79,10 @@ class TakeColumns:
     members: dict[str, list[tuple[int, ...]]]
 
 
-def take_columns(schema: pa.Schema, columns: Sequence[str]) -> TakeColumns:
+def take_columns(schema: pa.Schema, columns: Sequence[str], named_order: bool = False) -> TakeColumns:
     """Split a take's ``columns`` into top-level columns and member paths (pylance's take keeps a
-    pruned struct where a scan would return a flat column)."""
+    pruned struct where a scan would return a flat column). With ``named_order`` a struct named
+    whole after some of its members keeps those first (pylance's fragment take)."""
     known = set(schema.names)
     roots: dict[str, None] = {}
     whole: set[str] = set()
@@ -90,42 +91,53 @@ def take_columns(schema: pa.Schema, columns: Sequence[str]) -> TakeColumns:
         if c in known:
             roots[c] = None
             whole.add(c)
+            if c in members:
+                members[c].append(())  # every member, after those already named
             continue
         path = member_path(schema, c)
         roots[path.root] = None
         members.setdefault(path.root, []).append(path.indices)
+    if named_order:
+        # Named whole before any member: its schema order (the paths after it add nothing).
+        return TakeColumns(list(roots), {r: p for r, p in members.items() if r not in whole or () in p})
     return TakeColumns(list(roots), {r: p for r, p in members.items() if r not in whole})
 
 
-def _pruned_type(
+def _kept(
     ftype: pa.StructType, paths: list[tuple[int, ...]], named_order: bool
-) -> tuple[pa.StructType, list[int]]:
-    """The struct type keeping ``paths`` (children in schema order) and the kept child indices."""
-    if any(not p for p in paths):  # the struct itself was named: every member stays
-        return ftype, list(range(ftype.num_fields))
-    # Members in schema order (a dataset's take), or as first named (a fragment's take).
-    keep = list(dict.fromkeys(p[0] for p in paths)) if named_order else sorted({p[0] for p in paths})
+) -> list[tuple[int, list[tuple[int, ...]]]]:
+    """The children of ``ftype`` that ``paths`` keep, each with the paths below it (``()``: the
+    whole child). In schema order (a dataset's take), or as first named (a fragment's take, where
+    naming the struct itself appends its other members at that point)."""
+    below: dict[int, list[tuple[int, ...]]] = {}
+    for p in paths:
+        for i in range(ftype.num_fields) if not p else (p[0],):
+            below.setdefault(i, []).append(p[1:] if p else ())
+    order = list(below) if named_order else sorted(below)
+    return [(i, below[i]) for i in order]
+
+
+def _pruned_type(ftype: pa.StructType, paths: list[tuple[int, ...]], named_order: bool) -> pa.StructType:
+    """The struct type keeping the members at ``paths``."""
     fields = []
-    for i in keep:
+    for i, sub in _kept(ftype, paths, named_order):
         child = ftype.field(i)
-        below = [p[1:] for p in paths if p[0] == i]
-        if pa.types.is_struct(child.type) and all(below):
-            child = child.with_type(_pruned_type(child.type, below, named_order)[0])
+        if pa.types.is_struct(child.type):  # a whole child too: its members' order may change
+            child = child.with_type(_pruned_type(child.type, sub, named_order))
         fields.append(child)
-    return pa.struct(fields), keep
+    return pa.struct(fields)
 
 
 def _prune_array(arr: pa.StructArray, paths: list[tuple[int, ...]], named_order: bool) -> pa.StructArray:
-    ftype, keep = _pruned_type(arr.type, paths, named_order)
-    if len(keep) == arr.type.num_fields and ftype == arr.type:
+    ftype = _pruned_type(arr.type, paths, named_order)
+    if ftype == arr.type:
         return arr
     children = []
-    for pos, i in enumerate(keep):
+    for i, sub in _kept(arr.type, paths, named_order):
         child = arr.field(i)  # the child's own values and validity, offset applied
-        below = [p[1:] for p in paths if p[0] == i]
-        if pa.types.is_struct(child.type) and all(below):
-            child = _prune_array(child, below, named_order)
-        children.append(child.cast(ftype.field(pos).type) if child.type != ftype.field(pos).type else child)
+        if pa.types.is_struct(child.type):
+            child = _prune_array(child, sub, named_order)
+        children.append(child)
     mask = arr.is_null() if arr.null_count else None
     return pa.StructArray.from_arrays(children, fields=list(ftype), mask=mask)
 
@@ -133,7 +145,7 @@ def _prune_array(arr: pa.StructArray, paths: list[tuple[int, ...]], named_order:
 def pruned_field(field: pa.Field, paths: list[tuple[int, ...]], named_order: bool = False) -> pa.Field:
     """``field`` (a struct) keeping only the members at ``paths`` (in schema order, or in the order
     first named)."""
-    return field.with_type(_pruned_type(field.type, paths, named_order)[0])
+    return field.with_type(_pruned_type(field.type, paths, named_order))
 
 
 def prune_structs(

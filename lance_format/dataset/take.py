@@ -216,7 +216,7 @@ def _out_schema(
     if columns is None:
         cols = list(names)
     else:
-        spec = take_columns(arrow, columns)
+        spec = take_columns(arrow, columns, named_order)
         cols, members = spec.roots, spec.members
     fields = [
         arrow.field(c) if c not in members else pruned_field(arrow.field(c), members[c], named_order)
