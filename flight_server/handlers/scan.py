@@ -191,10 +191,12 @@ def projected_bytes(ds: LanceDataset, frags: Sequence[LanceFragment], columns: S
     which is what a client sizing its reads needs.
     """
     wanted: set[int] = set()
-    names = set(ds.schema.names)
     for name in columns:
-        if name in names:
-            wanted.update(f.id for f in ds.lance_schema.field_by_name(name).walk())
+        try:  # a column, or a struct member by path ("st.a"); _rowid and the like hold no bytes
+            field = ds.lance_schema.field_by_path(name)
+        except KeyError:
+            continue
+        wanted.update(f.id for f in field.walk())
     total = 0
     for frag in frags:
         for data_file in frag.data_files():

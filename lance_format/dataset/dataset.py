@@ -39,6 +39,7 @@ from lance_format.dataset.take import (
     logical_to_addresses,
     stable_ids_to_addresses,
     take_addresses,
+    take_computed,
 )
 from lance_format.io.store import ObjectStore
 from lance_format.table.flags import STABLE_ROW_IDS
@@ -353,15 +354,23 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
     def take(
         self,
         indices: Sequence[int] | npt.ArrayLike,
-        columns: Sequence[str] | None = None,
+        columns: Sequence[str] | dict[str, str] | None = None,
         *,
         with_row_id: bool = False,
         with_row_address: bool = False,
         **arrow_options: Any,
     ) -> pa.Table:
-        """Rows at logical offsets (deleted rows skipped), in the order given; repeats allowed."""
+        """Rows at logical offsets (deleted rows skipped), in the order given; repeats allowed.
+
+        ``columns`` names columns or struct members (``"s.x"`` brings ``s`` with that member), or
+        maps output names to SQL expressions (``{"twice": "id * 2"}``).
+        """
         check_arrow_options(arrow_options)
         addresses = logical_to_addresses(self._snapshot, as_u64(indices, "indices"))
+        if isinstance(columns, dict):
+            return take_computed(
+                self._snapshot, addresses, columns, with_row_id=with_row_id, with_row_address=with_row_address
+            )
         return take_addresses(
             self._snapshot, addresses, columns, with_row_id=with_row_id, with_row_address=with_row_address
         )
@@ -369,7 +378,7 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
     def take_rows(
         self,
         row_ids: Sequence[int] | npt.ArrayLike,
-        columns: Sequence[str] | None = None,
+        columns: Sequence[str] | dict[str, str] | None = None,
         *,
         with_row_id: bool = False,
         with_row_address: bool = False,
@@ -381,6 +390,10 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         ids = as_u64(row_ids, "row ids")
         if self.has_stable_row_ids:
             ids = stable_ids_to_addresses(self._snapshot, ids)
+        if isinstance(columns, dict):
+            return take_computed(
+                self._snapshot, ids, columns, with_row_id=with_row_id, with_row_address=with_row_address
+            )
         return take_addresses(
             self._snapshot, ids, columns, with_row_id=with_row_id, with_row_address=with_row_address
         )
@@ -484,6 +497,34 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         from lance_format.dataset.fragment_api import add_computed_columns
 
         self.adopt(add_computed_columns(self._snapshot, transforms, read_columns, reader_schema, batch_size))
+
+    def merge(
+        self,
+        data_obj: Any,
+        left_on: str,
+        right_on: str | None = None,
+        schema: pa.Schema | None = None,
+    ) -> None:
+        """Add ``data_obj``'s columns joined on ``left_on`` = ``right_on`` (a new version).
+
+        Parameters
+        ----------
+        data_obj
+            A table, batch reader, pandas DataFrame or anything ``write_dataset`` reads: the key
+            column ``right_on`` and the new columns.
+        left_on
+            The dataset's key column.
+        right_on
+            The key column of ``data_obj`` (``left_on`` when ``None``); it is not added.
+        schema
+            ``data_obj``'s schema, for inputs that need one (batch iterables).
+
+        Rows without a match get nulls; a key repeated in ``data_obj`` takes its last row. Every
+        fragment gets one data file of the new columns (pylance's ``LanceOperation.Merge``).
+        """
+        from lance_format.dataset.fragment_api import merge_on_key
+
+        self.adopt(merge_on_key(self._snapshot, data_obj, left_on, right_on, schema))
 
     def drop_columns(self, columns: list[str]) -> None:
         """Remove columns from the schema; data files holding only dropped columns leave the

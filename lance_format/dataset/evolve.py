@@ -35,13 +35,41 @@ def drop_columns(ds: Snapshot, columns: list[str]) -> Manifest:
     out of the manifest (see :mod:`lance_format.table.transaction`), files shared with kept columns
     stay as they are."""
     names = [f.name for f in ds.lance_schema.fields]
+    kept = ds.lance_schema.fields
     for c in columns:
-        if c not in names:
+        if c in names:
+            kept = tuple(f for f in kept if f.name != c)
+            continue
+        # A struct member by path (``"s.x"``), as pylance drops it; a struct left with no member
+        # goes too. Dropped already (a parent named too) is fine.
+        parts = c.split(".")
+        if len(parts) < 2 or not _has_path(ds.lance_schema.fields, parts):
             raise InvalidInputError(f"cannot drop {c!r}: no such column; columns are {names}")
-    kept = tuple(f for f in ds.lance_schema.fields if f.name not in set(columns))
+        kept = _without_path(kept, parts)
     if not kept:
         raise InvalidInputError("cannot drop every column of a dataset")
     return commit_schema_change(ds, Project(LanceSchema(kept, dict(ds.lance_schema.metadata))))
+
+
+def _has_path(fields: tuple[LanceField, ...], parts: list[str]) -> bool:
+    """Whether ``parts`` names a field through struct members (never into a list)."""
+    for f in fields:
+        if f.name == parts[0]:
+            return len(parts) == 1 or (f.logical_type == "struct" and _has_path(f.children, parts[1:]))
+    return False
+
+
+def _without_path(fields: tuple[LanceField, ...], parts: list[str]) -> tuple[LanceField, ...]:
+    """``fields`` without the member at ``parts``; structs left empty are removed too."""
+    out = []
+    for f in fields:
+        if f.name != parts[0]:
+            out.append(f)
+        elif len(parts) > 1:
+            kids = _without_path(f.children, parts[1:])
+            if kids:
+                out.append(replace(f, children=kids))
+    return tuple(out)
 
 
 def renumber(f: LanceField, next_id: list[int], parent: int) -> LanceField:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyroaring import BitMap
 
 from lance_format.core.errors import InvalidInputError
@@ -203,3 +204,39 @@ def update_columns(
     if with_offsets:
         return meta, modified, BitMap(pos.astype(np.uint32)).serialize()
     return meta, modified
+
+
+def merge_on_key(
+    ds: Snapshot, data: Any, left_on: str, right_on: str | None, schema: pa.Schema | None
+) -> Manifest:
+    """Commit ``data``'s columns (all but ``right_on``) joined to the dataset on ``left_on`` =
+    ``right_on``: one new data file per fragment, one ``Merge`` version (pylance's
+    ``LanceDataset.merge``). Rows without a match get nulls; a key repeated in ``data`` takes its
+    last row, as pylance's hash join does; null keys match nothing.
+    """
+    right_on = left_on if right_on is None else right_on
+    if left_on not in ds.schema.names:
+        raise InvalidInputError(f"Column {left_on} does not exist in the left side dataset")
+    right = to_reader(data, schema).read_all()
+    if right_on not in right.schema.names:
+        raise InvalidInputError(f"Column {right_on} does not exist in the right side dataset")
+    left_type, right_type = ds.schema.field(left_on).type, right.schema.field(right_on).type
+    if left_type != right_type:
+        raise InvalidInputError(f"Index column type mismatch: expected {right_type}, got {left_type}")
+    for name in right.schema.names:
+        if name != right_on and name in ds.schema.names:
+            raise InvalidInputError(f"Column {name} exists in both sides of the dataset")
+    added = right.drop_columns([right_on])
+    if not added.num_columns:
+        raise InvalidInputError(f"merge needs columns besides the key {right_on!r}")  # pylance panics
+    # Reversed, so ``index_in`` (the first match) finds a repeated key's last row.
+    reverse = pa.array(np.arange(right.num_rows - 1, -1, -1, dtype=np.int64))
+    keys = right.column(right_on).take(reverse).combine_chunks()
+    values = [c.combine_chunks() for c in added.take(reverse).columns]
+    out_schema = added.schema
+
+    def joined(batch: pa.RecordBatch) -> pa.RecordBatch:
+        pos = pc.index_in(batch.column(0), value_set=keys)
+        return pa.RecordBatch.from_arrays([c.take(pos) for c in values], schema=out_schema)
+
+    return add_computed_columns(ds, BatchUDF(joined, out_schema), [left_on], None, None)

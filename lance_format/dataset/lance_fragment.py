@@ -167,14 +167,24 @@ class LanceFragment(ArrowFragmentMixin, pds.Fragment):  # type: ignore[misc]
     ) -> pa.Table:
         """Rows at live-row offsets within this fragment, in the order given."""
         check_arrow_options(arrow_options)
+        if isinstance(columns, dict):  # pylance's fragment take refuses it too (a TypeError there)
+            raise InvalidInputError("a fragment's take takes column names, not {name: SQL expression}")
         wanted = as_u64(indices, "indices")
+        if len(wanted) > 1 and bool((wanted[1:] < wanted[:-1]).any()):
+            # pylance 14.0.2 refuses them too (repeats pass): its fragment reader reads forward only.
+            at = int(np.flatnonzero(wanted[1:] < wanted[:-1])[0])
+            raise InvalidInputError(
+                f"Requested row indices are not strictly increasing at index {at}: "
+                f"{int(wanted[at])} then {int(wanted[at + 1])} (a fragment's take reads in order)"
+            )
         keep = self._ds.snapshot.fragment_reader(self.fragment).keep_mask()
         live = np.arange(self.physical_rows, dtype=np.uint64) if keep is None else np.flatnonzero(keep)
         if wanted.size and int(wanted.max()) >= len(live):
             bad = int(wanted.max())
             raise InvalidInputError(f"index {bad} out of range: the fragment has {len(live)} rows")
         addresses = (np.uint64(self.fragment_id) << np.uint64(32)) | live[wanted].astype(np.uint64)
-        return take_addresses(self._ds.snapshot, addresses, columns)
+        # pylance's fragment take keeps struct members in the order named (its dataset take does not).
+        return take_addresses(self._ds.snapshot, addresses, columns, named_order=True)
 
     create = staticmethod(create_fragment)
 

@@ -15,6 +15,7 @@ from lance_format.core.errors import InvalidInputError, NotSupportedError
 from lance_format.dataset.expr import Predicate
 from lance_format.dataset.filters import Filter, evaluate, parse_filter, parse_value
 from lance_format.dataset.fragment import FragmentReader
+from lance_format.dataset.projection import MemberPath, flatten_member, member_path
 from lance_format.dataset.scan_options import ScanOptions, sort_table, strict_batches
 from lance_format.io.cache import ReadPolicy
 from lance_format.io.prefetch import ScanScope, scan_scope
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from lance_format.dataset.snapshot import SnapshotSource
     from lance_format.table.model import DataFragment
 
-__all__ = ["DEFAULT_BATCH_SIZE", "LanceScanner", "row_id_columns"]
+__all__ = ["DEFAULT_BATCH_SIZE", "LanceScanner", "conform_schema", "row_id_columns"]
 
 #: pylance's scan batch size on local disk.
 DEFAULT_BATCH_SIZE = 8192
@@ -57,15 +58,20 @@ _ROWS = "__lance_rows"
 _NO_OFFSETS = np.zeros(0, dtype=np.int64)
 
 
-def _as_schema(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """``table`` cast to ``schema``; as it is when it has that schema already (a scan's chunks
-    usually do: the cast would still visit every chunk of every column)."""
-    return table if table.schema.equals(schema, check_metadata=True) else table.cast(schema)
-
-
 def _with_rows(table: pa.Table, rows: int) -> pa.Table:
     """``table``, or the row-count carrier when it has no columns left."""
     return table if table.num_columns else pa.table({_ROWS: pa.nulls(rows)})
+
+
+def conform_schema(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table`` with ``schema``: a cast only where a type differs. A cast to the same type still
+    checks non-nullable struct members, and fails on the null member values under a null struct
+    (how such a column is stored and read, in every engine)."""
+    if table.schema.equals(schema, check_metadata=True):
+        return table
+    if table.schema.equals(schema):  # field or schema metadata only
+        return pa.Table.from_arrays(table.columns, schema=schema)
+    return table.cast(schema)
 
 
 #: Counts (limit, offset, batch size) are signed 64-bit integers, as in pylance.
@@ -127,12 +133,14 @@ class LanceScanner:
         self._use_scalar_index = use_scalar_index
         arrow = dataset.schema
         self._exprs: dict[str, pc.Expression] | None = None
+        self._expr_refs: set[str] = set()
         if isinstance(columns, dict):
             # {output name: SQL expression}, as pylance accepts.
             self._exprs = {}
             used_by_exprs: set[str] = set()
             for name, sql in columns.items():
-                self._exprs[str(name)], refs = parse_value(sql, arrow)
+                # Bound with ``_rowid`` / ``_rowaddr`` too: pylance's computed columns may read them.
+                self._exprs[str(name)], refs = parse_value(sql, self.filter_schema(arrow))
                 used_by_exprs |= refs
             if self._exprs and not used_by_exprs and not (with_row_id or with_row_address):
                 # pylance refuses it ("Scans must request at least one column. Received only
@@ -140,6 +148,7 @@ class LanceScanner:
                 raise NotSupportedError(
                     f"a scan must read at least one column; {list(self._exprs)} are only literal expressions"
                 )
+            self._expr_refs = used_by_exprs
             columns = [c for c in arrow.names if c in used_by_exprs]
         elif columns is None:
             columns = list(arrow.names)
@@ -160,25 +169,30 @@ class LanceScanner:
             columns = [c for c in columns if c not in (ROWID, ROWADDR)]
         # One set of names: ``Schema.names`` builds a new list per access (quadratic in a loop).
         known = set(arrow.names)
+        #: Struct members named by path (``"ss.in.z"``): flat columns computed from their roots.
+        self._members: dict[str, MemberPath] = {}
         for c in columns:
             if c not in known:
-                raise InvalidInputError(f"no column {c!r} in the dataset; columns are {arrow.names}")
+                self._members[c] = member_path(arrow, c)
         self._columns = list(columns)
+        roots = list(dict.fromkeys(self._members[c].root if c in self._members else c for c in columns))
         self._predicate: Predicate | None = None
         self._filter: pc.Expression | None = None
         extra: list[str] = []
-        used: set[str] = set()
+        used: set[str] = set(self._expr_refs)
         if filter is not None:
             self._predicate = parse_filter(filter, self.filter_schema(arrow))
-            self._filter, used = self._predicate.expression, self._predicate.columns
-            extra = [c for c in arrow.names if c in used and c not in self._columns]
+            self._filter = self._predicate.expression
+            used |= self._predicate.columns
+        extra = [c for c in arrow.names if c in used and c not in roots]
         # Sort keys not in the projection are read too, and dropped after sorting.
         self._sort_extra = [
-            o.column_name for o in options.order_by if o.column_name not in (*self._columns, *extra)
+            o.column_name for o in options.order_by if o.column_name not in (*self._columns, *roots, *extra)
         ]
-        self._read = self._columns + extra + self._sort_extra
+        self._read = roots + extra + self._sort_extra
         self._limit = _check_count(limit, "limit")
         self._offset = _check_count(offset, "offset") or 0
+        self._paged = limit is not None or offset is not None  # even offset=0: count_rows refuses it
         bs = _check_count(batch_size, "batch_size")
         if bs == 0:
             raise InvalidInputError("batch_size must be positive")
@@ -196,9 +210,11 @@ class LanceScanner:
             # (wide tables: 100,000 columns).
             projected = arrow
         elif self._exprs is None:
-            projected = pa.schema([arrow.field(c) for c in self._columns], metadata=arrow.metadata)
+            projected = pa.schema(
+                [self._output_field(arrow, c) for c in self._columns], metadata=arrow.metadata
+            )
         else:
-            empty = pa.schema([arrow.field(c) for c in self._columns]).empty_table()
+            empty = self.filter_schema(pa.schema([arrow.field(c) for c in self._columns])).empty_table()
             projected = pa.schema(list(self._project(empty).schema), metadata=arrow.metadata)
         if with_row_id:
             projected = projected.append(pa.field(ROWID, pa.uint64(), nullable=True))
@@ -210,6 +226,10 @@ class LanceScanner:
         self.projected_schema = projected
         sort_cols = [o.column_name for o in options.order_by if o.column_name not in projected.names]
         self._load_names = [*projected.names, *dict.fromkeys(sort_cols)]
+
+    def _output_field(self, arrow: pa.Schema, name: str) -> pa.Field:
+        path = self._members.get(name)
+        return arrow.field(name) if path is None else path.field
 
     @property
     def predicate(self) -> Predicate | None:
@@ -320,6 +340,8 @@ class LanceScanner:
                 table = table.append_column(name, col)
         if self._filter is not None:
             table = self._apply_filter(table)
+        for path in self._members.values():
+            table = table.append_column(path.field, flatten_member(table.column(path.root), path))
         if self._exprs is None:
             return _with_rows(table.select(self._load_names), table.num_rows)
         projected = self._project(table)
@@ -430,7 +452,7 @@ class LanceScanner:
             return rows.replace_schema_metadata(self.projected_schema.metadata).select([])
         if not tables:
             return self.projected_schema.empty_table()
-        return _as_schema(pa.concat_tables(tables), self.projected_schema)
+        return conform_schema(pa.concat_tables(tables), self.projected_schema)
 
     @property
     def dataset_schema(self) -> pa.Schema:
@@ -448,10 +470,22 @@ class LanceScanner:
                 break
         if not tables:
             return self.projected_schema.empty_table()
-        return _as_schema(pa.concat_tables(tables), self.projected_schema)
+        return conform_schema(pa.concat_tables(tables), self.projected_schema)
 
     def count_rows(self) -> int:
-        """Rows the scan would return (deletions read, data not, unless a filter needs it)."""
+        """Rows the scan matches (deletions read, data not, unless a filter needs it).
+
+        Raises
+        ------
+        InvalidInputError
+            When the scan has a ``limit`` or ``offset``, as pylance refuses it (count the table
+            instead).
+        """
+        if self._paged:
+            raise InvalidInputError(
+                "Cannot use limit/offset with aggregate: count_rows() counts every matching row; "
+                "apply the limit to the result instead"
+            )
         if self._filter is None:
             deleted_too = self._options.include_deleted_rows
             total = sum(f.physical_rows if deleted_too else f.num_rows for f in self._fragments)

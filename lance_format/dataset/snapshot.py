@@ -49,9 +49,12 @@ class FragmentIndex:
     ends: npt.NDArray[np.uint64]  # cumulative live rows
     ids: npt.NDArray[np.uint64]  # fragment ids, in order
     by_id: dict[int, DataFragment]
-    # Output schemas of takes by (columns, with_row_id, with_row_address): a small take spends
+    # Output schemas of takes by (columns, with_row_id, with_row_address, member order): a small take spends
     # more time building and checking its schema than copying its rows.
-    schemas: dict[tuple[tuple[str, ...] | None, bool, bool], tuple[list[str], pa.Schema]]
+    schemas: dict[
+        tuple[tuple[str, ...] | None, bool, bool, bool],
+        tuple[list[str], pa.Schema, dict[str, list[tuple[int, ...]]]],
+    ]
 
     @classmethod
     def of(cls, frags: Sequence[DataFragment]) -> FragmentIndex:

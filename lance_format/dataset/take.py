@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple, cast
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lance_format.core.errors import InvalidInputError
+from lance_format.dataset.filters import evaluate, parse_value
+from lance_format.dataset.projection import prune_structs, pruned_field, take_columns
 from lance_format.dataset.scan_options import take_table_rows
-from lance_format.dataset.scanner import ROWADDR, ROWID, row_id_columns
+from lance_format.dataset.scanner import ROWADDR, ROWID, LanceScanner, conform_schema, row_id_columns
 from lance_format.dataset.snapshot import FragmentIndex
 from lance_format.file.decoded import AdmitBudget
 from lance_format.table.model import DataFragment
@@ -19,7 +22,14 @@ from lance_format.table.model import DataFragment
 if TYPE_CHECKING:
     from lance_format.dataset.snapshot import Snapshot
 
-__all__ = ["FragmentIndex", "as_u64", "logical_to_addresses", "stable_ids_to_addresses", "take_addresses"]
+__all__ = [
+    "FragmentIndex",
+    "as_u64",
+    "logical_to_addresses",
+    "stable_ids_to_addresses",
+    "take_addresses",
+    "take_computed",
+]
 
 #: Take schemas remembered per version: clients use a handful of projections; the bound keeps one
 #: that sends endless distinct column lists from growing the index.
@@ -91,10 +101,15 @@ def take_addresses(
     with_row_id: bool = False,
     with_row_address: bool = False,
     drop_missing: bool = True,
+    named_order: bool = False,
 ) -> pa.Table:
-    """Rows at ``addresses`` in the order given (repeats kept, deleted rows dropped)."""
+    """Rows at ``addresses`` in the order given (repeats kept, deleted rows dropped).
+
+    A struct member named in ``columns`` (``"s.x"``) brings its struct with the members named, in
+    schema order, or with ``named_order`` as first named (pylance's fragment take).
+    """
     index = ds.fragment_index()
-    cols, out_schema = _out_schema(ds, index, columns, with_row_id, with_row_address)
+    cols, out_schema, members = _out_schema(ds, index, columns, with_row_id, with_row_address, named_order)
     if len(addresses) <= 1 or bool((addresses[1:] > addresses[:-1]).all()):
         uniq, inverse = addresses, None  # sorted unique already (a single row, a sorted batch)
     else:
@@ -145,6 +160,8 @@ def take_addresses(
             table = pa.table({"__n": offs})
         else:
             table = reader.take(cols, offs, budget)
+            if members:
+                table = prune_structs(table, members, named_order)
             if not (with_row_id or with_row_address):
                 return table  # the columns of ``cols`` in that order already
         for name, col in row_id_columns(reader, offs, with_row_id, with_row_address, stable):
@@ -161,8 +178,7 @@ def take_addresses(
     if not tables:
         return out_schema.empty_table()
     gathered = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
-    if not gathered.schema.equals(out_schema, check_metadata=True):
-        gathered = gathered.cast(out_schema)
+    gathered = conform_schema(gathered, out_schema)
     if inverse is None:
         return gathered  # live rows in address order: the caller's order
     # Position of each kept unique address in `gathered`, then the caller's order.
@@ -171,31 +187,82 @@ def take_addresses(
     return take_table_rows(gathered, pa.array(new_pos[inverse][want]))
 
 
+class _TakeSchema(NamedTuple):
+    """A take's top-level columns to read, its output schema, and the structs it reduces."""
+
+    cols: list[str]
+    schema: pa.Schema
+    members: dict[str, list[tuple[int, ...]]]
+
+
 def _out_schema(
     ds: Snapshot,
     index: FragmentIndex,
     columns: Sequence[str] | None,
     with_row_id: bool,
     with_row_address: bool,
-) -> tuple[list[str], pa.Schema]:
+    named_order: bool,
+) -> _TakeSchema:
     """The data columns and the output schema of a take (validated once per version and shape)."""
-    key = (None if columns is None else tuple(columns), with_row_id, with_row_address)
+    key = (None if columns is None else tuple(columns), with_row_id, with_row_address, named_order)
     known = index.schemas.get(key)
     if known is not None:
-        return known
+        return cast(_TakeSchema, known)  # stored as one; the index types it as a plain tuple
     arrow = ds.schema
     names = arrow.names
     # A column named twice comes once, where first named (as pylance's take does); a scan refuses it.
-    cols = list(names) if columns is None else list(dict.fromkeys(columns))
-    for c in cols:
-        if c not in names:
-            raise InvalidInputError(f"no column {c!r} in the dataset; columns are {names}")
-    fields = [arrow.field(c) for c in cols]
+    # A struct member (``"s.x"``) brings its struct, reduced to the members named (pylance's take).
+    members: dict[str, list[tuple[int, ...]]] = {}
+    if columns is None:
+        cols = list(names)
+    else:
+        spec = take_columns(arrow, columns, named_order)
+        cols, members = spec.roots, spec.members
+    fields = [
+        arrow.field(c) if c not in members else pruned_field(arrow.field(c), members[c], named_order)
+        for c in cols
+    ]
     if with_row_id:
         fields.append(pa.field(ROWID, pa.uint64()))
     if with_row_address:
         fields.append(pa.field(ROWADDR, pa.uint64()))
-    out = (cols, pa.schema(fields, metadata=arrow.metadata))  # schema metadata kept, as pylance
+    out = _TakeSchema(cols, pa.schema(fields, metadata=arrow.metadata), members)  # metadata kept, as pylance
     if len(index.schemas) < _MAX_SCHEMAS:
         index.schemas[key] = out
     return out
+
+
+def take_computed(
+    ds: Snapshot,
+    addresses: npt.NDArray[np.uint64],
+    columns: dict[str, str],
+    *,
+    with_row_id: bool = False,
+    with_row_address: bool = False,
+) -> pa.Table:
+    """Rows at ``addresses`` with ``columns`` as ``{output name: SQL expression}`` (pylance's
+    take accepts such a projection); the expressions may read ``_rowid`` / ``_rowaddr``."""
+    if not columns:
+        # pylance 14.0.2 refuses it too ("No data files found for schema").
+        raise InvalidInputError("a take needs at least one column; columns={} names none")
+    arrow = ds.schema
+    bound = LanceScanner.filter_schema(arrow)
+    exprs: dict[str, pc.Expression] = {}
+    refs: set[str] = set()
+    for name, sql in columns.items():
+        exprs[str(name)], used = parse_value(sql, bound)
+        refs |= used
+    read = [c for c in arrow.names if c in refs]
+    need_id, need_addr = ROWID in refs, ROWADDR in refs
+    rows = take_addresses(
+        ds,
+        addresses,
+        read,
+        with_row_id=with_row_id or need_id,
+        with_row_address=with_row_address or need_addr,
+    )
+    out = evaluate(rows, exprs)
+    for name, asked in ((ROWID, with_row_id), (ROWADDR, with_row_address)):
+        if asked:
+            out = out.append_column(rows.schema.field(name), rows.column(name))
+    return out.replace_schema_metadata(arrow.metadata)

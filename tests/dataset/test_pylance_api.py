@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -219,3 +220,33 @@ def test_get_transactions_have_pylances_fields(tmp_path: Path) -> None:
         )
         assert list(ts[0].operation.deleted_fragment_ids) == []
     assert seen[0] == seen[1]
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"limit": 3}, {"offset": 2}, {"offset": 0}, {"limit": 0}, {"limit": 3, "filter": "id > 50"}]
+)
+def test_count_rows_refuses_limit_and_offset_like_pylance(uri: str, kwargs: dict[str, Any]) -> None:
+    """pylance 14.0.2: "Cannot use limit/offset with aggregate". Before: ours counted them."""
+    with pytest.raises(ValueError, match="Cannot use limit/offset with aggregate"):
+        lance.dataset(uri).scanner(**kwargs).count_rows()
+    with pytest.raises(InvalidInputError, match="Cannot use limit/offset with aggregate"):
+        lance_format.dataset(uri).scanner(**kwargs).count_rows()
+    with pytest.raises(InvalidInputError, match="Cannot use limit/offset with aggregate"):
+        lance_format.dataset(uri).get_fragments()[0].scanner(**kwargs).count_rows()
+    both = [
+        ds.scanner(filter="id > 50").count_rows() for ds in (lance.dataset(uri), lance_format.dataset(uri))
+    ]
+    assert both[0] == both[1]
+
+
+@pytest.mark.parametrize("indices", [[2, 0], [0, 3, 1], [5, 5, 4]])
+def test_fragment_take_refuses_decreasing_indices_like_pylance(uri: str, indices: list[int]) -> None:
+    """pylance 14.0.2: "Requested row indices are not strictly increasing" (repeats pass). Before:
+    ours answered in the order asked."""
+    with pytest.raises(OSError, match="not strictly increasing"):
+        lance.dataset(uri).get_fragments()[0].take(indices)
+    with pytest.raises(InvalidInputError, match="not strictly increasing"):
+        lance_format.dataset(uri).get_fragments()[0].take(indices)
+    for ok in ([0, 2], [1, 1, 3], []):
+        ours = lance_format.dataset(uri).get_fragments()[0].take(ok)
+        assert ours.to_pylist() == lance.dataset(uri).get_fragments()[0].take(ok).to_pylist()

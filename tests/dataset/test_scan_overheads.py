@@ -24,9 +24,9 @@ def test_a_chunk_is_measured_by_the_buffers_it_holds() -> None:
 def test_to_table_keeps_a_table_that_has_the_schema_already() -> None:
     schema = pa.schema([pa.field("x", pa.int64())], metadata={b"k": b"v"})
     table = pa.table({"x": [1, 2]}, schema=schema)
-    assert scanner._as_schema(table, schema) is table
+    assert scanner.conform_schema(table, schema) is table
     other = pa.schema([pa.field("x", pa.int32())])
-    assert scanner._as_schema(table, other).schema == other
+    assert scanner.conform_schema(table, other).schema == other
 
 
 def test_a_range_read_selects_its_chunks_without_sorting(

@@ -70,6 +70,16 @@ MAX_FILES_PER_WRITE = 4
 #: scans; ours failed both with StopIteration until session 12).
 DUPLICATE_COLUMN = 0.1
 
+#: Share of takes and projected scans that also name struct members by path (``"st.x"``: a flat
+#: column in scans, the struct reduced to its members in takes; session 15), of takes with a
+#: ``{name: SQL}`` projection, of drops that drop a struct member, and of reads that probe a refusal
+#: pylance makes (a scanner count with limit/offset, a fragment take of decreasing offsets): both
+#: must refuse. Kept moderate so the CI run stays near its time.
+MEMBER_PATHS = 0.3
+COMPUTED_TAKE = 0.15
+MEMBER_DROP = 0.3
+REFUSAL_PROBE = 0.1
+
 #: Types a scalar index is built over by :meth:`DifferentialMachine.create_index` (both engines
 #: build BTREE, BITMAP and ZONEMAP indices over each).
 INDEXABLE = (
@@ -261,6 +271,23 @@ def _field_paths(schema: pa.Schema) -> list[str]:
     return out
 
 
+def _members(schema: pa.Schema) -> list[str]:
+    """Struct member paths of ``schema`` (``"st.x"``, ``"ss.in.z"``)."""
+    return [p for p in _field_paths(schema) if "." in p]
+
+
+def _with_members(cols: list[str], schema: pa.Schema, rng: np.random.Generator) -> list[str]:
+    """``cols`` with one or two struct member paths added (each once), :data:`MEMBER_PATHS` of the
+    time when the schema has members."""
+    members = [m for m in _members(schema) if m not in cols]
+    if not members or rng.random() >= MEMBER_PATHS:
+        return cols
+    picked = rng.choice(members, size=min(len(members), int(rng.integers(1, 3))), replace=False).tolist()
+    out = [*cols, *picked]
+    rng.shuffle(out)
+    return [str(c) for c in out]
+
+
 def _layout(uri: str) -> list[tuple[int, int | None, int]]:
     """``(id, physical rows, live rows)`` of each fragment, as pylance reads them."""
     return [
@@ -367,6 +394,19 @@ class DifferentialMachine(RuleBasedStateMachine):
         if err_t is not None:
             self._differ(f"{what}: pylance raised {_short(err_t)}; ours answered")
         return a, b
+
+    def _both_refuse(self, what: str, ours: Callable[[], Any], theirs: Callable[[], Any]) -> None:
+        """A read pylance refuses: ours must refuse it too, with an error of ``lance_format.errors``."""
+        STATS.checks += 1
+        for side, call in (("pylance", theirs), ("ours", ours)):
+            try:
+                call()
+            except BaseException as e:
+                _reraise_control(e)
+                if side == "ours" and _untyped(e):
+                    self._differ(f"{what}: ours refused untyped: {_short(e)}")
+                continue
+            self._differ(f"{what}: {side} answered; it must be refused")
 
     def _same_table(
         self, what: str, ours: Callable[[], pa.Table], theirs: Callable[[], pa.Table]
@@ -518,7 +558,7 @@ class DifferentialMachine(RuleBasedStateMachine):
         if n:
             # By offset (all columns or a random projection) and by row id.
             idx = rng.integers(0, n, int(rng.integers(1, 12))).tolist()
-            take_cols = cols if rng.random() < 0.5 else None
+            take_cols = _with_members(cols, table.schema, rng) if rng.random() < 0.5 else None
             if take_cols is not None and rng.random() < DUPLICATE_COLUMN:
                 take_cols = [*take_cols, take_cols[0]]  # named once in the result
             self._same_table(
@@ -526,6 +566,16 @@ class DifferentialMachine(RuleBasedStateMachine):
                 lambda: ours.take(idx, columns=take_cols),
                 lambda: self._their_take(theirs, theirs.take(idx, columns=take_cols), idx),
             )
+            if rng.random() < COMPUTED_TAKE:
+                # Column references only (and _rowid): pylance infers arithmetic over non-null
+                # columns as non-null, ours marks computed columns nullable.
+                refs = [*cols[:2], "_rowid"]
+                computed = {f"e{i}": ref for i, ref in enumerate(refs)}
+                self._same_table(
+                    f"take({idx}, columns={computed})",
+                    lambda: ours.take(idx, columns=computed),
+                    lambda: self._their_take(theirs, theirs.take(idx, columns=computed), idx),
+                )
             ids = with_ids["_rowid"].to_numpy()[rng.integers(0, n, int(rng.integers(1, 12)))].tolist()
             self._same_table(
                 f"take_rows({ids})",
@@ -534,6 +584,7 @@ class DifferentialMachine(RuleBasedStateMachine):
             )
         pred: str | None = predicate(table, rng) if rng.random() < 0.7 else None
         limit, offset = int(rng.integers(0, n + 3)), int(rng.integers(0, 6))
+        cols = _with_members(cols, table.schema, rng)
         if rng.random() < DUPLICATE_COLUMN:
             cols = [*cols, cols[-1]]  # both sides refuse the scan
         self._same_table(
@@ -576,6 +627,7 @@ class DifferentialMachine(RuleBasedStateMachine):
             kw["columns"] = sorted(
                 rng.choice(names, size=int(rng.integers(1, len(names) + 1)), replace=False).tolist()
             )
+            kw["columns"] = _with_members(kw["columns"], table.schema, rng)
         r = float(rng.random())
         filt: Any = None
         if r < 0.35:
@@ -662,8 +714,14 @@ class DifferentialMachine(RuleBasedStateMachine):
             lambda: read(ours, ColumnOrdering),
             lambda: self._their_filtered(str(filt) if isinstance(filt, str) else None, read_theirs),
         )
-        # pylance refuses a count with limit/offset ("Cannot use limit/offset with aggregate");
-        # ours counts them.
+        # A count with limit/offset: both refuse it ("Cannot use limit/offset with aggregate").
+        if ("limit" in kw or "offset" in kw) and rng.random() < REFUSAL_PROBE:
+            paged = {k: kw[k] for k in ("limit", "offset", "filter") if k in kw}
+            self._both_refuse(
+                f"scanner({paged}).count_rows()",
+                lambda: ours.scanner(**paged).count_rows(),
+                lambda: theirs.scanner(**paged).count_rows(),
+            )
         count_kw = {
             k: v for k, v in kw.items() if k not in ("limit", "offset", "columns", "strict_batch_size")
         }
@@ -719,12 +777,20 @@ class DifferentialMachine(RuleBasedStateMachine):
             cols = sorted(
                 rng.choice(names, size=int(rng.integers(1, len(names) + 1)), replace=False).tolist()
             )
-            take_cols = cols if rng.random() < 0.5 else None
+            take_cols = _with_members(cols, table.schema, rng) if rng.random() < 0.5 else None
             self._same_table(
                 f"get_fragment({one}).take({idx}, columns={take_cols})",
                 lambda: ours.get_fragment(one).take(idx, columns=take_cols),
                 lambda: theirs.get_fragment(one).take(idx, columns=take_cols),
             )
+            if live > 1 and rng.random() < REFUSAL_PROBE:
+                chosen_at = ids.index(one)
+                back = [int(rng.integers(1, live)), 0]  # decreasing: both refuse since session 15
+                self._both_refuse(
+                    f"get_fragment({one}).take({back})",
+                    lambda: ours.get_fragments()[chosen_at].take(back),
+                    lambda: theirs.get_fragments()[chosen_at].take(back),
+                )
 
     # -- operations ---------------------------------------------------------------------------------
     @staticmethod
@@ -901,6 +967,26 @@ class DifferentialMachine(RuleBasedStateMachine):
         )
         self._compare(seed)
 
+    @rule(side=SIDES, seed=SEEDS, n=st.integers(0, 30))
+    @_guarded
+    def merge_on_id(self, side: str, seed: int, n: int) -> None:
+        """``merge(data, "id")``: a new int32 column for ``n`` drawn ids (some repeated, some
+        absent from the table, a null key now and then); unmatched rows get nulls."""
+        rng = np.random.default_rng(seed)
+        ids = self._current().column("id").to_numpy()
+        self.new_names += 1
+        name = f"m{self.new_names}"
+        pool = np.concatenate([ids, ids.max(initial=0) + 1 + np.arange(5)])
+        keys = pa.array(rng.choice(pool, size=n).tolist(), pa.int64(), mask=rng.random(n) < 0.05)
+        data = pa.table({"id": keys, name: pa.array(rng.integers(-100, 100, n), pa.int32())})
+        self._apply(
+            side,
+            f"merge(<{n} rows {name!r}, seed={seed}>, 'id')",
+            lambda: self._ours().merge(data, "id"),
+            lambda: self._theirs().merge(data, "id"),
+        )
+        self._compare(seed)
+
     @rule(side=SIDES, seed=SEEDS, replace=st.booleans())
     @_guarded
     def update_metadata(self, side: str, seed: int, replace: bool) -> None:
@@ -935,10 +1021,15 @@ class DifferentialMachine(RuleBasedStateMachine):
     @rule(side=SIDES, seed=SEEDS)
     @_guarded
     def drop_column(self, side: str, seed: int) -> None:
-        names = [n for n in self._current().schema.names if n != "id"]
+        schema = self._current().schema
+        names = [n for n in schema.names if n != "id"]
         if not names:
             return
-        col = str(np.random.default_rng(seed).choice(names))
+        rng = np.random.default_rng(seed)
+        col = str(rng.choice(names))
+        members = _members(schema)
+        if members and rng.random() < MEMBER_DROP:
+            col = str(rng.choice(members))  # a struct member; a struct left empty goes too
         self._apply(
             side,
             f"drop_columns([{col!r}])",
