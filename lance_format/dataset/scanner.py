@@ -11,6 +11,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_format.core.config import EngineConfig
 from lance_format.core.errors import InvalidInputError, NotSupportedError
 from lance_format.dataset.expr import Predicate
 from lance_format.dataset.filters import Filter, evaluate, parse_filter, parse_value
@@ -29,11 +30,9 @@ __all__ = ["DEFAULT_BATCH_SIZE", "LanceScanner", "conform_schema", "row_id_colum
 
 #: pylance's scan batch size on local disk.
 DEFAULT_BATCH_SIZE = 8192
-#: Physical rows decoded per step: bounds memory while keeping per-step overhead small. 256K,
-#: not 128K: a cold scan of the benchmark's 1M-row table spent ~14% less CPU (same-process A/B,
-#: 20 interleaved scans: 154 -> 132 ms), its per-chunk planning, reads and hand-offs halved; a
-#: chunk of ~100 B rows decodes to ~26 MB, and the read-ahead byte budget bounds those in flight.
-SCAN_CHUNK_ROWS = 256 * 1024
+#: Physical rows decoded per step, by default (the session's ``scan_chunk_rows`` setting,
+#: ``LANCE_FORMAT_SCAN_CHUNK_ROWS``; lance_format.core.config says why 256K).
+SCAN_CHUNK_ROWS = EngineConfig().scan_chunk_rows
 #: Chunks decoded ahead of the consumer: overlaps object-store latency and decoding across fragments
 #: while bounding memory to a few chunks.
 READAHEAD_CHUNKS = 4
@@ -252,14 +251,15 @@ class LanceScanner:
         Without a filter the offset is resolved here from deletion counts, so skipped fragments and
         chunks are never read.
         """
+        chunk = self._ds.session.setting("scan_chunk_rows")
         if self._filter is not None and self._use_scalar_index:
-            yield from self._pruned_plan()
+            yield from self._pruned_plan(chunk)
             return
         if self._filter is not None:
             for frag in self._fragments:
                 reader = self._ds.fragment_reader(frag)
-                for start in range(0, frag.physical_rows, SCAN_CHUNK_ROWS):
-                    yield reader, start, min(start + SCAN_CHUNK_ROWS, frag.physical_rows), 0
+                for start in range(0, frag.physical_rows, chunk):
+                    yield reader, start, min(start + chunk, frag.physical_rows), 0
             return
         # No filter: offset and limit are row counts, so only the physical rows they cover are
         # read (a page of 1000 rows deep in a dataset decodes those rows, not whole chunks).
@@ -276,8 +276,8 @@ class LanceScanner:
                 continue
             reader = self._ds.fragment_reader(frag)
             keep = reader.keep_mask() if (skip or need is not None) and not deleted_too else None
-            for start in range(0, frag.physical_rows, SCAN_CHUNK_ROWS):
-                stop = min(start + SCAN_CHUNK_ROWS, frag.physical_rows)
+            for start in range(0, frag.physical_rows, chunk):
+                stop = min(start + chunk, frag.physical_rows)
                 live = None if keep is None else np.flatnonzero(keep[start:stop])
                 n_live = stop - start if live is None else len(live)
                 if skip >= n_live:
@@ -294,7 +294,7 @@ class LanceScanner:
                         return
                 skip = 0
 
-    def _pruned_plan(self) -> Iterator[tuple[FragmentReader, int, int, int]]:
+    def _pruned_plan(self, chunk: int) -> Iterator[tuple[FragmentReader, int, int, int]]:
         """Chunks of a filtered scan, limited to the row ranges statistics say can match."""
         from lance_format.dataset.pruning import candidate_ranges
 
@@ -304,8 +304,8 @@ class LanceScanner:
             reader = self._ds.fragment_reader(frag)
             spans = [(0, frag.physical_rows)] if ranges is None else ranges.get(frag.id, [])
             for lo, hi in spans:
-                for start in range(lo, hi, SCAN_CHUNK_ROWS):
-                    yield reader, start, min(start + SCAN_CHUNK_ROWS, hi), 0
+                for start in range(lo, hi, chunk):
+                    yield reader, start, min(start + chunk, hi), 0
 
     def _load(self, reader: FragmentReader, start: int, stop: int, skip: int) -> pa.Table:
         """One chunk: decoded, deleted rows dropped, row ids added, filtered, projected."""

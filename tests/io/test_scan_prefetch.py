@@ -344,3 +344,18 @@ def test_scan_read_ahead_plans_with_its_sessions_merge_gap(
     assert seen
     assert {limits.max_gap for limits in seen} == {256 * 1024}
     assert {limits.max_request for limits in seen} == {SCAN_REQUEST_BYTES}
+
+
+def test_a_session_sets_the_rows_a_scan_reads_per_step(tmp_path: Path) -> None:
+    """``scan_chunk_rows`` (argument or ``LANCE_FORMAT_SCAN_CHUNK_ROWS``) is the scan's step: a
+    quarter of the default reads four times as many chunks, each one request on a local file."""
+    t = table()
+    lance_format.write_dataset(t, str(tmp_path / "d"))
+    rows = SCAN_CHUNK_ROWS // 4
+    store = CountingStore(LocalStore(str(tmp_path / "d")))
+    session = Session(page_cache_bytes=0, decoded_cache_bytes=0, scan_chunk_rows=rows)
+    ds = LanceDataset(str(tmp_path / "d"), store=store, session=session)
+    ds.take([0])
+    store.reset()
+    assert ds.to_table(columns=["x"]).equals(t.select(["x"]))
+    assert len(data_reads(store)) == math.ceil(ROWS / rows)
