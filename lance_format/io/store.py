@@ -387,7 +387,12 @@ class LocalStore(ObjectStore):
         for entry in entries:
             if entry.is_file():
                 key = f"{base}/{entry.name}" if base else entry.name
-                st = entry.stat()
+                try:
+                    st = entry.stat()
+                except FileNotFoundError:
+                    # Renamed or deleted since the directory was read (another writer's temporary
+                    # file, another cleanup): not there, so not listed.
+                    continue
                 # The inode tells a file replaced under its name apart even within one mtime tick.
                 yield key, st.st_size, (st.st_ino, st.st_mtime_ns)
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import fsspec
 import pytest
@@ -224,3 +226,23 @@ def test_descriptors_stay_bounded_across_many_local_stores(tmp_path: Path) -> No
         assert store.read_all("data/f.bin") == b"x" * 10
         assert store.read_all("data/g.bin") == b"y" * 10
     assert len(SharedStore.descriptors) == 8
+
+
+def test_local_listing_skips_a_file_removed_while_listing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Found by tests/race's threaded run: a cleanup listed data/ while another client renamed its
+    # temporary file into place, and the listing's stat of the vanished name raised an untyped
+    # FileNotFoundError out of cleanup.
+    store = LocalStore(str(tmp_path))
+    store.write("data/a.lance", b"a")
+    store.write("data/b.lance", b"bb")
+    real = os.scandir
+
+    def scandir_then_remove(path: Any) -> Any:
+        entries = list(real(path))
+        os.remove(os.path.join(str(path), "a.lance"))
+        return iter(entries)
+
+    monkeypatch.setattr(os, "scandir", scandir_then_remove)
+    assert list(store.list("data")) == [("data/b.lance", 2)]
