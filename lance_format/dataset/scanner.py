@@ -11,7 +11,6 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_format.core.config import EngineConfig
 from lance_format.core.errors import InvalidInputError, NotSupportedError
 from lance_format.dataset.expr import Predicate
 from lance_format.dataset.filters import Filter, evaluate, parse_filter, parse_value
@@ -30,9 +29,6 @@ __all__ = ["DEFAULT_BATCH_SIZE", "LanceScanner", "conform_schema", "row_id_colum
 
 #: pylance's scan batch size on local disk.
 DEFAULT_BATCH_SIZE = 8192
-#: Physical rows decoded per step, by default (the session's ``scan_chunk_rows`` setting,
-#: ``LANCE_FORMAT_SCAN_CHUNK_ROWS``; lance_format.core.config says why 256K).
-SCAN_CHUNK_ROWS = EngineConfig().scan_chunk_rows
 #: Chunks decoded ahead of the consumer: overlaps object-store latency and decoding across fragments
 #: while bounding memory to a few chunks.
 READAHEAD_CHUNKS = 4

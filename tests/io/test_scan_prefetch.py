@@ -11,8 +11,8 @@ import pyarrow as pa
 import pytest
 
 import lance_format
+from lance_format.core.config import EngineConfig
 from lance_format.dataset.dataset import LanceDataset
-from lance_format.dataset.scanner import SCAN_CHUNK_ROWS
 from lance_format.dataset.session import Session
 from lance_format.io.cache import ReadPolicy
 from lance_format.io.planner import SCAN_REQUEST_BYTES, PlanLimits
@@ -21,7 +21,9 @@ from lance_format.io.reader import RangeReader, io_stats
 from lance_format.io.store import LocalStore
 from tests.io.counting import CountingStore, takes_against_pylance
 
-ROWS = 300_000  # more than one scan chunk (SCAN_CHUNK_ROWS, 256K rows)
+#: Physical rows a scan decodes per step by default (the ``scan_chunk_rows`` setting).
+SCAN_CHUNK_ROWS = EngineConfig().scan_chunk_rows
+ROWS = 300_000  # more than one scan chunk (256K rows)
 
 
 def table(n: int = ROWS, seed: int = 0) -> pa.Table:
