@@ -113,6 +113,15 @@ SETTINGS: tuple[Setting, ...] = (
         "bounds the chunks in flight.",
     ),
     Setting(
+        "readahead_chunks",
+        4,
+        1,
+        "Scan chunks decoded ahead of the consumer at once (each scan_chunk_rows rows): four keep "
+        "object-store latency and the decoding of the next fragments overlapping with the consumer "
+        "while memory stays a few chunks (readahead_bytes bounds their bytes as well); one turns "
+        "read-ahead into one chunk at a time.",
+    ),
+    Setting(
         "scan_prefetch_bytes",
         64 * _MIB,
         1,
@@ -249,6 +258,7 @@ class EngineConfig:
     object_store_latency_us: int = _BY_NAME["object_store_latency_us"].default
     readahead_bytes: int = _BY_NAME["readahead_bytes"].default
     scan_chunk_rows: int = _BY_NAME["scan_chunk_rows"].default
+    readahead_chunks: int = _BY_NAME["readahead_chunks"].default
     scan_prefetch_bytes: int = _BY_NAME["scan_prefetch_bytes"].default
     decode_threads: int = _BY_NAME["decode_threads"].default
     encode_threads: int = _BY_NAME["encode_threads"].default

@@ -29,9 +29,6 @@ __all__ = ["DEFAULT_BATCH_SIZE", "LanceScanner", "conform_schema", "row_id_colum
 
 #: pylance's scan batch size on local disk.
 DEFAULT_BATCH_SIZE = 8192
-#: Chunks decoded ahead of the consumer: overlaps object-store latency and decoding across fragments
-#: while bounding memory to a few chunks.
-READAHEAD_CHUNKS = 4
 
 
 def _table_bytes(table: pa.Table) -> int:
@@ -348,13 +345,14 @@ class LanceScanner:
     def _fragment_tables(self) -> Iterator[pa.Table]:
         """Chunks in order, decoded ahead on worker threads.
 
-        At most :data:`READAHEAD_CHUNKS` chunks and the I/O scheduler's byte budget ahead of the
+        At most the session's ``readahead_chunks`` chunks and its byte budget ahead of the
         consumer; chunk ``i`` reads at I/O priority ``i``, so earlier rows are fetched first.
         """
         skip = self._offset if self._filter is not None and not self._options.order_by else 0
         tasks = self._scoped_tasks()
+        session = self._ds.session
         ahead = ReadAhead(
-            tasks, _table_bytes, self._ds.session.dataset_pool().submit, max_tasks=READAHEAD_CHUNKS
+            tasks, _table_bytes, session.dataset_pool().submit, max_tasks=session.setting("readahead_chunks")
         )
         for table in ahead:
             if skip:

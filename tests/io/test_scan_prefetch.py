@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -361,3 +362,31 @@ def test_a_session_sets_the_rows_a_scan_reads_per_step(tmp_path: Path) -> None:
     store.reset()
     assert ds.to_table(columns=["x"]).equals(t.select(["x"]))
     assert len(data_reads(store)) == math.ceil(ROWS / rows)
+
+
+def test_a_session_sets_the_chunks_a_scan_decodes_ahead(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``readahead_chunks`` (argument or ``LANCE_FORMAT_READAHEAD_CHUNKS``) bounds the chunks a scan
+    has in flight: the read-ahead is built with it, and the scan still reads every row."""
+    from lance_format.dataset import scanner
+
+    seen: list[int] = []
+
+    class Recording(scanner.ReadAhead):  # type: ignore[misc]
+        def __init__(self, *args: Any, max_tasks: int = 4, **kwargs: Any) -> None:
+            seen.append(max_tasks)
+            super().__init__(*args, max_tasks=max_tasks, **kwargs)
+
+    monkeypatch.setattr(scanner, "ReadAhead", Recording)
+    t = table()
+    lance_format.write_dataset(t, str(tmp_path / "d"))
+    for chunks in (1, 7):
+        session = Session(page_cache_bytes=0, decoded_cache_bytes=0, readahead_chunks=chunks)
+        ds = LanceDataset(str(tmp_path / "d"), session=session)
+        assert ds.to_table(columns=["x"]).equals(t.select(["x"]))
+        assert seen[-1] == chunks
+    monkeypatch.setenv("LANCE_FORMAT_READAHEAD_CHUNKS", "2")
+    ds = LanceDataset(str(tmp_path / "d"), session=Session(page_cache_bytes=0, decoded_cache_bytes=0))
+    assert ds.to_table(columns=["x"]).num_rows == t.num_rows
+    assert seen[-1] == 2
