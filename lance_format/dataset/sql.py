@@ -622,16 +622,21 @@ class _Binder:
             raise NotSupportedError(f"filter {self.text!r}: IN (subquery) is not supported")
         value = self.convert(node.this)
         options: list[Literal] = []
+        others: list[Node] = []  # items that are not constants: x IN (y, 1) is x = y OR x IN (1)
         has_null = False
         for v in node.expressions:
             item = self.coerce(value, self.convert(v))
             if not isinstance(item, Literal):
-                raise self.fail("IN lists must hold literals")
-            if item.value.is_valid:
+                others.append(self.compare("eq", value, item))
+            elif item.value.is_valid:
                 options.append(item)
             else:
                 has_null = True
         found: Node = InList(value, tuple(options))
+        if others:
+            found = (
+                Or((*others, found)) if options else (others[0] if len(others) == 1 else Or(tuple(others)))
+            )
         # SQL: x IN (.., NULL) is TRUE when found, else NULL (so NOT IN never selects).
         return Or((found, Literal(pa.scalar(None, pa.bool_())))) if has_null else found
 
