@@ -581,6 +581,13 @@ class ToArrow(Visitor[pc.Expression]):
             # A dictionary operand computes as its values, in DataFusion's common type with the
             # other operand (a filter's di * 2 is an int64, as pylance's is: no int32 wrap).
             node = Arith(node.op, _values_of(node.left, left_t), _values_of(node.right, right_t))
+            left_t, right_t = self.type_of(node.left), self.type_of(node.right)
+        if exact_decimal(left_t, right_t):
+            # uint64 with a signed integer: both are Decimal(20, 0) in DataFusion, so the result is
+            # a decimal128 typed by the decimal rules (u64 + i8 is a Decimal(21, 0), u64 * i32 a
+            # Decimal(38, 0), capped)
+            wide = pa.decimal128(INT_DIGITS[64], 0)
+            node = Arith(node.op, Cast(node.left, wide), Cast(node.right, wide))
         a, b = self.numeric(node.left, node.right, self.visit(node.left), self.visit(node.right))
         capped = self.capped_decimal(node)
         if capped is not None:

@@ -346,12 +346,15 @@ def _float_operand(b: ToArrow, node: Node) -> pc.Expression:
 
 def _round(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
     # DataFusion rounds half away from zero, to n digits as round(x * 10^n) / 10^n.
-    value = _float_operand(b, args[0])
     digits = 0
     if len(args) == 2:
         if not isinstance(args[1], Literal) or not pa.types.is_integer(args[1].type):
             raise NotSupportedError("round() takes a literal integer number of digits")
         digits = int(args[1].value.as_py()) if args[1].value.is_valid else 0
+    t = b.type_of(args[0])
+    if pa.types.is_decimal128(t):
+        return _round_decimal(b.visit(args[0]), t, digits)
+    value = _float_operand(b, args[0])
     if digits == 0:
         return pc.round(value, round_mode="half_towards_infinity")
     scale = pc.scalar(10.0**digits)
@@ -359,7 +362,28 @@ def _round(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
 
 
 def _trunc(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
-    return pc.trunc(_float_operand(b, args[0]))
+    # DataFusion's trunc of -0.0 is 0.0 (of -1e-300 it is -0.0, as Rust's trunc)
+    value = _float_operand(b, args[0])
+    return pc.if_else(
+        value == pc.scalar(0),
+        pc.scalar(0).cast(b.type_of(args[0]) if pa.types.is_floating(b.type_of(args[0])) else pa.float64()),
+        pc.trunc(value),
+    )
+
+
+def _sqrt_of(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
+    return _sqrt(_float_operand(b, args[0]))  # a decimal as float64, as DataFusion takes it
+
+
+def _round_decimal(value: pc.Expression, t: pa.DataType, digits: int) -> pc.Expression:
+    """``round(d, digits)`` of a decimal ``d`` of type ``t``, in DataFusion's type: the same
+    precision, ``digits`` fraction digits (at most the scale, at least 0). Rounded half away from
+    zero in one more digit, which a carry (99.99 to 100) may need."""
+    wider = (
+        pa.decimal128(min(t.precision + 1, 38), t.scale) if t.precision < 38 else pa.decimal256(39, t.scale)
+    )
+    rounded = pc.round(value.cast(wider), ndigits=digits, round_mode="half_towards_infinity")
+    return rounded.cast(pa.decimal128(t.precision, max(0, min(digits, t.scale))))
 
 
 def rust_timestamp_text(t: pa.DataType) -> bool:
@@ -406,7 +430,7 @@ FUNCTIONS: dict[str, tuple[tuple[int, int], Callable[[ToArrow, tuple[Node, ...]]
     "floor": ((1, 1), _unary(pc.floor)),
     "round": ((1, 2), _round),
     "trunc": ((1, 1), _trunc),
-    "sqrt": ((1, 1), _unary(_sqrt)),
+    "sqrt": ((1, 1), _sqrt_of),
     "starts_with": ((2, 2), _pattern("starts_with", pc.starts_with)),
     "ends_with": ((2, 2), _pattern("ends_with", pc.ends_with)),
     "contains": ((2, 2), _pattern("contains", pc.match_substring)),

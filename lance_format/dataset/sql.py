@@ -457,9 +457,9 @@ class _Binder:
                     return Literal(pa.scalar(value, t))
                 except (pa.ArrowException, OverflowError):
                     raise self.fail(f"number {value} is out of range") from None
-            if isinstance(inner, Column | Cast) and pa.types.is_unsigned_integer(self.type_of(inner)):
-                # DataFusion: "Negation only supports numeric, interval and timestamp types" (a
-                # computed unsigned value may be a decimal there: -(coalesce(u64, 1)) is taken).
+            if pa.types.is_unsigned_integer(self.type_of(inner)):
+                # DataFusion: "Negation only supports numeric, interval and timestamp types" (of
+                # any unsigned value: -u64, -(array_length(l)); -(coalesce(u64, 1)) is a decimal).
                 raise self.fail(f"cannot negate {inner} of unsigned type {self.type_of(inner)}")
             return Negate(inner)
         if isinstance(node, exp.Not):

@@ -217,7 +217,12 @@ atoms = st.one_of(
     _compare(_pick("ts"), _pick("TIMESTAMP '2020-01-01 12:30:00'", "'2000-02-29 00:00:01'")),
     st.builds(_in_list("IN"), ints, st.lists(st.one_of(INT_LITS, INT_COLUMNS), min_size=1, max_size=3)),
     st.builds(_in_list("NOT IN"), strs, st.lists(st.one_of(STR_LITS, STR_COLUMNS), min_size=1, max_size=3)),
-    st.builds(lambda a: f"array_has(li, {a})", ints),
+    # not of uint64 arithmetic: pylance's array_has takes u64 + i8 (a Decimal(21, 0)) and refuses
+    # other integral decimals, a coercion left alone (docs/filters.md)
+    st.builds(
+        lambda a: f"array_has(li, {a})",
+        st.one_of(INT_LITS, _pick("i8", "i32", "i64", "id", "i8 + 1", "i32 * 2", "abs(i8)", "f", "f32")),
+    ),
     st.builds(lambda a, lo, hi: f"{a} BETWEEN {lo} AND {hi}", st.one_of(ints, floats), INT_LITS, INT_LITS),
     st.builds(lambda a, p: f"{a} LIKE {p}", strs, _pick("'a%'", "'%'", "'_'", "'%ß%'", "'A\\%b'")),
     st.builds(lambda a, p: f"{a} ILIKE {p}", strs, _pick("'a%'", "'%B%'")),

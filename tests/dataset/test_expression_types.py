@@ -308,3 +308,27 @@ def test_and_or_evaluate_their_right_side_row_by_row(
     assert (
         values == lance.dataset(uri).to_table(columns={"v": sql, "id": "id"}, batch_size=1)["v"].to_pylist()
     )
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "round(dec)", "round(dec, 1)", "round(dec, 3)", "round(dec, -1)", "round(CAST(dec AS DECIMAL(38,2)))",
+        "trunc(f)", "trunc(-f)", "trunc(f32)", "sqrt(dec)",
+        "u64 + i8", "u64 - i64", "u64 * i32", "array_length(li) + 1", "-(u64 + 1)", "-(u64 * 2)",
+    ],
+)  # fmt: skip
+def test_decimal_and_float_functions_like_pylance(fuzz_uri: str, expr: str) -> None:
+    # Found probing session 16: round(dec) was a float64 (pylance: the decimal, rounded to the
+    # digits asked), trunc(-0.0) was -0.0 (pylance: 0.0), sqrt(dec) failed, uint64 with a signed
+    # integer was a decimal256 (pylance: decimal128, capped at 38 digits).
+    _same_value(fuzz_uri, expr)
+
+
+@pytest.mark.parametrize("expr", ["-(array_length(li))", "-(u64)", "-(CAST(i8 AS TINYINT UNSIGNED))"])
+def test_negating_any_unsigned_value_is_refused_like_pylance(fuzz_uri: str, expr: str) -> None:
+    # Found by the widened fuzzer: -(array_length(li)) wrapped around in uint64; pylance refuses it.
+    with pytest.raises((ValueError, OSError)):
+        lance.dataset(fuzz_uri).to_table(columns={"v": expr, "id": "id"})
+    with pytest.raises(LanceError, match="negate"):
+        lance_format.dataset(fuzz_uri).to_table(columns={"v": expr, "id": "id"})
