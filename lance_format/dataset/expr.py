@@ -264,7 +264,7 @@ def columns_of(node: Node) -> set[str]:
 
 
 #: Functions whose result is floating point when their first argument is.
-_FLOAT_PRESERVING = frozenset({"abs", "ceil", "floor", "round", "trunc", "list_element", "coalesce"})
+_FLOAT_PRESERVING = frozenset({"abs", "ceil", "floor", "round", "trunc", "list_element"})
 
 
 def may_be_nan(node: Node) -> bool:
@@ -277,6 +277,8 @@ def may_be_nan(node: Node) -> bool:
         return may_be_nan(node.left) or may_be_nan(node.right)
     if isinstance(node, Cast):
         return bool(pa.types.is_floating(node.to))
+    if isinstance(node, Call) and node.name == "coalesce":  # a float when any argument is
+        return any(may_be_nan(a) for a in node.args)
     if isinstance(node, Call) and node.name in _FLOAT_PRESERVING and node.args:
         return may_be_nan(node.args[0])
     if isinstance(node, Call) and node.name == "sqrt":

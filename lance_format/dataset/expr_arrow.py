@@ -2,8 +2,9 @@
 
 Floating-point comparisons follow pylance (DataFusion), not IEEE 754: NaN sorts above every number
 and equals itself, so ``x > 0.5`` selects NaN rows and ``NOT (x > 0.5)`` does not, and a NaN with
-the sign bit set (``-x`` of a NaN) sorts below every number. One corner of pylance's total order
-is not copied: comparing two columns it orders ``-0.0`` below ``0.0`` (here they are equal).
+the sign bit set (``-x`` of a NaN) sorts below every number. Comparing two values that both read
+a column, ``-0.0`` sorts below ``0.0`` (arrow-rs's total order of two arrays); against a constant
+the two zeros are equal, as in pylance.
 
 A pyarrow Expression enters the IR through Substrait (its public, versioned serialisation): the
 expression is serialised against the schema and decoded by :mod:`._serde`. The few Expressions
@@ -50,13 +51,29 @@ from lance_format.dataset.expr import (
     Or,
     Visitor,
     children,
+    columns_of,
     exact_integer_literal,
     exact_number,
     holds_out_of_range,
     may_be_nan,
+    walk,
 )
+from lance_format.dataset.expr_functions import FUNCTIONS, regexp_call, rust_timestamp_text
+from lance_format.dataset.numeric_types import (
+    EXACT,
+    INT_DIGITS,
+    exact_decimal,
+    float_result,
+    is_number,
+    union_type,
+    wide_decimal,
+    wider_int,
+)
+from lance_format.dataset.value_text import list_text_supported, timestamp_text
 
 _BOOLEAN_NODES = (Compare, And, Or, Not, InList, Between, IsNull, IsNan, IsBool, Like)
+#: Nodes whose evaluation may fail on some value (a cast, an overflow, a division by zero).
+_MAY_FAIL = (Cast, Arith, Negate, Call, Opaque)
 
 __all__ = ["DECIMAL_TEXT", "FUNCTIONS", "NO_DIGITS_TEXT", "from_arrow", "to_arrow"]
 
@@ -75,391 +92,33 @@ _ZERO_RANK = pc.scalar(pa.scalar(0, pa.int8()))
 
 
 def _nan_ordered(
-    kind: str, a: pc.Expression, b: pc.Expression, ra: pc.Expression | None, rb: pc.Expression | None
+    kind: str,
+    a: pc.Expression,
+    b: pc.Expression,
+    ra: pc.Expression | None,
+    rb: pc.Expression | None,
+    signed_zeros: bool = False,
 ) -> pc.Expression:
     """``a <kind> b`` in DataFusion's total order of floats.
 
     ``ra``/``rb`` rank each side (``None``: never NaN): 0 for a number, 1 for NaN (above every
     number, equal to itself), -1 for a NaN with the sign bit set (below every number). Where
-    either side is NaN the ranks decide; elsewhere the plain comparison does.
+    either side is NaN the ranks decide; elsewhere the plain comparison does. ``signed_zeros``
+    (two floats neither of which is a constant, see :meth:`ToArrow.visit_compare`): ``-0.0`` is
+    below ``0.0`` and not equal to it, as arrow-rs compares two float arrays.
     """
     plain = _OPS[kind](a, b)
+    if signed_zeros:
+        # 1 / x tells the zeros apart (-inf for -0.0); pyarrow's unchecked divide does not raise
+        zeros = (a == pc.scalar(0)) & (b == pc.scalar(0))
+        za, zb = (pc.divide(pc.scalar(1.0), x.cast(pa.float64())) < pc.scalar(0.0) for x in (a, b))
+        plain = pc.if_else(zeros, _OPS[kind](zb, za), plain)  # a sign bit sorts lower: compare flipped
     if ra is None and rb is None:
         return plain
     ra = _ZERO_RANK if ra is None else ra
     rb = _ZERO_RANK if rb is None else rb
     return pc.if_else((ra != _ZERO_RANK) | (rb != _ZERO_RANK), _OPS[kind](ra, rb), plain)
 
-
-def _literal_str(node: Node, what: str) -> str:
-    if not isinstance(node, Literal) or not pa.types.is_string(node.type) or not node.value.is_valid:
-        raise NotSupportedError(f"{what} needs a string literal, got {node}")
-    return str(node.value.as_py())
-
-
-def _literal_int(node: Node, what: str) -> int:
-    if not isinstance(node, Literal) or not pa.types.is_integer(node.type) or not node.value.is_valid:
-        raise NotSupportedError(f"{what} needs an integer literal, got {node}")
-    return int(node.value.as_py())
-
-
-def _string_literal(node: Node) -> bool:
-    return isinstance(node, Literal) and pa.types.is_string(node.type) and node.value.is_valid
-
-
-def _per_row(b: ToArrow, name: str, args: tuple[Node, ...]) -> pc.Expression | None:
-    """``name(args)`` when an argument past the first is not a string literal: NULL when one is a
-    NULL literal (as in DataFusion), else computed row by row (:func:`.udfs.text_function`).
-    ``None``: every such argument is a string literal (pyarrow's kernels take it)."""
-    if all(_string_literal(a) for a in args[1:]):
-        return None
-    types = [b.type_of(a) for a in args]
-    out = udfs.TEXT_FUNCTIONS[name]
-    if any(isinstance(a, Literal) and not a.value.is_valid for a in args[1:]):
-        return pc.scalar(pa.scalar(None, out or types[0]))
-    for a, t in zip(args, types, strict=True):
-        if not (pa.types.is_string(t) or pa.types.is_large_string(t)):
-            raise InvalidInputError(f"{name}() takes strings, got {t} for {a}")
-    return udfs.call(udfs.text_function(name, types), [b.visit(a) for a in args])
-
-
-def _strpos(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
-    """1-based character position of a substring, 0 when absent (empty substring: 1)."""
-    per_row = _per_row(b, "strpos", args)
-    if per_row is not None:
-        return per_row
-    s, sub = b.visit(args[0]), _literal_str(args[1], "strpos")
-    if not sub:
-        return pc.if_else(s.is_valid(), pc.scalar(1), pc.scalar(pa.scalar(None, pa.int64())))
-    before = pc.list_element(pc.split_pattern(s, pattern=sub, max_splits=1), 0)
-    found = pc.add(pc.utf8_length(before).cast(pa.int64()), 1)
-    return pc.if_else(pc.match_substring(s, pattern=sub), found, pc.scalar(0))
-
-
-def _substr(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
-    """``substr(s, start[, count])``: 1-based start, characters before 1 count against ``count``."""
-    s = b.visit(args[0])
-    start = _literal_int(args[1], "substr") - 1
-    stop = None
-    if len(args) > 2:
-        count = _literal_int(args[2], "substr")
-        if count < 0:
-            raise InvalidInputError(f"substr: negative length {count}")
-        stop = max(start + count, 0)
-    return pc.utf8_slice_codeunits(s, start=max(start, 0), stop=stop if stop is not None else 2**62)
-
-
-def _trim(kind: str) -> Callable[[ToArrow, tuple[Node, ...]], pc.Expression]:
-    fn = {"both": pc.utf8_trim, "left": pc.utf8_ltrim, "right": pc.utf8_rtrim}[kind]
-
-    def build(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
-        per_row = _per_row(b, {"both": "trim", "left": "ltrim", "right": "rtrim"}[kind], args)
-        if per_row is not None and len(args) > 1:
-            return per_row
-        chars = _literal_str(args[1], "trim") if len(args) > 1 else " "
-        return fn(b.visit(args[0]), characters=chars)
-
-    return build
-
-
-def _regexp(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
-    flags = _literal_str(args[2], "regexp flags") if len(args) > 2 else ""
-    if set(flags) - {"i"}:
-        raise NotSupportedError(f"regexp flags {flags!r} (only 'i' is supported)")
-    pattern = _literal_str(args[1], "regexp pattern")
-    return pc.match_substring_regex(b.visit(args[0]), pattern=pattern, ignore_case="i" in flags)
-
-
-def _regexp_match(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
-    # As a condition it is rewritten (sql.as_condition) to IS NOT NULL, which visit_isnull answers.
-    raise NotSupportedError("regexp_match as a value (test it with IS [NOT] NULL, or use regexp_like)")
-
-
-def _array_length(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
-    lt = b.type_of(args[0])
-    if not (pa.types.is_list(lt) or pa.types.is_large_list(lt) or pa.types.is_fixed_size_list(lt)):
-        raise InvalidInputError(f"array_length needs a list, got {lt}")
-    # DataFusion's array_length is UInt64 (NULL for a NULL list).
-    return pc.list_value_length(b.visit(args[0])).cast(pa.uint64())
-
-
-def _array_has(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
-    lists, value = args
-    lt = b.type_of(lists)
-    if not (pa.types.is_list(lt) or pa.types.is_large_list(lt) or pa.types.is_fixed_size_list(lt)):
-        raise InvalidInputError(f"array_has needs a list, got {lt}")
-    v = b.visit(value)
-    if not isinstance(value, Literal) and b.type_of(value) != lt.value_type:
-        v = v.cast(lt.value_type)  # DataFusion compares in the list's item type (int32 n in int64s)
-    if isinstance(value, Literal) and value.type != lt.value_type:
-        v = (
-            pc.scalar(value.value.cast(lt.value_type))
-            if value.value.is_valid
-            else pc.scalar(pa.scalar(None, lt.value_type))
-        )
-    return udfs.call(udfs.array_has(lt, lt.value_type), [b.visit(lists), v])
-
-
-def _list_get(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
-    lt = b.type_of(args[0])
-    index = b.visit(args[1])
-    if isinstance(args[1], Literal):
-        index = pc.scalar(args[1].value.cast(pa.int64()))
-    return udfs.call(udfs.list_get(lt), [b.visit(args[0]), index])
-
-
-def _unary(fn: Callable[[Any], pc.Expression]) -> Callable[[ToArrow, tuple[Node, ...]], pc.Expression]:
-    return lambda b, args: fn(b.visit(args[0]))
-
-
-def _pattern(
-    name: str, fn: Callable[..., pc.Expression]
-) -> Callable[[ToArrow, tuple[Node, ...]], pc.Expression]:
-    def build(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
-        per_row = _per_row(b, name, args)
-        if per_row is not None:
-            return per_row
-        return fn(b.visit(args[0]), pattern=_literal_str(args[1], name))
-
-    return build
-
-
-#: The NaN x86's square root (and so DataFusion's) gives for a negative number: the sign bit set, so
-#: it orders below every number (pyarrow's kernel returns a positive NaN instead).
-_NEGATIVE_NAN = pc.scalar(-math.nan)
-
-
-def _sqrt(value: pc.Expression) -> pc.Expression:
-    return pc.if_else(pc.less(value, 0), _NEGATIVE_NAN, pc.sqrt(value))
-
-
-def _string_parts(b: ToArrow, args: tuple[Node, ...]) -> tuple[list[pc.Expression], pc.Expression]:
-    """The arguments of a concatenation and its empty separator, all large strings when any is
-    (the kernel takes one string type)."""
-    parts = [b.visit(a) for a in args]
-    if any(pa.types.is_large_string(b.type_of(a)) for a in args):
-        return [p.cast(pa.large_string()) for p in parts], pc.scalar(pa.scalar("", pa.large_string()))
-    return parts, pc.scalar("")
-
-
-def _is_text(t: pa.DataType) -> bool:
-    return bool(pa.types.is_string(t) or pa.types.is_large_string(t))
-
-
-def _is_bytes(t: pa.DataType) -> bool:
-    return bool(pa.types.is_binary(t) or pa.types.is_large_binary(t))
-
-
-def _null_literal(node: Node) -> bool:
-    return isinstance(node, Literal) and not node.value.is_valid
-
-
-def _as_text(b: ToArrow, node: Node) -> Node:
-    """``node`` as text the way DataFusion's string functions coerce their arguments: strings as
-    they are, anything else as ``CAST(node AS STRING)`` (Rust's text: ``1.0``, ``true``)."""
-    t = b.type_of(node)
-    if _is_text(t):
-        return node
-    if pa.types.is_nested(t):
-        raise NotSupportedError(f"{t} values as text (their text differs from DataFusion's)")
-    return Cast(node, pa.string())
-
-
-def _concat(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
-    # concat() skips NULL arguments (DataFusion); `||` (op "concat_op") propagates them. Other
-    # types are written as text first (concat(s, 1.5) is 's1.5').
-    kept = tuple(_as_text(b, a) for a in args if not _null_literal(a))
-    if not kept:
-        return pc.scalar("")
-    parts, empty = _string_parts(b, kept)
-    return pc.binary_join_element_wise(*(pc.coalesce(p, empty) for p in parts), empty)
-
-
-def _concat_op(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
-    """``a || b`` typed as DataFusion types it: two byte strings join as bytes; with a string on
-    one side the other is written as text (``s || i``), a byte string there is refused; a NULL
-    makes the result NULL."""
-    left, right = args
-    ta, tb = b.type_of(left), b.type_of(right)
-    if _null_literal(left) or _null_literal(right):
-        other = tb if _null_literal(left) else ta
-        if not (_is_text(other) or _is_bytes(other)):
-            raise InvalidInputError(f"cannot infer a common string type for {ta} || {tb}")
-        return pc.scalar(pa.scalar(None, other))
-    if _is_bytes(ta) and _is_bytes(tb):
-        large = pa.types.is_large_binary(ta) or pa.types.is_large_binary(tb)
-        t = pa.large_binary() if large else pa.binary()
-        empty = pc.scalar(pa.scalar(b"", t))
-        return pc.binary_join_element_wise(b.visit(left).cast(t), b.visit(right).cast(t), empty)
-    if not (_is_text(ta) or _is_text(tb)) or _is_bytes(ta) or _is_bytes(tb):
-        raise InvalidInputError(f"cannot infer a common string type for {ta} || {tb}")
-    parts, empty = _string_parts(b, (_as_text(b, left), _as_text(b, right)))
-    return pc.binary_join_element_wise(*parts, empty)
-
-
-def _case_map(upper: bool) -> Callable[[ToArrow, tuple[Node, ...]], pc.Expression]:
-    def build(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
-        t = b.type_of(args[0])
-        if not (pa.types.is_string(t) or pa.types.is_large_string(t)):
-            raise InvalidInputError(f"{'upper' if upper else 'lower'}() needs a string, got {t}")
-        return udfs.call(udfs.case_map(t, upper), [b.visit(args[0])])
-
-    return build
-
-
-def _coalesce(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
-    # Integer literals take the type of the first integer argument that is not one (as in
-    # DataFusion, where coalesce(u64, 3) holds every uint64; pyarrow would cast to int64).
-    types = [b.type_of(a) for a in args]
-    target = next((t for a, t in zip(args, types, strict=True) if not isinstance(a, Literal)), None)
-    parts = [b.visit(a) for a in args]
-    typed = target or next((t for t in types if not pa.types.is_null(t)), None)
-    if typed is None:
-        return pc.scalar(pa.scalar(None, pa.null()))
-    for i, a in enumerate(args):
-        if _null_literal(a) and pa.types.is_null(types[i]):  # an untyped NULL: the others' type
-            parts[i] = pc.scalar(pa.scalar(None, typed))
-    if target is not None and pa.types.is_integer(target):
-        for i, a in enumerate(args):
-            if isinstance(a, Literal) and pa.types.is_integer(a.type):
-                scalar, _ = exact_integer_literal(a.value, target)
-                if scalar is not None:
-                    parts[i] = pc.scalar(scalar)
-    return pc.coalesce(*parts)
-
-
-def _replace(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
-    """``replace(s, from, to)``: every non-overlapping ``from`` in ``s`` by ``to``, left to right.
-
-    An empty ``from`` matches between every two characters and at both ends (``replace('ab', '',
-    'x')`` is ``'xaxbx'``, ``replace('', '', 'x')`` is ``'x'``), as DataFusion's (Rust's
-    ``str::replace``); pyarrow's literal kernel loops forever on an empty pattern, while its regex
-    kernel's empty match gives exactly that. A NULL ``from`` or ``to`` makes every row NULL.
-    """
-    t = b.type_of(args[0])
-    values = t.value_type if pa.types.is_dictionary(t) else t
-    if not (pa.types.is_string(values) or pa.types.is_large_string(values)):
-        raise InvalidInputError(f"replace() needs a string, got {t}")
-    text = b.visit(args[0])
-    if pa.types.is_dictionary(t):
-        text = text.cast(values)
-    if any(isinstance(a, Literal) and not a.value.is_valid for a in args[1:]):
-        return pc.if_else(pc.scalar(False), text, pc.scalar(pa.scalar(None, values)))
-    per_row = _per_row(b, "replace", (Cast(args[0], values) if values != t else args[0], *args[1:]))
-    if per_row is not None:
-        return per_row
-    pattern, replacement = _literal_str(args[1], "replace"), _literal_str(args[2], "replace")
-    if not pattern:
-        # RE2 reads backslashes in the replacement as group references: escape them.
-        escaped = replacement.replace("\\", "\\\\")
-        return pc.replace_substring_regex(text, pattern="", replacement=escaped)
-    return pc.replace_substring(text, pattern=pattern, replacement=replacement)
-
-
-def _float_operand(b: ToArrow, node: Node) -> pc.Expression:
-    """A number as DataFusion's float functions take it: floats as they are, others as float64."""
-    value = b.visit(node)
-    return value if pa.types.is_floating(b.type_of(node)) else value.cast(pa.float64())
-
-
-def _round(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
-    # DataFusion rounds half away from zero, to n digits as round(x * 10^n) / 10^n.
-    value = _float_operand(b, args[0])
-    digits = 0
-    if len(args) == 2:
-        if not isinstance(args[1], Literal) or not pa.types.is_integer(args[1].type):
-            raise NotSupportedError("round() takes a literal integer number of digits")
-        digits = int(args[1].value.as_py()) if args[1].value.is_valid else 0
-    if digits == 0:
-        return pc.round(value, round_mode="half_towards_infinity")
-    scale = pc.scalar(10.0**digits)
-    return pc.divide(pc.round(pc.multiply(value, scale), round_mode="half_towards_infinity"), scale)
-
-
-def _trunc(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
-    return pc.trunc(_float_operand(b, args[0]))
-
-
-#: Rewrites of pyarrow's timestamp text (``2020-01-01 12:30:00.500000``) into Rust's
-#: (``2020-01-01T12:30:00.500``): a zero fraction is dropped, and the rest is cut to 3, 6 or 9
-#: digits, the fewest that hold it (chrono's layout); UTC keeps its ``Z``.
-_FRACTION_TRIMS = (
-    (r"\.(?:000)+(Z?)$", r"\1"),
-    (r"(\.[0-9]{3})(?:000)+(Z?)$", r"\1\2"),
-    (r"(\.[0-9]{6})(?:000)+(Z?)$", r"\1\2"),
-)
-
-
-def _rust_timestamp_text(t: pa.DataType) -> bool:
-    """Whether :func:`_timestamp_text` spells ``t`` as Rust does: timestamps without a time zone
-    or in UTC (Rust writes another zone's local time and offset; pyarrow writes UTC)."""
-    return bool(pa.types.is_timestamp(t) and (t.tz is None or t.tz in ("UTC", "+00:00", "Z")))
-
-
-def _timestamp_text(value: pc.Expression) -> pc.Expression:
-    text = pc.replace_substring(value.cast(pa.string()), pattern=" ", replacement="T", max_replacements=1)
-    for pattern, replacement in _FRACTION_TRIMS:
-        text = pc.replace_substring_regex(text, pattern=pattern, replacement=replacement)
-    return text
-
-
-def _spelled_alike(t: pa.DataType) -> bool:
-    """Whether pyarrow spells values of ``t`` as text exactly as Arrow's Rust cast does (integers,
-    booleans, dates, decimals); floats and timestamps it spells otherwise (``1e+20``, not ``1e20``)."""
-    return bool(
-        pa.types.is_integer(t) or pa.types.is_boolean(t) or pa.types.is_date(t) or pa.types.is_decimal(t)
-    )
-
-
-def _length(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
-    # Characters of a string; DataFusion casts other scalars to text first (length(-12) is 3).
-    t = b.type_of(args[0])
-    values = t.value_type if pa.types.is_dictionary(t) else t
-    if _spelled_alike(values):
-        return pc.utf8_length(b.visit(Cast(args[0], pa.string())))
-    if pa.types.is_floating(values) and values.bit_width in (32, 64):
-        value = b.visit(args[0])
-        value = value.cast(values) if values != t else value
-        return pc.utf8_length(udfs.call(udfs.float_text(values), [value]))
-    if _rust_timestamp_text(values):
-        return pc.utf8_length(b.visit(Cast(args[0], pa.string())))
-    if pa.types.is_floating(values) or pa.types.is_temporal(values):
-        raise NotSupportedError(f"length() of {values} values (their text differs from DataFusion's)")
-    return pc.utf8_length(b.visit(args[0]))
-
-
-#: Scalar functions of the dialect: name -> (arity range, builder).
-FUNCTIONS: dict[str, tuple[tuple[int, int], Callable[[ToArrow, tuple[Node, ...]], pc.Expression]]] = {
-    "lower": ((1, 1), _case_map(upper=False)),
-    "upper": ((1, 1), _case_map(upper=True)),
-    # Int32 of strings, Int64 of large strings (the kernels' types are DataFusion's).
-    "length": ((1, 1), _length),
-    "octet_length": ((1, 1), _unary(pc.binary_length)),
-    "reverse": ((1, 1), _unary(pc.utf8_reverse)),
-    "abs": ((1, 1), _unary(pc.abs_checked)),
-    "ceil": ((1, 1), _unary(pc.ceil)),
-    "floor": ((1, 1), _unary(pc.floor)),
-    "round": ((1, 2), _round),
-    "trunc": ((1, 1), _trunc),
-    "sqrt": ((1, 1), _unary(_sqrt)),
-    "starts_with": ((2, 2), _pattern("starts_with", pc.starts_with)),
-    "ends_with": ((2, 2), _pattern("ends_with", pc.ends_with)),
-    "contains": ((2, 2), _pattern("contains", pc.match_substring)),
-    "strpos": ((2, 2), _strpos),
-    "replace": ((3, 3), _replace),
-    "substr": ((2, 3), _substr),
-    "trim": ((1, 2), _trim("both")),
-    "ltrim": ((1, 2), _trim("left")),
-    "rtrim": ((1, 2), _trim("right")),
-    "regexp_like": ((2, 3), _regexp),
-    "regexp_match": ((2, 3), _regexp_match),
-    "concat": ((1, 64), _concat),
-    "concat_op": ((2, 2), _concat_op),
-    "array_has": ((2, 2), _array_has),
-    "array_length": ((1, 1), _array_length),
-    "list_get": ((2, 2), _list_get),
-    "coalesce": ((1, 64), _coalesce),
-}
 
 #: Integer arithmetic wraps around on overflow, as DataFusion's does (pylance answers, not errors).
 _ARITH: dict[str, Callable[[Any, Any], pc.Expression]] = {
@@ -468,9 +127,6 @@ _ARITH: dict[str, Callable[[Any, Any], pc.Expression]] = {
     "mul": pc.multiply,
     "div": pc.divide,
 }
-_SIGNED = {8: pa.int8(), 16: pa.int16(), 32: pa.int32(), 64: pa.int64()}
-#: Decimal digits that hold every integer of a bit width (DataFusion's integer-to-decimal types).
-_INT_DIGITS = {8: 3, 16: 5, 32: 10, 64: 20}
 
 
 def _unwrapped_literal(source: pa.DataType, to: pa.DataType, lit: Node) -> Literal | None:
@@ -522,24 +178,23 @@ def _text_decimal(to: pa.DataType) -> tuple[pa.DataType, str]:
     return pa.decimal256(_TEXT_DECIMAL_DIGITS, keep), rf"(\.[0-9]{{{keep}}})[0-9]+$"
 
 
-def _wide_decimal(digits: int, scale: int) -> pa.DataType:
-    """The narrowest decimal type with ``digits`` integer digits and ``scale`` fraction digits."""
-    precision = digits + scale
-    return pa.decimal128(precision, scale) if precision <= 38 else pa.decimal256(min(precision, 76), scale)
-
-
 def _int_as_decimal(node: Node, t: pa.DataType, decimal: pa.DataType) -> tuple[int, int]:
     """(precision, scale) DataFusion gives integer operand ``node`` (type ``t``) next to a
     ``decimal``: a literal takes the decimal's own, a column the decimal that holds all its values
     (Int32 -> Decimal(10, 0)). The one copy of the rule, for comparisons and arithmetic."""
     if isinstance(node, Literal) and pa.types.is_decimal(decimal):
         return decimal.precision, decimal.scale
-    return _INT_DIGITS[t.bit_width], 0
+    return INT_DIGITS[t.bit_width], 0
 
 
 #: Digits DataFusion adds to the dividend's scale for a decimal quotient.
 _DECIMAL_DIV_SCALE = 4
-_UNSIGNED = {8: pa.uint8(), 16: pa.uint16(), 32: pa.uint32(), 64: pa.uint64()}
+#: Digits of a truncated quotient of two :data:`.numeric_types.EXACT` decimals (for ``%``).
+_EXACT_QUOTIENT_DIGITS = 41
+#: Precision of the widest decimal128, where DataFusion caps a decimal result.
+_DECIMAL128_DIGITS = 38
+#: Precision of the widest decimal256.
+_DECIMAL256_DIGITS = 76
 
 
 def _values_of(node: Node, t: pa.DataType) -> Node:
@@ -548,44 +203,7 @@ def _values_of(node: Node, t: pa.DataType) -> Node:
 
 
 def _number_dictionary(t: pa.DataType) -> bool:
-    return pa.types.is_dictionary(t) and _is_number(t.value_type)
-
-
-def _is_number(t: pa.DataType) -> bool:
-    return bool(pa.types.is_integer(t) or pa.types.is_floating(t))
-
-
-def _float_result(types: list[pa.DataType]) -> pa.DataType:
-    """The float type numbers meet in, as DataFusion coerces them: the widest float among them,
-    whatever the integers (``f32 * 2`` is a float32, so it overflows to infinity as pylance's does)."""
-    floats = [t for t in types if pa.types.is_floating(t)]
-    return max(floats, key=lambda t: t.bit_width) if floats else pa.float64()
-
-
-#: uint64 meeting a signed integer: DataFusion computes in a 20-digit decimal (exact: ``u - 6 < 0``
-#: holds for 5, ``u + 1`` of 2**64 - 1 is 2**64); 256 bits so a product's 41 digits fit.
-_EXACT = pa.decimal256(20, 0)
-#: Digits of a truncated quotient of two such decimals (for ``%``).
-_EXACT_QUOTIENT_DIGITS = 41
-
-
-def _exact_decimal(a: pa.DataType, b: pa.DataType) -> bool:
-    """Whether integers of types ``a`` and ``b`` meet in :data:`_EXACT` (no integer type holds both)."""
-    if not (pa.types.is_integer(a) and pa.types.is_integer(b)):
-        return False
-    return bool(a == pa.uint64() and pa.types.is_signed_integer(b)) or (
-        b == pa.uint64() and pa.types.is_signed_integer(a)
-    )
-
-
-def _wider_int(a: pa.DataType, b: pa.DataType) -> pa.DataType:
-    """The integer type both ``a`` and ``b`` widen to (signed when either is)."""
-    if pa.types.is_signed_integer(a) == pa.types.is_signed_integer(b):
-        table = _SIGNED if pa.types.is_signed_integer(a) else _UNSIGNED
-        return table[max(a.bit_width, b.bit_width)]
-    unsigned = a if pa.types.is_unsigned_integer(a) else b
-    signed = b if unsigned is a else a
-    return _SIGNED[min(64, max(signed.bit_width, 2 * unsigned.bit_width))]
+    return pa.types.is_dictionary(t) and is_number(t.value_type)
 
 
 class ToArrow(Visitor[pc.Expression]):
@@ -596,17 +214,43 @@ class ToArrow(Visitor[pc.Expression]):
         # Results per (value-equal) node: types and sub-expressions are asked for repeatedly
         # while the tree is built, and each type costs an evaluation on an empty table.
         self._types: dict[Node, pa.DataType] = {}
-        self._exprs: dict[Node, pc.Expression] = {}
+        self._exprs: dict[tuple[int, Node], pc.Expression] = {}
+        # The rows the operand being built is evaluated on (see :meth:`guarded`), and its scope's
+        # key in the cache (0: every row).
+        self._mask: pc.Expression | None = None
+        self._scope = 0
+        self._scopes = 0
 
     def visit(self, node: Node) -> pc.Expression:
         try:
-            return self._exprs[node]
+            return self._exprs[(self._scope, node)]
         except (KeyError, TypeError):  # TypeError: a literal that cannot be hashed (lists)
             pass
         out = super().visit(node)
         with contextlib.suppress(TypeError):
-            self._exprs[node] = out
+            self._exprs[(self._scope, node)] = out
         return out
+
+    def guarded(self, node: Node, keep: pc.Expression) -> pc.Expression:
+        """``node`` evaluated only on the rows ``keep`` holds: elsewhere every column it reads is
+        NULL, so a cast, an overflow or a division there cannot fail.
+
+        DataFusion evaluates the right side of ``a AND b`` only when ``a`` is not false for the
+        whole batch (of ``a OR b``, not true), so whether an error there fails the scan depends
+        on where batches begin; row by row (a batch of one row, ``batch_size=1`` in pylance) it
+        fails exactly when a row whose left side is not false fails. That is the answer given
+        here: the same on every layout, and pylance's wherever pylance answers.
+        """
+        if not any(isinstance(n, _MAY_FAIL) for n in walk(node)):
+            return self.visit(node)
+        saved = self._mask, self._scope
+        self._scopes += 1
+        self._mask = keep if self._mask is None else self._mask & keep
+        self._scope = self._scopes
+        try:
+            return self.visit(node)
+        finally:
+            self._mask, self._scope = saved
 
     def type_of(self, node: Node) -> pa.DataType:
         """The Arrow type of ``node`` (bound on an empty table: pyarrow's own rules)."""
@@ -621,13 +265,13 @@ class ToArrow(Visitor[pc.Expression]):
         if isinstance(node, Arith | Negate):
             # Numbers by rule (an evaluation per level of a long chain costs quadratic time).
             types = [self.type_of(a) for a in children(node)]
-            if all(_is_number(t) for t in types):
+            if all(is_number(t) for t in types):
                 if any(pa.types.is_floating(t) for t in types):
-                    t = _float_result(types)
-                elif not any(_exact_decimal(a, b) for a in types for b in types):
+                    t = float_result(types)
+                elif not any(exact_decimal(a, b) for a in types for b in types):
                     t = types[0]
                     for other in types[1:]:
-                        t = _wider_int(t, other)
+                        t = wider_int(t, other)
                 else:
                     t = None  # a decimal: its precision and scale as pyarrow computes them, below
                 if t is not None:
@@ -642,7 +286,10 @@ class ToArrow(Visitor[pc.Expression]):
         return t
 
     def visit_column(self, node: Column) -> pc.Expression:
-        return pc.field(*node.path)
+        field = pc.field(*node.path)
+        if self._mask is None or pa.types.is_dictionary(node.type):
+            return field
+        return pc.if_else(self._mask, field, pc.scalar(pa.scalar(None, node.type)))
 
     def visit_literal(self, node: Literal) -> pc.Expression:
         return pc.scalar(node.value)
@@ -667,9 +314,28 @@ class ToArrow(Visitor[pc.Expression]):
         exact = self.integer_literal_compare(node.op, node.left, node.right, left, right)
         if exact is not None:
             return exact
+        if (
+            {pa.types.is_decimal(lt), pa.types.is_floating(rt)} == {True}
+            or (pa.types.is_floating(lt) and pa.types.is_decimal(rt))
+            or (pa.types.is_decimal(lt) and pa.types.is_decimal(rt) and lt != rt)
+        ):
+            # DataFusion compares a decimal with a float as decimals (a float64 is a
+            # Decimal(30, 15) there), so a NaN or a float past that precision fails the cast;
+            # two decimals in their union, capped at 38 digits (pyarrow's would need more).
+            t = union_type([lt, rt])
+            return _OPS[node.op](self.cast_value(left, lt, t, True), self.cast_value(right, rt, t, True))
         ra, rb = self.nan_rank(node.left, left), self.nan_rank(node.right, right)
         left, right = self.numeric(node.left, node.right, left, right)
-        return _nan_ordered(node.op, left, right, ra, rb)
+        return _nan_ordered(node.op, left, right, ra, rb, self.signed_zeros(lt, rt, node))
+
+    def signed_zeros(self, lt: pa.DataType, rt: pa.DataType, node: Compare) -> bool:
+        """Whether ``node`` compares floats with ``-0.0`` below ``0.0``: pylance does when both
+        sides read a column (``a < b``, ``a = -b``, ``f = i``: arrow-rs's total order of two
+        arrays) and not against a constant (``a = 0.0`` holds for ``-0.0``)."""
+        floats = pa.types.is_floating(lt) or pa.types.is_floating(rt)
+        if not (floats and is_number(lt) and is_number(rt)):
+            return False
+        return bool(columns_of(node.left)) and bool(columns_of(node.right))
 
     def unwrap_integer_cast(self, node: Compare) -> Compare | None:
         """``CAST(x AS T) <op> literal`` as ``x <op> literal``, as DataFusion's planner rewrites it
@@ -724,14 +390,14 @@ class ToArrow(Visitor[pc.Expression]):
         ta, tb = self.type_of(left_node), self.type_of(right_node)
         if pa.types.is_decimal(ta) != pa.types.is_decimal(tb):
             return self.decimal_operands(left_node, right_node, left, right, ta, tb)
-        if ta == tb or not (_is_number(ta) and _is_number(tb)):
+        if ta == tb or not (is_number(ta) and is_number(tb)):
             return left, right
-        if _exact_decimal(ta, tb):
-            return left.cast(_EXACT), right.cast(_EXACT)
+        if exact_decimal(ta, tb):
+            return left.cast(EXACT), right.cast(EXACT)
         if pa.types.is_integer(ta) and pa.types.is_integer(tb):
-            wide = _wider_int(ta, tb)
+            wide = wider_int(ta, tb)
             return left.cast(wide), right.cast(wide)
-        t = _float_result([ta, tb])
+        t = float_result([ta, tb])
         return left.cast(t, safe=False), right.cast(t, safe=False)
 
     def decimal_operands(
@@ -765,13 +431,13 @@ class ToArrow(Visitor[pc.Expression]):
     def visit_and(self, node: And) -> pc.Expression:
         out = self.visit(node.args[0])
         for a in node.args[1:]:
-            out = out & self.visit(a)
+            out = out & self.guarded(a, pc.or_kleene(out, out.is_null()))  # where out is not false
         return out
 
     def visit_or(self, node: Or) -> pc.Expression:
         out = self.visit(node.args[0])
         for a in node.args[1:]:
-            out = out | self.visit(a)
+            out = out | self.guarded(a, ~pc.coalesce(out, pc.scalar(False)))  # where out is not true
         return out
 
     def visit_not(self, node: Not) -> pc.Expression:
@@ -798,14 +464,14 @@ class ToArrow(Visitor[pc.Expression]):
             typed = (exact_integer_literal(v, t)[0] for v in values)
             kept = pa.array([s.as_py() for s in typed if s is not None], t)
             return pc.if_else(target.is_valid(), pc.is_in(target, value_set=kept), _NULL_BOOL)
-        if _is_number(t) and any(_is_number(v.type) and v.type != t for v in values):
+        if is_number(t) and any(is_number(v.type) and v.type != t for v in values):
             # One type for the value and the list, as DataFusion coerces (pyarrow would cast the
             # list to the column's type, truncating 0.5 to 0 for an integer column).
             if pa.types.is_floating(t) or any(pa.types.is_floating(v.type) for v in values):
                 common = pa.float64()
             else:
                 for v in values:
-                    common = _wider_int(common, v.type) if pa.types.is_integer(v.type) else common
+                    common = wider_int(common, v.type) if pa.types.is_integer(v.type) else common
             target = target.cast(common, safe=False)
         if pa.types.is_floating(common) and any(v.as_py() == 0 for v in values):
             # hashing tells -0.0 from 0.0; SQL equality does not
@@ -826,7 +492,7 @@ class ToArrow(Visitor[pc.Expression]):
     def visit_isnull(self, node: IsNull) -> pc.Expression:
         if isinstance(node.arg, Call) and node.arg.name == "regexp_match":
             # regexp_match is NULL exactly when nothing matches (or an input is NULL).
-            return ~pc.coalesce(_regexp(self, self.call_args(node.arg)), pc.scalar(False))
+            return ~pc.coalesce(regexp_call(self, self.call_args(node.arg)), pc.scalar(False))
         return self.visit(node.arg).is_null()
 
     def visit_isnan(self, node: IsNan) -> pc.Expression:
@@ -850,57 +516,64 @@ class ToArrow(Visitor[pc.Expression]):
         return pc.match_like(target, pattern=node.pattern, ignore_case=node.ignore_case)
 
     def visit_cast(self, node: Cast) -> pc.Expression:
-        value = self.visit(node.arg)
-        source = self.type_of(node.arg)
-        if (pa.types.is_string(source) or pa.types.is_large_string(source)) and pa.types.is_decimal(node.to):
+        return self.cast_value(self.visit(node.arg), self.type_of(node.arg), node.to, node.safe)
+
+    def cast_value(
+        self, value: pc.Expression, source: pa.DataType, to: pa.DataType, safe: bool
+    ) -> pc.Expression:
+        """``value`` (of type ``source``) cast to ``to`` as DataFusion casts; ``safe``: a value
+        that does not convert fails (``CAST``), else it is NULL (``TRY_CAST``)."""
+        if (pa.types.is_string(source) or pa.types.is_large_string(source)) and pa.types.is_decimal(to):
             # DataFusion reads decimal text around whitespace, without exponents ('1e2' does not
             # convert; pyarrow would read it), and rounds to the target's scale (below). Text that
             # does not convert becomes NULL for TRY_CAST, or text pyarrow refuses too for CAST.
             text = pc.utf8_trim_whitespace(value)
-            if node.to.scale > 0:
+            if to.scale > 0:
                 # arrow-rs reads text without digits ('', '-', '.') as zero, at a scale above 0 only
                 text = pc.replace_substring_regex(text, pattern=NO_DIGITS_TEXT, replacement="0")
-            bad = pc.scalar(pa.scalar("not a number" if node.safe else None, source))
+            bad = pc.scalar(pa.scalar("not a number" if safe else None, source))
             text = pc.if_else(pc.match_substring_regex(text, DECIMAL_TEXT), text, bad)
-            wide, cut = _text_decimal(node.to)
+            wide, cut = _text_decimal(to)
             text = pc.replace_substring_regex(text, pattern=cut, replacement=r"\1")
-            value = text.cast(wide) if node.safe else udfs.call(udfs.cast(source, wide, True), [text])
+            value = text.cast(wide) if safe else udfs.call(udfs.cast(source, wide, True), [text])
             source = wide
-        if pa.types.is_decimal(source) and pa.types.is_decimal(node.to) and node.to.scale < source.scale:
+        if pa.types.is_decimal(source) and pa.types.is_decimal(to) and to.scale < source.scale:
             # SQL rounds a decimal to fewer digits (half away from zero); pyarrow refuses the loss.
-            value = pc.round(value, ndigits=node.to.scale, round_mode="half_towards_infinity")
-        if pa.types.is_floating(source) and pa.types.is_decimal128(node.to):
-            return udfs.call(udfs.float_decimal(source, node.to, not node.safe), [value])
-        if pa.types.is_integer(source) and pa.types.is_floating(node.to):
-            return value.cast(node.to, safe=False)  # rounds above 2**53, as DataFusion's cast does
-        if pa.types.is_integer(source) and (pa.types.is_binary(node.to) or pa.types.is_large_binary(node.to)):
+            value = pc.round(value, ndigits=to.scale, round_mode="half_towards_infinity")
+        if pa.types.is_floating(source) and pa.types.is_decimal128(to):
+            return udfs.call(udfs.float_decimal(source, to, not safe), [value])
+        if pa.types.is_integer(source) and pa.types.is_floating(to):
+            return value.cast(to, safe=False)  # rounds above 2**53, as DataFusion's cast does
+        if pa.types.is_integer(source) and (pa.types.is_binary(to) or pa.types.is_large_binary(to)):
             # DataFusion writes an integer's little-endian bytes (pyarrow has no such cast).
-            return udfs.call(udfs.int_bytes(source), [value]).cast(node.to)
-        to_text = pa.types.is_string(node.to) or pa.types.is_large_string(node.to)
+            return udfs.call(udfs.int_bytes(source), [value]).cast(to)
+        to_text = pa.types.is_string(to) or pa.types.is_large_string(to)
+        if to_text and list_text_supported(source):
+            return udfs.call(udfs.list_text(source), [value]).cast(to)
         if to_text and pa.types.is_floating(source) and source.bit_width in (32, 64):
             # Rust's text of floats (1.0, 1e20, NaN), not pyarrow's (1, 1e+20, nan).
-            return udfs.call(udfs.float_text(source), [value]).cast(node.to)
-        if to_text and _rust_timestamp_text(source):
-            return _timestamp_text(value).cast(node.to)
+            return udfs.call(udfs.float_text(source), [value]).cast(to)
+        if to_text and rust_timestamp_text(source):
+            return timestamp_text(value).cast(to)
         if to_text and pa.types.is_timestamp(source):
             raise NotSupportedError(f"CAST of {source} to a string (its text differs from DataFusion's)")
-        if pa.types.is_decimal(source) and pa.types.is_integer(node.to):
+        if pa.types.is_decimal(source) and pa.types.is_integer(to):
             # DataFusion truncates the fraction (CAST(1.5 AS INT) is 1); pyarrow refuses the loss.
             value = pc.round(value, ndigits=0, round_mode="towards_zero")
-        if pa.types.is_integer(source) and pa.types.is_decimal(node.to):
+        if pa.types.is_integer(source) and pa.types.is_decimal(to):
             # pyarrow refuses an integer type whose widest value would not fit the decimal (int32
             # to DECIMAL(10, 2)); DataFusion checks each value. Through a decimal that holds every
             # value of the type, the narrowing cast checks values.
-            source = _wide_decimal(_INT_DIGITS[source.bit_width], node.to.scale)
+            source = wide_decimal(INT_DIGITS[source.bit_width], to.scale)
             value = value.cast(source)
-        if pa.types.is_timestamp(source) and pa.types.is_timestamp(node.to):
+        if pa.types.is_timestamp(source) and pa.types.is_timestamp(to):
             # DataFusion truncates to a coarser unit (CAST(ns AS TIMESTAMP) drops nanoseconds).
-            return value.cast(options=pc.CastOptions(node.to, allow_time_truncate=True))
-        if node.safe and not (pa.types.is_floating(source) and pa.types.is_integer(node.to)):
-            return value.cast(node.to)
+            return value.cast(options=pc.CastOptions(to, allow_time_truncate=True))
+        if safe and not (pa.types.is_floating(source) and pa.types.is_integer(to)):
+            return value.cast(to)
         # Floats truncate to integers, and TRY_CAST gives NULL where a value does not convert:
         # neither is one of pyarrow's cast options (safe=False wraps out-of-range values).
-        return udfs.call(udfs.cast(source, node.to, not node.safe), [value])
+        return udfs.call(udfs.cast(source, to, not safe), [value])
 
     def visit_arith(self, node: Arith) -> pc.Expression:
         left_t, right_t = self.type_of(node.left), self.type_of(node.right)
@@ -908,17 +581,85 @@ class ToArrow(Visitor[pc.Expression]):
             # A dictionary operand computes as its values, in DataFusion's common type with the
             # other operand (a filter's di * 2 is an int64, as pylance's is: no int32 wrap).
             node = Arith(node.op, _values_of(node.left, left_t), _values_of(node.right, right_t))
+            left_t, right_t = self.type_of(node.left), self.type_of(node.right)
+        if exact_decimal(left_t, right_t):
+            # uint64 with a signed integer: both are Decimal(20, 0) in DataFusion, so the result is
+            # a decimal128 typed by the decimal rules (u64 + i8 is a Decimal(21, 0), u64 * i32 a
+            # Decimal(38, 0), capped)
+            wide = pa.decimal128(INT_DIGITS[64], 0)
+            node = Arith(node.op, Cast(node.left, wide), Cast(node.right, wide))
         a, b = self.numeric(node.left, node.right, self.visit(node.left), self.visit(node.right))
+        capped = self.capped_decimal(node)
+        if capped is not None:
+            # Past 38 digits: pyarrow refuses the decimal128 result type, DataFusion caps it at 38
+            # (and fails on a value that does not fit). Computed in decimal256, then narrowed.
+            (p1, s1), (p2, s2) = capped[1:]
+            if node.op == "mul":  # the product's digits within decimal256's 76 (a 38-digit value
+                p2 = min(p2, _DECIMAL256_DIGITS - 1 - p1)  # times a 38-digit one overflows anyway)
+            a, b = a.cast(pa.decimal256(p1, s1)), b.cast(pa.decimal256(p2, s2))
+            return self.visit_arith_values(node, a, b).cast(capped[0])
+        return self.visit_arith_values(node, a, b)
+
+    def capped_decimal(self, node: Arith) -> tuple[pa.DataType, tuple[int, int], tuple[int, int]] | None:
+        """DataFusion's result type of decimal ``+ - * %`` when it caps the precision at 38
+        (with the operands' (precision, scale)); ``None`` when it does not."""
+        ta, tb = self.type_of(node.left), self.type_of(node.right)
+        if node.op == "div" or not (pa.types.is_decimal128(ta) or pa.types.is_decimal128(tb)):
+            return None
+        left, right = self.decimal_shape(node.left, ta, tb), self.decimal_shape(node.right, tb, ta)
+        if left is None or right is None or pa.types.is_decimal256(ta) or pa.types.is_decimal256(tb):
+            return None
+        (p1, s1), (p2, s2) = left, right
+        if node.op == "mul":
+            precision, scale = p1 + p2 + 1, s1 + s2
+        else:
+            scale = max(s1, s2)
+            precision = max(p1 - s1, p2 - s2) + scale + (0 if node.op == "mod" else 1)
+        if precision <= _DECIMAL128_DIGITS or scale > _DECIMAL128_DIGITS:
+            return None
+        return pa.decimal128(_DECIMAL128_DIGITS, scale), left, right
+
+    def visit_arith_values(self, node: Arith, a: pc.Expression, b: pc.Expression) -> pc.Expression:
+        """``a <op> b`` of operands already in the type they compute in."""
         if node.op == "mod":
+            decimal_mod = self.decimal_remainder(node, a, b)
+            if decimal_mod is not None:
+                return decimal_mod
+            ta, tb = self.type_of(node.left), self.type_of(node.right)
+            if pa.types.is_floating(ta) or pa.types.is_floating(tb):
+                decimal = pa.types.is_decimal(ta) or pa.types.is_decimal(tb)
+                t = pa.float64() if decimal else float_result([ta, tb])
+                return udfs.call(udfs.float_mod(t), [a.cast(t), b.cast(t)])
             quotient = pc.divide(a, b)
-            if _exact_decimal(self.type_of(node.left), self.type_of(node.right)):
+            if exact_decimal(self.type_of(node.left), self.type_of(node.right)):
                 quotient = quotient.cast(pa.decimal256(_EXACT_QUOTIENT_DIGITS, 0), safe=False)  # truncates
+            if pa.types.is_signed_integer(ta) and pa.types.is_signed_integer(tb):
+                # x % -1 is 0 (the least value's quotient would wrap: Rust's wrapping_rem); a - a
+                # is that 0 with a's NULLs
+                return pc.if_else(b == pc.scalar(-1), a - a, a - pc.multiply(quotient, b))
             return a - pc.multiply(quotient, b)
         if node.op == "div":
             ta, tb = self.type_of(node.left), self.type_of(node.right)
             if pa.types.is_decimal(ta) or pa.types.is_decimal(tb):
                 return self.decimal_quotient(node, a, b)
         return _ARITH[node.op](a, b)
+
+    def decimal_remainder(self, node: Arith, a: pc.Expression, b: pc.Expression) -> pc.Expression | None:
+        """``a % b`` of decimals in DataFusion's type, (min(p1 - s1, p2 - s2) + s, s) with s the
+        larger scale: ``a`` less ``b`` times the quotient truncated to an integer (computed in
+        decimal256, where the quotient's digits fit). ``None``: not decimals."""
+        ta, tb = self.type_of(node.left), self.type_of(node.right)
+        if not (pa.types.is_decimal(ta) or pa.types.is_decimal(tb)):
+            return None
+        left, right = self.decimal_shape(node.left, ta, tb), self.decimal_shape(node.right, tb, ta)
+        if left is None or right is None:  # a float operand
+            return None
+        (p1, s1), (p2, s2) = left, right
+        a, b = a.cast(pa.decimal256(p1, s1)), b.cast(pa.decimal256(p2, s2))
+        quotient = pc.round(pc.divide(a, b), ndigits=0, round_mode="towards_zero")
+        scale = max(s1, s2)
+        precision = min(_DECIMAL128_DIGITS, min(p1 - s1, p2 - s2) + scale)
+        return (a - pc.multiply(quotient, b)).cast(pa.decimal128(max(precision, 1), scale))
 
     def decimal_quotient(self, node: Arith, a: pc.Expression, b: pc.Expression) -> pc.Expression:
         """``a / b`` of decimals in DataFusion's type, (p1 - s1 + s2 + s, s) with s = s1 + 4,
@@ -931,6 +672,8 @@ class ToArrow(Visitor[pc.Expression]):
         (p1, s1), (_, s2) = left_shape, right_shape
         scale = s1 + _DECIMAL_DIV_SCALE
         precision = min(38, p1 - s1 + s2 + scale)
+        # in decimal256: pyarrow's decimal128 quotient of two 20-digit decimals needs 41 digits
+        a, b = a.cast(pa.decimal256(*left_shape)), b.cast(pa.decimal256(*right_shape))
         quotient = pc.round(pc.divide(a, b), ndigits=scale, round_mode="towards_zero")
         return quotient.cast(pa.decimal128(precision, min(scale, precision)))
 

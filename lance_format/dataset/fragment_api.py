@@ -229,6 +229,8 @@ def merge_on_key(
     added = right.drop_columns([right_on])
     if not added.num_columns:
         raise InvalidInputError(f"merge needs columns besides the key {right_on!r}")  # pylance panics
+    if not right.num_rows:
+        raise InvalidInputError("merge of no rows (pylance: 'HashJoiner: No data')")
     # Reversed, so ``index_in`` (the first match) finds a repeated key's last row.
     reverse = pa.array(np.arange(right.num_rows - 1, -1, -1, dtype=np.int64))
     keys = right.column(right_on).take(reverse).combine_chunks()

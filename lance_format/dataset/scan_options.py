@@ -19,7 +19,15 @@ import pyarrow.compute as pc
 
 from lance_format.core.errors import InvalidInputError, NotSupportedError
 
-__all__ = ["ColumnOrdering", "ScanOptions", "scan_options", "sort_table", "strict_batches", "take_table_rows"]
+__all__ = [
+    "ColumnOrdering",
+    "ScanOptions",
+    "combine_table",
+    "scan_options",
+    "sort_table",
+    "strict_batches",
+    "take_table_rows",
+]
 
 
 @dataclass(frozen=True)
@@ -161,6 +169,22 @@ def take_table_rows(table: pa.Table, positions: pa.Array) -> pa.Table:
         else:
             columns.append(column.take(positions))
     return pa.Table.from_arrays(columns, schema=table.schema)
+
+
+def combine_table(table: pa.Table) -> pa.Table:
+    """``table.combine_chunks()``, also when chunks of a dictionary column hold different
+    dictionaries with a null item (see :func:`take_table_rows`): such columns are combined as
+    values and encoded again."""
+    try:
+        return table.combine_chunks()
+    except pa.ArrowInvalid:
+        columns = [
+            pc.dictionary_encode(column.cast(field.type.value_type).combine_chunks()).cast(field.type)
+            if pa.types.is_dictionary(field.type) and column.num_chunks > 1
+            else column.combine_chunks()
+            for field, column in zip(table.schema, table.columns, strict=True)
+        ]
+        return pa.Table.from_arrays(columns, schema=table.schema)
 
 
 def strict_batches(batches: Iterable[pa.RecordBatch], size: int) -> Iterator[pa.RecordBatch]:

@@ -16,7 +16,7 @@ from lance_format.dataset.expr import Predicate
 from lance_format.dataset.filters import Filter, evaluate, parse_filter, parse_value
 from lance_format.dataset.fragment import FragmentReader
 from lance_format.dataset.projection import MemberPath, flatten_member, member_path
-from lance_format.dataset.scan_options import ScanOptions, sort_table, strict_batches
+from lance_format.dataset.scan_options import ScanOptions, combine_table, sort_table, strict_batches
 from lance_format.io.cache import ReadPolicy
 from lance_format.io.prefetch import ScanScope, scan_scope
 from lance_format.io.scheduler import ReadAhead
@@ -426,7 +426,7 @@ class LanceScanner:
         empty = not self.projected_schema
         metadata = self.projected_schema.metadata
         for table in self._tables():
-            for batch in table.combine_chunks().to_batches(self._batch_size):
+            for batch in combine_table(table).to_batches(self._batch_size):
                 # The schema-level metadata, as pylance's batches carry it (no data is copied);
                 # set before the select: on a batch of no columns it would drop the row count.
                 batch = batch.replace_schema_metadata(metadata) if metadata else batch

@@ -457,9 +457,9 @@ class _Binder:
                     return Literal(pa.scalar(value, t))
                 except (pa.ArrowException, OverflowError):
                     raise self.fail(f"number {value} is out of range") from None
-            if isinstance(inner, Column | Cast) and pa.types.is_unsigned_integer(self.type_of(inner)):
-                # DataFusion: "Negation only supports numeric, interval and timestamp types" (a
-                # computed unsigned value may be a decimal there: -(coalesce(u64, 1)) is taken).
+            if pa.types.is_unsigned_integer(self.type_of(inner)):
+                # DataFusion: "Negation only supports numeric, interval and timestamp types" (of
+                # any unsigned value: -u64, -(array_length(l)); -(coalesce(u64, 1)) is a decimal).
                 raise self.fail(f"cannot negate {inner} of unsigned type {self.type_of(inner)}")
             return Negate(inner)
         if isinstance(node, exp.Not):
@@ -622,16 +622,21 @@ class _Binder:
             raise NotSupportedError(f"filter {self.text!r}: IN (subquery) is not supported")
         value = self.convert(node.this)
         options: list[Literal] = []
+        others: list[Node] = []  # items that are not constants: x IN (y, 1) is x = y OR x IN (1)
         has_null = False
         for v in node.expressions:
             item = self.coerce(value, self.convert(v))
             if not isinstance(item, Literal):
-                raise self.fail("IN lists must hold literals")
-            if item.value.is_valid:
+                others.append(self.compare("eq", value, item))
+            elif item.value.is_valid:
                 options.append(item)
             else:
                 has_null = True
         found: Node = InList(value, tuple(options))
+        if others:
+            found = (
+                Or((*others, found)) if options else (others[0] if len(others) == 1 else Or(tuple(others)))
+            )
         # SQL: x IN (.., NULL) is TRUE when found, else NULL (so NOT IN never selects).
         return Or((found, Literal(pa.scalar(None, pa.bool_())))) if has_null else found
 

@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 from lance_format.core import text_kernels
 from lance_format.core.errors import InvalidInputError
 from lance_format.core.float_text import rust_float_text
+from lance_format.dataset import value_text
 
 __all__ = [
     "MAX_SIGNATURES",
@@ -31,10 +32,12 @@ __all__ = [
     "case_map",
     "cast",
     "float_decimal",
+    "float_mod",
     "float_text",
     "int_bytes",
     "list_equal",
     "list_get",
+    "list_text",
     "signature_count",
     "text_function",
 ]
@@ -309,6 +312,37 @@ def case_map(string_type: pa.DataType, upper: bool) -> str:
         return _case_map(values, upper)
 
     return _register(f"lance_{kind}<{string_type}>", run, {"value": string_type}, string_type)
+
+
+def _float_mod(ctx: Any, left: Any, right: Any) -> pa.Array:
+    n = _rows(left, right)
+    a, b = _as_array(left, n), _as_array(right, n)
+    mask = (a.is_null().to_numpy(zero_copy_only=False)) | (b.is_null().to_numpy(zero_copy_only=False))
+    x = a.to_numpy(zero_copy_only=False)
+    y = b.to_numpy(zero_copy_only=False)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = np.fmod(x, y)
+    return pa.array(out, a.type, mask=mask)
+
+
+def float_mod(float_type: pa.DataType) -> str:
+    """Name of ``x % y`` of two floats of ``float_type``: C's ``fmod`` (the remainder truncated
+    toward zero, exact, with the dividend's sign; NaN for a zero divisor), as Rust's ``%`` is.
+    pyarrow has no float remainder, and ``x - trunc(x / y) * y`` loses digits."""
+    return _register(
+        f"lance_float_mod<{float_type}>", _float_mod, {"left": float_type, "right": float_type}, float_type
+    )
+
+
+def list_text(list_type: pa.DataType) -> str:
+    """Name of ``CAST(l AS STRING)`` of a list ``l``: arrow-rs's text of lists (``[1, , 3]``), see
+    :func:`lance_format.dataset.value_text.list_text`."""
+
+    def run(ctx: Any, values: Any) -> pa.Array:
+        n = len(values) if not isinstance(values, pa.Scalar) else 1
+        return value_text.list_text(_as_array(values, n))
+
+    return _register(f"lance_list_text<{list_type}>", run, {"value": list_type}, pa.string())
 
 
 def float_text(float_type: pa.DataType) -> str:

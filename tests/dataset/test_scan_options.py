@@ -142,3 +142,23 @@ def test_unsupported_options_are_refused(uri: str) -> None:
         ds.scanner(nearest={"column": "v", "q": [1.0]})
     with pytest.raises(NotSupportedError, match="full_text_query"):
         ds.to_table(full_text_query="hello")
+
+
+def test_batches_combine_chunks_whose_dictionaries_hold_nulls() -> None:
+    # Found by the differential seed 1601 (session 16, not rebuilt end to end): to_batches over a
+    # fragment whose dictionary column came in chunks with different dictionaries holding a null
+    # item raised an untyped "ArrowInvalid: Cannot yet unify dictionaries with nulls" from
+    # combine_chunks; the batches are now combined as values and encoded again.
+    from lance_format.dataset.scan_options import combine_table
+
+    chunks = [
+        pa.DictionaryArray.from_arrays(pa.array([0, 1, 0], pa.int32()), pa.array(["a", None])),
+        pa.DictionaryArray.from_arrays(pa.array([1, 0], pa.int32()), pa.array([None, "c"])),
+    ]
+    table = pa.table({"ds": pa.chunked_array(chunks), "id": pa.chunked_array([[0, 1, 2], [3, 4]])})
+    with pytest.raises(pa.ArrowInvalid, match="unify dictionaries with nulls"):
+        table.combine_chunks()
+    combined = combine_table(table)
+    assert combined.schema == table.schema
+    assert combined["ds"].num_chunks == 1
+    assert combined.to_pylist() == table.to_pylist()

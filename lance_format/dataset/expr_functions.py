@@ -1,0 +1,451 @@
+"""The scalar functions of the filter dialect: each builds its pyarrow Expression from the IR.
+
+:data:`FUNCTIONS` maps a function's name to its arity and builder; :class:`.expr_arrow.ToArrow`
+calls the builder with itself (for its arguments' types and Expressions) when it meets a
+:class:`.Call`. Split from :mod:`.expr_arrow`, which imports this module (not the reverse, but for
+type checking).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lance_format.core.errors import InvalidInputError, NotSupportedError
+from lance_format.dataset import udfs
+from lance_format.dataset.expr import (
+    Cast,
+    Literal,
+    Node,
+)
+from lance_format.dataset.numeric_types import (
+    exact_decimal,
+    float_result,
+    is_number,
+    union_type,
+    wider_int,
+)
+from lance_format.dataset.value_text import list_text_supported
+
+if TYPE_CHECKING:
+    from lance_format.dataset.expr_arrow import ToArrow
+
+__all__ = ["FUNCTIONS", "regexp_call", "rust_timestamp_text"]
+
+
+def _literal_str(node: Node, what: str) -> str:
+    if not isinstance(node, Literal) or not pa.types.is_string(node.type) or not node.value.is_valid:
+        raise NotSupportedError(f"{what} needs a string literal, got {node}")
+    return str(node.value.as_py())
+
+
+def _literal_int(node: Node, what: str) -> int:
+    if not isinstance(node, Literal) or not pa.types.is_integer(node.type) or not node.value.is_valid:
+        raise NotSupportedError(f"{what} needs an integer literal, got {node}")
+    return int(node.value.as_py())
+
+
+def _string_literal(node: Node) -> bool:
+    return isinstance(node, Literal) and pa.types.is_string(node.type) and node.value.is_valid
+
+
+def _per_row(b: ToArrow, name: str, args: tuple[Node, ...]) -> pc.Expression | None:
+    """``name(args)`` when an argument past the first is not a string literal: NULL when one is a
+    NULL literal (as in DataFusion), else computed row by row (:func:`.udfs.text_function`).
+    ``None``: every such argument is a string literal (pyarrow's kernels take it)."""
+    if all(_string_literal(a) for a in args[1:]):
+        return None
+    types = [b.type_of(a) for a in args]
+    out = udfs.TEXT_FUNCTIONS[name]
+    if any(isinstance(a, Literal) and not a.value.is_valid for a in args[1:]):
+        return pc.scalar(pa.scalar(None, out or types[0]))
+    for a, t in zip(args, types, strict=True):
+        if not (pa.types.is_string(t) or pa.types.is_large_string(t)):
+            raise InvalidInputError(f"{name}() takes strings, got {t} for {a}")
+    return udfs.call(udfs.text_function(name, types), [b.visit(a) for a in args])
+
+
+def _strpos(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
+    """1-based character position of a substring, 0 when absent (empty substring: 1)."""
+    per_row = _per_row(b, "strpos", args)
+    if per_row is not None:
+        return per_row
+    s, sub = b.visit(args[0]), _literal_str(args[1], "strpos")
+    if not sub:
+        return pc.if_else(s.is_valid(), pc.scalar(1), pc.scalar(pa.scalar(None, pa.int64())))
+    before = pc.list_element(pc.split_pattern(s, pattern=sub, max_splits=1), 0)
+    found = pc.add(pc.utf8_length(before).cast(pa.int64()), 1)
+    return pc.if_else(pc.match_substring(s, pattern=sub), found, pc.scalar(0))
+
+
+def _substr(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
+    """``substr(s, start[, count])``: 1-based start, characters before 1 count against ``count``."""
+    s = b.visit(args[0])
+    start = _literal_int(args[1], "substr") - 1
+    stop = None
+    if len(args) > 2:
+        count = _literal_int(args[2], "substr")
+        if count < 0:
+            raise InvalidInputError(f"substr: negative length {count}")
+        stop = max(start + count, 0)
+    return pc.utf8_slice_codeunits(s, start=max(start, 0), stop=stop if stop is not None else 2**62)
+
+
+def _trim(kind: str) -> Callable[[ToArrow, tuple[Node, ...]], pc.Expression]:
+    fn = {"both": pc.utf8_trim, "left": pc.utf8_ltrim, "right": pc.utf8_rtrim}[kind]
+
+    def build(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
+        per_row = _per_row(b, {"both": "trim", "left": "ltrim", "right": "rtrim"}[kind], args)
+        if per_row is not None and len(args) > 1:
+            return per_row
+        chars = _literal_str(args[1], "trim") if len(args) > 1 else " "
+        return fn(b.visit(args[0]), characters=chars)
+
+    return build
+
+
+def regexp_call(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
+    flags = _literal_str(args[2], "regexp flags") if len(args) > 2 else ""
+    if set(flags) - {"i"}:
+        raise NotSupportedError(f"regexp flags {flags!r} (only 'i' is supported)")
+    pattern = _literal_str(args[1], "regexp pattern")
+    return pc.match_substring_regex(b.visit(args[0]), pattern=pattern, ignore_case="i" in flags)
+
+
+def _regexp_match(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
+    # As a condition it is rewritten (sql.as_condition) to IS NOT NULL, which visit_isnull answers.
+    raise NotSupportedError("regexp_match as a value (test it with IS [NOT] NULL, or use regexp_like)")
+
+
+def _array_length(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
+    lt = b.type_of(args[0])
+    if not (pa.types.is_list(lt) or pa.types.is_large_list(lt) or pa.types.is_fixed_size_list(lt)):
+        raise InvalidInputError(f"array_length needs a list, got {lt}")
+    # DataFusion's array_length is UInt64 (NULL for a NULL list).
+    return pc.list_value_length(b.visit(args[0])).cast(pa.uint64())
+
+
+def _list_of(lt: pa.DataType, item: pa.DataType) -> pa.DataType:
+    """A list type like ``lt`` (list, large list, fixed-size list) of ``item``."""
+    if pa.types.is_large_list(lt):
+        return pa.large_list(item)
+    if pa.types.is_fixed_size_list(lt):
+        return pa.list_(item, lt.list_size)
+    return pa.list_(item)
+
+
+def _array_has(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
+    lists, value = args
+    lt = b.type_of(lists)
+    if not (pa.types.is_list(lt) or pa.types.is_large_list(lt) or pa.types.is_fixed_size_list(lt)):
+        raise InvalidInputError(f"array_has needs a list, got {lt}")
+    v = b.visit(value)
+    item, vt = lt.value_type, b.type_of(value)
+    numbers = is_number(item) and is_number(vt)
+    if numbers and item != vt:
+        # DataFusion compares in the common type of the items and the value (a list of int32
+        # with an int64 n as int64s, with a float as floats) and refuses mixes without one.
+        if exact_decimal(item, vt):
+            raise InvalidInputError(f"array_has of {lt} and {vt}: no common type")
+        common = (
+            float_result([item, vt])
+            if not (pa.types.is_integer(item) and pa.types.is_integer(vt))
+            else wider_int(item, vt)
+        )
+        lists_t = _list_of(lt, common)
+        return udfs.call(
+            udfs.array_has(lists_t, common),
+            [b.visit(lists).cast(lists_t, safe=False), v.cast(common, safe=False)],
+        )
+    if (is_number(item) or pa.types.is_decimal(item)) != (
+        is_number(vt) or pa.types.is_decimal(vt)
+    ) and not pa.types.is_null(vt):
+        raise InvalidInputError(f"array_has of {lt} and {vt}: no common type")
+    if pa.types.is_decimal(item) != pa.types.is_decimal(vt) and not pa.types.is_null(vt):
+        raise InvalidInputError(f"array_has of {lt} and {vt}: no common type")
+    if not isinstance(value, Literal) and vt != lt.value_type:
+        v = v.cast(lt.value_type)
+    if isinstance(value, Literal) and value.type != lt.value_type:
+        v = (
+            pc.scalar(value.value.cast(lt.value_type))
+            if value.value.is_valid
+            else pc.scalar(pa.scalar(None, lt.value_type))
+        )
+    return udfs.call(udfs.array_has(lt, lt.value_type), [b.visit(lists), v])
+
+
+def _list_get(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
+    lt = b.type_of(args[0])
+    index = b.visit(args[1])
+    if isinstance(args[1], Literal):
+        index = pc.scalar(args[1].value.cast(pa.int64()))
+    return udfs.call(udfs.list_get(lt), [b.visit(args[0]), index])
+
+
+def _unary(fn: Callable[[Any], pc.Expression]) -> Callable[[ToArrow, tuple[Node, ...]], pc.Expression]:
+    return lambda b, args: fn(b.visit(args[0]))
+
+
+def _pattern(
+    name: str, fn: Callable[..., pc.Expression]
+) -> Callable[[ToArrow, tuple[Node, ...]], pc.Expression]:
+    def build(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
+        per_row = _per_row(b, name, args)
+        if per_row is not None:
+            return per_row
+        return fn(b.visit(args[0]), pattern=_literal_str(args[1], name))
+
+    return build
+
+
+#: The NaN x86's square root (and so DataFusion's) gives for a negative number: the sign bit set, so
+#: it orders below every number (pyarrow's kernel returns a positive NaN instead).
+_NEGATIVE_NAN = pc.scalar(-math.nan)
+
+
+def _sqrt(value: pc.Expression) -> pc.Expression:
+    return pc.if_else(pc.less(value, 0), _NEGATIVE_NAN, pc.sqrt(value))
+
+
+def _string_parts(b: ToArrow, args: tuple[Node, ...]) -> tuple[list[pc.Expression], pc.Expression]:
+    """The arguments of a concatenation and its empty separator, all large strings when any is
+    (the kernel takes one string type)."""
+    parts = [b.visit(a) for a in args]
+    if any(pa.types.is_large_string(b.type_of(a)) for a in args):
+        return [p.cast(pa.large_string()) for p in parts], pc.scalar(pa.scalar("", pa.large_string()))
+    return parts, pc.scalar("")
+
+
+def _is_text(t: pa.DataType) -> bool:
+    return bool(pa.types.is_string(t) or pa.types.is_large_string(t))
+
+
+def _is_bytes(t: pa.DataType) -> bool:
+    return bool(pa.types.is_binary(t) or pa.types.is_large_binary(t))
+
+
+def _null_literal(node: Node) -> bool:
+    return isinstance(node, Literal) and not node.value.is_valid
+
+
+def _as_text(b: ToArrow, node: Node) -> Node:
+    """``node`` as text the way DataFusion's string functions coerce their arguments: strings as
+    they are, anything else as ``CAST(node AS STRING)`` (Rust's text: ``1.0``, ``true``)."""
+    t = b.type_of(node)
+    if _is_text(t):
+        return node
+    if pa.types.is_nested(t) and not list_text_supported(t):
+        raise NotSupportedError(f"{t} values as text (their text differs from DataFusion's)")
+    return Cast(node, pa.string())
+
+
+def _concat(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
+    # concat() skips NULL arguments (DataFusion); `||` (op "concat_op") propagates them. Other
+    # types are written as text first (concat(s, 1.5) is 's1.5').
+    kept = tuple(_as_text(b, a) for a in args if not _null_literal(a))
+    if not kept:
+        return pc.scalar("")
+    parts, empty = _string_parts(b, kept)
+    return pc.binary_join_element_wise(*(pc.coalesce(p, empty) for p in parts), empty)
+
+
+def _concat_op(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
+    """``a || b`` typed as DataFusion types it: two byte strings join as bytes; with a string on
+    one side the other is written as text (``s || i``), a byte string there is refused; a NULL
+    makes the result NULL."""
+    left, right = args
+    ta, tb = b.type_of(left), b.type_of(right)
+    if _null_literal(left) or _null_literal(right):
+        other = tb if _null_literal(left) else ta
+        if not (_is_text(other) or _is_bytes(other)):
+            raise InvalidInputError(f"cannot infer a common string type for {ta} || {tb}")
+        return pc.scalar(pa.scalar(None, other))
+    if _is_bytes(ta) and _is_bytes(tb):
+        large = pa.types.is_large_binary(ta) or pa.types.is_large_binary(tb)
+        t = pa.large_binary() if large else pa.binary()
+        empty = pc.scalar(pa.scalar(b"", t))
+        return pc.binary_join_element_wise(b.visit(left).cast(t), b.visit(right).cast(t), empty)
+    if not (_is_text(ta) or _is_text(tb)) or _is_bytes(ta) or _is_bytes(tb):
+        raise InvalidInputError(f"cannot infer a common string type for {ta} || {tb}")
+    parts, empty = _string_parts(b, (_as_text(b, left), _as_text(b, right)))
+    return pc.binary_join_element_wise(*parts, empty)
+
+
+def _case_map(upper: bool) -> Callable[[ToArrow, tuple[Node, ...]], pc.Expression]:
+    def build(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
+        t = b.type_of(args[0])
+        if not (pa.types.is_string(t) or pa.types.is_large_string(t)):
+            raise InvalidInputError(f"{'upper' if upper else 'lower'}() needs a string, got {t}")
+        return udfs.call(udfs.case_map(t, upper), [b.visit(args[0])])
+
+    return build
+
+
+def _coalesce(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
+    """``coalesce(..)`` as DataFusion evaluates it: every argument cast to one type (see
+    :func:`.numeric_types.union_type`: ``coalesce(i8, 1)`` is an int64, ``coalesce(u64, -1)`` a
+    ``Decimal(20, 0)``), each cast only on the rows every argument before it left NULL, as
+    DataFusion's rewrite to ``CASE WHEN a IS NOT NULL THEN a WHEN ..`` evaluates it: ``coalesce(u64,
+    s)`` reads ``s`` as a number only where ``u64`` is NULL, so other text there does not fail."""
+    types = [b.type_of(a) for a in args]
+    target = union_type(types)
+    parts: list[pc.Expression] = []
+    pending: pc.Expression | None = None  # rows every argument so far left NULL
+    for a, t in zip(args, types, strict=True):
+        if _null_literal(a):
+            continue
+        value = b.visit(a)
+        if t != target:
+            masked = value if pending is None else pc.if_else(pending, value, pc.scalar(pa.scalar(None, t)))
+            parts.append(b.cast_value(masked, t, target, safe=True))
+        else:
+            parts.append(value)
+        pending = value.is_null() if pending is None else pending & value.is_null()
+    if not parts:
+        return pc.scalar(pa.scalar(None, target))
+    return pc.coalesce(*parts) if len(parts) > 1 else parts[0]
+
+
+def _replace(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
+    """``replace(s, from, to)``: every non-overlapping ``from`` in ``s`` by ``to``, left to right.
+
+    An empty ``from`` matches between every two characters and at both ends (``replace('ab', '',
+    'x')`` is ``'xaxbx'``, ``replace('', '', 'x')`` is ``'x'``), as DataFusion's (Rust's
+    ``str::replace``); pyarrow's literal kernel loops forever on an empty pattern, while its regex
+    kernel's empty match gives exactly that. A NULL ``from`` or ``to`` makes every row NULL.
+    """
+    t = b.type_of(args[0])
+    values = t.value_type if pa.types.is_dictionary(t) else t
+    if not (pa.types.is_string(values) or pa.types.is_large_string(values)):
+        raise InvalidInputError(f"replace() needs a string, got {t}")
+    text = b.visit(args[0])
+    if pa.types.is_dictionary(t):
+        text = text.cast(values)
+    if any(isinstance(a, Literal) and not a.value.is_valid for a in args[1:]):
+        return pc.if_else(pc.scalar(False), text, pc.scalar(pa.scalar(None, values)))
+    per_row = _per_row(b, "replace", (Cast(args[0], values) if values != t else args[0], *args[1:]))
+    if per_row is not None:
+        return per_row
+    pattern, replacement = _literal_str(args[1], "replace"), _literal_str(args[2], "replace")
+    if not pattern:
+        # RE2 reads backslashes in the replacement as group references: escape them.
+        escaped = replacement.replace("\\", "\\\\")
+        return pc.replace_substring_regex(text, pattern="", replacement=escaped)
+    return pc.replace_substring(text, pattern=pattern, replacement=replacement)
+
+
+def _float_operand(b: ToArrow, node: Node) -> pc.Expression:
+    """A number as DataFusion's float functions take it: floats as they are, others as float64."""
+    value = b.visit(node)
+    return value if pa.types.is_floating(b.type_of(node)) else value.cast(pa.float64())
+
+
+def _round(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
+    # DataFusion rounds half away from zero, to n digits as round(x * 10^n) / 10^n.
+    digits = 0
+    if len(args) == 2:
+        if not isinstance(args[1], Literal) or not pa.types.is_integer(args[1].type):
+            raise NotSupportedError("round() takes a literal integer number of digits")
+        digits = int(args[1].value.as_py()) if args[1].value.is_valid else 0
+    t = b.type_of(args[0])
+    if pa.types.is_decimal128(t):
+        return _round_decimal(b.visit(args[0]), t, digits)
+    value = _float_operand(b, args[0])
+    if digits == 0:
+        return pc.round(value, round_mode="half_towards_infinity")
+    scale = pc.scalar(10.0**digits)
+    return pc.divide(pc.round(pc.multiply(value, scale), round_mode="half_towards_infinity"), scale)
+
+
+def _trunc(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
+    # DataFusion's trunc of -0.0 is 0.0 (of -1e-300 it is -0.0, as Rust's trunc)
+    value = _float_operand(b, args[0])
+    return pc.if_else(
+        value == pc.scalar(0),
+        pc.scalar(0).cast(b.type_of(args[0]) if pa.types.is_floating(b.type_of(args[0])) else pa.float64()),
+        pc.trunc(value),
+    )
+
+
+def _sqrt_of(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
+    return _sqrt(_float_operand(b, args[0]))  # a decimal as float64, as DataFusion takes it
+
+
+def _round_decimal(value: pc.Expression, t: pa.DataType, digits: int) -> pc.Expression:
+    """``round(d, digits)`` of a decimal ``d`` of type ``t``, in DataFusion's type: the same
+    precision, ``digits`` fraction digits (at most the scale, at least 0). Rounded half away from
+    zero in one more digit, which a carry (99.99 to 100) may need."""
+    wider = (
+        pa.decimal128(min(t.precision + 1, 38), t.scale) if t.precision < 38 else pa.decimal256(39, t.scale)
+    )
+    rounded = pc.round(value.cast(wider), ndigits=digits, round_mode="half_towards_infinity")
+    return rounded.cast(pa.decimal128(t.precision, max(0, min(digits, t.scale))))
+
+
+def rust_timestamp_text(t: pa.DataType) -> bool:
+    """Whether :func:`.value_text.timestamp_text` spells ``t`` as Rust does: timestamps without a time zone
+    or in UTC (Rust writes another zone's local time and offset; pyarrow writes UTC)."""
+    return bool(pa.types.is_timestamp(t) and (t.tz is None or t.tz in ("UTC", "+00:00", "Z")))
+
+
+def _spelled_alike(t: pa.DataType) -> bool:
+    """Whether pyarrow spells values of ``t`` as text exactly as Arrow's Rust cast does (integers,
+    booleans, dates, decimals); floats and timestamps it spells otherwise (``1e+20``, not ``1e20``)."""
+    return bool(
+        pa.types.is_integer(t) or pa.types.is_boolean(t) or pa.types.is_date(t) or pa.types.is_decimal(t)
+    )
+
+
+def _length(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
+    # Characters of a string; DataFusion casts other scalars to text first (length(-12) is 3).
+    t = b.type_of(args[0])
+    values = t.value_type if pa.types.is_dictionary(t) else t
+    if _spelled_alike(values):
+        return pc.utf8_length(b.visit(Cast(args[0], pa.string())))
+    if pa.types.is_floating(values) and values.bit_width in (32, 64):
+        value = b.visit(args[0])
+        value = value.cast(values) if values != t else value
+        return pc.utf8_length(udfs.call(udfs.float_text(values), [value]))
+    if rust_timestamp_text(values):
+        return pc.utf8_length(b.visit(Cast(args[0], pa.string())))
+    if pa.types.is_floating(values) or pa.types.is_temporal(values):
+        raise NotSupportedError(f"length() of {values} values (their text differs from DataFusion's)")
+    return pc.utf8_length(b.visit(args[0]))
+
+
+#: Scalar functions of the dialect: name -> (arity range, builder).
+FUNCTIONS: dict[str, tuple[tuple[int, int], Callable[[ToArrow, tuple[Node, ...]], pc.Expression]]] = {
+    "lower": ((1, 1), _case_map(upper=False)),
+    "upper": ((1, 1), _case_map(upper=True)),
+    # Int32 of strings, Int64 of large strings (the kernels' types are DataFusion's).
+    "length": ((1, 1), _length),
+    "octet_length": ((1, 1), _unary(pc.binary_length)),
+    "reverse": ((1, 1), _unary(pc.utf8_reverse)),
+    "abs": ((1, 1), _unary(pc.abs_checked)),
+    "ceil": ((1, 1), _unary(pc.ceil)),
+    "floor": ((1, 1), _unary(pc.floor)),
+    "round": ((1, 2), _round),
+    "trunc": ((1, 1), _trunc),
+    "sqrt": ((1, 1), _sqrt_of),
+    "starts_with": ((2, 2), _pattern("starts_with", pc.starts_with)),
+    "ends_with": ((2, 2), _pattern("ends_with", pc.ends_with)),
+    "contains": ((2, 2), _pattern("contains", pc.match_substring)),
+    "strpos": ((2, 2), _strpos),
+    "replace": ((3, 3), _replace),
+    "substr": ((2, 3), _substr),
+    "trim": ((1, 2), _trim("both")),
+    "ltrim": ((1, 2), _trim("left")),
+    "rtrim": ((1, 2), _trim("right")),
+    "regexp_like": ((2, 3), regexp_call),
+    "regexp_match": ((2, 3), _regexp_match),
+    "concat": ((1, 64), _concat),
+    "concat_op": ((2, 2), _concat_op),
+    "array_has": ((2, 2), _array_has),
+    "array_length": ((1, 1), _array_length),
+    "list_get": ((2, 2), _list_get),
+    "coalesce": ((1, 64), _coalesce),
+}
