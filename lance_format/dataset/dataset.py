@@ -756,7 +756,7 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         if isinstance(columns, dict):  # {name: SQL expression} over the sampled rows
             from lance_format.dataset.filters import evaluate, parse_value
 
-            exprs = {str(k): parse_value(v, self.schema)[0] for k, v in columns.items()}
+            exprs = {str(k): parse_value(v, self.schema) for k, v in columns.items()}
             return evaluate(self.take(picked), exprs)
         return self.take(picked, None if columns is None else list(columns), **kwargs)
 

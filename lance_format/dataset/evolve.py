@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from lance_format.core.errors import InvalidInputError
 from lance_format.core.types import LanceField, LanceSchema, check_column_names, fields_from_arrow
-from lance_format.dataset.filters import evaluate, parse_value
+from lance_format.dataset.filters import ComputedValue, evaluate, parse_value
 from lance_format.dataset.write import file_columns
 from lance_format.file import LanceFileVersion, LanceFileWriter
 from lance_format.table.commit import commit_transaction
@@ -138,9 +138,8 @@ def add_columns(ds: Snapshot, transforms: ColumnsToAdd) -> Manifest:
     exprs = {}
     needed: set[str] = set()
     for name, sql in transforms.items():
-        expr, cols = _sql_value(sql, arrow)
-        exprs[name] = expr
-        needed |= cols
+        value = exprs[name] = _sql_value(sql, arrow)
+        needed |= value.columns
     read = [c for c in arrow.names if c in needed]
     version = ds.data_storage_version
     frags: list[DataFragment] = []
@@ -169,7 +168,7 @@ def add_columns(ds: Snapshot, transforms: ColumnsToAdd) -> Manifest:
     return commit_schema_change(ds, Merge(tuple(frags), schema))
 
 
-def _sql_value(sql: str, schema: pa.Schema) -> tuple[pa.compute.Expression, set[str]]:
+def _sql_value(sql: str, schema: pa.Schema) -> ComputedValue:
     if not isinstance(sql, str):
         raise InvalidInputError("add_columns takes SQL expression strings")
     return parse_value(sql, schema)

@@ -81,14 +81,17 @@ def _nan_ordered(
 
     ``ra``/``rb`` rank each side (``None``: never NaN): 0 for a number, 1 for NaN (above every
     number, equal to itself), -1 for a NaN with the sign bit set (below every number). Where
-    either side is NaN the ranks decide; elsewhere the plain comparison does.
+    either side is NaN the ranks decide, unless the other is NULL; elsewhere the plain comparison
+    does.
     """
     plain = _OPS[kind](a, b)
     if ra is None and rb is None:
         return plain
     ra = _ZERO_RANK if ra is None else ra
     rb = _ZERO_RANK if rb is None else rb
-    return pc.if_else((ra != _ZERO_RANK) | (rb != _ZERO_RANK), _OPS[kind](ra, rb), plain)
+    # A NULL side is NULL, NaN or not (NaN BETWEEN 1 AND NULL is NULL in pylance, not false).
+    ranked = ((ra != _ZERO_RANK) | (rb != _ZERO_RANK)) & a.is_valid() & b.is_valid()
+    return pc.if_else(ranked, _OPS[kind](ra, rb), plain)
 
 
 def _literal_str(node: Node, what: str) -> str:
@@ -114,9 +117,8 @@ def _per_row(b: ToArrow, name: str, args: tuple[Node, ...]) -> pc.Expression | N
     if all(_string_literal(a) for a in args[1:]):
         return None
     types = [b.type_of(a) for a in args]
-    out = udfs.TEXT_FUNCTIONS[name]
     if any(isinstance(a, Literal) and not a.value.is_valid for a in args[1:]):
-        return pc.scalar(pa.scalar(None, out or types[0]))
+        return pc.scalar(pa.scalar(None, udfs.text_result_type(name, types)))
     for a, t in zip(args, types, strict=True):
         if not (pa.types.is_string(t) or pa.types.is_large_string(t)):
             raise InvalidInputError(f"{name}() takes strings, got {t} for {a}")
@@ -129,11 +131,12 @@ def _strpos(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
     if per_row is not None:
         return per_row
     s, sub = b.visit(args[0]), _literal_str(args[1], "strpos")
+    out = udfs.text_result_type("strpos", [b.type_of(a) for a in args])
     if not sub:
-        return pc.if_else(s.is_valid(), pc.scalar(1), pc.scalar(pa.scalar(None, pa.int64())))
+        return pc.if_else(s.is_valid(), pc.scalar(pa.scalar(1, out)), pc.scalar(pa.scalar(None, out)))
     before = pc.list_element(pc.split_pattern(s, pattern=sub, max_splits=1), 0)
-    found = pc.add(pc.utf8_length(before).cast(pa.int64()), 1)
-    return pc.if_else(pc.match_substring(s, pattern=sub), found, pc.scalar(0))
+    found = pc.add(pc.utf8_length(before).cast(out), pc.scalar(pa.scalar(1, out)))
+    return pc.if_else(pc.match_substring(s, pattern=sub), found, pc.scalar(pa.scalar(0, out)))
 
 
 def _substr(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:

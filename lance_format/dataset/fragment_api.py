@@ -71,8 +71,8 @@ def _sql_udf(ds: Snapshot, exprs: dict[str, str]) -> tuple[BatchUDF, list[str]]:
     for name, sql in exprs.items():
         if not isinstance(name, str) or not isinstance(sql, str):
             raise InvalidInputError("columns to add are {name: SQL expression} strings")
-        parsed[name], refs = parse_value(sql, ds.schema)
-        used |= refs
+        value = parsed[name] = parse_value(sql, ds.schema)
+        used |= value.columns
     read = [c for c in ds.schema.names if c in used]
 
     def run(batch: pa.RecordBatch) -> pa.RecordBatch:

@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 
 from lance_format.core.errors import InvalidInputError, NotSupportedError
 from lance_format.dataset.expr import Predicate
-from lance_format.dataset.filters import Filter, evaluate, parse_filter, parse_value
+from lance_format.dataset.filters import ComputedValue, Filter, evaluate, parse_filter, parse_value
 from lance_format.dataset.fragment import FragmentReader
 from lance_format.dataset.projection import MemberPath, flatten_member, member_path
 from lance_format.dataset.scan_options import ScanOptions, sort_table, strict_batches
@@ -127,7 +127,7 @@ class LanceScanner:
         # Zone statistics narrow a filtered scan to the row ranges that can match (pylance's name).
         self._use_scalar_index = use_scalar_index
         arrow = dataset.schema
-        self._exprs: dict[str, pc.Expression] | None = None
+        self._exprs: dict[str, ComputedValue] | None = None
         self._expr_refs: set[str] = set()
         if isinstance(columns, dict):
             # {output name: SQL expression}, as pylance accepts.
@@ -135,8 +135,8 @@ class LanceScanner:
             used_by_exprs: set[str] = set()
             for name, sql in columns.items():
                 # Bound with ``_rowid`` / ``_rowaddr`` too: pylance's computed columns may read them.
-                self._exprs[str(name)], refs = parse_value(sql, self.filter_schema(arrow))
-                used_by_exprs |= refs
+                value = self._exprs[str(name)] = parse_value(sql, self.filter_schema(arrow))
+                used_by_exprs |= value.columns
             if self._exprs and not used_by_exprs and not (with_row_id or with_row_address):
                 # pylance refuses it ("Scans must request at least one column. Received only
                 # dynamic expressions"), with a filter or a limit too.

@@ -8,10 +8,9 @@ from typing import TYPE_CHECKING, NamedTuple, cast
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from lance_format.core.errors import InvalidInputError
-from lance_format.dataset.filters import evaluate, parse_value
+from lance_format.dataset.filters import ComputedValue, evaluate, parse_value
 from lance_format.dataset.projection import prune_structs, pruned_field, take_columns
 from lance_format.dataset.scan_options import take_table_rows
 from lance_format.dataset.scanner import ROWADDR, ROWID, LanceScanner, conform_schema, row_id_columns
@@ -247,11 +246,11 @@ def take_computed(
         raise InvalidInputError("a take needs at least one column; columns={} names none")
     arrow = ds.schema
     bound = LanceScanner.filter_schema(arrow)
-    exprs: dict[str, pc.Expression] = {}
+    exprs: dict[str, ComputedValue] = {}
     refs: set[str] = set()
     for name, sql in columns.items():
-        exprs[str(name)], used = parse_value(sql, bound)
-        refs |= used
+        value = exprs[str(name)] = parse_value(sql, bound)
+        refs |= value.columns
     read = [c for c in arrow.names if c in refs]
     need_id, need_addr = ROWID in refs, ROWADDR in refs
     rows = take_addresses(
