@@ -229,14 +229,25 @@ def merge_on_key(
     added = right.drop_columns([right_on])
     if not added.num_columns:
         raise InvalidInputError(f"merge needs columns besides the key {right_on!r}")  # pylance panics
+    if not right.num_rows:
+        # pylance refuses it too ("HashJoiner: No data"), whatever the columns' types.
+        raise InvalidInputError("merge needs at least one row of data; it has none")
     # Reversed, so ``index_in`` (the first match) finds a repeated key's last row.
     reverse = pa.array(np.arange(right.num_rows - 1, -1, -1, dtype=np.int64))
     keys = right.column(right_on).take(reverse).combine_chunks()
     values = [c.combine_chunks() for c in added.take(reverse).columns]
     out_schema = added.schema
 
+    required = [f.name for f in out_schema if not f.nullable]
+
     def joined(batch: pa.RecordBatch) -> pa.RecordBatch:
         pos = pc.index_in(batch.column(0), value_set=keys)
+        if required and pos.null_count:
+            # An unmatched row would hold NULL in a non-nullable column; pylance refuses it too.
+            raise InvalidInputError(
+                f"Column {required[0]!r} is declared as non-nullable but rows without a match "
+                "would hold NULL in it"
+            )
         return pa.RecordBatch.from_arrays([c.take(pos) for c in values], schema=out_schema)
 
     return add_computed_columns(ds, BatchUDF(joined, out_schema), [left_on], None, None)
