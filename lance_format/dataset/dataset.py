@@ -13,7 +13,14 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.dataset as pds
 
-from lance_format.core.errors import InvalidInputError, NotFoundError, NotSupportedError
+from lance_format.core.errors import (
+    DatasetNotFoundError,
+    InvalidInputError,
+    InvalidTypeError,
+    NotFoundError,
+    NotSupportedError,
+    OutOfRangeError,
+)
 from lance_format.core.types import LanceSchema
 from lance_format.dataset import write
 from lance_format.dataset.arrow_dataset import ArrowDatasetMixin, check_arrow_options
@@ -172,7 +179,7 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         """The newest committed version (one listing of ``_versions/``)."""
         latest = VersionInfo(self.store).latest
         if latest is None:
-            raise NotFoundError(f"{self.uri}: dataset not found")
+            raise DatasetNotFoundError(f"{self.uri}: dataset not found")
         return latest
 
     @property
@@ -242,6 +249,10 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
 
     def get_fragment(self, fragment_id: int) -> LanceFragment | None:
         """The fragment with ``fragment_id``, or ``None``."""
+        if isinstance(fragment_id, bool) or not isinstance(fragment_id, int | np.integer):
+            raise InvalidTypeError(f"fragment ids are integers, not {fragment_id!r}")
+        if not 0 <= fragment_id < 2**64:
+            raise OutOfRangeError(f"fragment ids are unsigned 64-bit integers, got {fragment_id}")
         for f in self.manifest.fragments:
             if f.id == fragment_id:
                 return LanceFragment(self, f)
@@ -281,8 +292,8 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
             limit,
             offset,
             batch_size,
-            bool(with_row_id),
-            bool(with_row_address),
+            False if with_row_id is None else with_row_id,
+            False if with_row_address is None else with_row_address,
             frags,
             use_scalar_index=use_scalar_index is not False,
             options=options,

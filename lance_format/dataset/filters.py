@@ -15,7 +15,7 @@ from typing import NamedTuple, TypeAlias
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_format.core.errors import InvalidInputError, NotSupportedError
+from lance_format.core.errors import InvalidInputError, InvalidTypeError, NotSupportedError
 from lance_format.core.types import empty_array
 from lance_format.dataset.expr import (
     Arith,
@@ -50,7 +50,7 @@ def _tree(flt: str | pc.Expression, schema: pa.Schema) -> tuple[Node, str]:
 
         return from_arrow(flt, schema), str(flt)
     if not isinstance(flt, str):
-        raise InvalidInputError(
+        raise InvalidTypeError(
             f"filter must be a SQL string or a pyarrow Expression, not {type(flt).__name__}"
         )
     if not flt.strip():
@@ -133,7 +133,9 @@ def parse_value(sql: str, schema: pa.Schema, to: pa.DataType | None = None) -> C
     from lance_format.dataset.expr_arrow import ToArrow
     from lance_format.dataset.nullability import may_be_null
 
-    if not isinstance(sql, str) or not sql.strip():
+    if not isinstance(sql, str):
+        raise InvalidTypeError(f"a computed column must be a SQL expression, not {sql!r}")
+    if not sql.strip():
         raise InvalidInputError(f"a computed column must be a SQL expression, not {sql!r}")
     from lance_format.dataset.expr import Cast
     from lance_format.dataset.sql import parse_sql

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -11,7 +11,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_format.core.errors import InvalidInputError, NotSupportedError
+from lance_format.core.errors import InvalidInputError, InvalidTypeError, NotSupportedError, OutOfRangeError
 from lance_format.dataset.expr import Predicate
 from lance_format.dataset.filters import ComputedValue, Filter, evaluate, parse_filter, parse_value
 from lance_format.dataset.fragment import FragmentReader
@@ -76,8 +76,10 @@ MAX_COUNT = 2**63 - 1
 def _check_count(value: int | None, name: str) -> int | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or not 0 <= value <= MAX_COUNT:
-        raise InvalidInputError(f"{name} must be an integer from 0 to 2**63-1, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise InvalidTypeError(f"{name} must be an integer from 0 to 2**63-1, got {value!r}")
+    if not 0 <= value <= MAX_COUNT:
+        raise OutOfRangeError(f"{name} must be an integer from 0 to 2**63-1, got {value!r}")
     return int(value)
 
 
@@ -147,8 +149,12 @@ class LanceScanner:
             columns = [c for c in arrow.names if c in used_by_exprs]
         elif columns is None:
             columns = list(arrow.names)
-        elif isinstance(columns, str) or not all(isinstance(c, str) for c in columns):
-            raise InvalidInputError("columns must be a list of column names or a dict of SQL expressions")
+        elif (
+            isinstance(columns, str)
+            or not isinstance(columns, Iterable)
+            or not all(isinstance(c, str) for c in columns)
+        ):
+            raise InvalidTypeError("columns must be a list of column names or a dict of SQL expressions")
         elif len(set(columns)) != len(columns):
             # pylance refuses it too ("Duplicate column name"); the fragment plan failed on it.
             twice = next(c for i, c in enumerate(columns) if c in columns[:i])
@@ -192,6 +198,9 @@ class LanceScanner:
         if bs == 0:
             raise InvalidInputError("batch_size must be positive")
         self._batch_size = bs or DEFAULT_BATCH_SIZE
+        for flag, on in (("with_row_id", with_row_id), ("with_row_address", with_row_address)):
+            if not isinstance(on, bool | np.bool_):  # pylance: TypeError
+                raise InvalidTypeError(f"{flag} must be a bool, not {on!r}")
         if options.include_deleted_rows and not with_row_id:
             raise InvalidInputError("include_deleted_rows is set but with_row_id is false")
         self._with_row_id = with_row_id
