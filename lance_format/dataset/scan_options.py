@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_format.core.errors import InvalidInputError, InvalidTypeError, NotSupportedError
+from lance_format.dataset.projection import member_path
 
 __all__ = ["ColumnOrdering", "ScanOptions", "scan_options", "sort_table", "strict_batches", "take_table_rows"]
 
@@ -82,7 +83,10 @@ def _orderings(value: Any, schema: pa.Schema) -> tuple[ColumnOrdering, ...]:
                 raise InvalidTypeError(f"order_by takes ColumnOrdering or column names, got {item!r}")
             item = ColumnOrdering(name, bool(item.ascending), bool(item.nulls_first))
         if item.column_name not in schema.names:
-            raise InvalidInputError(f"order_by: column {item.column_name} not found")
+            try:  # a struct member by path ("s.a"), as pylance sorts by one
+                member_path(schema, item.column_name)
+            except InvalidInputError:
+                raise InvalidInputError(f"order_by: column {item.column_name} not found") from None
         out.append(item)
     return tuple(out)
 

@@ -186,10 +186,18 @@ class LanceScanner:
             self._filter = self._predicate.expression
             used |= self._predicate.columns
         extra = [c for c in arrow.names if c in used and c not in roots]
-        # Sort keys not in the projection are read too, and dropped after sorting.
-        self._sort_extra = [
-            o.column_name for o in options.order_by if o.column_name not in (*self._columns, *roots, *extra)
-        ]
+        # Sort keys not in the projection are read too, and dropped after sorting; a struct member
+        # ("s.a") is read through its struct and sorted on as a flat column named by its path.
+        self._sort_members = {
+            o.column_name: member_path(arrow, o.column_name)
+            for o in options.order_by
+            if o.column_name not in known and o.column_name not in self._members
+        }
+        sort_roots = (
+            self._sort_members[o.column_name].root if o.column_name in self._sort_members else o.column_name
+            for o in options.order_by
+        )
+        self._sort_extra = [c for c in dict.fromkeys(sort_roots) if c not in (*self._columns, *roots, *extra)]
         self._read = roots + extra + self._sort_extra
         self._limit = _check_count(limit, "limit")
         self._offset = _check_count(offset, "offset") or 0
@@ -345,7 +353,7 @@ class LanceScanner:
                 table = table.append_column(name, col)
         if self._filter is not None:
             table = self._apply_filter(table)
-        for path in self._members.values():
+        for path in (*self._members.values(), *self._sort_members.values()):
             table = table.append_column(path.field, flatten_member(table.column(path.root), path))
         if self._exprs is None:
             return _with_rows(table.select(self._load_names), table.num_rows)
