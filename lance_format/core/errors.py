@@ -15,6 +15,7 @@ __all__ = [
     "CorruptFileError",
     "DatasetAlreadyExistsError",
     "DatasetNotFoundError",
+    "IndexNotFoundError",
     "InternalError",
     "InvalidInputError",
     "InvalidTypeError",
@@ -75,6 +76,10 @@ class VersionNotFoundError(NotFoundError, ValueError):
     Also a :class:`ValueError`, which is what pylance raises for it: code written for pylance
     (``except ValueError``) keeps working.
     """
+
+
+class IndexNotFoundError(NotFoundError, RuntimeError):
+    """No index of that name: also a ``RuntimeError``, which pylance's ``drop_index`` raises."""
 
 
 class DatasetNotFoundError(NotFoundError, ValueError):

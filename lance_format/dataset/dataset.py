@@ -26,6 +26,7 @@ from lance_format.dataset import write
 from lance_format.dataset.arrow_dataset import ArrowDatasetMixin, check_arrow_options
 from lance_format.dataset.cache import cached_manifest
 from lance_format.dataset.cleanup import CleanupStats
+from lance_format.dataset.compat import PylanceCompatMixin
 from lance_format.dataset.filters import Filter
 from lance_format.dataset.fragment import ReaderCache
 from lance_format.dataset.lance_fragment import LanceFragment
@@ -106,7 +107,14 @@ class _Optimize:
         return CompactionMetrics(**stats)
 
 
-class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
+def _check_retries(conflict_retries: object, retry_timeout: object) -> None:
+    if isinstance(conflict_retries, bool) or not isinstance(conflict_retries, int) or conflict_retries < 0:
+        raise InvalidInputError(f"conflict_retries must be a non-negative integer, got {conflict_retries!r}")
+    if not isinstance(retry_timeout, timedelta):
+        raise InvalidTypeError(f"retry_timeout must be a datetime.timedelta, got {retry_timeout!r}")
+
+
+class LanceDataset(PylanceCompatMixin, ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
     """A Lance dataset pinned to one version.
 
     Also a ``pyarrow.dataset.Dataset``: DuckDB, DataFusion and Polars query it with projections and
@@ -424,6 +432,13 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
 
         return index_descriptions(self._snapshot)
 
+    def drop_index(self, name: str) -> None:
+        """Drop the index called ``name`` (all its segments; a new version), as pylance's; a
+        missing name raises :class:`~lance_format.errors.IndexNotFoundError`."""
+        from lance_format.dataset.indices import drop_index
+
+        self.adopt(drop_index(self._snapshot, name))
+
     def create_scalar_index(
         self,
         column: str,
@@ -456,12 +471,21 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         self.adopt(create_scalar_index(snap, column, index_type, name, replace, rows_per_zone, scan))
 
     # -- writing ---------------------------------------------------------------------------------
-    def delete(self, predicate: Filter) -> dict[str, int]:
+    def delete(
+        self,
+        predicate: Filter,
+        *,
+        conflict_retries: int = 10,
+        retry_timeout: timedelta = timedelta(seconds=30),
+    ) -> dict[str, int]:
         """Delete the rows matching ``predicate`` (new version with deletion files).
 
-        Returns ``{"num_deleted_rows": n}`` like pylance 14.
+        Returns ``{"num_deleted_rows": n}`` like pylance 14. ``conflict_retries`` and
+        ``retry_timeout`` are pylance's: validated, the commit retries by the engine's own rules.
         """
         from lance_format.dataset.mutate import delete_rows
+
+        _check_retries(conflict_retries, retry_timeout)
 
         manifest, n = delete_rows(self._snapshot, predicate)
         self.adopt(manifest)
@@ -587,9 +611,19 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         self.adopt(manifest)
         return stats
 
-    def update(self, updates: dict[str, str], where: Filter | None = None) -> dict[str, int]:
-        """Set columns to SQL expressions on rows matching ``where``; ``{"num_rows_updated": n}``."""
+    def update(
+        self,
+        updates: dict[str, str],
+        where: Filter | None = None,
+        *,
+        conflict_retries: int = 10,
+        retry_timeout: timedelta = timedelta(seconds=30),
+    ) -> dict[str, int]:
+        """Set columns to SQL expressions on rows matching ``where``; ``{"num_rows_updated": n}``.
+        ``conflict_retries`` and ``retry_timeout`` as in :meth:`delete`."""
         from lance_format.dataset.mutate import update_rows
+
+        _check_retries(conflict_retries, retry_timeout)
 
         manifest, n = update_rows(self._snapshot, updates, where)
         self.adopt(manifest)

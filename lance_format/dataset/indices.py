@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from lance_format.core.errors import (
     ColumnNotFoundError,
+    IndexNotFoundError,
     InvalidInputError,
     InvalidTypeError,
     NotSupportedError,
@@ -54,6 +55,18 @@ def dataset_indices(ds: Snapshot) -> tuple[IndexMetadata, ...]:
         cached = index_section_from_bytes(data, f"{ds.store.uri}/{key}") if data else ()
         ds.cache.metadata.put(ckey, cached, _INDEX_CHARGE_BYTES * (len(cached) + 1))
     return cached
+
+
+def drop_index(ds: Snapshot, name: str) -> Manifest:
+    """Commit ``ds`` without the index called ``name`` (every segment of it): a ``CreateIndex``
+    that only removes, as pylance records ``drop_index``; the new manifest."""
+    if not isinstance(name, str):
+        raise InvalidTypeError(f"an index is named by a string, not {name!r}")
+    dropped = tuple(i for i in dataset_indices(ds) if i.name == name)
+    if not dropped:
+        raise IndexNotFoundError(f"{ds.uri}: no index named {name!r}")
+    txn = Transaction(ds.version, str(uuid.uuid4()), CreateIndex((), dropped))
+    return replace(commit_transaction(ds.store, txn, ds.manifest, ds.naming), index_section_bytes=None)
 
 
 def describe_indices(ds: Snapshot) -> list[dict[str, Any]]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -454,6 +454,10 @@ class LanceScanner:
     def to_reader(self) -> pa.RecordBatchReader:
         """The scan as a RecordBatchReader."""
         return pa.RecordBatchReader.from_batches(self.projected_schema, self.to_batches())
+
+    def to_pandas(self, **kwargs: Any) -> Any:
+        """The rows as a pandas DataFrame (``kwargs`` go to ``pyarrow.Table.to_pandas``)."""
+        return self.to_table().to_pandas(**kwargs)
 
     def to_table(self) -> pa.Table:
         """Every selected row as one table."""
