@@ -310,24 +310,77 @@ def _case_map(upper: bool) -> Callable[[ToArrow, tuple[Node, ...]], pc.Expressio
     return build
 
 
+def _literal_type(node: Node, t: pa.DataType) -> pa.DataType:
+    """The type DataFusion gives a literal in a function's arguments: Int64 (UInt64 past it) for
+    an integer, Float64 for a float; others keep theirs."""
+    if isinstance(node, Literal) and node.value.is_valid and pa.types.is_integer(t):
+        return pa.int64() if int(node.value.as_py()) <= 2**63 - 1 else pa.uint64()
+    if isinstance(node, Literal) and node.value.is_valid and pa.types.is_floating(t):
+        return pa.float64()
+    return t
+
+
+def _decimal_of(t: pa.DataType) -> tuple[int, int] | None:
+    """``(integer digits, scale)`` a number type takes as a decimal in DataFusion's coercion."""
+    if pa.types.is_decimal(t):
+        return t.precision - t.scale, t.scale
+    if pa.types.is_integer(t):
+        return _INT_DIGITS[t.bit_width], 0
+    if pa.types.is_floating(t):
+        return 15, 15
+    return None
+
+
+def _union_type(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
+    """The type both meet in among coalesce's arguments (DataFusion's type union), or None when
+    no rule here covers them."""
+    if a == b or pa.types.is_null(b):
+        return a
+    if pa.types.is_null(a):
+        return b
+    if pa.types.is_integer(a) and pa.types.is_integer(b):
+        return pa.decimal128(20, 0) if _exact_decimal(a, b) else _wider_int(a, b)
+    if _is_number(a) and _is_number(b):
+        return _float_result([a, b])
+    if pa.types.is_decimal(a) or pa.types.is_decimal(b):
+        da, db = _decimal_of(a), _decimal_of(b)
+        if da is None or db is None:
+            return None
+        scale = max(da[1], db[1])
+        return pa.decimal128(min(38, max(da[0], db[0]) + scale), scale)
+    if _is_text(a) and _is_text(b):
+        return pa.large_string() if pa.types.is_large_string(a) or pa.types.is_large_string(b) else a
+    return None
+
+
 def _coalesce(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
-    # Integer literals take the type of the first integer argument that is not one (as in
-    # DataFusion, where coalesce(u64, 3) holds every uint64; pyarrow would cast to int64).
+    """The first non-NULL argument, in the type every argument meets in, as DataFusion types it:
+    integer literals count as Int64 (``coalesce(i8, 1)`` is an int64, ``coalesce(u64, 1)`` a
+    ``decimal128(20, 0)``), float literals as Float64, a decimal meets an integer in a decimal
+    holding both."""
     types = [b.type_of(a) for a in args]
-    target = next((t for a, t in zip(args, types, strict=True) if not isinstance(a, Literal)), None)
     parts = [b.visit(a) for a in args]
-    typed = target or next((t for t in types if not pa.types.is_null(t)), None)
-    if typed is None:
+    common: pa.DataType | None = pa.null()
+    for a, t in zip(args, types, strict=True):
+        if common is not None and not _null_literal(a):
+            common = _union_type(common, _literal_type(a, t))
+    if common is None:  # no rule: the first non-literal argument's type, pyarrow's casts
+        common = next((t for a, t in zip(args, types, strict=True) if not isinstance(a, Literal)), None)
+        common = common or next((t for t in types if not pa.types.is_null(t)), None)
+    if common is None or pa.types.is_null(common):
         return pc.scalar(pa.scalar(None, pa.null()))
-    for i, a in enumerate(args):
-        if _null_literal(a) and pa.types.is_null(types[i]):  # an untyped NULL: the others' type
-            parts[i] = pc.scalar(pa.scalar(None, typed))
-    if target is not None and pa.types.is_integer(target):
-        for i, a in enumerate(args):
-            if isinstance(a, Literal) and pa.types.is_integer(a.type):
-                scalar, _ = exact_integer_literal(a.value, target)
-                if scalar is not None:
-                    parts[i] = pc.scalar(scalar)
+    for i, (a, t) in enumerate(zip(args, types, strict=True)):
+        if _null_literal(a):
+            parts[i] = pc.scalar(pa.scalar(None, common))
+        elif (
+            isinstance(a, Literal)
+            and pa.types.is_integer(t)
+            and (pa.types.is_integer(common) or pa.types.is_decimal(common))
+        ):
+            value = int(a.value.as_py())
+            parts[i] = pc.scalar(pa.scalar(Decimal(value) if pa.types.is_decimal(common) else value, common))
+        elif t != common:
+            parts[i] = parts[i].cast(common)
     return pc.coalesce(*parts)
 
 

@@ -111,8 +111,7 @@ def _ints(inner: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
         # CAST only where it cannot fail: an out-of-range CAST under a short-circuited AND/OR fails
         # here and not in pylance (docs/filters.md)
         st.builds(lambda a: f"CAST({a} AS BIGINT)", _pick("i8", "i32", "id")),
-        # not of u64: coalesce(u64, -1) is a Decimal(20, 0) in pylance, a uint64 here (same values)
-        st.builds(lambda a, b: f"coalesce({a}, {b})", _pick("i8", "i32", "i64", "id"), INT_LITS),
+        st.builds(lambda a, b: f"coalesce({a}, {b})", INT_COLUMNS, st.one_of(INT_LITS, INT_COLUMNS)),
     )
 
 
