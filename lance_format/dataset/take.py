@@ -256,6 +256,11 @@ def take_computed(
     for name, sql in columns.items():
         value = exprs[str(name)] = parse_value(sql, bound)
         refs |= value.columns
+    if not refs:
+        # pylance 14.0.2 refuses it ("No data files found for schema"), as a scan of only literals.
+        raise InvalidInputError(
+            f"a take must read at least one column; {list(exprs)} are only literal expressions"
+        )
     read = [c for c in arrow.names if c in refs]
     need_id, need_addr = ROWID in refs, ROWADDR in refs
     rows = take_addresses(

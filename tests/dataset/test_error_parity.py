@@ -98,6 +98,7 @@ SINGLE: dict[str, Method] = {
     "count_rows of a missing column": lambda ds, uri: ds.count_rows(filter="nope > 1"),
     "delete of a missing column": lambda ds, uri: ds.delete("nope > 1"),
     "computed column of only literals": lambda ds, uri: ds.to_table(columns={"v": "1"}),
+    "take of only literals": lambda ds, uri: ds.take([0, 1], columns={"v": "1", "w": "'x'"}),
     "computed column dividing by zero": lambda ds, uri: ds.to_table(columns={"v": "a / 0"}),
     "unsupported cast": lambda ds, uri: ds.to_table(columns={"v": "cast(a as int32)"}),
     "add an existing column": lambda ds, uri: ds.add_columns({"a": "a + 1"}),
