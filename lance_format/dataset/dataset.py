@@ -229,6 +229,11 @@ class LanceDataset(PylanceCompatMixin, ArrowDatasetMixin, pds.Dataset):  # type:
         """The table config key/value pairs of this version."""
         return dict(self.manifest.config)
 
+    def get_version(self) -> dict[str, Any]:
+        """This version's entry of :meth:`versions` (number, timestamp, totals), read from the
+        manifest already loaded, as pylance's ``get_version``."""
+        return _version_entry(self.manifest)
+
     def versions(self) -> list[dict[str, Any]]:
         """Every version with its timestamp and totals, oldest first (pylance's shape)."""
         info = VersionInfo(self.store)

@@ -92,6 +92,14 @@ def test_drop_index(uris: dict[Any, str]) -> None:
         lance_format.dataset(uris[lance_format]).drop_index("a_idx")
 
 
+def test_get_version(uris: dict[Any, str]) -> None:
+    uri = uris[lance]
+    lance.dataset(uri).delete("a < 4")
+    for version in (1, 2):
+        want = lance.dataset(uri, version=version).get_version()
+        assert lance_format.dataset(uri, version=version).get_version() == want
+
+
 def test_to_pandas_of_fragments_and_scanners(uris: dict[Any, str]) -> None:
     frames = []
     for engine, uri in uris.items():
