@@ -2,24 +2,32 @@
 
 Every error the engine raises derives from :class:`LanceError`. Where a built-in exception means the
 same thing, the class inherits from it too, so ``except FileNotFoundError`` keeps working for callers
-that do not know our types.
+that do not know our types. The built-ins are the ones pylance 14 raises for the same mistake, so
+code written for pylance (``except OSError`` around a merge, ``except TypeError`` around a take of
+strings) catches ours (tested call by call in ``tests/dataset/test_error_parity.py``).
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "ColumnNotFoundError",
     "CommitConflictError",
     "CorruptFileError",
     "DatasetAlreadyExistsError",
+    "DatasetNotFoundError",
+    "IndexNotFoundError",
     "InternalError",
     "InvalidInputError",
+    "InvalidTypeError",
     "LanceError",
     "NotFoundError",
     "NotSupportedError",
+    "OutOfRangeError",
     "RetryableCommitConflictError",
     "SchemaMismatchError",
     "SessionClosedError",
     "StorageError",
+    "TagAlreadyExistsError",
     "VersionNotFoundError",
 ]
 
@@ -28,8 +36,30 @@ class LanceError(Exception):
     """Base class of every error raised by :mod:`lance_format`."""
 
 
-class InvalidInputError(LanceError, ValueError):
-    """The caller passed an argument that cannot be honoured (bad column, index, filter, ...)."""
+class InvalidInputError(LanceError, ValueError, OSError):
+    """The caller passed an argument that cannot be honoured (bad column, index, filter, ...).
+
+    A ``ValueError``, and also an ``OSError``: pylance raises its "Invalid user input" errors as
+    ``OSError`` from dataset operations (take, delete, count_rows, merge, add / alter columns,
+    appends) and as ``ValueError`` from scans. Only an ``OSError`` with an ``errno`` is I/O.
+    """
+
+
+class InvalidTypeError(InvalidInputError, TypeError):
+    """An argument of the wrong Python type (a string for a limit, a number for a filter): also a
+    ``TypeError``, as pylance raises."""
+
+
+class OutOfRangeError(InvalidInputError, OverflowError):
+    """A number outside the range its argument takes (a negative row index or batch size): also an
+    ``OverflowError``, as pylance raises (it converts them to unsigned integers)."""
+
+
+class ColumnNotFoundError(InvalidInputError, KeyError):
+    """A column the schema does not have, where pylance raises ``KeyError`` (an index's column)."""
+
+    def __str__(self) -> str:  # KeyError's would quote the message
+        return str(self.args[0]) if self.args else ""
 
 
 class SchemaMismatchError(InvalidInputError):
@@ -48,8 +78,20 @@ class VersionNotFoundError(NotFoundError, ValueError):
     """
 
 
+class IndexNotFoundError(NotFoundError, RuntimeError):
+    """No index of that name: also a ``RuntimeError``, which pylance's ``drop_index`` raises."""
+
+
+class DatasetNotFoundError(NotFoundError, ValueError):
+    """No dataset at a URI: also a :class:`ValueError`, which pylance raises for it."""
+
+
 class DatasetAlreadyExistsError(LanceError, FileExistsError):
     """A dataset was to be created where one already exists."""
+
+
+class TagAlreadyExistsError(DatasetAlreadyExistsError, ValueError):
+    """A tag was to be created under a name one already has: also a ``ValueError``, as pylance's."""
 
 
 class CorruptFileError(LanceError):
@@ -66,8 +108,11 @@ class SessionClosedError(InvalidInputError):
     pools): like I/O on a closed file, a ``ValueError`` of the caller."""
 
 
-class NotSupportedError(LanceError, NotImplementedError):
-    """Valid input that uses a feature, version or encoding this implementation does not handle."""
+class NotSupportedError(LanceError, NotImplementedError, ValueError):
+    """Valid input that uses a feature, version or encoding this implementation does not handle.
+
+    Also a ``ValueError``: pylance raises its "Not supported" errors as one.
+    """
 
 
 class StorageError(LanceError, OSError):

@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_format.core.errors import InvalidInputError
+from lance_format.core.errors import InvalidInputError, InvalidTypeError
 from lance_format.core.types import LanceField, LanceSchema, check_column_names, fields_from_arrow
 from lance_format.dataset.evolve import commit_schema_change, next_field_id, renumber
 from lance_format.dataset.indices import dataset_indices
@@ -160,7 +160,7 @@ def alter_columns(ds: Snapshot, alterations: list[dict[str, Any]]) -> Manifest:
     casts: list[_Cast] = []
     for alt in alterations:
         if not isinstance(alt, dict) or not isinstance(alt.get("path"), str):
-            raise InvalidInputError(f"an alteration is a dict with a 'path' string, got {alt!r}")
+            raise InvalidTypeError(f"an alteration is a dict with a 'path' string, got {alt!r}")
         if set(alt) - _KEYS:
             raise InvalidInputError(
                 f"unknown alteration keys {sorted(set(alt) - _KEYS)}; allowed: {sorted(_KEYS)}"

@@ -31,7 +31,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from lance_format.core.config import env_setting
-from lance_format.core.errors import InvalidInputError, LanceError, NotFoundError
+from lance_format.core.errors import InvalidInputError, InvalidTypeError, LanceError, NotFoundError
 from lance_format.io.store import ObjectStore
 from lance_format.table import tags as _tags
 from lance_format.table.manifest_file import read_manifest
@@ -132,7 +132,7 @@ def cleanup_old_versions(
     ``min_orphan_age_seconds`` are kept even with ``delete_unverified`` (writes in flight).
     """
     if older_than is not None and not isinstance(older_than, timedelta):
-        raise InvalidInputError(f"older_than must be a datetime.timedelta, got {type(older_than).__name__}")
+        raise InvalidTypeError(f"older_than must be a datetime.timedelta, got {type(older_than).__name__}")
     _positive(retain_versions, "retain_versions")
     _positive(delete_rate_limit, "delete_rate_limit")
     if unverified_age_seconds is None:

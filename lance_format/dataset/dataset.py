@@ -13,12 +13,20 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.dataset as pds
 
-from lance_format.core.errors import InvalidInputError, NotFoundError, NotSupportedError
+from lance_format.core.errors import (
+    DatasetNotFoundError,
+    InvalidInputError,
+    InvalidTypeError,
+    NotFoundError,
+    NotSupportedError,
+    OutOfRangeError,
+)
 from lance_format.core.types import LanceSchema
 from lance_format.dataset import write
 from lance_format.dataset.arrow_dataset import ArrowDatasetMixin, check_arrow_options
 from lance_format.dataset.cache import cached_manifest
 from lance_format.dataset.cleanup import CleanupStats
+from lance_format.dataset.compat import PylanceCompatMixin
 from lance_format.dataset.filters import Filter
 from lance_format.dataset.fragment import ReaderCache
 from lance_format.dataset.lance_fragment import LanceFragment
@@ -99,7 +107,14 @@ class _Optimize:
         return CompactionMetrics(**stats)
 
 
-class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
+def _check_retries(conflict_retries: object, retry_timeout: object) -> None:
+    if isinstance(conflict_retries, bool) or not isinstance(conflict_retries, int) or conflict_retries < 0:
+        raise InvalidInputError(f"conflict_retries must be a non-negative integer, got {conflict_retries!r}")
+    if not isinstance(retry_timeout, timedelta):
+        raise InvalidTypeError(f"retry_timeout must be a datetime.timedelta, got {retry_timeout!r}")
+
+
+class LanceDataset(PylanceCompatMixin, ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
     """A Lance dataset pinned to one version.
 
     Also a ``pyarrow.dataset.Dataset``: DuckDB, DataFusion and Polars query it with projections and
@@ -172,7 +187,7 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         """The newest committed version (one listing of ``_versions/``)."""
         latest = VersionInfo(self.store).latest
         if latest is None:
-            raise NotFoundError(f"{self.uri}: dataset not found")
+            raise DatasetNotFoundError(f"{self.uri}: dataset not found")
         return latest
 
     @property
@@ -214,6 +229,11 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         """The table config key/value pairs of this version."""
         return dict(self.manifest.config)
 
+    def get_version(self) -> dict[str, Any]:
+        """This version's entry of :meth:`versions` (number, timestamp, totals), read from the
+        manifest already loaded, as pylance's ``get_version``."""
+        return _version_entry(self.manifest)
+
     def versions(self) -> list[dict[str, Any]]:
         """Every version with its timestamp and totals, oldest first (pylance's shape)."""
         info = VersionInfo(self.store)
@@ -242,6 +262,10 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
 
     def get_fragment(self, fragment_id: int) -> LanceFragment | None:
         """The fragment with ``fragment_id``, or ``None``."""
+        if isinstance(fragment_id, bool) or not isinstance(fragment_id, int | np.integer):
+            raise InvalidTypeError(f"fragment ids are integers, not {fragment_id!r}")
+        if not 0 <= fragment_id < 2**64:
+            raise OutOfRangeError(f"fragment ids are unsigned 64-bit integers, got {fragment_id}")
         for f in self.manifest.fragments:
             if f.id == fragment_id:
                 return LanceFragment(self, f)
@@ -281,8 +305,8 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
             limit,
             offset,
             batch_size,
-            bool(with_row_id),
-            bool(with_row_address),
+            False if with_row_id is None else with_row_id,
+            False if with_row_address is None else with_row_address,
             frags,
             use_scalar_index=use_scalar_index is not False,
             options=options,
@@ -413,6 +437,13 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
 
         return index_descriptions(self._snapshot)
 
+    def drop_index(self, name: str) -> None:
+        """Drop the index called ``name`` (all its segments; a new version), as pylance's; a
+        missing name raises :class:`~lance_format.errors.IndexNotFoundError`."""
+        from lance_format.dataset.indices import drop_index
+
+        self.adopt(drop_index(self._snapshot, name))
+
     def create_scalar_index(
         self,
         column: str,
@@ -445,12 +476,21 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         self.adopt(create_scalar_index(snap, column, index_type, name, replace, rows_per_zone, scan))
 
     # -- writing ---------------------------------------------------------------------------------
-    def delete(self, predicate: Filter) -> dict[str, int]:
+    def delete(
+        self,
+        predicate: Filter,
+        *,
+        conflict_retries: int = 10,
+        retry_timeout: timedelta = timedelta(seconds=30),
+    ) -> dict[str, int]:
         """Delete the rows matching ``predicate`` (new version with deletion files).
 
-        Returns ``{"num_deleted_rows": n}`` like pylance 14.
+        Returns ``{"num_deleted_rows": n}`` like pylance 14. ``conflict_retries`` and
+        ``retry_timeout`` are pylance's: validated, the commit retries by the engine's own rules.
         """
         from lance_format.dataset.mutate import delete_rows
+
+        _check_retries(conflict_retries, retry_timeout)
 
         manifest, n = delete_rows(self._snapshot, predicate)
         self.adopt(manifest)
@@ -576,9 +616,19 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         self.adopt(manifest)
         return stats
 
-    def update(self, updates: dict[str, str], where: Filter | None = None) -> dict[str, int]:
-        """Set columns to SQL expressions on rows matching ``where``; ``{"num_rows_updated": n}``."""
+    def update(
+        self,
+        updates: dict[str, str],
+        where: Filter | None = None,
+        *,
+        conflict_retries: int = 10,
+        retry_timeout: timedelta = timedelta(seconds=30),
+    ) -> dict[str, int]:
+        """Set columns to SQL expressions on rows matching ``where``; ``{"num_rows_updated": n}``.
+        ``conflict_retries`` and ``retry_timeout`` as in :meth:`delete`."""
         from lance_format.dataset.mutate import update_rows
+
+        _check_retries(conflict_retries, retry_timeout)
 
         manifest, n = update_rows(self._snapshot, updates, where)
         self.adopt(manifest)
@@ -756,7 +806,7 @@ class LanceDataset(ArrowDatasetMixin, pds.Dataset):  # type: ignore[misc]
         if isinstance(columns, dict):  # {name: SQL expression} over the sampled rows
             from lance_format.dataset.filters import evaluate, parse_value
 
-            exprs = {str(k): parse_value(v, self.schema)[0] for k, v in columns.items()}
+            exprs = {str(k): parse_value(v, self.schema) for k, v in columns.items()}
             return evaluate(self.take(picked), exprs)
         return self.take(picked, None if columns is None else list(columns), **kwargs)
 

@@ -11,8 +11,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from lance_format.core.errors import InvalidInputError, NotFoundError
+from lance_format.core.errors import InvalidInputError, InvalidTypeError, NotFoundError, NotSupportedError
 from lance_format.dataset import write
+from lance_format.dataset.compat import check_accepted_sizes
 from lance_format.dataset.dataset import LanceDataset
 from lance_format.dataset.session import Session
 from lance_format.table.model import Operation
@@ -41,6 +42,11 @@ def write_dataset(
     target_bases: list[str] | None = None,
     target_all_bases: bool | None = None,
     session: Session | None = None,
+    data_cache_bytes: int | None = None,
+    max_page_bytes: int | None = None,
+    use_legacy_format: bool | None = None,
+    commit_lock: Any = None,
+    auto_cleanup_options: Any = None,
 ) -> LanceDataset:
     """Write Arrow data as a Lance dataset (create, append to or overwrite one).
 
@@ -92,12 +98,28 @@ def write_dataset(
         The :class:`~lance_format.dataset.session.Session` to write through (its object stores,
         encode threads and writer settings) and that serves the returned dataset; a
         ``LanceDataset`` passed as ``uri`` lends its own; the default session otherwise.
+    data_cache_bytes, max_page_bytes:
+        pylance's buffering hints: validated (positive integers), they change no result.
+    use_legacy_format:
+        pylance's deprecated switch: ``True`` is ``data_storage_version="legacy"`` (refused),
+        ``False`` is ``"stable"``, unless ``data_storage_version`` is given.
+    commit_lock, auto_cleanup_options:
+        Raise :class:`NotSupportedError` (no custom commit locks; no cleanup after commits).
 
     Returns
     -------
     LanceDataset
         The dataset at the version just written.
     """
+    check_accepted_sizes(data_cache_bytes=data_cache_bytes, max_page_bytes=max_page_bytes)
+    if commit_lock is not None:
+        raise NotSupportedError("write_dataset(commit_lock=...) is not supported: commits are atomic")
+    if auto_cleanup_options is not None:
+        raise NotSupportedError(
+            "write_dataset(auto_cleanup_options=...) is not supported: run cleanup_old_versions"
+        )
+    if use_legacy_format is not None and data_storage_version is None:
+        data_storage_version = "legacy" if use_legacy_format else "stable"
     if isinstance(uri, LanceDataset):
         storage_options = storage_options or uri.storage_options
         session = session or uri.session
@@ -155,6 +177,12 @@ def dataset(
     *,
     asof: datetime | None = None,
     session: Session | None = None,
+    block_size: int | None = None,
+    commit_lock: Any = None,
+    index_cache_size: int | None = None,
+    metadata_cache_size_bytes: int | None = None,
+    index_cache_size_bytes: int | None = None,
+    read_params: dict[str, Any] | None = None,
 ) -> LanceDataset:
     """Open a Lance dataset.
 
@@ -172,11 +200,28 @@ def dataset(
     session:
         The :class:`~lance_format.dataset.session.Session` whose caches and object stores serve
         the dataset (the default session when omitted), as pylance's ``session=``.
+    block_size, index_cache_size, metadata_cache_size_bytes, index_cache_size_bytes:
+        pylance's I/O and cache size hints: validated (positive integers), they change no result
+        (caches are sized by the session's settings).
+    read_params:
+        pylance's read parameters (a dict): accepted, they change no result.
+    commit_lock:
+        Raises :class:`NotSupportedError` (no custom commit locks).
 
     Returns
     -------
     LanceDataset
     """
+    check_accepted_sizes(
+        block_size=block_size,
+        index_cache_size=index_cache_size,
+        metadata_cache_size_bytes=metadata_cache_size_bytes,
+        index_cache_size_bytes=index_cache_size_bytes,
+    )
+    if read_params is not None and not isinstance(read_params, dict):
+        raise InvalidTypeError(f"read_params must be a dict, got {type(read_params).__name__}")
+    if commit_lock is not None:
+        raise NotSupportedError("dataset(commit_lock=...) is not supported: commits are atomic")
     if asof is None:
         return LanceDataset(uri, version, storage_options, session=session)
     if version is not None:

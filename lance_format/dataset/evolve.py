@@ -4,14 +4,15 @@ drop columns; renames and casts are :mod:`lance_format.dataset.alter`."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, TypeAlias
 
 import pyarrow as pa
 
-from lance_format.core.errors import InvalidInputError
+from lance_format.core.errors import InvalidInputError, InvalidTypeError
 from lance_format.core.types import LanceField, LanceSchema, check_column_names, fields_from_arrow
-from lance_format.dataset.filters import evaluate, parse_value
+from lance_format.dataset.filters import ComputedValue, evaluate, parse_value
 from lance_format.dataset.write import file_columns
 from lance_format.file import LanceFileVersion, LanceFileWriter
 from lance_format.table.commit import commit_transaction
@@ -36,6 +37,10 @@ def drop_columns(ds: Snapshot, columns: list[str]) -> Manifest:
     stay as they are."""
     names = [f.name for f in ds.lance_schema.fields]
     kept = ds.lance_schema.fields
+    if isinstance(columns, str | bytes | dict) or not isinstance(columns, Sequence):
+        raise InvalidTypeError(f"columns to drop are a list of names, not {type(columns).__name__}")
+    if not all(isinstance(c, str) for c in columns):
+        raise InvalidTypeError(f"columns to drop are named by strings, got {list(columns)!r}")
     for c in columns:
         if c in names:
             kept = tuple(f for f in kept if f.name != c)
@@ -138,9 +143,8 @@ def add_columns(ds: Snapshot, transforms: ColumnsToAdd) -> Manifest:
     exprs = {}
     needed: set[str] = set()
     for name, sql in transforms.items():
-        expr, cols = _sql_value(sql, arrow)
-        exprs[name] = expr
-        needed |= cols
+        value = exprs[name] = _sql_value(sql, arrow)
+        needed |= value.columns
     read = [c for c in arrow.names if c in needed]
     version = ds.data_storage_version
     frags: list[DataFragment] = []
@@ -169,7 +173,7 @@ def add_columns(ds: Snapshot, transforms: ColumnsToAdd) -> Manifest:
     return commit_schema_change(ds, Merge(tuple(frags), schema))
 
 
-def _sql_value(sql: str, schema: pa.Schema) -> tuple[pa.compute.Expression, set[str]]:
+def _sql_value(sql: str, schema: pa.Schema) -> ComputedValue:
     if not isinstance(sql, str):
-        raise InvalidInputError("add_columns takes SQL expression strings")
+        raise InvalidTypeError("add_columns takes SQL expression strings")
     return parse_value(sql, schema)

@@ -72,8 +72,9 @@ from lance_format.dataset.numeric_types import (
 from lance_format.dataset.value_text import list_text_supported, timestamp_text
 
 _BOOLEAN_NODES = (Compare, And, Or, Not, InList, Between, IsNull, IsNan, IsBool, Like)
-#: Nodes whose evaluation may fail on some value (a cast, an overflow, a division by zero).
-_MAY_FAIL = (Cast, Arith, Negate, Call, Opaque)
+#: Nodes whose evaluation may fail on some value (a cast, an overflow, a division by zero; a
+#: comparison or IN list casts its sides to their common type: a NaN met by a decimal fails).
+_MAY_FAIL = (Cast, Arith, Negate, Call, Opaque, Compare, InList, Between)
 
 __all__ = ["DECIMAL_TEXT", "FUNCTIONS", "NO_DIGITS_TEXT", "from_arrow", "to_arrow"]
 
@@ -103,9 +104,10 @@ def _nan_ordered(
 
     ``ra``/``rb`` rank each side (``None``: never NaN): 0 for a number, 1 for NaN (above every
     number, equal to itself), -1 for a NaN with the sign bit set (below every number). Where
-    either side is NaN the ranks decide; elsewhere the plain comparison does. ``signed_zeros``
-    (two floats neither of which is a constant, see :meth:`ToArrow.visit_compare`): ``-0.0`` is
-    below ``0.0`` and not equal to it, as arrow-rs compares two float arrays.
+    either side is NaN the ranks decide, unless the other is NULL; elsewhere the plain comparison
+    does. ``signed_zeros`` (two floats neither of which is a constant, see
+    :meth:`ToArrow.visit_compare`): ``-0.0`` is below ``0.0`` and not equal to it, as arrow-rs
+    compares two float arrays.
     """
     plain = _OPS[kind](a, b)
     if signed_zeros:
@@ -117,7 +119,9 @@ def _nan_ordered(
         return plain
     ra = _ZERO_RANK if ra is None else ra
     rb = _ZERO_RANK if rb is None else rb
-    return pc.if_else((ra != _ZERO_RANK) | (rb != _ZERO_RANK), _OPS[kind](ra, rb), plain)
+    # A NULL side is NULL, NaN or not (NaN BETWEEN 1 AND NULL is NULL in pylance, not false).
+    ranked = ((ra != _ZERO_RANK) | (rb != _ZERO_RANK)) & a.is_valid() & b.is_valid()
+    return pc.if_else(ranked, _OPS[kind](ra, rb), plain)
 
 
 #: Integer arithmetic wraps around on overflow, as DataFusion's does (pylance answers, not errors).

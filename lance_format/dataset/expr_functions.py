@@ -60,9 +60,8 @@ def _per_row(b: ToArrow, name: str, args: tuple[Node, ...]) -> pc.Expression | N
     if all(_string_literal(a) for a in args[1:]):
         return None
     types = [b.type_of(a) for a in args]
-    out = udfs.TEXT_FUNCTIONS[name]
     if any(isinstance(a, Literal) and not a.value.is_valid for a in args[1:]):
-        return pc.scalar(pa.scalar(None, out or types[0]))
+        return pc.scalar(pa.scalar(None, udfs.text_result_type(name, types)))
     for a, t in zip(args, types, strict=True):
         if not (pa.types.is_string(t) or pa.types.is_large_string(t)):
             raise InvalidInputError(f"{name}() takes strings, got {t} for {a}")
@@ -75,11 +74,12 @@ def _strpos(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
     if per_row is not None:
         return per_row
     s, sub = b.visit(args[0]), _literal_str(args[1], "strpos")
+    out = udfs.text_result_type("strpos", [b.type_of(a) for a in args])
     if not sub:
-        return pc.if_else(s.is_valid(), pc.scalar(1), pc.scalar(pa.scalar(None, pa.int64())))
+        return pc.if_else(s.is_valid(), pc.scalar(pa.scalar(1, out)), pc.scalar(pa.scalar(None, out)))
     before = pc.list_element(pc.split_pattern(s, pattern=sub, max_splits=1), 0)
-    found = pc.add(pc.utf8_length(before).cast(pa.int64()), 1)
-    return pc.if_else(pc.match_substring(s, pattern=sub), found, pc.scalar(0))
+    found = pc.add(pc.utf8_length(before).cast(out), pc.scalar(pa.scalar(1, out)))
+    return pc.if_else(pc.match_substring(s, pattern=sub), found, pc.scalar(pa.scalar(0, out)))
 
 
 def _substr(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
@@ -298,7 +298,9 @@ def _coalesce(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
     for a, t in zip(args, types, strict=True):
         if _null_literal(a):
             continue
-        value = b.visit(a)
+        # Only where every argument before it is NULL, as the CASE rewrite evaluates it: abs(i8) of
+        # -128 fails only if a row needs it (coalesce(i8, abs(i8)) answers in pylance).
+        value = b.visit(a) if pending is None else b.guarded(a, pending)
         if t != target:
             masked = value if pending is None else pc.if_else(pending, value, pc.scalar(pa.scalar(None, t)))
             parts.append(b.cast_value(masked, t, target, safe=True))

@@ -8,13 +8,14 @@ one is never parsed again (scanners, pruning and the server all pass the Predica
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
-from typing import TypeAlias
+from typing import NamedTuple, TypeAlias
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_format.core.errors import InvalidInputError, NotSupportedError
+from lance_format.core.errors import InvalidInputError, InvalidTypeError, NotSupportedError
 from lance_format.core.types import empty_array
 from lance_format.dataset.expr import (
     Arith,
@@ -28,6 +29,7 @@ from lance_format.dataset.expr import (
 )
 
 __all__ = [
+    "ComputedValue",
     "Filter",
     "Predicate",
     "evaluate",
@@ -48,7 +50,7 @@ def _tree(flt: str | pc.Expression, schema: pa.Schema) -> tuple[Node, str]:
 
         return from_arrow(flt, schema), str(flt)
     if not isinstance(flt, str):
-        raise InvalidInputError(
+        raise InvalidTypeError(
             f"filter must be a SQL string or a pyarrow Expression, not {type(flt).__name__}"
         )
     if not flt.strip():
@@ -111,15 +113,29 @@ def parse_substrait(data: bytes, schema: pa.Schema) -> Predicate:
     return bind(tree, schema, text)
 
 
-def parse_value(sql: str, schema: pa.Schema, to: pa.DataType | None = None) -> tuple[pc.Expression, set[str]]:
-    """``(expression, top-level columns it reads)`` of a SQL value expression (a computed column).
+class ComputedValue(NamedTuple):
+    """A SQL value expression (a computed column) parsed and bound once."""
+
+    expression: pc.Expression
+    """Its pyarrow compute form."""
+    columns: set[str]
+    """The top-level columns it reads."""
+    nullable: bool
+    """Whether it may be NULL, as pylance types it (``id * 2`` of a non-null ``id`` is not)."""
+
+
+def parse_value(sql: str, schema: pa.Schema, to: pa.DataType | None = None) -> ComputedValue:
+    """The :class:`ComputedValue` of a SQL value expression (a computed column).
 
     ``to``: the type the value is stored as (an update's column), cast the way SQL casts (a
     decimal with more digits is rounded, half away from zero).
     """
-    from lance_format.dataset.expr_arrow import to_arrow
+    from lance_format.dataset.expr_arrow import ToArrow
+    from lance_format.dataset.nullability import may_be_null
 
-    if not isinstance(sql, str) or not sql.strip():
+    if not isinstance(sql, str):
+        raise InvalidTypeError(f"a computed column must be a SQL expression, not {sql!r}")
+    if not sql.strip():
         raise InvalidInputError(f"a computed column must be a SQL expression, not {sql!r}")
     from lance_format.dataset.expr import Cast
     from lance_format.dataset.sql import parse_sql
@@ -130,7 +146,9 @@ def parse_value(sql: str, schema: pa.Schema, to: pa.DataType | None = None) -> t
     if to is not None:
         tree = Cast(tree, to)
     try:
-        return to_arrow(tree, schema), columns_of(tree)
+        binder = ToArrow(schema)
+        expression = binder.visit(tree)
+        return ComputedValue(expression, columns_of(tree), may_be_null(tree, schema, binder.type_of))
     except _EVAL_ERRORS as e:
         raise InvalidInputError(f"invalid expression {sql!r}: {e}") from None
 
@@ -185,16 +203,27 @@ def _literal_in_column_type(tree: Node) -> Node:
     return tree
 
 
-def evaluate(table: pa.Table, exprs: dict[str, pc.Expression]) -> pa.Table:
-    """A table of ``exprs`` computed over ``table``'s rows (one column per entry)."""
+def evaluate(table: pa.Table, exprs: Mapping[str, pc.Expression | ComputedValue]) -> pa.Table:
+    """A table of ``exprs`` computed over ``table``'s rows (one column per entry).
+
+    A :class:`ComputedValue` comes out ``not null`` exactly when it cannot be NULL, as pylance
+    types it.
+    """
     import pyarrow.dataset as pds  # imported on first use: it pulls in much of pyarrow
 
     if not table.num_columns:
         table = pa.table({"__n": pa.nulls(table.num_rows, pa.int8())})
+    plain = {k: v.expression if isinstance(v, ComputedValue) else v for k, v in exprs.items()}
     try:
-        return pds.dataset(table).to_table(columns=exprs)
+        out = pds.dataset(table).to_table(columns=plain)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
         raise InvalidInputError(f"cannot evaluate expressions: {e}") from None
+    # pyarrow's own answer is the field's: a member of a nullable struct came out not null.
+    nullable = {k: v.nullable for k, v in exprs.items() if isinstance(v, ComputedValue)}
+    fields = [f.with_nullable(nullable.get(f.name, f.nullable)) for f in out.schema]
+    if all(f.nullable == g.nullable for f, g in zip(fields, out.schema, strict=True)):
+        return out
+    return pa.Table.from_arrays(out.columns, schema=pa.schema(fields, out.schema.metadata))
 
 
 def filter_columns(flt: Filter | None, schema: pa.Schema) -> set[str]:

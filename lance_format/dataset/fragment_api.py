@@ -71,8 +71,8 @@ def _sql_udf(ds: Snapshot, exprs: dict[str, str]) -> tuple[BatchUDF, list[str]]:
     for name, sql in exprs.items():
         if not isinstance(name, str) or not isinstance(sql, str):
             raise InvalidInputError("columns to add are {name: SQL expression} strings")
-        parsed[name], refs = parse_value(sql, ds.schema)
-        used |= refs
+        value = parsed[name] = parse_value(sql, ds.schema)
+        used |= value.columns
     read = [c for c in ds.schema.names if c in used]
 
     def run(batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -237,8 +237,16 @@ def merge_on_key(
     values = [c.combine_chunks() for c in added.take(reverse).columns]
     out_schema = added.schema
 
+    required = [f.name for f in out_schema if not f.nullable]
+
     def joined(batch: pa.RecordBatch) -> pa.RecordBatch:
         pos = pc.index_in(batch.column(0), value_set=keys)
+        if required and pos.null_count:
+            # An unmatched row would hold NULL in a non-nullable column; pylance refuses it too.
+            raise InvalidInputError(
+                f"Column {required[0]!r} is declared as non-nullable but rows without a match "
+                "would hold NULL in it"
+            )
         return pa.RecordBatch.from_arrays([c.take(pos) for c in values], schema=out_schema)
 
     return add_computed_columns(ds, BatchUDF(joined, out_schema), [left_on], None, None)

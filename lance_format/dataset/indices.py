@@ -9,7 +9,13 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from lance_format.core.errors import InvalidInputError, NotSupportedError
+from lance_format.core.errors import (
+    ColumnNotFoundError,
+    IndexNotFoundError,
+    InvalidInputError,
+    InvalidTypeError,
+    NotSupportedError,
+)
 from lance_format.table import index_section_from_bytes, zonemap_details_to_bytes
 from lance_format.table.commit import commit_transaction
 from lance_format.table.model import CreateIndex, IndexMetadata, Manifest, Transaction
@@ -49,6 +55,18 @@ def dataset_indices(ds: Snapshot) -> tuple[IndexMetadata, ...]:
         cached = index_section_from_bytes(data, f"{ds.store.uri}/{key}") if data else ()
         ds.cache.metadata.put(ckey, cached, _INDEX_CHARGE_BYTES * (len(cached) + 1))
     return cached
+
+
+def drop_index(ds: Snapshot, name: str) -> Manifest:
+    """Commit ``ds`` without the index called ``name`` (every segment of it): a ``CreateIndex``
+    that only removes, as pylance records ``drop_index``; the new manifest."""
+    if not isinstance(name, str):
+        raise InvalidTypeError(f"an index is named by a string, not {name!r}")
+    dropped = tuple(i for i in dataset_indices(ds) if i.name == name)
+    if not dropped:
+        raise IndexNotFoundError(f"{ds.uri}: no index named {name!r}")
+    txn = Transaction(ds.version, str(uuid.uuid4()), CreateIndex((), dropped))
+    return replace(commit_transaction(ds.store, txn, ds.manifest, ds.naming), index_section_bytes=None)
 
 
 def describe_indices(ds: Snapshot) -> list[dict[str, Any]]:
@@ -150,8 +168,13 @@ def create_scalar_index(
     kind = str(index_type).upper()
     if kind not in ("ZONEMAP", "BTREE", "BITMAP"):
         raise NotSupportedError(f"index type {index_type!r} is not supported; ZONEMAP, BTREE and BITMAP are")
-    if not isinstance(column, str) or column not in ds.schema.names:
-        raise InvalidInputError(f"no column {column!r} to index; columns are {ds.schema.names}")
+    if isinstance(column, list | tuple) and not all(isinstance(c, str) for c in column):
+        raise InvalidTypeError(f"columns to index are named by strings, got {column!r}")
+    if isinstance(column, list | tuple | dict) or (isinstance(column, str) and column not in ds.schema.names):
+        # pylance looks the names up in the schema: KeyError
+        raise ColumnNotFoundError(f"no column {column!r} to index; columns are {ds.schema.names}")
+    if not isinstance(column, str):
+        raise InvalidTypeError(f"the column to index is named by a string, not {column!r}")
     if kind != "ZONEMAP":
         if rows_per_zone is not None:
             raise InvalidInputError("rows_per_zone is for ZONEMAP indices")

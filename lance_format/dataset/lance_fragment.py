@@ -147,6 +147,10 @@ class LanceFragment(ArrowFragmentMixin, pds.Fragment):  # type: ignore[misc]
             raise InvalidInputError("a Lance fragment is scanned with its dataset's own schema")
         return self._ds.scanner(fragments=[self], **kwargs)
 
+    def to_pandas(self, **kwargs: Any) -> Any:
+        """The fragment's rows as a pandas DataFrame; takes the parameters of :meth:`to_table`."""
+        return self.to_table(**kwargs).to_pandas()
+
     def to_table(self, schema: pa.Schema | None = None, **kwargs: Any) -> pa.Table:
         """Read this fragment; takes the parameters of :meth:`LanceDataset.to_table`."""
         return self.scanner(schema, **kwargs).to_table()

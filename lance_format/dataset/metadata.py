@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING
 
-from lance_format.core.errors import InvalidInputError
+from lance_format.core.errors import InvalidInputError, InvalidTypeError
 from lance_format.dataset.mutate import with_retries
 from lance_format.table.commit import commit_transaction
 from lance_format.table.model import Manifest, Transaction, UpdateConfig, UpdateMap
@@ -26,10 +26,10 @@ MAPS = ("config", "table_metadata", "schema_metadata")
 
 def _check(values: dict[str, str | None], what: str) -> dict[str, str | None]:
     if not isinstance(values, dict):
-        raise InvalidInputError(f"{what} updates must be a dict, got {type(values).__name__}")
+        raise InvalidTypeError(f"{what} updates must be a dict, got {type(values).__name__}")
     for k, v in values.items():
         if not isinstance(k, str) or not (v is None or isinstance(v, str)):
-            raise InvalidInputError(f"{what} keys and values must be strings (or None), got {k!r}: {v!r}")
+            raise InvalidTypeError(f"{what} keys and values must be strings (or None), got {k!r}: {v!r}")
     return dict(values)
 
 
@@ -60,7 +60,7 @@ def update_field_metadata(
 ) -> Manifest:
     """Commit metadata updates of fields, by name or by path into nested fields (``"s.x"``)."""
     if not isinstance(field_updates, dict):
-        raise InvalidInputError(f"field_updates must be a dict, got {type(field_updates).__name__}")
+        raise InvalidTypeError(f"field_updates must be a dict, got {type(field_updates).__name__}")
     by_id: dict[int, UpdateMap] = {}
     for name, values in field_updates.items():
         try:

@@ -134,7 +134,7 @@ def _plan_update(ds: Snapshot, values: dict[str, str], where: Filter | None) -> 
             raise InvalidInputError(f"cannot update {name!r}: no such column; columns are {schema.names}")
         t = schema.field(name).type
         # A dictionary column's value is computed as its values and encoded by the cast below.
-        exprs[name] = parse_value(sql, schema, t.value_type if pa.types.is_dictionary(t) else t)[0]
+        exprs[name] = parse_value(sql, schema, t.value_type if pa.types.is_dictionary(t) else t).expression
     if where is not None:
         where = parse_filter(where, LanceScanner.filter_schema(schema))  # once, before touching storage
     stable = ds.has_stable_row_ids

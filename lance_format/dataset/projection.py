@@ -14,9 +14,9 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_format.core.errors import InvalidInputError
+from lance_format.core.errors import InvalidInputError, InvalidTypeError
 
-__all__ = ["MemberPath", "flatten_member", "member_path", "prune_structs", "take_columns"]
+__all__ = ["MemberPath", "check_names", "flatten_member", "member_path", "prune_structs", "take_columns"]
 
 
 @dataclass(frozen=True)
@@ -79,10 +79,23 @@ class TakeColumns:
     members: dict[str, list[tuple[int, ...]]]
 
 
+def check_names(columns: object) -> list[str]:
+    """``columns`` as a list of names; anything but a sequence of strings is a
+    :class:`~lance_format.errors.InvalidTypeError` (pylance's ``TypeError``)."""
+    if isinstance(columns, str | bytes) or not isinstance(columns, Sequence):
+        raise InvalidTypeError(f"columns must be a list of column names, not {type(columns).__name__}")
+    names = list(columns)
+    for c in names:
+        if not isinstance(c, str):
+            raise InvalidTypeError(f"column names are strings, got {c!r}")
+    return names
+
+
 def take_columns(schema: pa.Schema, columns: Sequence[str], named_order: bool = False) -> TakeColumns:
     """Split a take's ``columns`` into top-level columns and member paths (pylance's take keeps a
     pruned struct where a scan would return a flat column). With ``named_order`` a struct named
     whole after some of its members keeps those first (pylance's fragment take)."""
+    columns = check_names(columns)
     known = set(schema.names)
     roots: dict[str, None] = {}
     whole: set[str] = set()

@@ -17,7 +17,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_format.core.errors import InvalidInputError, NotSupportedError
+from lance_format.core.errors import InvalidInputError, InvalidTypeError, NotSupportedError
+from lance_format.dataset.projection import member_path
 
 __all__ = [
     "ColumnOrdering",
@@ -75,10 +76,10 @@ def _positive(name: str, value: Any) -> None:
 
 
 def _orderings(value: Any, schema: pa.Schema) -> tuple[ColumnOrdering, ...]:
-    if value is None:
+    if value is None or (isinstance(value, str) and not value):  # pylance: "" orders nothing
         return ()
     if isinstance(value, str | ColumnOrdering) or not isinstance(value, Iterable):
-        raise InvalidInputError("order_by must be a list of ColumnOrdering or column names")
+        raise InvalidTypeError("order_by must be a list of ColumnOrdering or column names")
     out = []
     for item in value:
         if isinstance(item, str):
@@ -87,10 +88,13 @@ def _orderings(value: Any, schema: pa.Schema) -> tuple[ColumnOrdering, ...]:
             # pylance's own ColumnOrdering (same fields) is welcome too.
             name = getattr(item, "column_name", None)
             if not isinstance(name, str):
-                raise InvalidInputError(f"order_by takes ColumnOrdering or column names, got {item!r}")
+                raise InvalidTypeError(f"order_by takes ColumnOrdering or column names, got {item!r}")
             item = ColumnOrdering(name, bool(item.ascending), bool(item.nulls_first))
         if item.column_name not in schema.names:
-            raise InvalidInputError(f"order_by: column {item.column_name} not found")
+            try:  # a struct member by path ("s.a"), as pylance sorts by one
+                member_path(schema, item.column_name)
+            except InvalidInputError:
+                raise InvalidInputError(f"order_by: column {item.column_name} not found") from None
         out.append(item)
     return tuple(out)
 

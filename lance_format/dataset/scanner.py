@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_format.core.errors import InvalidInputError, NotSupportedError
+from lance_format.core.errors import InvalidInputError, InvalidTypeError, NotSupportedError, OutOfRangeError
 from lance_format.dataset.expr import Predicate
-from lance_format.dataset.filters import Filter, evaluate, parse_filter, parse_value
+from lance_format.dataset.filters import ComputedValue, Filter, evaluate, parse_filter, parse_value
 from lance_format.dataset.fragment import FragmentReader
 from lance_format.dataset.projection import MemberPath, flatten_member, member_path
 from lance_format.dataset.scan_options import ScanOptions, combine_table, sort_table, strict_batches
@@ -73,8 +73,10 @@ MAX_COUNT = 2**63 - 1
 def _check_count(value: int | None, name: str) -> int | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or not 0 <= value <= MAX_COUNT:
-        raise InvalidInputError(f"{name} must be an integer from 0 to 2**63-1, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise InvalidTypeError(f"{name} must be an integer from 0 to 2**63-1, got {value!r}")
+    if not 0 <= value <= MAX_COUNT:
+        raise OutOfRangeError(f"{name} must be an integer from 0 to 2**63-1, got {value!r}")
     return int(value)
 
 
@@ -124,7 +126,7 @@ class LanceScanner:
         # Zone statistics narrow a filtered scan to the row ranges that can match (pylance's name).
         self._use_scalar_index = use_scalar_index
         arrow = dataset.schema
-        self._exprs: dict[str, pc.Expression] | None = None
+        self._exprs: dict[str, ComputedValue] | None = None
         self._expr_refs: set[str] = set()
         if isinstance(columns, dict):
             # {output name: SQL expression}, as pylance accepts.
@@ -132,8 +134,8 @@ class LanceScanner:
             used_by_exprs: set[str] = set()
             for name, sql in columns.items():
                 # Bound with ``_rowid`` / ``_rowaddr`` too: pylance's computed columns may read them.
-                self._exprs[str(name)], refs = parse_value(sql, self.filter_schema(arrow))
-                used_by_exprs |= refs
+                value = self._exprs[str(name)] = parse_value(sql, self.filter_schema(arrow))
+                used_by_exprs |= value.columns
             if self._exprs and not used_by_exprs and not (with_row_id or with_row_address):
                 # pylance refuses it ("Scans must request at least one column. Received only
                 # dynamic expressions"), with a filter or a limit too.
@@ -144,8 +146,12 @@ class LanceScanner:
             columns = [c for c in arrow.names if c in used_by_exprs]
         elif columns is None:
             columns = list(arrow.names)
-        elif isinstance(columns, str) or not all(isinstance(c, str) for c in columns):
-            raise InvalidInputError("columns must be a list of column names or a dict of SQL expressions")
+        elif (
+            isinstance(columns, str)
+            or not isinstance(columns, Iterable)
+            or not all(isinstance(c, str) for c in columns)
+        ):
+            raise InvalidTypeError("columns must be a list of column names or a dict of SQL expressions")
         elif len(set(columns)) != len(columns):
             # pylance refuses it too ("Duplicate column name"); the fragment plan failed on it.
             twice = next(c for i, c in enumerate(columns) if c in columns[:i])
@@ -177,10 +183,18 @@ class LanceScanner:
             self._filter = self._predicate.expression
             used |= self._predicate.columns
         extra = [c for c in arrow.names if c in used and c not in roots]
-        # Sort keys not in the projection are read too, and dropped after sorting.
-        self._sort_extra = [
-            o.column_name for o in options.order_by if o.column_name not in (*self._columns, *roots, *extra)
-        ]
+        # Sort keys not in the projection are read too, and dropped after sorting; a struct member
+        # ("s.a") is read through its struct and sorted on as a flat column named by its path.
+        self._sort_members = {
+            o.column_name: member_path(arrow, o.column_name)
+            for o in options.order_by
+            if o.column_name not in known and o.column_name not in self._members
+        }
+        sort_roots = (
+            self._sort_members[o.column_name].root if o.column_name in self._sort_members else o.column_name
+            for o in options.order_by
+        )
+        self._sort_extra = [c for c in dict.fromkeys(sort_roots) if c not in (*self._columns, *roots, *extra)]
         self._read = roots + extra + self._sort_extra
         self._limit = _check_count(limit, "limit")
         self._offset = _check_count(offset, "offset") or 0
@@ -189,6 +203,9 @@ class LanceScanner:
         if bs == 0:
             raise InvalidInputError("batch_size must be positive")
         self._batch_size = bs or DEFAULT_BATCH_SIZE
+        for flag, on in (("with_row_id", with_row_id), ("with_row_address", with_row_address)):
+            if not isinstance(on, bool | np.bool_):  # pylance: TypeError
+                raise InvalidTypeError(f"{flag} must be a bool, not {on!r}")
         if options.include_deleted_rows and not with_row_id:
             raise InvalidInputError("include_deleted_rows is set but with_row_id is false")
         self._with_row_id = with_row_id
@@ -333,7 +350,7 @@ class LanceScanner:
                 table = table.append_column(name, col)
         if self._filter is not None:
             table = self._apply_filter(table)
-        for path in self._members.values():
+        for path in (*self._members.values(), *self._sort_members.values()):
             table = table.append_column(path.field, flatten_member(table.column(path.root), path))
         if self._exprs is None:
             return _with_rows(table.select(self._load_names), table.num_rows)
@@ -435,6 +452,10 @@ class LanceScanner:
     def to_reader(self) -> pa.RecordBatchReader:
         """The scan as a RecordBatchReader."""
         return pa.RecordBatchReader.from_batches(self.projected_schema, self.to_batches())
+
+    def to_pandas(self, **kwargs: Any) -> Any:
+        """The rows as a pandas DataFrame (``kwargs`` go to ``pyarrow.Table.to_pandas``)."""
+        return self.to_table().to_pandas(**kwargs)
 
     def to_table(self) -> pa.Table:
         """Every selected row as one table."""

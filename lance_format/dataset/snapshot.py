@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from lance_format.core.errors import InvalidInputError, NotFoundError
+from lance_format.core.errors import DatasetNotFoundError, InvalidInputError
 from lance_format.core.records import fast_init
 from lance_format.core.types import LanceSchema
 from lance_format.dataset.cache import load_manifest_cached
@@ -181,7 +181,7 @@ class Snapshot:
         """The newest committed version (one listing of ``_versions/``)."""
         latest = VersionInfo(self._store).latest
         if latest is None:
-            raise NotFoundError(f"{self._uri}: dataset not found")
+            raise DatasetNotFoundError(f"{self._uri}: dataset not found")
         return latest
 
     @property

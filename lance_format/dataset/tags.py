@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 
-from lance_format.core.errors import InvalidInputError, NotSupportedError
+from lance_format.core.errors import InvalidInputError, InvalidTypeError, NotSupportedError, OutOfRangeError
 from lance_format.table import tags as _tags
 from lance_format.table.versions import VersionInfo
 
@@ -41,7 +41,9 @@ class Tags:
 
     def _manifest_size(self, version: int) -> int:
         if isinstance(version, bool) or not isinstance(version, int | np.integer):
-            raise InvalidInputError(f"a tag points at a version number, not {version!r}")
+            raise InvalidTypeError(f"a tag points at a version number, not {version!r}")
+        if not 0 <= version < 2**64:
+            raise OutOfRangeError(f"versions are unsigned 64-bit integers, got {version}")
         info = VersionInfo(self._store)
         entry = info.entries.get(version)
         if entry is None:

@@ -8,11 +8,10 @@ from typing import TYPE_CHECKING, NamedTuple, cast
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from lance_format.core.errors import InvalidInputError
-from lance_format.dataset.filters import evaluate, parse_value
-from lance_format.dataset.projection import prune_structs, pruned_field, take_columns
+from lance_format.core.errors import InvalidInputError, InvalidTypeError, OutOfRangeError
+from lance_format.dataset.filters import ComputedValue, evaluate, parse_value
+from lance_format.dataset.projection import check_names, prune_structs, pruned_field, take_columns
 from lance_format.dataset.scan_options import take_table_rows
 from lance_format.dataset.scanner import ROWADDR, ROWID, LanceScanner, conform_schema, row_id_columns
 from lance_format.dataset.snapshot import FragmentIndex
@@ -49,10 +48,10 @@ def as_u64(values: Sequence[int] | npt.ArrayLike, what: str) -> npt.NDArray[np.u
     if arr.size == 0:
         return np.zeros(0, np.uint64)
     if arr.ndim != 1 or arr.dtype.kind not in "iu":
-        raise InvalidInputError(f"{what} must be a one-dimensional sequence of integers")
+        raise InvalidTypeError(f"{what} must be a one-dimensional sequence of integers")
     # One value (one-row takes): a scalar comparison, not an array reduction.
     if arr.dtype.kind == "i" and (arr[0] < 0 if arr.size == 1 else (arr < 0).any()):
-        raise InvalidInputError(f"{what} must not be negative, got {int(arr[arr < 0][0])}")
+        raise OutOfRangeError(f"{what} must not be negative, got {int(arr[arr < 0][0])}")
     return arr.astype(np.uint64, copy=False)
 
 
@@ -204,7 +203,12 @@ def _out_schema(
     named_order: bool,
 ) -> _TakeSchema:
     """The data columns and the output schema of a take (validated once per version and shape)."""
-    key = (None if columns is None else tuple(columns), with_row_id, with_row_address, named_order)
+    key = (
+        None if columns is None else tuple(check_names(columns)),
+        with_row_id,
+        with_row_address,
+        named_order,
+    )
     known = index.schemas.get(key)
     if known is not None:
         return cast(_TakeSchema, known)  # stored as one; the index types it as a plain tuple
@@ -247,11 +251,16 @@ def take_computed(
         raise InvalidInputError("a take needs at least one column; columns={} names none")
     arrow = ds.schema
     bound = LanceScanner.filter_schema(arrow)
-    exprs: dict[str, pc.Expression] = {}
+    exprs: dict[str, ComputedValue] = {}
     refs: set[str] = set()
     for name, sql in columns.items():
-        exprs[str(name)], used = parse_value(sql, bound)
-        refs |= used
+        value = exprs[str(name)] = parse_value(sql, bound)
+        refs |= value.columns
+    if not refs:
+        # pylance 14.0.2 refuses it ("No data files found for schema"), as a scan of only literals.
+        raise InvalidInputError(
+            f"a take must read at least one column; {list(exprs)} are only literal expressions"
+        )
     read = [c for c in arrow.names if c in refs]
     need_id, need_addr = ROWID in refs, ROWADDR in refs
     rows = take_addresses(

@@ -443,12 +443,12 @@ def _text_result(name: str, views: list[text_kernels.View]) -> pa.Array:
 
 
 #: The string functions :func:`text_function` computes row by row, and their result types (None:
-#: the first argument's).
+#: the first argument's; see :func:`text_result_type`).
 TEXT_FUNCTIONS: dict[str, pa.DataType | None] = {
     "contains": pa.bool_(),
     "starts_with": pa.bool_(),
     "ends_with": pa.bool_(),
-    "strpos": pa.int64(),
+    "strpos": pa.int32(),
     "replace": None,
     "trim": None,
     "ltrim": None,
@@ -456,11 +456,19 @@ TEXT_FUNCTIONS: dict[str, pa.DataType | None] = {
 }
 
 
+def text_result_type(name: str, types: list[pa.DataType]) -> pa.DataType:
+    """The result type of string function ``name`` of arguments of ``types``, as DataFusion's:
+    ``strpos`` is an int32 of a string, an int64 of a large string (its first argument)."""
+    if name == "strpos" and pa.types.is_large_string(types[0]):
+        return pa.int64()
+    return TEXT_FUNCTIONS[name] or types[0]
+
+
 def text_function(name: str, types: list[pa.DataType]) -> str:
     """Name of string function ``name`` (a key of :data:`TEXT_FUNCTIONS`) whose pattern arguments
     are columns, evaluated row by row by :mod:`lance_format.core.text_kernels`; ``types`` are the
     argument types (strings or large strings)."""
-    out = TEXT_FUNCTIONS[name] or types[0]
+    out = text_result_type(name, types)
 
     def run(ctx: Any, *args: Any) -> pa.Array:
         n = _rows(*args)

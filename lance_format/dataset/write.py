@@ -13,6 +13,7 @@ import pyarrow as pa
 from lance_format.core.errors import (
     DatasetAlreadyExistsError,
     InvalidInputError,
+    InvalidTypeError,
     NotFoundError,
     NotSupportedError,
     SchemaMismatchError,
@@ -107,7 +108,10 @@ def _coerce(data: Any, schema: pa.Schema | None) -> Any:
     if kind.__name__ == "DataFrame" and kind.__module__.startswith("polars"):
         return data.to_arrow()
     if isinstance(data, dict):
-        return pa.Table.from_pydict(data, schema=schema)
+        try:
+            return pa.Table.from_pydict(data, schema=schema)
+        except (TypeError, pa.ArrowInvalid, pa.ArrowTypeError) as e:  # not columns of values
+            raise InvalidTypeError(f"a dict to write maps column names to values: {e}") from None
     if isinstance(data, list) and data and isinstance(data[0], dict):
         return pa.Table.from_pylist(data, schema=schema)
     if kind.__module__.startswith(("lance_format.", "lance.")) and callable(getattr(data, "scanner", None)):
@@ -142,6 +146,8 @@ def to_reader(data: Any, schema: pa.Schema | None = None) -> pa.RecordBatchReade
                 first = next(it)
             except StopIteration:
                 raise InvalidInputError("no batches and no schema given") from None
+            if not isinstance(first, pa.RecordBatch | pa.Table):
+                raise InvalidTypeError(f"expected RecordBatches, got {type(first).__name__}")
             schema = first.schema
 
             rest = it
@@ -152,7 +158,7 @@ def to_reader(data: Any, schema: pa.Schema | None = None) -> pa.RecordBatchReade
 
             it = chain()
         return pa.RecordBatchReader.from_batches(schema, (_cast(b, schema) for b in it))
-    raise InvalidInputError(
+    raise InvalidTypeError(
         f"cannot write {type(data).__name__}: pass a pyarrow Table, RecordBatch, RecordBatchReader, "
         "Dataset or Scanner, a LanceDataset, an iterable of RecordBatches, a dict of columns, a list "
         "of row dicts, or a pandas / polars DataFrame"
@@ -161,7 +167,7 @@ def to_reader(data: Any, schema: pa.Schema | None = None) -> pa.RecordBatchReade
 
 def _cast(batch: pa.RecordBatch | pa.Table, schema: pa.Schema) -> pa.RecordBatch | pa.Table:
     if not isinstance(batch, pa.RecordBatch | pa.Table):
-        raise InvalidInputError(f"expected RecordBatches, got {type(batch).__name__}")
+        raise InvalidTypeError(f"expected RecordBatches, got {type(batch).__name__}")
     if batch.schema.equals(schema):
         return batch
     if sorted(batch.schema.names) != sorted(schema.names):

@@ -22,9 +22,10 @@ from typing import Any
 
 from lance_format.core.errors import (
     CorruptFileError,
-    DatasetAlreadyExistsError,
     InvalidInputError,
+    InvalidTypeError,
     NotFoundError,
+    TagAlreadyExistsError,
     VersionNotFoundError,
 )
 from lance_format.io.store import ObjectStore
@@ -55,7 +56,9 @@ MAX_TAG_NAME_CHARS = 200
 
 
 def _key(name: str) -> str:
-    if not isinstance(name, str) or not _NAME.match(name) or name.startswith(".") or ".." in name:
+    if not isinstance(name, str):
+        raise InvalidTypeError(f"a tag name is a string, not {name!r}")
+    if not _NAME.match(name) or name.startswith(".") or ".." in name:
         raise InvalidInputError(f"invalid tag name {name!r}: use letters, digits, '.', '_' and '-'")
     if len(name) > MAX_TAG_NAME_CHARS:
         raise InvalidInputError(f"tag names have at most {MAX_TAG_NAME_CHARS} characters, got {len(name)}")
@@ -119,7 +122,7 @@ def create_tag(store: ObjectStore, name: str, version: int, manifest_size: int) 
     if a cleanup removed ``version`` meanwhile (the tag is then withdrawn)."""
     key = _key(name)
     if not store.put_if_not_exists(key, _encode(version, manifest_size)):
-        raise DatasetAlreadyExistsError(f"{store.uri}: tag {name!r} already exists")
+        raise TagAlreadyExistsError(f"{store.uri}: tag {name!r} already exists")
     try:
         _check_kept(store, version, f"tag {name!r} was created")
     except VersionNotFoundError:

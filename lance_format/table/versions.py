@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 
-from lance_format.core.errors import CorruptFileError, NotFoundError, VersionNotFoundError
+from lance_format.core.errors import (
+    CorruptFileError,
+    DatasetNotFoundError,
+    NotFoundError,
+    OutOfRangeError,
+    VersionNotFoundError,
+)
 from lance_format.io.store import ObjectStore
 from lance_format.table import _serde
 from lance_format.table.external_store import finalize_pending, manifest_store_for
@@ -54,10 +60,13 @@ def load_manifest(
         finalize_pending(store, external)
     info = VersionInfo(store)
     if info.naming is None:
-        raise NotFoundError(f"{store.uri}: dataset not found (no manifests in _versions/)")
+        raise DatasetNotFoundError(f"{store.uri}: dataset not found (no manifests in _versions/)")
     if version is None:
         version = info.latest
         assert version is not None
+    if isinstance(version, int) and not 0 <= version < 2**64:
+        # pylance converts versions to unsigned 64-bit integers: OverflowError
+        raise OutOfRangeError(f"versions are unsigned 64-bit integers, got {version}")
     entry = info.entries.get(version)
     if entry is None:
         raise VersionNotFoundError(

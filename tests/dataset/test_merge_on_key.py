@@ -4,15 +4,20 @@ transaction, and each package reading the other's result."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import lance_format
 from lance_format.errors import InvalidInputError
+from tests.strategies import schemas, table_specs
 
 lance = pytest.importorskip("lance")
 
@@ -93,3 +98,51 @@ def test_a_merge_of_only_the_key_is_refused(tmp_path: Path) -> None:
     with pytest.raises(InvalidInputError, match="columns besides the key"):
         lance_format.dataset(uri).merge(pa.table({"key": [1]}), "id", "key")
     assert lance_format.dataset(uri).version == 2
+
+
+@settings(
+    max_examples=int(os.environ.get("LANCE_MERGE_EXAMPLES", "30")),
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    spec=table_specs(schemas(max_columns=3), max_rows=20),
+    seed=st.integers(0, 2**31),
+    version=st.sampled_from(["2.0", "2.1"]),
+)
+def test_generated_merges_match_pylance(
+    tmp_path_factory: pytest.TempPathFactory, spec: Any, seed: int, version: str
+) -> None:
+    """Columns of every type (lists, large lists, fixed-size lists, structs of lists, dictionaries)
+    given without a schema, keys repeated and absent, over three fragments; data of no rows is
+    refused by both (pylance: "HashJoiner: No data"; ours merged it)."""
+    rng = np.random.default_rng(seed)
+    data = spec.build()
+    data = data.rename_columns([f"c{i}" for i in range(data.num_columns)])
+    data = data.append_column("id", pa.array(rng.choice(15, data.num_rows).tolist(), pa.int64()))
+    base = pa.table({"id": pa.array(range(12), pa.int64())})
+    root = tmp_path_factory.mktemp("merge")
+    answers = []
+    for engine in (lance, lance_format):
+        uri = str(root / engine.__name__)
+        lance.write_dataset(base, uri, max_rows_per_file=5, data_storage_version=version)
+        try:
+            engine.dataset(uri).merge(data, "id")
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as e:  # pyo3's PanicException is a BaseException
+            answers.append(e)
+            continue
+        answers.append(uri)
+    theirs, ours = answers
+    if isinstance(theirs, BaseException):
+        assert isinstance(ours, InvalidInputError), f"pylance refuses ({theirs}), ours: {ours!r}"
+        assert lance.dataset(str(root / "lance_format")).version == 1  # nothing committed
+        return
+    assert isinstance(ours, str), f"pylance merges, ours refuses: {ours!r}"
+    expected = lance.dataset(theirs)
+    for read in (lance.dataset(ours), lance_format.dataset(ours)):
+        assert read.schema == expected.schema
+        assert read.to_table().to_pylist() == expected.to_table().to_pylist()
+        assert _layout(read) == _layout(expected)

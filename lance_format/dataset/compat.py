@@ -1,0 +1,102 @@
+"""Small parts of pylance's ``LanceDataset`` surface built on the public methods of ours.
+
+Read-only views (``metadata``, ``schema_metadata``, ``has_index``), pylance's deprecated
+metadata setters, and ``slice``. Kept apart so :mod:`lance_format.dataset.dataset` stays the
+dataset's core.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+
+from lance_format.core.errors import InvalidInputError, InvalidTypeError
+
+__all__ = ["PylanceCompatMixin", "check_accepted_sizes"]
+
+
+def check_accepted_sizes(**sizes: Any) -> None:
+    """Refuse a size hint pylance takes that is not a positive integer (``None``: unset).
+
+    These hints (cache and page sizes, the I/O block size) tune pylance's machinery; ours sizes
+    its caches by the session's settings, so they only have to be valid.
+    """
+    for name, value in sizes.items():
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | np.integer):
+            raise InvalidTypeError(f"{name} must be an integer, got {value!r}")
+        if value <= 0:
+            raise InvalidInputError(f"{name} must be positive, got {value}")
+
+
+class PylanceCompatMixin:
+    """``metadata``, ``schema_metadata``, ``has_index``, ``slice`` and the deprecated
+    ``replace_*_metadata`` of pylance's ``LanceDataset``, through the dataset's public methods."""
+
+    if TYPE_CHECKING:  # provided by LanceDataset
+        manifest: Any
+
+        def describe_indices(self) -> list[Any]: ...
+
+        def scanner(self, *args: Any, **kwargs: Any) -> Any: ...
+
+        def update_schema_metadata(self, values: dict[str, str | None], *, replace: bool = False) -> Any: ...
+
+        def update_field_metadata(
+            self, field_updates: dict[str, dict[str, str | None]], *, replace: bool = False
+        ) -> None: ...
+
+    @property
+    def metadata(self) -> dict[str, str]:
+        """The table metadata of this version (what :meth:`update_metadata` sets)."""
+        return dict(self.manifest.table_metadata)
+
+    @property
+    def schema_metadata(self) -> dict[str, str]:
+        """The schema-level metadata of this version, as strings."""
+        return {k: v.decode("utf-8", "replace") for k, v in self.manifest.schema.metadata.items()}
+
+    @property
+    def has_index(self) -> bool:
+        """Whether this version has any index."""
+        return len(self.describe_indices()) > 0
+
+    def replace_schema_metadata(self, new_metadata: dict[str, str | None]) -> None:
+        """Replace the schema metadata (deprecated in pylance: ``update_schema_metadata(...,
+        replace=True)``)."""
+        warnings.warn(
+            "replace_schema_metadata is deprecated; use update_schema_metadata(metadata, replace=True)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        self.update_schema_metadata(new_metadata, replace=True)
+
+    def replace_field_metadata(self, field_name: str, new_metadata: dict[str, str | None]) -> None:
+        """Replace one field's metadata (deprecated in pylance: ``update_field_metadata({name:
+        metadata}, replace=True)``)."""
+        warnings.warn(
+            "replace_field_metadata is deprecated; use update_field_metadata({name: metadata}, replace=True)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        self.update_field_metadata({field_name: new_metadata}, replace=True)
+
+    def slice(self, start: int, end: int, columns: Sequence[str] | dict[str, str] | None = None) -> pa.Table:
+        """Rows ``start`` (inclusive) to ``end`` (exclusive) by position, as an offset/limit scan.
+
+        Raises :class:`~lance_format.errors.InvalidInputError` (a ``ValueError``, as pylance's) for
+        a negative ``start`` or an ``end`` before it.
+        """
+        for name, value in (("start", start), ("end", end)):
+            if isinstance(value, bool) or not isinstance(value, int | np.integer):
+                raise InvalidTypeError(f"{name} must be an integer, got {value!r}")
+        if start < 0:
+            raise InvalidInputError(f"start must be non-negative, got {start}")
+        if end < start:
+            raise InvalidInputError(f"end ({end}) must be >= start ({start})")
+        return self.scanner(offset=start, limit=end - start, columns=columns).to_table()

@@ -1,0 +1,128 @@
+"""Whether a computed column may hold NULL, decided as pylance's planner (DataFusion) decides it.
+
+pylance marks a computed column ``not null`` when its expression cannot produce a NULL from its
+inputs: ``id * 2`` over a non-null ``id`` is ``int64 not null``, ``id + n`` over a nullable ``n`` is
+nullable. The rules here are DataFusion's as pylance 14.0.2 shows them (each checked against it in
+``tests/dataset/test_computed_nullability.py``):
+
+- a column is nullable when it or a struct above it is; ``_rowid`` / ``_rowaddr`` are; a literal
+  is when it is NULL;
+- operators (comparisons, ``AND`` / ``OR`` / ``NOT``, arithmetic, negation, ``BETWEEN``, ``IN``,
+  ``LIKE``, ``||``, ``CAST``, ``IS [NOT] TRUE/FALSE``, ``IS [NOT] DISTINCT FROM``) are nullable when
+  an operand is (a division by zero is an error or a float infinity, never a NULL);
+- ``IS [NOT] NULL`` never is, and of a non-null value it is a constant, which decides an ``AND``
+  (false) or an ``OR`` (true) it is part of: ``s IS NULL AND n > 1`` is not null (so is ``x = x``
+  of a non-null ``x``, true); ``TRY_CAST`` always is, unless it casts to the type it already has;
+- scalar functions are nullable, except ``coalesce`` (when some argument is not) and the ones
+  DataFusion types from their arguments (:data:`_FROM_ARGUMENTS`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pyarrow as pa
+
+from lance_format.dataset.expr import (
+    And,
+    Call,
+    Cast,
+    Column,
+    Compare,
+    IsNan,
+    IsNull,
+    Literal,
+    Node,
+    Not,
+    Opaque,
+    Or,
+    children,
+)
+
+__all__ = ["may_be_null"]
+
+#: Functions that are nullable only when an argument is: DataFusion rewrites them into operators
+#: (``regexp_like`` with a pattern, ``||``) or types their result from their arguments (``strpos``,
+#: ``round``). The others (``upper``, ``length``, ``abs``, ``sqrt``, ``contains`` ...) are always
+#: nullable in pylance, whatever their arguments.
+_FROM_ARGUMENTS = frozenset({"strpos", "round", "regexp_like", "concat_op"})
+
+
+def _column_may_be_null(node: Column, schema: pa.Schema) -> bool:
+    """Whether the column (or struct member) at ``node.path`` or a struct above it is nullable."""
+    index = schema.get_field_index(node.path[0])
+    if index < 0:
+        return True
+    field = schema.field(index)
+    nullable = bool(field.nullable)
+    for name in node.path[1:]:
+        if not pa.types.is_struct(field.type) or field.type.get_field_index(name) < 0:
+            return True
+        field = field.type.field(name)
+        nullable = nullable or bool(field.nullable)
+    return nullable
+
+
+def may_be_null(node: Node, schema: pa.Schema, type_of: Callable[[Node], pa.DataType]) -> bool:
+    """Whether the value of ``node`` (bound to ``schema``) may be NULL, as pylance types it.
+
+    Parameters
+    ----------
+    node:
+        The bound expression tree.
+    schema:
+        The schema it was bound to (field nullability is read from it).
+    type_of:
+        The Arrow type of a sub-expression (``TRY_CAST`` to the type it has is no cast).
+
+    Returns
+    -------
+    bool
+        ``False`` when pylance marks the computed column ``not null``.
+    """
+
+    def visit(n: Node) -> bool:
+        return fold(n)[0]
+
+    def fold(n: Node) -> tuple[bool, bool | None]:
+        """``(may be null, constant value or None)``: DataFusion folds ``x IS NULL`` of a non-null
+        ``x`` to false before typing, so ``x IS NULL AND n > 1`` is false, never NULL."""
+        if isinstance(n, Literal):
+            value = n.value.as_py() if n.value.is_valid and pa.types.is_boolean(n.type) else None
+            return not n.value.is_valid, value
+        if isinstance(n, IsNull):
+            return False, False if not visit(n.arg) else None
+        if isinstance(n, Not):
+            nullable, value = fold(n.arg)
+            return nullable, None if value is None else not value
+        if isinstance(n, And | Or):
+            folded = [fold(a) for a in n.args]
+            decisive = isinstance(n, Or)  # the value that decides the whole: TRUE for OR
+            if any(value is decisive for _, value in folded):
+                return False, decisive
+            if all(value is not None for _, value in folded):
+                return False, not decisive
+            return any(nullable for nullable, _ in folded), None
+        if isinstance(n, Compare) and n.op == "eq" and n.left == n.right and not visit(n.left):
+            return False, True  # DataFusion folds ``x = x`` of a non-null x (not ``x <> x``)
+        return single(n), None
+
+    def single(n: Node) -> bool:
+        if isinstance(n, Column):
+            return _column_may_be_null(n, schema)
+        if isinstance(n, IsNan | Opaque):
+            return True
+        if isinstance(n, Cast) and not n.safe:
+            return n.to != type_of(n.arg) or visit(n.arg)
+        if isinstance(n, Call):
+            if n.name == "coalesce":
+                return all(visit(a) for a in n.args)
+            if n.name == "starts_with":
+                # with a literal prefix DataFusion rewrites it to LIKE 'prefix%' (an operator)
+                prefix = n.args[1]
+                literal = isinstance(prefix, Literal) and prefix.value.is_valid
+                return not literal or any(visit(a) for a in n.args)
+            return n.name not in _FROM_ARGUMENTS or any(visit(a) for a in n.args)
+        return any(visit(c) for c in children(n))
+
+    return visit(node)
