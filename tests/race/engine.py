@@ -157,6 +157,15 @@ def _content(table: pa.Table) -> tuple[tuple[int, int], ...]:
     return tuple(zip(ids[order].tolist(), vs[order].tolist(), strict=True))
 
 
+def _values(table: pa.Table, ids: list[int]) -> dict[int, list[int]]:
+    """``{id: [v, ...]}`` of the rows of ``table`` whose id is in ``ids`` (every row, duplicates too)."""
+    out: dict[int, list[int]] = {}
+    for i, v in _content(table):
+        if i in ids:
+            out.setdefault(i, []).append(v)
+    return out
+
+
 class Checker:
     """Reads the dataset with no caches and holds what each version read when first seen."""
 
@@ -176,6 +185,21 @@ class Checker:
     def read(self, version: int) -> pa.Table:
         """Version ``version`` read in full."""
         return lance_format.dataset(self.uri, version, session=self.session).to_table(columns=["id", "v"])
+
+    def content_at(self, version: int | None) -> tuple[tuple[int, int], ...] | None:
+        """What ``version`` holds: as first seen, else read now; ``None`` if it cannot be read."""
+        if version is None:
+            return None
+        with self.lock:
+            seen = self.contents.get(version)
+        if seen is not None:
+            return seen
+        try:
+            content = _content(self.read(version))
+        except LanceError:
+            return None
+        with self.lock:
+            return self.contents.setdefault(version, content)
 
     def record(self, version: int, out: Outcome, what: str) -> pa.Table | None:
         """Read ``version``: it must read fully and equal what it read before; ``None`` if not listed."""
@@ -376,12 +400,28 @@ class Clients:
         mark = 1000 + self.marker()
         h = self.handles[client]
         h.update({"v": str(mark)}, where=f"id IN ({', '.join(map(str, ids))})")
+        # The update owes its value only to the rows of the version it was planned on (the last
+        # plan, after any retry): a row another client inserts concurrently is not its to change
+        # (an insert commutes with an update, as in Lance), so it may keep the inserter's value.
+        planned = self.checker.content_at(self._read_version(client))
+        owed = ids if planned is None else sorted({i for i, _ in planned} & set(ids))
 
         def expect(t: pa.Table) -> str | None:
-            got = {i: v for i, v in _content(t) if i in ids}
-            return None if all(v == mark for v in got.values()) else f"update not applied: {got}"
+            got = _values(t, owed)
+            if set(got) != set(owed) or any(v != [mark] * len(v) for v in got.values()):
+                return f"update not applied: wanted {owed} = {mark}, got {got}"
+            return None
 
         return h.version, expect
+
+    def _read_version(self, client: int) -> int | None:
+        """The version the client's last commit was planned on (its transaction's read version);
+        ``None`` when a cleanup removed it already."""
+        try:
+            txn = self.handles[client].read_transaction()
+        except LanceError:
+            return None
+        return None if txn is None else txn.read_version
 
     def _merge_insert(self, client: int, rng: random.Random) -> Check:
         ids = self._visible(client, rng, 2) + self.fresh_ids(2)
@@ -391,8 +431,10 @@ class Clients:
         h.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(source)
 
         def expect(t: pa.Table) -> str | None:
-            got = {i: v for i, v in _content(t) if i in ids}
-            if set(got) != set(ids) or any(v != mark for v in got.values()):
+            # Another client's concurrent upsert may insert the same new id beside this one's row
+            # (two inserts commute): this one's value must be there, not alone.
+            got = _values(t, ids)
+            if set(got) != set(ids) or any(mark not in v for v in got.values()):
                 return f"upsert not visible: wanted {ids} = {mark}, got {got}"
             return None
 
