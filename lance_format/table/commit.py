@@ -33,7 +33,7 @@ from lance_format.table.flags import DISABLE_TRANSACTION_FILE, check_writer_flag
 from lance_format.table.manifest_file import encode_manifest, read_manifest
 from lance_format.table.model import DataStorageFormat, Manifest, Overwrite, Restore, Transaction
 from lance_format.table.naming import ManifestNaming, manifest_key, transaction_key, write_hint
-from lance_format.table.tags import pin_version, unpin
+from lance_format.table.tags import pin_commit, unpin
 from lance_format.table.transaction import build_manifest, check_conflict
 from lance_format.table.versions import VersionInfo, load_manifest, read_index_section, read_transaction
 
@@ -108,14 +108,16 @@ def _rebase(
 
 
 @contextlib.contextmanager
-def _pinned(store: ObjectStore, txn: Transaction) -> Iterator[None]:
-    """A restore pins the version whose files it copies while it commits: a cleanup running
-    meanwhile keeps them (see :mod:`lance_format.table.tags`)."""
+def _pinned(store: ObjectStore, txn: Transaction, base: Manifest | None) -> Iterator[None]:
+    """While it commits, a commit pins its base and every later version, and a restore the version
+    whose files it copies: a cleanup running meanwhile keeps them (see
+    :mod:`lance_format.table.tags`). A new dataset has nothing to pin."""
     op = txn.operation
-    if not isinstance(op, Restore):
+    source = op.version if isinstance(op, Restore) else None
+    if base is None and source is None:
         yield
         return
-    key = pin_version(store, op.version)
+    key = pin_commit(store, None if base is None else base.version, source)
     try:
         yield
     finally:
@@ -153,12 +155,13 @@ def commit_transaction(
     # Writers in this process take turns: they would only race each other for the same version
     # and burn retries (32 threads appending through one server gave up after 21 attempts).
     # Other processes still race optimistically through the store's conditional put.
-    with _commit_lock(store.uri), _pinned(store, txn):
+    with _commit_lock(store.uri), _pinned(store, txn, base):
         if base is not None:
             # A stale base's next version may have been committed and then cleaned up: its
             # put-if-not-exists would win and land under the latest version, a lost write. So
-            # check what was committed since first (one listing, as the loser of a race does);
-            # only a version committed and cleaned up between this listing and the put escapes.
+            # check what was committed since first (one listing, as the loser of a race does).
+            # A version committed and cleaned up between this listing and the put cannot be:
+            # the pin above keeps every version from the base on from cleanups that list after it.
             base, naming = _rebase(store, txn, base, naming)
             if base is not None and base.index_section is not None and base.index_section_bytes is None:
                 base = replace(base, index_section_bytes=read_index_section(store, base, naming))

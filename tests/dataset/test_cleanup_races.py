@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,25 @@ def _overwritten(tmp_path: Path) -> str:
     lance_format.write_dataset(pa.table({"a": list(range(100))}), uri)
     lance_format.write_dataset(pa.table({"a": list(range(5))}), uri, mode="overwrite")
     return uri
+
+
+@contextmanager
+def _before_manifest_put(store: Any, action: Callable[[], None]) -> Iterator[None]:
+    """Runs ``action`` once, just before the first manifest put through ``store``."""
+    real_put = store.put_if_not_exists
+    done: list[bool] = []
+
+    def action_then_put(key: str, data: bytes) -> bool:
+        if key.startswith("_versions/") and not done:
+            done.append(True)
+            action()
+        return bool(real_put(key, data))
+
+    store.put_if_not_exists = action_then_put
+    try:
+        yield
+    finally:
+        del store.put_if_not_exists
 
 
 def test_a_restore_committed_during_cleanup_keeps_its_files(
@@ -113,21 +134,47 @@ def test_a_restore_committing_during_cleanup_keeps_the_files_it_copies(tmp_path:
     uri = _overwritten(tmp_path)
     old = lance_format.dataset(uri, session=lance_format.Session()).checkout_version(1)
     cleaner = lance_format.dataset(uri, session=lance_format.Session())
-    store = old.store
-    real_put = store.put_if_not_exists
     cleaned: list[int] = []
 
-    def cleanup_then_put(key: str, data: bytes) -> bool:
-        if key.startswith("_versions/") and not cleaned:
-            cleaned.append(cleaner.cleanup_old_versions(older_than=timedelta(0)).old_versions)
-        return real_put(key, data)
+    def cleanup() -> None:
+        cleaned.append(cleaner.cleanup_old_versions(older_than=timedelta(0)).old_versions)
 
-    store.put_if_not_exists = cleanup_then_put  # type: ignore[method-assign]
-    try:
+    with _before_manifest_put(old.store, cleanup):
         old.restore()
-    finally:
-        del store.put_if_not_exists
     assert len(cleaned) == 1
     latest = lance_format.dataset(uri, session=lance_format.Session())
     assert latest.version == 3
     assert latest.to_table().column("a").to_pylist() == list(range(100))
+
+
+def _as_another_process(tmp_path: Path, uri: str) -> str:
+    """``uri`` through a symbolic link: this process's commit lock is per dataset path, so commits
+    through it race the commits through ``uri`` as another process's do (by the store's put)."""
+    link = tmp_path / "elsewhere"
+    link.symlink_to(Path(uri).parent, target_is_directory=True)
+    return str(link / Path(uri).name)
+
+
+def test_a_commit_does_not_fill_a_version_committed_and_cleaned_up_after_its_listing(tmp_path: Path) -> None:
+    # Between a commit's listing of the versions (latest: 1) and its put of version 2, another
+    # process appends versions 2 and 3 and cleans up versions 1 and 2. The put of version 2 won:
+    # the delete landed under version 3, which still had the row (a lost write).
+    uri = str(tmp_path / "t")
+    lance_format.write_dataset(pa.table({"a": [1, 2, 3, 4]}), uri)
+    other = _as_another_process(tmp_path, uri)
+    ds = lance_format.dataset(uri, session=lance_format.Session())
+    meanwhile: list[int] = []
+
+    def commit_and_clean_up() -> None:
+        session = lance_format.Session()
+        lance_format.write_dataset(pa.table({"a": [5]}), other, mode="append", session=session)
+        lance_format.write_dataset(pa.table({"a": [6]}), other, mode="append", session=session)
+        cleaner = lance_format.dataset(other, session=session)
+        meanwhile.append(cleaner.cleanup_old_versions(older_than=timedelta(0)).old_versions)
+
+    with _before_manifest_put(ds.store, commit_and_clean_up):
+        ds.delete("a = 1")
+    assert len(meanwhile) == 1
+    latest = lance_format.dataset(uri, session=lance_format.Session())
+    assert sorted(latest.to_table().column("a").to_pylist()) == [2, 3, 4, 5, 6]
+    assert ds.version == latest.version == 4
