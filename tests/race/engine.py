@@ -49,8 +49,10 @@ __all__ = [
     "HOOK_KINDS",
     "OPS",
     "Checker",
+    "Clients",
     "Outcome",
     "Step",
+    "fresh_dataset",
     "make_schedule",
     "run_schedule",
     "run_threaded",
@@ -391,7 +393,12 @@ class Clients:
             return None
         h = self.handles[client]
         h.delete(f"id IN ({', '.join(map(str, ids))})")
-        return h.version, lambda t: "deleted rows still there" if set(ids) & _ids(t) else None
+        # As an update (below): a row another client inserts concurrently is not its to delete.
+        owed = self._planned_ids(client, ids)
+        return (
+            h.version,
+            lambda t: f"deleted rows {sorted(owed & _ids(t))} still there" if owed & _ids(t) else None,
+        )
 
     def _update(self, client: int, rng: random.Random) -> Check:
         ids = self._visible(client, rng, 3)
@@ -403,8 +410,7 @@ class Clients:
         # The update owes its value only to the rows of the version it was planned on (the last
         # plan, after any retry): a row another client inserts concurrently is not its to change
         # (an insert commutes with an update, as in Lance), so it may keep the inserter's value.
-        planned = self.checker.content_at(self._read_version(client))
-        owed = ids if planned is None else sorted({i for i, _ in planned} & set(ids))
+        owed = sorted(self._planned_ids(client, ids))
 
         def expect(t: pa.Table) -> str | None:
             got = _values(t, owed)
@@ -414,14 +420,15 @@ class Clients:
 
         return h.version, expect
 
-    def _read_version(self, client: int) -> int | None:
-        """The version the client's last commit was planned on (its transaction's read version);
-        ``None`` when a cleanup removed it already."""
+    def _planned_ids(self, client: int, ids: list[int]) -> set[int]:
+        """Those of ``ids`` in the version the client's last commit was planned on (its
+        transaction's read version), all of them when that version cannot be read any more."""
         try:
             txn = self.handles[client].read_transaction()
         except LanceError:
-            return None
-        return None if txn is None else txn.read_version
+            txn = None
+        planned = None if txn is None else self.checker.content_at(txn.read_version)
+        return set(ids) if planned is None else {i for i, _ in planned} & set(ids)
 
     def _merge_insert(self, client: int, rng: random.Random) -> Check:
         ids = self._visible(client, rng, 2) + self.fresh_ids(2)
@@ -514,9 +521,11 @@ def _create(uri: str) -> None:
 
 
 @contextmanager
-def _dataset_dir() -> Iterator[str]:
+def fresh_dataset() -> Iterator[str]:
+    """The URI of a new dataset (ids 0..31 in four fragments, all ``v`` 0), removed afterwards."""
     root = tempfile.mkdtemp(prefix="race-")
     try:
+        _create(f"{root}/t")
         yield f"{root}/t"
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -525,8 +534,7 @@ def _dataset_dir() -> Iterator[str]:
 def run_schedule(schedule: list[Step], clients: int) -> Outcome:
     """Run ``schedule`` on a fresh dataset; the outcome's violations name the failing step."""
     out = Outcome()
-    with _dataset_dir() as uri:
-        _create(uri)
+    with fresh_dataset() as uri:
         checker = Checker(uri)
         cl = Clients(uri, clients, checker)
         checker.sweep(out, "create")
@@ -565,8 +573,7 @@ def run_threaded(rng: random.Random, steps: int, clients: int) -> Outcome:
         [(rng.choices(names, weights)[0], rng.randrange(1 << 30)) for _ in range(steps)]
         for _ in range(clients)
     ]
-    with _dataset_dir() as uri:
-        _create(uri)
+    with fresh_dataset() as uri:
         checker = Checker(uri)
         cl = Clients(uri, clients, checker)
         outs = [Outcome() for _ in range(clients)]
