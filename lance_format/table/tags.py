@@ -25,9 +25,10 @@ import json
 import re
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from lance_format.core.errors import (
     CorruptFileError,
@@ -51,6 +52,8 @@ __all__ = [
     "list_tags",
     "pin_commit",
     "pin_version",
+    "read_put_back",
+    "referenced",
     "unpin",
     "update_tag",
 ]
@@ -60,6 +63,9 @@ PINS_DIR = "_pins"
 #: Seconds after which cleanup ignores (and removes) a pin: a restore holds one for the seconds its
 #: commit takes, so one a day old was left by a writer that died.
 PIN_EXPIRY_S = 24 * 3600.0
+#: Seconds between a reader's tries of a version being put back (see :func:`read_put_back`).
+PUT_BACK_POLL_S = 0.02
+T = TypeVar("T")
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
 #: Longest tag name: a tag is the file ``{name}.json``, and file systems refuse names over 255 bytes.
 MAX_TAG_NAME_CHARS = 200
@@ -217,6 +223,32 @@ def list_pins(store: ObjectStore) -> dict[str, Pin]:
             continue
         out[key] = pin
     return out
+
+
+def referenced(store: ObjectStore, version: int) -> bool:
+    """Whether a tag or a pin names ``version`` (so a cleanup keeps it, or is putting it back)."""
+    if any(int(t["version"]) == version for t in list_tags(store).values()):
+        return True
+    return any(p.version == version for p in list_pins(store).values())
+
+
+def read_put_back(store: ObjectStore, version: int, read: Callable[[], T], wait_s: float) -> T:
+    """``read()`` of ``version``, tried again for up to ``wait_s`` seconds while it fails with
+    :class:`VersionNotFoundError` and a tag or pin names the version.
+
+    A tag or pin created while a cleanup runs may name a version whose manifest the cleanup has
+    just removed; the cleanup puts it back once it lists the tags and pins again (see the module's
+    docstring), or the tag is withdrawn. A reader in that window waits for either, instead of
+    refusing a version a tag keeps.
+    """
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return read()
+        except VersionNotFoundError:
+            if time.monotonic() >= deadline or not referenced(store, version):
+                raise
+        time.sleep(PUT_BACK_POLL_S)
 
 
 def delete_tag(store: ObjectStore, name: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -178,3 +179,53 @@ def test_a_commit_does_not_fill_a_version_committed_and_cleaned_up_after_its_lis
     latest = lance_format.dataset(uri, session=lance_format.Session())
     assert sorted(latest.to_table().column("a").to_pylist()) == [2, 3, 4, 5, 6]
     assert ds.version == latest.version == 4
+
+
+def test_a_reader_of_a_tag_created_during_cleanup_waits_for_its_version_to_be_put_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A tag on version 1 is created after cleanup listed the tags, before it removed version 1:
+    # cleanup puts the manifest back once it lists the tags again. A reader opening the tag in
+    # between got VersionNotFoundError for a tag that exists (and keeps its version).
+    uri = _overwritten(tmp_path)
+    real_list_tags = tags_module.list_tags
+    real_referenced = getattr(tags_module, "referenced", None)
+    failed_once = threading.Event()  # or the reader is done
+    calls: list[int] = []
+    read: list[Any] = []
+
+    def referenced(store: Any, version: int) -> bool:
+        failed_once.set()  # asked only once a read of the version failed
+        assert real_referenced is not None
+        return bool(real_referenced(store, version))
+
+    def read_tag() -> None:
+        try:
+            read.append(lance_format.dataset(uri, "keep", session=lance_format.Session()).to_table())
+        except Exception as e:  # the assertion below shows it
+            read.append(e)
+        failed_once.set()
+
+    reader = threading.Thread(target=read_tag)
+
+    def list_tags_racing(store: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 1:  # cleanup's first listing: the tag comes right after it
+            found = real_list_tags(store)
+            lance_format.dataset(uri, session=lance_format.Session()).tags.create("keep", 1)
+            return found
+        if len(calls) == 2:  # after the manifests' deletes, before the put-back
+            reader.start()
+            assert failed_once.wait(10)
+        return real_list_tags(store)
+
+    monkeypatch.setattr(tags_module, "list_tags", list_tags_racing)
+    monkeypatch.setattr(tags_module, "referenced", referenced, raising=False)
+    lance_format.dataset(uri).cleanup_old_versions(
+        older_than=timedelta(0), error_if_tagged_old_versions=False
+    )
+    reader.join(10)
+    monkeypatch.undo()
+    assert len(read) == 1
+    assert isinstance(read[0], pa.Table), read
+    assert read[0].column("a").to_pylist() == list(range(100))
