@@ -56,6 +56,8 @@ class CommitOptions:
     max_retries: int = DEFAULT_MAX_RETRIES
     create_only: bool = False
     committer: ManifestCommitter | None = None
+    #: Versions whose files the transaction names (fragments read from them): pinned while it commits.
+    pinned_versions: frozenset[int] = frozenset()
 
 
 # Weak values: a lock lives while a commit holds or waits on it, so the table stays as small as the
@@ -108,21 +110,27 @@ def _rebase(
 
 
 @contextlib.contextmanager
-def _pinned(store: ObjectStore, txn: Transaction, base: Manifest | None) -> Iterator[None]:
-    """While it commits, a commit pins its base and every later version, and a restore the version
-    whose files it copies: a cleanup running meanwhile keeps them (see
-    :mod:`lance_format.table.tags`). A new dataset has nothing to pin."""
+def _pinned(
+    store: ObjectStore, txn: Transaction, base: Manifest | None, sources: frozenset[int]
+) -> Iterator[None]:
+    """While it commits, a commit pins its base and every later version, and the versions whose
+    files it copies (a restore's, ``sources``): a cleanup running meanwhile keeps them (see
+    :mod:`lance_format.table.tags`). A new dataset has nothing to pin. Raises
+    :class:`VersionNotFoundError` when a version to copy is gone (nothing committed)."""
     op = txn.operation
-    source = op.version if isinstance(op, Restore) else None
-    if base is None and source is None:
-        yield
-        return
-    key = pin_commit(store, None if base is None else base.version, source)
+    copied = sorted(sources | ({op.version} if isinstance(op, Restore) else set()))
+    keys: list[str] = []
     try:
+        if base is not None or copied:
+            keys.append(
+                pin_commit(store, None if base is None else base.version, copied[0] if copied else None)
+            )
+        keys.extend(pin_commit(store, None, v) for v in copied[1:])
         yield
     finally:
-        with contextlib.suppress(LanceError, OSError):  # an unreleased pin only expires
-            unpin(store, key)
+        for key in keys:
+            with contextlib.suppress(LanceError, OSError):  # an unreleased pin only expires
+                unpin(store, key)
 
 
 def commit_transaction(
@@ -155,7 +163,7 @@ def commit_transaction(
     # Writers in this process take turns: they would only race each other for the same version
     # and burn retries (32 threads appending through one server gave up after 21 attempts).
     # Other processes still race optimistically through the store's conditional put.
-    with _commit_lock(store.uri), _pinned(store, txn, base):
+    with _commit_lock(store.uri), _pinned(store, txn, base, opts.pinned_versions):
         if base is not None:
             # A stale base's next version may have been committed and then cleaned up: its
             # put-if-not-exists would win and land under the latest version, a lost write. So

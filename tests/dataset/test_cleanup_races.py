@@ -232,17 +232,13 @@ def test_a_reader_of_a_tag_created_during_cleanup_waits_for_its_version_to_be_pu
     assert read[0].column("a").to_pylist() == list(range(100))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known, left open: an Overwrite naming an old version's files is not pinned against cleanup "
-    "(nothing tells the commit which version its files came from; docs/testing.md)",
-)
 def test_an_overwrite_of_an_old_version_s_fragments_committing_during_cleanup_keeps_them(
     tmp_path: Path,
 ) -> None:
     # LanceDataset.commit(Overwrite(fragments of version 1)) while another client's cleanup runs
     # in full just before its manifest put: cleanup removed version 1 and its data file, and the
-    # committed version 3 names a file that is gone.
+    # committed version 3 named a file that was gone. The fragments' metadata now says which
+    # version it was read from, and the commit pins that version.
     uri = _overwritten(tmp_path)
     old = lance_format.dataset(uri, session=lance_format.Session()).checkout_version(1)
     frags = [f.metadata for f in old.get_fragments()]
