@@ -203,6 +203,14 @@ SETTINGS: tuple[Setting, ...] = (
         "Age a file no version references must reach before cleanup removes it without "
         "delete_unverified: younger ones may belong to a commit in flight (pylance's 7 days).",
     ),
+    Setting(
+        "put_back_wait_ms",
+        2000,
+        0,
+        "How long a reader waits for a version a tag or pin names while a cleanup that removed "
+        "it puts it back: the window is cleanup's other manifest deletes and two listings, "
+        "milliseconds unless its deletes are rate-limited; 0 = fail at once.",
+    ),
 )
 
 _BY_NAME = {s.name: s for s in SETTINGS}
@@ -270,6 +278,7 @@ class EngineConfig:
     file_writer_data_cache_bytes: int = _BY_NAME["file_writer_data_cache_bytes"].default
     zonemap_rows_per_zone: int = _BY_NAME["zonemap_rows_per_zone"].default
     cleanup_unverified_age_s: int = _BY_NAME["cleanup_unverified_age_s"].default
+    put_back_wait_ms: int = _BY_NAME["put_back_wait_ms"].default
 
     def __post_init__(self) -> None:
         for setting in SETTINGS:

@@ -158,15 +158,18 @@ def cleanup_old_versions(
 
     def expired(v: int) -> bool:
         # Versions at or after the one open are in use (or being written): never removed.
-        if v >= current or (only is not None and v not in only):
+        if v >= current or (only is not None and v not in only) or (since is not None and v >= since):
             return False
         if retain_versions is not None and v > current - retain_versions:
             return False
         return cutoff_ns is None or manifests[v].timestamp_ns < cutoff_ns
 
     tags = _tags.list_tags(store)
-    # Pinned versions (a restore copying their files) are kept like tagged ones, silently.
-    tagged = {int(t["version"]) for t in tags.values()} | set(_tags.list_pins(store).values())
+    # Pinned versions (a restore copying their files) are kept like tagged ones, silently, and so
+    # is every version from a commit's base on while it commits (see lance_format.table.tags).
+    pins = _tags.list_pins(store).values()
+    tagged = {int(t["version"]) for t in tags.values()} | {p.version for p in pins if p.version is not None}
+    since = min((p.since for p in pins if p.since is not None), default=None)
     doomed_tags = {name: int(t["version"]) for name, t in sorted(tags.items()) if expired(int(t["version"]))}
     if doomed_tags and error_if_tagged_old_versions:
         raise InvalidInputError(
@@ -214,7 +217,7 @@ def cleanup_old_versions(
         # either it saw the manifest gone and withdrew, or this listing sees it. Put the
         # manifest back and keep the version's files.
         refs = {int(t["version"]) for t in _tags.list_tags(store).values()}
-        refs |= set(_tags.list_pins(store).values())
+        refs |= {p.version for p in _tags.list_pins(store).values() if p.version is not None}
         for v in sorted(refs & set(kept_bytes)):
             store.put_if_not_exists(info.entries[v][0], kept_bytes[v])
             needed.update(referenced_files(manifests[v]))

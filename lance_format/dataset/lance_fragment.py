@@ -7,6 +7,7 @@ about the dataset; the fragment only reads through its dataset's snapshot.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -59,7 +60,7 @@ class LanceFragment(ArrowFragmentMixin, pds.Fragment):  # type: ignore[misc]
     @property
     def metadata(self) -> FragmentMetadata:
         """The fragment's metadata, as pylance's ``FragmentMetadata`` (``to_json`` ...)."""
-        return FragmentMetadata.of(self.fragment)
+        return replace(FragmentMetadata.of(self.fragment), source_version=self._ds.snapshot.version)
 
     @property
     def schema(self) -> pa.Schema:

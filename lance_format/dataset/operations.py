@@ -64,6 +64,9 @@ class FragmentMetadata:
     ``row_id_meta``, ``created_at_version_meta`` and ``last_updated_at_version_meta`` carry a
     fragment's stable row ids and row versions through unchanged (their serialized form; they are
     not part of :meth:`to_json`). ``overlays`` must stay empty: data overlays are not supported.
+    ``source_version`` (not in pylance, nor in :meth:`to_json`) is the version a fragment's
+    metadata was read from (``LanceFragment.metadata``): a commit naming it pins that version, so a
+    cleanup running meanwhile keeps the files (an ``Overwrite`` of an old version's fragments).
     """
 
     id: int
@@ -74,6 +77,7 @@ class FragmentMetadata:
     created_at_version_meta: Any = None
     last_updated_at_version_meta: Any = None
     overlays: list[Any] = field(default_factory=list)
+    source_version: int | None = field(default=None, compare=False, repr=False)
 
     @property
     def num_deletions(self) -> int:
@@ -575,6 +579,13 @@ def commit_operation(
         base, naming = None, None
     if base is not None and read_version is None and not operation.needs_no_read_version:
         raise InvalidInputError("read_version is required for all operations except Overwrite and Restore")
+    named = getattr(operation, "fragments", ())
+    # Fragments read from a version (LanceFragment.metadata) name its files: pin it while committing.
+    sources = frozenset(
+        f.source_version
+        for f in (named if isinstance(named, list | tuple) else ())
+        if isinstance(f, FragmentMetadata) and f.source_version is not None
+    )
     op = operation.to_model(base)
     fragments = op.fragments if isinstance(op, model.Overwrite) else ()
     options = CommitOptions(
@@ -582,6 +593,7 @@ def commit_operation(
         data_format=_format_of(fragments) if base is None else None,
         stable_row_ids=bool(enable_stable_row_ids),
         max_retries=int(max_retries),
+        pinned_versions=sources,
     )
     txn = model.Transaction(base.version if base else 0, txn_uuid, op, properties=properties)
     manifest = commit_transaction(store, txn, base, naming, options)

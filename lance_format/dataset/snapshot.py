@@ -73,6 +73,22 @@ def resolve_version(store: ObjectStore, version: int | str | None) -> int | None
     return None if version is None else int(version)
 
 
+def load_version(
+    store: ObjectStore, version: int | str | None, cache: ReaderCache, session: Session | None
+) -> tuple[Manifest, ManifestNaming]:
+    """The manifest of ``version`` (number, tag or ``None``: the latest) and the naming scheme. A
+    version a tag or pin names is waited for (``put_back_wait_ms``) while a cleanup puts it back."""
+    number = resolve_version(store, version)
+
+    def read() -> tuple[Manifest, ManifestNaming]:
+        return load_manifest_cached(store, number, cache.metadata)
+
+    if number is None:
+        return read()
+    wait_s = (session or Session.default()).setting("put_back_wait_ms") / 1000
+    return _tags.read_put_back(store, number, read, wait_s)
+
+
 class SnapshotSource(Protocol):
     """Anything that reads one pinned version: a :class:`Snapshot` or a ``LanceDataset``."""
 
@@ -151,7 +167,7 @@ class Snapshot:
         uri = os.fspath(uri)
         store = store or (session or Session.default()).store_for(uri, storage_options)
         cache = cache or reader_cache(store, storage_options, session)
-        manifest, naming = load_manifest_cached(store, resolve_version(store, version), cache.metadata)
+        manifest, naming = load_version(store, version, cache, session)
         return cls(uri, store, manifest, naming, cache, storage_options, session)
 
     def at(self, manifest: Manifest, naming: ManifestNaming | None = None) -> Snapshot:
@@ -168,9 +184,7 @@ class Snapshot:
 
     def at_version(self, version: int | str) -> Snapshot:
         """A snapshot of the same dataset at ``version`` (number or tag)."""
-        manifest, naming = load_manifest_cached(
-            self._store, resolve_version(self._store, version), self._cache.metadata
-        )
+        manifest, naming = load_version(self._store, version, self._cache, self._session)
         return self.at(manifest, naming)
 
     def latest(self) -> Snapshot:

@@ -33,7 +33,7 @@ from lance_format.table.flags import DISABLE_TRANSACTION_FILE, check_writer_flag
 from lance_format.table.manifest_file import encode_manifest, read_manifest
 from lance_format.table.model import DataStorageFormat, Manifest, Overwrite, Restore, Transaction
 from lance_format.table.naming import ManifestNaming, manifest_key, transaction_key, write_hint
-from lance_format.table.tags import pin_version, unpin
+from lance_format.table.tags import pin_commit, unpin
 from lance_format.table.transaction import build_manifest, check_conflict
 from lance_format.table.versions import VersionInfo, load_manifest, read_index_section, read_transaction
 
@@ -56,6 +56,8 @@ class CommitOptions:
     max_retries: int = DEFAULT_MAX_RETRIES
     create_only: bool = False
     committer: ManifestCommitter | None = None
+    #: Versions whose files the transaction names (fragments read from them): pinned while it commits.
+    pinned_versions: frozenset[int] = frozenset()
 
 
 # Weak values: a lock lives while a commit holds or waits on it, so the table stays as small as the
@@ -108,19 +110,27 @@ def _rebase(
 
 
 @contextlib.contextmanager
-def _pinned(store: ObjectStore, txn: Transaction) -> Iterator[None]:
-    """A restore pins the version whose files it copies while it commits: a cleanup running
-    meanwhile keeps them (see :mod:`lance_format.table.tags`)."""
+def _pinned(
+    store: ObjectStore, txn: Transaction, base: Manifest | None, sources: frozenset[int]
+) -> Iterator[None]:
+    """While it commits, a commit pins its base and every later version, and the versions whose
+    files it copies (a restore's, ``sources``): a cleanup running meanwhile keeps them (see
+    :mod:`lance_format.table.tags`). A new dataset has nothing to pin. Raises
+    :class:`VersionNotFoundError` when a version to copy is gone (nothing committed)."""
     op = txn.operation
-    if not isinstance(op, Restore):
-        yield
-        return
-    key = pin_version(store, op.version)
+    copied = sorted(sources | ({op.version} if isinstance(op, Restore) else set()))
+    keys: list[str] = []
     try:
+        if base is not None or copied:
+            keys.append(
+                pin_commit(store, None if base is None else base.version, copied[0] if copied else None)
+            )
+        keys.extend(pin_commit(store, None, v) for v in copied[1:])
         yield
     finally:
-        with contextlib.suppress(LanceError, OSError):  # an unreleased pin only expires
-            unpin(store, key)
+        for key in keys:
+            with contextlib.suppress(LanceError, OSError):  # an unreleased pin only expires
+                unpin(store, key)
 
 
 def commit_transaction(
@@ -153,12 +163,13 @@ def commit_transaction(
     # Writers in this process take turns: they would only race each other for the same version
     # and burn retries (32 threads appending through one server gave up after 21 attempts).
     # Other processes still race optimistically through the store's conditional put.
-    with _commit_lock(store.uri), _pinned(store, txn):
+    with _commit_lock(store.uri), _pinned(store, txn, base, opts.pinned_versions):
         if base is not None:
             # A stale base's next version may have been committed and then cleaned up: its
             # put-if-not-exists would win and land under the latest version, a lost write. So
-            # check what was committed since first (one listing, as the loser of a race does);
-            # only a version committed and cleaned up between this listing and the put escapes.
+            # check what was committed since first (one listing, as the loser of a race does).
+            # A version committed and cleaned up between this listing and the put cannot be:
+            # the pin above keeps every version from the base on from cleanups that list after it.
             base, naming = _rebase(store, txn, base, naming)
             if base is not None and base.index_section is not None and base.index_section_bytes is None:
                 base = replace(base, index_section_bytes=read_index_section(store, base, naming))

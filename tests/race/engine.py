@@ -29,12 +29,13 @@ import shutil
 import tempfile
 import threading
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -48,9 +49,18 @@ from lance_format.io.store import ObjectStore
 __all__ = [
     "HOOK_KINDS",
     "OPS",
+    "ROWS",
+    "TAG_NAMES",
     "Checker",
+    "Clients",
     "Outcome",
+    "Place",
+    "RemoteOps",
+    "Setup",
     "Step",
+    "content_of",
+    "fresh_dataset",
+    "ids_of",
     "make_schedule",
     "run_schedule",
     "run_threaded",
@@ -77,8 +87,8 @@ HOOK_KINDS = ("list", "write", "put_if_not_exists", "delete")
 #: Errors that are a refusal, not damage: every LanceError but these.
 _DAMAGE = (CorruptFileError, InternalError)
 #: Rows per append: small, so a schedule of 30 steps runs in about a second.
-_ROWS = 8
-_TAG_NAMES = ("t0", "t1", "t2")
+ROWS = 8
+TAG_NAMES = ("t0", "t1", "t2")
 #: Seconds the first operation waits for a nested one before going on without it: long enough for
 #: a small operation on busy cores, short enough that a blocked one costs little.
 NESTED_WAIT_S = 1.0
@@ -145,11 +155,11 @@ class Outcome:
         self.violations.extend(other.violations)
 
 
-def _ids(table: pa.Table) -> set[int]:
+def ids_of(table: pa.Table) -> set[int]:
     return set(table.column("id").to_pylist())
 
 
-def _content(table: pa.Table) -> tuple[tuple[int, int], ...]:
+def content_of(table: pa.Table) -> tuple[tuple[int, int], ...]:
     """The rows as sorted ``(id, v)`` pairs: what a version holds, order aside."""
     ids = table.column("id").to_numpy()
     vs = table.column("v").to_numpy()
@@ -157,11 +167,21 @@ def _content(table: pa.Table) -> tuple[tuple[int, int], ...]:
     return tuple(zip(ids[order].tolist(), vs[order].tolist(), strict=True))
 
 
+def _values(table: pa.Table, ids: list[int]) -> dict[int, list[int]]:
+    """``{id: [v, ...]}`` of the rows of ``table`` whose id is in ``ids`` (every row, duplicates too)."""
+    out: dict[int, list[int]] = {}
+    for i, v in content_of(table):
+        if i in ids:
+            out.setdefault(i, []).append(v)
+    return out
+
+
 class Checker:
     """Reads the dataset with no caches and holds what each version read when first seen."""
 
-    def __init__(self, uri: str) -> None:
+    def __init__(self, uri: str, storage_options: dict[str, str] | None = None) -> None:
         self.uri = uri
+        self.storage_options = storage_options
         self.session = Session(metadata_cache_bytes=0, decoded_cache_bytes=0)
         self.contents: dict[int, tuple[tuple[int, int], ...]] = {}
         self.tags: dict[str, int] = {}  # tags created successfully and not deleted since
@@ -171,11 +191,46 @@ class Checker:
 
     def listed(self) -> list[int]:
         """The versions the dataset lists now."""
-        return [int(v["version"]) for v in lance_format.dataset(self.uri, session=self.session).versions()]
+        return [int(v["version"]) for v in self.open().versions()]
+
+    def open(self, version: int | None = None) -> lance_format.LanceDataset:
+        """The dataset at ``version`` (the latest when omitted), read with no caches."""
+        return lance_format.dataset(
+            self.uri, version, session=self.session, storage_options=self.storage_options
+        )
+
+    def planned_ids(self, version: int, ids: list[int]) -> set[int]:
+        """Those of ``ids`` in the version the commit of ``version`` was planned on (its
+        transaction's read version); all of them when that version cannot be read any more.
+
+        A change owes its effect only to those: a row another client inserts concurrently is not
+        its to change (an insert commutes with an update or a delete, as in Lance).
+        """
+        try:
+            txn = self.open(version).read_transaction()
+        except LanceError:
+            txn = None
+        planned = None if txn is None else self.content_at(txn.read_version)
+        return set(ids) if planned is None else {i for i, _ in planned} & set(ids)
 
     def read(self, version: int) -> pa.Table:
         """Version ``version`` read in full."""
-        return lance_format.dataset(self.uri, version, session=self.session).to_table(columns=["id", "v"])
+        return self.open(version).to_table(columns=["id", "v"])
+
+    def content_at(self, version: int | None) -> tuple[tuple[int, int], ...] | None:
+        """What ``version`` holds: as first seen, else read now; ``None`` if it cannot be read."""
+        if version is None:
+            return None
+        with self.lock:
+            seen = self.contents.get(version)
+        if seen is not None:
+            return seen
+        try:
+            content = content_of(self.read(version))
+        except LanceError:
+            return None
+        with self.lock:
+            return self.contents.setdefault(version, content)
 
     def record(self, version: int, out: Outcome, what: str) -> pa.Table | None:
         """Read ``version``: it must read fully and equal what it read before; ``None`` if not listed."""
@@ -188,7 +243,7 @@ class Checker:
                 f"{what}: version {version} is listed but unreadable: {type(e).__name__}: {e}"
             )
             return None
-        content = _content(table)
+        content = content_of(table)
         with self.lock:
             seen = self.contents.setdefault(version, content)
         if seen != content:
@@ -224,10 +279,7 @@ class Checker:
             if full or v not in self.contents:
                 self.record(v, out, what)
         try:
-            found = {
-                n: int(t["version"])
-                for n, t in lance_format.dataset(self.uri, session=self.session).tags.list().items()
-            }
+            found = {n: int(t["version"]) for n, t in self.open().tags.list().items()}
         except LanceError as e:
             out.violations.append(f"{what}: tags cannot be listed: {type(e).__name__}: {e}")
             return
@@ -282,14 +334,38 @@ class _Hook:
             self.thread.join()
 
 
+#: What an operation committed: its version and a check of that version's rows (a problem or None).
+Check = tuple[int, Callable[[pa.Table], str | None]] | None
+
+
+class RemoteOps(Protocol):
+    """Operations of some clients run elsewhere (through a Flight server: :mod:`tests.race.remote`)."""
+
+    clients: frozenset[int]
+    #: The operations the remote clients can run; any other is an append for them.
+    ops: frozenset[str]
+
+    def run(self, client: int, op: str, rng: random.Random) -> Check:
+        """Run ``op`` for ``client``; what it committed, as the engine clients' operations return."""
+        ...
+
+    def refusal(self, error: Exception) -> tuple[str, bool] | None:
+        """``(label, damage)`` of an error the remote client raised; ``None`` when it is untyped."""
+        ...
+
+
 class Clients:
     """The engine handles of one run, the operations they perform and the checks after each."""
 
-    def __init__(self, uri: str, n: int, checker: Checker) -> None:
+    def __init__(self, uri: str, n: int, checker: Checker, remote: RemoteOps | None = None) -> None:
         self.uri = uri
         self.checker = checker
+        self.storage_options = checker.storage_options
+        self.remote = remote
         self.sessions = [Session() for _ in range(n)]
-        self.handles = [lance_format.dataset(uri, session=s) for s in self.sessions]
+        self.handles = [
+            lance_format.dataset(uri, session=s, storage_options=self.storage_options) for s in self.sessions
+        ]
         self.next_id = 1_000_000
         self.next_marker = 1
         self.id_lock = threading.Lock()
@@ -307,6 +383,9 @@ class Clients:
 
     def run(self, client: int, op: str, seed: int, out: Outcome, hook: _Hook | None = None) -> None:
         """Run one operation and check what it committed; errors are counted, damage is a violation."""
+        remote = self.remote if self.remote is not None and client in self.remote.clients else None
+        if remote is not None and op not in remote.ops:
+            op = "append"
         rng = random.Random(seed)
         what = f"c{client}.{op}#{seed}"
         with self.checker.lock:
@@ -316,14 +395,21 @@ class Clients:
                 self.checker.cleanups_started += 1
         try:
             with hook.armed() if hook is not None else _nothing():
-                check = getattr(self, f"_{op}")(client, rng)
+                check = remote.run(client, op, rng) if remote else getattr(self, f"_{op}")(client, rng)
         except LanceError as e:
             if isinstance(e, _DAMAGE):
                 out.violations.append(f"{what}: {type(e).__name__}: {e}")
             out.errors[f"{op}:{type(e).__name__}"] += 1
             return
         except Exception as e:  # an untyped error is what the run looks for
-            out.violations.append(f"{what}: untyped {type(e).__name__}: {e}")
+            refusal = None if remote is None else remote.refusal(e)
+            if refusal is None:
+                out.violations.append(f"{what}: untyped {type(e).__name__}: {e}")
+                return
+            label, damage = refusal
+            if damage:
+                out.violations.append(f"{what}: {label}: {e}")
+            out.errors[f"{op}:{label}"] += 1
             return
         out.ops[op] += 1
         if check is not None:
@@ -335,7 +421,6 @@ class Clients:
                     out.violations.append(f"{what}: at version {version}: {problem}")
 
     # -- operations: each returns (committed version, check of its rows) or None ----------------
-    Check = tuple[int, Callable[[pa.Table], str | None]] | None
 
     def _rows(self, rng: random.Random, ids: list[int]) -> pa.Table:
         return pa.table(
@@ -344,22 +429,29 @@ class Clients:
 
     def _visible(self, client: int, rng: random.Random, n: int) -> list[int]:
         """Up to ``n`` ids the client's handle sees (it may be stale, or its version cleaned up)."""
-        ids = sorted(_ids(self.handles[client].to_table(columns=["id"])))
+        ids = sorted(ids_of(self.handles[client].to_table(columns=["id"])))
         return rng.sample(ids, min(n, len(ids)))
 
     def _append(self, client: int, rng: random.Random) -> Check:
-        ids = self.fresh_ids(_ROWS)
+        ids = self.fresh_ids(ROWS)
         h = self.handles[client]
         h.insert(self._rows(rng, ids))
-        return h.version, lambda t: None if set(ids) <= _ids(t) else "appended rows missing"
+        return h.version, lambda t: None if set(ids) <= ids_of(t) else "appended rows missing"
 
     def _stage_commit(self, client: int, rng: random.Random) -> Check:
-        ids = self.fresh_ids(_ROWS)
+        ids = self.fresh_ids(ROWS)
         h = self.handles[client]
-        frags = lance_format.fragment.write_fragments(self._rows(rng, ids), self.uri)
+        frags = lance_format.fragment.write_fragments(
+            self._rows(rng, ids), self.uri, storage_options=self.storage_options
+        )
         assert isinstance(frags, list)
-        new = lance_format.LanceDataset.commit(self.uri, LanceOperation.Append(frags), read_version=h.version)
-        return new.version, lambda t: None if set(ids) <= _ids(t) else "staged rows missing"
+        new = lance_format.LanceDataset.commit(
+            self.uri,
+            LanceOperation.Append(frags),
+            read_version=h.version,
+            storage_options=self.storage_options,
+        )
+        return new.version, lambda t: None if set(ids) <= ids_of(t) else "staged rows missing"
 
     def _delete(self, client: int, rng: random.Random) -> Check:
         ids = self._visible(client, rng, 3)
@@ -367,7 +459,12 @@ class Clients:
             return None
         h = self.handles[client]
         h.delete(f"id IN ({', '.join(map(str, ids))})")
-        return h.version, lambda t: "deleted rows still there" if set(ids) & _ids(t) else None
+        # As an update (below): a row another client inserts concurrently is not its to delete.
+        owed = self.checker.planned_ids(h.version, ids)
+        return (
+            h.version,
+            lambda t: f"deleted rows {sorted(owed & ids_of(t))} still there" if owed & ids_of(t) else None,
+        )
 
     def _update(self, client: int, rng: random.Random) -> Check:
         ids = self._visible(client, rng, 3)
@@ -376,10 +473,16 @@ class Clients:
         mark = 1000 + self.marker()
         h = self.handles[client]
         h.update({"v": str(mark)}, where=f"id IN ({', '.join(map(str, ids))})")
+        # The update owes its value only to the rows of the version it was planned on (the last
+        # plan, after any retry): a row another client inserts concurrently is not its to change
+        # (an insert commutes with an update, as in Lance), so it may keep the inserter's value.
+        owed = sorted(self.checker.planned_ids(h.version, ids))
 
         def expect(t: pa.Table) -> str | None:
-            got = {i: v for i, v in _content(t) if i in ids}
-            return None if all(v == mark for v in got.values()) else f"update not applied: {got}"
+            got = _values(t, owed)
+            if set(got) != set(owed) or any(v != [mark] * len(v) for v in got.values()):
+                return f"update not applied: wanted {owed} = {mark}, got {got}"
+            return None
 
         return h.version, expect
 
@@ -391,18 +494,20 @@ class Clients:
         h.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(source)
 
         def expect(t: pa.Table) -> str | None:
-            got = {i: v for i, v in _content(t) if i in ids}
-            if set(got) != set(ids) or any(v != mark for v in got.values()):
+            # Another client's concurrent upsert may insert the same new id beside this one's row
+            # (two inserts commute): this one's value must be there, not alone.
+            got = _values(t, ids)
+            if set(got) != set(ids) or any(mark not in v for v in got.values()):
                 return f"upsert not visible: wanted {ids} = {mark}, got {got}"
             return None
 
         return h.version, expect
 
     def _overwrite(self, client: int, rng: random.Random) -> Check:
-        ids = self.fresh_ids(_ROWS)
+        ids = self.fresh_ids(ROWS)
         h = self.handles[client]
         h.insert(self._rows(rng, ids), mode="overwrite")
-        return h.version, lambda t: None if _ids(t) == set(ids) else "overwrite's rows are not the table"
+        return h.version, lambda t: None if ids_of(t) == set(ids) else "overwrite's rows are not the table"
 
     def _compact(self, client: int, rng: random.Random) -> Check:
         h = self.handles[client]
@@ -420,20 +525,20 @@ class Clients:
         versions = [int(v["version"]) for v in h.versions()]
         target = rng.choice(versions)
         old = h.checkout_version(target)
-        want = _content(old.to_table(columns=["id", "v"]))
+        want = content_of(old.to_table(columns=["id", "v"]))
         old.restore()
         self.handles[client] = old
         return (
             old.version,
-            lambda t: None if _content(t) == want else f"restore of version {target} reads other rows",
+            lambda t: None if content_of(t) == want else f"restore of version {target} reads other rows",
         )
 
     def _tag_create(self, client: int, rng: random.Random) -> Check:
         h = self.handles[client]
-        name = rng.choice(_TAG_NAMES)
+        name = rng.choice(TAG_NAMES)
         versions = [int(v["version"]) for v in h.versions()]
         target = rng.choice(versions)
-        want = _content(h.checkout_version(target).to_table(columns=["id", "v"]))
+        want = content_of(h.checkout_version(target).to_table(columns=["id", "v"]))
         h.tags.create(name, target)
         with self.checker.lock:
             self.checker.tags[name] = target
@@ -441,7 +546,7 @@ class Clients:
         return None
 
     def _tag_delete(self, client: int, rng: random.Random) -> Check:
-        name = rng.choice(_TAG_NAMES)
+        name = rng.choice(TAG_NAMES)
         with self.checker.lock:
             self.checker.tags.pop(name, None)  # from the moment it is asked: it may be gone
         self.handles[client].tags.delete(name)
@@ -466,27 +571,90 @@ def _nothing() -> Iterator[None]:
 
 
 def _create(uri: str) -> None:
-    ids = list(range(4 * _ROWS))
+    ids = list(range(4 * ROWS))
     table = pa.table({"id": pa.array(ids, pa.int64()), "v": pa.array([0] * len(ids), pa.int64())})
-    lance_format.write_dataset(table, uri, max_rows_per_file=_ROWS)
+    lance_format.write_dataset(table, uri, max_rows_per_file=ROWS)
+
+
+@dataclass(frozen=True)
+class Setup:
+    """Where a run's dataset lives and how its clients reach it.
+
+    ``s3_root`` (``s3://bucket``, with ``storage_options``): the dataset is under a fresh prefix
+    there, else in a local temporary directory. ``flight``: that many clients (the last ones) go
+    through a Flight server this process starts on the dataset's root (:mod:`tests.race.remote`);
+    the others are engine handles.
+    """
+
+    s3_root: str | None = None
+    storage_options: dict[str, str] | None = None
+    flight: int = 0
+
+
+@dataclass(frozen=True)
+class Place:
+    """A fresh dataset: ``uri`` is ``{root}/{name}``."""
+
+    root: str
+    name: str
+    storage_options: dict[str, str] | None = None
+
+    @property
+    def uri(self) -> str:
+        return f"{self.root}/{self.name}"
+
+
+def _create(place: Place) -> None:
+    ids = list(range(4 * ROWS))
+    table = pa.table({"id": pa.array(ids, pa.int64()), "v": pa.array([0] * len(ids), pa.int64())})
+    lance_format.write_dataset(
+        table, place.uri, max_rows_per_file=ROWS, storage_options=place.storage_options
+    )
 
 
 @contextmanager
-def _dataset_dir() -> Iterator[str]:
+def fresh_dataset(setup: Setup | None = None) -> Iterator[Place]:
+    """A new dataset (ids 0..31 in four fragments, all ``v`` 0) where ``setup`` says; a local one is
+    removed afterwards (an S3 one goes with its server's data)."""
+    setup = setup or Setup()
+    if setup.s3_root is not None:
+        place = Place(f"{setup.s3_root.rstrip('/')}/race-{uuid.uuid4().hex[:12]}", "t", setup.storage_options)
+        _create(place)
+        yield place
+        return
     root = tempfile.mkdtemp(prefix="race-")
     try:
-        yield f"{root}/t"
+        place = Place(root, "t")
+        _create(place)
+        yield place
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def run_schedule(schedule: list[Step], clients: int) -> Outcome:
+@contextmanager
+def _clients(place: Place, n: int, setup: Setup | None) -> Iterator[tuple[Checker, Clients]]:
+    """The checker and the ``n`` clients of a run on ``place`` (the last ``setup.flight`` remote)."""
+    checker = Checker(place.uri, place.storage_options)
+    flight = 0 if setup is None else min(setup.flight, n)
+    with ExitStack() as stack:
+        remote = None
+        if flight:
+            from tests.race.remote import FlightOps
+
+            remote = stack.enter_context(FlightOps.serving(place, frozenset(range(n - flight, n)), checker))
+        cl = Clients(place.uri, n, checker, remote)
+        try:
+            yield checker, cl
+        finally:
+            for s in cl.sessions:
+                s.close()
+            checker.session.close()
+
+
+def run_schedule(schedule: list[Step], clients: int, setup: Setup | None = None) -> Outcome:
     """Run ``schedule`` on a fresh dataset; the outcome's violations name the failing step."""
     out = Outcome()
-    with _dataset_dir() as uri:
-        _create(uri)
-        checker = Checker(uri)
-        cl = Clients(uri, clients, checker)
+    with fresh_dataset(setup) as place, _clients(place, clients, setup) as (checker, cl):
         checker.sweep(out, "create")
         for i, step in enumerate(schedule):
             before = len(out.violations)
@@ -507,13 +675,10 @@ def run_schedule(schedule: list[Step], clients: int) -> Outcome:
                     f"  schedule: {'; '.join(map(str, schedule[: i + 1]))}"
                 ]
                 break
-        for s in cl.sessions:
-            s.close()
-        checker.session.close()
     return out
 
 
-def run_threaded(rng: random.Random, steps: int, clients: int) -> Outcome:
+def run_threaded(rng: random.Random, steps: int, clients: int, setup: Setup | None = None) -> Outcome:
     """Each client runs ``steps`` random operations in its own thread; the checks run as they commit
     and once more at the end."""
     out = Outcome()
@@ -523,10 +688,7 @@ def run_threaded(rng: random.Random, steps: int, clients: int) -> Outcome:
         [(rng.choices(names, weights)[0], rng.randrange(1 << 30)) for _ in range(steps)]
         for _ in range(clients)
     ]
-    with _dataset_dir() as uri:
-        _create(uri)
-        checker = Checker(uri)
-        cl = Clients(uri, clients, checker)
+    with fresh_dataset(setup) as place, _clients(place, clients, setup) as (checker, cl):
         outs = [Outcome() for _ in range(clients)]
 
         def worker(c: int) -> None:
@@ -546,7 +708,4 @@ def run_threaded(rng: random.Random, steps: int, clients: int) -> Outcome:
         checker.sweep(out, "after the threads")
         if out.violations:
             out.violations.append(f"  plans: {plans}")
-        for s in cl.sessions:
-            s.close()
-        checker.session.close()
     return out
