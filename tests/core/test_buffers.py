@@ -44,6 +44,28 @@ def test_concat_bytes_joins_into_one_pooled_buffer() -> None:
     assert concat_bytes([]).tobytes() == b""
 
 
+def test_many_small_parts_are_joined_in_one_call_not_copied_part_by_part() -> None:
+    # A take's chunk stretches (~100 of a few KiB per column): bytes.join, no pooled buffer filled
+    # by a slice assignment per part (45 -> 21 us for 100 parts of 7.6 KB).
+    from lance_format.core.buffers import JOIN_MAX_MEAN_PART_BYTES
+
+    rng = np.random.default_rng(3)
+    parts: list[bytes | memoryview | np.ndarray] = [
+        rng.integers(0, 256, 7_600, dtype=np.uint8).tobytes() for _ in range(100)
+    ]
+    parts[1] = memoryview(parts[1])
+    parts[2] = np.frombuffer(parts[2], dtype=np.uint8)
+    before = pool_allocations()
+    got = concat_bytes(parts)
+    assert pool_allocations() == before
+    assert got.tobytes() == b"".join(bytes(p) for p in parts)
+    # Parts larger on average (a scan's chunks) still land in one pooled buffer.
+    big = [b"x" * (JOIN_MAX_MEAN_PART_BYTES + 1)] * 8
+    before = pool_allocations()
+    assert concat_bytes(big).tobytes() == b"".join(big)
+    assert pool_allocations() == before + 1
+
+
 def test_local_scan_reads_land_in_pooled_buffers(tmp_path: Path) -> None:
     # A megabyte read (a scan's stretch of chunks) is one pooled buffer, not a fresh ``bytes``
     # whose every page faults in; small reads (takes) stay plain preads.

@@ -453,9 +453,30 @@ def test_a_sessions_io_parallelism_bounds_the_waves_in_flight_and_sets_the_gap(
     out = reader.read(ranges)
     assert [bytes(b) for b in out] == [data[o : o + n] for o, n in ranges]
     assert reader.stats.requests == 50
-    # Five waves, two in flight at once: a gate permit each, and two async calls awaited together.
-    assert len(calls.async_calls) == 5
+    # Two waves (a gate permit each) of 25 requests, awaited together: the client keeps 10 of
+    # each call in flight, so 20 GETs are in flight as with five waves of 10 two at a time.
+    assert sorted(len(spans) for _, spans in calls.async_calls) == [25, 25]
     assert calls.peak == session.runtime.scheduler.gate.max_in_flight == 2
+
+
+def test_a_read_of_many_requests_is_one_wave_per_gate_permit_not_one_per_ten(
+    s3_server: S3Server, s3_uri: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 100 requests with io_parallelism 64: six calls of 16-17 GETs (the client keeps 10 of each in
+    # flight: ~60 at once), not ten calls of 10 six at a time: the reading thread wakes for each
+    # finished call (19 -> 6 calls cut a cold 100-row take's CPU by 2-3 ms on loopback).
+    store, data, _ = _object_and_client_calls(s3_server, s3_uri, monkeypatch, 12_000_000, 10)
+    assert store.requests_in_flight == 64
+    calls = _ClientCalls(monkeypatch)
+    reader = RangeReader(store, "obj", len(data), page_cache=ByteCache(0))
+    ranges = _far_ranges(reader, 100)
+    out = reader.read(ranges)
+    assert [bytes(b) for b in out] == [data[o : o + n] for o, n in ranges]
+    waves = [spans for _, spans in calls.async_calls]
+    assert sorted(len(w) for w in waves) == [16, 16, 17, 17, 17, 17]
+    assert [s for w in sorted(waves) for s in w] == sorted((o, o + n) for o, n in ranges)
+    assert calls.peak == 6
+    assert (reader.stats.requests, reader.stats.bytes_read) == (100, sum(n for _, n in ranges))
 
 
 def test_a_process_forked_after_s3_io_gets_a_clear_error_not_a_hang(s3_server: S3Server, s3_uri: str) -> None:
