@@ -72,9 +72,8 @@ from lance_format.dataset.numeric_types import (
 from lance_format.dataset.value_text import list_text_supported, timestamp_text
 
 _BOOLEAN_NODES = (Compare, And, Or, Not, InList, Between, IsNull, IsNan, IsBool, Like)
-#: Nodes whose evaluation may fail on some value (a cast, an overflow, a division by zero; a
-#: comparison or IN list casts its sides to their common type: a NaN met by a decimal fails).
-_MAY_FAIL = (Cast, Arith, Negate, Call, Opaque, Compare, InList, Between)
+#: Nodes whose evaluation may fail on some value (a cast, an overflow, a division by zero).
+_MAY_FAIL = (Cast, Arith, Negate, Call, Opaque)
 
 __all__ = ["DECIMAL_TEXT", "FUNCTIONS", "NO_DIGITS_TEXT", "from_arrow", "to_arrow"]
 
