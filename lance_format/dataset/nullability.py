@@ -32,6 +32,7 @@ from lance_format.dataset.expr import (
     Compare,
     IsNan,
     IsNull,
+    Like,
     Literal,
     Node,
     Not,
@@ -111,6 +112,8 @@ def may_be_null(node: Node, schema: pa.Schema, type_of: Callable[[Node], pa.Data
             if all(value is not None for _, value in folded):
                 return False, not decisive
             return any(nullable for nullable, _ in folded), None
+        if isinstance(n, Like) and not n.pattern.strip("%") and not visit(n.arg):
+            return False, True  # ``s LIKE '%'`` of a non-null s: DataFusion folds it to true
         if isinstance(n, Compare) and n.op == "eq" and n.left == n.right and not visit(n.left):
             return False, True  # DataFusion folds ``x = x`` of a non-null x (not ``x <> x``)
         return single(n), None

@@ -457,9 +457,12 @@ class _Binder:
                     return Literal(pa.scalar(value, t))
                 except (pa.ArrowException, OverflowError):
                     raise self.fail(f"number {value} is out of range") from None
-            if isinstance(inner, Column | Cast) and pa.types.is_unsigned_integer(self.type_of(inner)):
-                # DataFusion: "Negation only supports numeric, interval and timestamp types" (a
-                # computed unsigned value may be a decimal there: -(coalesce(u64, 1)) is taken).
+            coalesced = isinstance(inner, Call) and inner.name == "coalesce"
+            typed_as_is = isinstance(inner, Column | Cast) or coalesced
+            if typed_as_is and pa.types.is_unsigned_integer(self.type_of(inner)):
+                # DataFusion: "Negation only supports numeric, interval and timestamp types" (an
+                # arithmetic unsigned value may be a decimal there; coalesce types as it does:
+                # -(coalesce(u64, u64)) is refused, -(coalesce(u64, 1)), a decimal, is taken).
                 raise self.fail(f"cannot negate {inner} of unsigned type {self.type_of(inner)}")
             return Negate(inner)
         if isinstance(node, exp.Not):
