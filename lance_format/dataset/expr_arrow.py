@@ -967,9 +967,14 @@ class ToArrow(Visitor[pc.Expression]):
         a, b = self.numeric(node.left, node.right, self.visit(node.left), self.visit(node.right))
         if node.op == "mod":
             quotient = pc.divide(a, b)
-            if _exact_decimal(self.type_of(node.left), self.type_of(node.right)):
+            ta, tb = self.type_of(node.left), self.type_of(node.right)
+            if _exact_decimal(ta, tb):
                 quotient = quotient.cast(pa.decimal256(_EXACT_QUOTIENT_DIGITS, 0), safe=False)  # truncates
-            return a - pc.multiply(quotient, b)
+            rest = a - pc.multiply(quotient, b)
+            if pa.types.is_signed_integer(ta) and pa.types.is_signed_integer(tb):
+                # x % -1 is 0, also for the least value, whose quotient by -1 wraps (pylance: 0)
+                return pc.if_else(pc.equal(b, pc.scalar(-1)), a - a, rest)
+            return rest
         if node.op == "div":
             ta, tb = self.type_of(node.left), self.type_of(node.right)
             if pa.types.is_decimal(ta) or pa.types.is_decimal(tb):

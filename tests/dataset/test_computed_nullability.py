@@ -178,6 +178,11 @@ CASES = [
     "_rowid",
     # a NaN compared with NULL is NULL, not ordered as a NaN
     "f32 BETWEEN 127 AND NULL",
+    # the least integer % -1 is 0 (its quotient by -1 wraps)
+    "i8 % -1",
+    "i32 % -1",
+    "i64 % (0 - 1)",
+    "i64 % (i32 * 0 - 1)",
     "f > NULL OR f32 < NULL",
 ]
 
