@@ -12,7 +12,8 @@ nullable. The rules here are DataFusion's as pylance 14.0.2 shows them (each che
   an operand is (a division by zero is an error or a float infinity, never a NULL);
 - ``IS [NOT] NULL`` never is, and of a non-null value it is a constant, which decides an ``AND``
   (false) or an ``OR`` (true) it is part of: ``s IS NULL AND n > 1`` is not null (so is ``x = x``
-  of a non-null ``x``, true); ``TRY_CAST`` always is, unless it casts to the type it already has;
+  of a non-null ``x``, true); ``a AND (b OR a)`` is ``a`` (absorption, as DataFusion simplifies);
+- ``TRY_CAST`` always is nullable, unless it casts to the type it already has;
 - scalar functions are nullable, except ``coalesce`` (when some argument is not) and the ones
   DataFusion types from their arguments (:data:`_FROM_ARGUMENTS`).
 """
@@ -31,6 +32,7 @@ from lance_format.dataset.expr import (
     Compare,
     IsNan,
     IsNull,
+    Like,
     Literal,
     Node,
     Not,
@@ -96,13 +98,22 @@ def may_be_null(node: Node, schema: pa.Schema, type_of: Callable[[Node], pa.Data
             nullable, value = fold(n.arg)
             return nullable, None if value is None else not value
         if isinstance(n, And | Or):
-            folded = [fold(a) for a in n.args]
+            # Absorption, as DataFusion simplifies: A AND (B OR A) is A, A OR (B AND A) is A.
+            inner = Or if isinstance(n, And) else And
+            args = [
+                a
+                for a in n.args
+                if not (isinstance(a, inner) and any(o is not a and o in a.args for o in n.args))
+            ]
+            folded = [fold(a) for a in args]
             decisive = isinstance(n, Or)  # the value that decides the whole: TRUE for OR
             if any(value is decisive for _, value in folded):
                 return False, decisive
             if all(value is not None for _, value in folded):
                 return False, not decisive
             return any(nullable for nullable, _ in folded), None
+        if isinstance(n, Like) and not n.pattern.strip("%") and not visit(n.arg):
+            return False, True  # ``s LIKE '%'`` of a non-null s: DataFusion folds it to true
         if isinstance(n, Compare) and n.op == "eq" and n.left == n.right and not visit(n.left):
             return False, True  # DataFusion folds ``x = x`` of a non-null x (not ``x <> x``)
         return single(n), None

@@ -102,6 +102,12 @@ CASES = [
     "(i8 = NULL) OR (i8 = i8)",
     "i8 <> i8 AND b",
     "NOT (i8 = i8) AND b",
+    "(i8 > 0) AND ((ts = ts) OR (i8 > 0))",
+    "(i8 > 0) OR ((ts = ts) AND (i8 > 0))",
+    "i8 > 0 AND (ts = ts OR i8 > 1)",
+    "(s LIKE 'a%') AND ((ts = ts) OR (s LIKE '%'))",
+    "s LIKE '%%' OR t > 'a'",
+    "t LIKE '%' OR s > 'a'",
     "i64 IS NOT NULL",
     "(id > 1) IS TRUE",
     "b IS NOT FALSE",
@@ -172,6 +178,11 @@ CASES = [
     "_rowid",
     # a NaN compared with NULL is NULL, not ordered as a NaN
     "f32 BETWEEN 127 AND NULL",
+    # the least integer % -1 is 0 (its quotient by -1 wraps)
+    "i8 % -1",
+    "i32 % -1",
+    "i64 % (0 - 1)",
+    "i64 % (i32 * 0 - 1)",
     "f > NULL OR f32 < NULL",
 ]
 
@@ -233,3 +244,12 @@ def test_generated_computed_columns_are_typed_as_pylance(uri: str, sql: str) -> 
 def _nullability(answer: tuple[str, Any]) -> tuple[str, Any]:
     kind, got = answer
     return (kind, (got[0].nullable, got[1])) if kind != "error" else answer
+
+
+@pytest.mark.parametrize("sql", ["-(coalesce(u64, u64))", "-u64"])
+def test_negating_an_unsigned_value_is_refused_as_pylance(uri: str, sql: str) -> None:
+    columns = {"v": sql, "id": "id"}
+    mine = _field(lambda: lance_format.dataset(uri).to_table(columns=columns))
+    want = _field(lambda: lance.dataset(uri).to_table(columns=columns))
+    assert want[0] == "error"
+    fuzz._check(mine, want, sql)
