@@ -39,8 +39,9 @@ _NOT_SIMPLE = (
 #: returns the string unchanged in DataFusion 55.
 _UNLIKE_DATAFUSION: tuple[type[exp.Expression], ...] = (exp.Sqrt, exp.Replace)
 #: Cast targets DataFusion's SQL refuses (BINARY, VARBINARY, BLOB: "Unsupported SQL type") and
-#: our filter parser takes; sqlglot reads BYTEA, which DataFusion takes, as VARBINARY too.
-_BINARY_TYPES = {exp.DataType.Type.BINARY, exp.DataType.Type.VARBINARY}
+#: our filter parser takes (sqlglot reads BYTEA, which DataFusion takes, as VARBINARY too), and
+#: DECIMAL: pylance casts '' to 0, DataFusion 55 to NULL (TRY_CAST) or an error.
+_UNLIKE_TYPES = {exp.DataType.Type.BINARY, exp.DataType.Type.VARBINARY, exp.DataType.Type.DECIMAL}
 
 
 def _unlike_datafusion(tree: exp.Expression) -> bool:
@@ -48,7 +49,7 @@ def _unlike_datafusion(tree: exp.Expression) -> bool:
     for node in tree.find_all(exp.Expression):
         if isinstance(node, _UNLIKE_DATAFUSION):
             return True
-        if isinstance(node, exp.Cast) and node.to.this in _BINARY_TYPES:  # TryCast is a Cast
+        if isinstance(node, exp.Cast) and node.to.this in _UNLIKE_TYPES:  # TryCast is a Cast
             return True
     return False
 
