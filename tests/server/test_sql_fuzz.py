@@ -178,6 +178,10 @@ def disagreement(
     mine = _answer(lambda: _engine_run(chosen, sql))
     theirs = _answer(lambda: _engine_run(datafusion, sql))
     full = _answer(lambda: _engine_run(datafusion, _unpaged(sql)))
+    both_datafusion = direct[0] == "rows" and not direct[1][0]
+    if both_datafusion and " LIMIT " in sql and mine[0] != theirs[0]:
+        # one path twice: under a LIMIT, DataFusion may stop before the row that fails (sqrt(-1))
+        return None
     upstream = theirs[0] == "error" and mine[0] == "rows" and _UPSTREAM in str(theirs[1])
     if upstream:
         oracle = True  # datafusion-python's bug (engine._query_error): the direct rows go to DuckDB
