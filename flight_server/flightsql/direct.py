@@ -10,9 +10,12 @@ list, names DataFusion would fold differently) returns ``None`` and runs in Data
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from sqlglot import exp
+from sqlglot import TokenType, exp
+
+from flight_server.flightsql.text import clause_text
 
 __all__ = ["SimpleScan", "simple_scan"]
 
@@ -28,6 +31,27 @@ _NOT_SIMPLE = (
     "laterals",
     "pivots",
 )
+
+#: Functions our filter parser takes but answers otherwise than the server's DataFusion (it
+#: follows pylance's): the direct scan leaves them to DataFusion, so a query's answer does not
+#: depend on the path. ``sqrt`` of a negative number is NaN in pylance, an error in DataFusion 55;
+#: ``replace`` with an empty pattern inserts the replacement between characters in pylance and
+#: returns the string unchanged in DataFusion 55.
+_UNLIKE_DATAFUSION: tuple[type[exp.Expression], ...] = (exp.Sqrt, exp.Replace)
+#: Cast targets DataFusion's SQL refuses (BINARY, VARBINARY, BLOB: "Unsupported SQL type") and
+#: our filter parser takes (sqlglot reads BYTEA, which DataFusion takes, as VARBINARY too), and
+#: DECIMAL: pylance casts '' to 0, DataFusion 55 to NULL (TRY_CAST) or an error.
+_UNLIKE_TYPES = {exp.DataType.Type.BINARY, exp.DataType.Type.VARBINARY, exp.DataType.Type.DECIMAL}
+
+
+def _unlike_datafusion(tree: exp.Expression) -> bool:
+    """Whether ``tree`` holds something our filters and DataFusion answer differently."""
+    for node in tree.find_all(exp.Expression):
+        if isinstance(node, _UNLIKE_DATAFUSION):
+            return True
+        if isinstance(node, exp.Cast) and node.to.this in _UNLIKE_TYPES:  # TryCast is a Cast
+            return True
+    return False
 
 
 @dataclass(frozen=True)
@@ -60,8 +84,15 @@ def _plain(column: exp.Column, names: set[str]) -> bool:
     return column.table in names and (ident.quoted or column.name == column.name.lower())
 
 
-def simple_scan(tree: exp.Expression) -> SimpleScan | None:
-    """The scan ``tree`` is, when it is a simple one (placeholders already substituted)."""
+def simple_scan(
+    tree: exp.Expression, sql: str, dialect: str, literal: Callable[[int], str] | None = None
+) -> SimpleScan | None:
+    """The scan ``tree`` is, when it is a simple one (placeholders already substituted).
+
+    ``tree`` is ``sql`` as ``dialect`` parsed it; ``literal(n)`` is parameter ``n`` as SQL (the
+    statement's placeholders). The filter is the WHERE clause as written, not as sqlglot writes it
+    back (see :mod:`.text`), with its placeholders replaced by ``literal``.
+    """
     if not isinstance(tree, exp.Select) or any(tree.args.get(k) for k in _NOT_SIMPLE):
         return None
     source = tree.args.get("from_") or tree.args.get("from")
@@ -70,7 +101,9 @@ def simple_scan(tree: exp.Expression) -> SimpleScan | None:
     table = source.this
     if any(isinstance(n, exp.Subquery | exp.AggFunc | exp.Window) for n in tree.find_all(exp.Expression)):
         return None
-    names = {"", table.name, table.alias_or_name}
+    if _unlike_datafusion(tree):
+        return None
+    names = {"", table.alias_or_name}  # aliased, a table is known by its alias alone
     columns: list[tuple[str, str]] | None = []
     for item in tree.expressions:
         if isinstance(item, exp.Star) and len(tree.expressions) == 1:
@@ -91,7 +124,10 @@ def simple_scan(tree: exp.Expression) -> SimpleScan | None:
             column.set("table", None)
         if any(isinstance(n, exp.Placeholder | exp.Parameter) for n in condition.find_all(exp.Expression)):
             return None
-        filt = condition.sql()
+        until = {TokenType.LIMIT, TokenType.OFFSET, TokenType.SEMICOLON}
+        filt = clause_text(sql, dialect, TokenType.WHERE, until, names - {""}, literal)
+        if filt is None:
+            return None
     (plain_limit, limit), (plain_offset, offset) = (
         _count(tree.args.get("limit")),
         _count(tree.args.get("offset")),

@@ -21,12 +21,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.flight as flight
 import sqlglot
-from sqlglot import exp
+from sqlglot import TokenType, exp
 
 from flight_server.catalog import Catalog
 from flight_server.errors import QueryTimedOut
 from flight_server.flightsql.direct import simple_scan
 from flight_server.flightsql.interrupt import QueryRun, QuerySlots
+from flight_server.flightsql.text import Edit, apply_edits, assigned_texts, clause_text, node_span, tokens
 from flight_server.settings import DEFAULT_SQL_MEMORY_BYTES, DEFAULT_SQL_TIMEOUT_SECONDS
 from lance_format import LanceDataset, write_dataset
 from lance_format.core.errors import InvalidInputError, LanceError, NotFoundError, NotSupportedError
@@ -89,6 +90,14 @@ def _query_error(exc: Exception, doing: str) -> Exception:
     text (paths, source lines) never sent.
     """
     text = str(exc)
+    if "PyErr" in text and "'pyarrow.lib.BooleanScalar' and 'pyarrow._compute.Expression'" in text:
+        # datafusion-python 55 combines the filters it pushes into a dataset with `&`, which
+        # fails when the first one folded to a constant (`NOT (s = s OR ...)`): its bug, and
+        # a query it cannot run is not an internal error of ours
+        return NotSupportedError(
+            f"{doing}: DataFusion cannot push this filter into the scan (a condition it folds to a "
+            "constant before others); write the condition without the constant part"
+        )
     if "PyErr" in text:
         return exc
     if "Resources exhausted" in text:
@@ -165,6 +174,9 @@ class SqlEngine:
         it the query is stopped and fails with :class:`~flight_server.errors.QueryTimedOut`.
     slots:
         How many queries may run in DataFusion at once (``None``: any number).
+    direct_scans:
+        Whether simple selects run as one scan of ours (see :mod:`.direct`); ``False`` runs every
+        query in DataFusion (tests compare the two: a query's answer never depends on the path).
     """
 
     def __init__(
@@ -173,11 +185,13 @@ class SqlEngine:
         memory_bytes: int = DEFAULT_SQL_MEMORY_BYTES,
         timeout_seconds: float = DEFAULT_SQL_TIMEOUT_SECONDS,
         slots: QuerySlots | None = None,
+        direct_scans: bool = True,
     ) -> None:
         self.catalog = catalog
         self.memory_bytes = memory_bytes
         self.timeout_seconds = timeout_seconds
         self.slots = slots
+        self.direct_scans = direct_scans
 
     # -- binding ---------------------------------------------------------------------------------
     def _parse(self, sql: str) -> exp.Expression:
@@ -192,17 +206,27 @@ class SqlEngine:
             return matches[0]
         raise NotFoundError(f"table {name!r} not found")
 
-    def _bind(self, tree: exp.Expression, pinned: Mapping[str, int] | None = None) -> _Bound:
-        """Give every dataset reference a registration name; rewrite SQL only when needed."""
+    def _bind(
+        self, tree: exp.Expression, pinned: Mapping[str, int] | None = None, sql: str | None = None
+    ) -> _Bound:
+        """Give every dataset reference a registration name; rewrite SQL only when needed.
+
+        ``tree`` is ``sql`` parsed; the rewrite edits ``sql``'s text where it names a dataset or
+        has a ``?`` (see :mod:`.text`), so the rest means in DataFusion what the client wrote.
+        """
         ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
         bound = _Bound(sql="")
-        rewrite = False
+        edits: list[Edit] = []
+        rewrite, spans_known = False, sql is not None
         # In text order (depth first; sqlglot's default walk is breadth first).
         for i, placeholder in enumerate(list(tree.find_all(exp.Placeholder, bfs=False))):
             # DataFusion binds $1, $2 ...; clients of ADBC / JDBC write ?.
             if placeholder.this is None or not str(placeholder.this).isdigit():
                 placeholder.replace(exp.Parameter(this=exp.Var(this=str(i + 1))))
                 rewrite = True
+        if rewrite and sql is not None:
+            marks = [t for t in tokens(sql, _READ_DIALECT) if t.token_type == TokenType.PLACEHOLDER]
+            edits += [(t.start, t.end, f"${k + 1}") for k, t in enumerate(marks)]
         for table in list(tree.find_all(exp.Table)):
             if not isinstance(table.this, exp.Identifier) or (table.name in ctes and not table.db):
                 continue
@@ -228,6 +252,15 @@ class SqlEngine:
                 version = pinned[dataset]
             bound.tables[key] = (dataset, version)
             if table.catalog or table.db or explicit is not None or key != table.name:
+                span, named = node_span(table), node_span(table.this)
+                alias_ident = alias_node.this if isinstance(alias_node, exp.TableAlias) else None
+                written = node_span(alias_ident) if isinstance(alias_ident, exp.Expression) else named
+                if sql is None or span is None or written is None:
+                    spans_known = False
+                elif alias_ident is not None or table.name != key:
+                    edits.append((*span, f'"{key}" AS {sql[written[0] : written[1] + 1]}'))
+                else:
+                    edits.append((*span, f'"{key}"'))
                 alias = table.alias
                 new = exp.Table(this=exp.to_identifier(key, quoted=True))
                 if alias:
@@ -236,7 +269,10 @@ class SqlEngine:
                     new.set("alias", exp.TableAlias(this=exp.to_identifier(table.name)))
                 table.replace(new)
                 rewrite = True
-        bound.sql = tree.sql(dialect=_WRITE_DIALECT, normalize_functions="lower") if rewrite else ""
+        if rewrite and spans_known and sql is not None:
+            bound.sql = apply_edits(sql, edits)
+        elif rewrite:  # a tree made in code: sqlglot writes it
+            bound.sql = tree.sql(dialect=_WRITE_DIALECT, normalize_functions="lower")
         return bound
 
     def _context(self, bound: _Bound) -> tuple[Any, dict[str, int]]:
@@ -259,10 +295,10 @@ class SqlEngine:
     def plan(self, sql: str, params: pa.Table | None = None, pinned: Mapping[str, int] | None = None) -> Plan:
         """Bind ``sql`` to the current (or ``pinned``) versions and find its result schema."""
         tree = self._query_tree(sql)
-        direct = self._direct(tree, params, 0, pinned)
+        direct = self._direct(sql, tree, params, 0, pinned)
         if direct is not None:
             return Plan(sql=sql, versions=direct[2], schema=direct[0], params=params)
-        bound = self._bind(tree, pinned)
+        bound = self._bind(tree, pinned, sql)
         ctx, versions = self._context(bound)
         text = bound.sql or sql
         df = self._dataframe(ctx, text, params, 0)
@@ -295,13 +331,22 @@ class SqlEngine:
             raise _query_error(e, "cannot plan query") from None
 
     def _direct(
-        self, tree: exp.Expression, params: pa.Table | None, row: int, pinned: Mapping[str, int] | None
+        self,
+        sql: str,
+        tree: exp.Expression,
+        params: pa.Table | None,
+        row: int,
+        pinned: Mapping[str, int] | None,
     ) -> tuple[pa.Schema, Iterator[pa.RecordBatch], dict[str, int]] | None:
         """A simple query as one scan of our own (see :mod:`.direct`): schema, batches, versions."""
+        if not self.direct_scans:
+            return None
         stmt = tree.copy()
+        literal = None
         if params is not None and params.num_columns:
             stmt = _substitute(stmt, params, row)
-        spec = simple_scan(stmt)
+            literal = _literals(params, row)
+        spec = simple_scan(stmt, sql, _READ_DIALECT, literal)
         if spec is None:
             return None
         bound = self._bind(exp.select("*").from_(spec.table.copy()), pinned)
@@ -325,7 +370,7 @@ class SqlEngine:
 
     def runs_as_scan(self, sql: str) -> bool:
         """Whether a query (without parameters) skips DataFusion: one scan of ours (see ``direct``)."""
-        return self._direct(self._query_tree(sql), None, 0, None) is not None
+        return self._direct(sql, self._query_tree(sql), None, 0, None) is not None
 
     def run(
         self, sql: str, params: pa.Table | None = None, pinned: Mapping[str, int] | None = None
@@ -336,7 +381,7 @@ class SqlEngine:
         """
         tree = self._query_tree(sql)
         rows = params.num_rows if params is not None and params.num_columns else 1
-        first = self._direct(tree, params, 0, pinned)
+        first = self._direct(sql, tree, params, 0, pinned)
         leading: list[pa.RecordBatch] = []
         if first is not None:
             # The first batch is read here: a predicate our filter engine accepts but cannot
@@ -352,12 +397,12 @@ class SqlEngine:
                 yield from leading
                 yield from rest
                 for row in range(1, rows):
-                    direct = self._direct(tree, params, row, pinned)
+                    direct = self._direct(sql, tree, params, row, pinned)
                     assert direct is not None  # every row gives the statement the same shape
                     yield from direct[1]
 
             return direct_schema, scans()
-        bound = self._bind(tree, pinned)
+        bound = self._bind(tree, pinned, sql)
         ctx, _ = self._context(bound)
         text = bound.sql or sql
         head = self._dataframe(ctx, text, params, 0)
@@ -387,12 +432,18 @@ class SqlEngine:
         total = 0
         for row in range(rows):
             stmt = tree.copy()
+            literal = None
             if params is not None and params.num_columns:
                 stmt = _substitute(stmt, params, row)
-            total += self._update_one(stmt)
+                literal = _literals(params, row)
+            total += self._update_one(stmt, sql, literal)
         return total
 
-    def _update_one(self, stmt: exp.Expression) -> int:
+    def _update_one(self, stmt: exp.Expression, sql: str, literal: Callable[[int], str] | None) -> int:
+        # Conditions and values go to our engine as the client wrote them (see .text): sqlglot's
+        # rewrite of `WHERE "s" = 's'` was `'s' = 's'`, and that DELETE emptied the table.
+        qualifiers = {n.alias_or_name for n in stmt.find_all(exp.Table)}
+        until = {TokenType.SEMICOLON, TokenType.RETURNING}
         if isinstance(stmt, exp.Delete):
             name = self._target(stmt.this)
             where = stmt.args.get("where")
@@ -400,20 +451,30 @@ class SqlEngine:
             try:
                 if where is None:
                     return int(ds.delete("true")["num_deleted_rows"])
-                return int(ds.delete(where.this.sql(dialect=_WRITE_DIALECT))["num_deleted_rows"])
+                cond = clause_text(sql, _READ_DIALECT, TokenType.WHERE, until, qualifiers, literal)
+                if cond is None:
+                    raise InvalidInputError("cannot find the DELETE's WHERE clause")
+                return int(ds.delete(cond)["num_deleted_rows"])
             finally:
                 self.catalog.written(name)
         if isinstance(stmt, exp.Update):
             name = self._target(stmt.this)
+            values = assigned_texts(
+                sql, _READ_DIALECT, {TokenType.WHERE, TokenType.FROM} | until, qualifiers, literal
+            )
+            if values is None or len(values) != len(stmt.expressions):
+                raise InvalidInputError("UPDATE ... SET takes column = expression pairs")
             sets = {}
-            for eq in stmt.expressions:
+            for eq, value in zip(stmt.expressions, values, strict=True):
                 if not isinstance(eq, exp.EQ) or not isinstance(eq.this, exp.Column):
                     raise InvalidInputError("UPDATE ... SET takes column = expression pairs")
-                sets[eq.this.name] = eq.expression.sql(dialect=_WRITE_DIALECT)
+                sets[eq.this.name] = value
             where = stmt.args.get("where")
             ds = self.catalog.open(name, shared=False)
             try:
-                cond = None if where is None else where.this.sql(dialect=_WRITE_DIALECT)
+                cond = None
+                if where is not None:
+                    cond = clause_text(sql, _READ_DIALECT, TokenType.WHERE, until, qualifiers, literal)
                 return int(ds.update(sets, cond)["num_rows_updated"])
             finally:
                 self.catalog.written(name)
@@ -481,18 +542,26 @@ class SqlEngine:
         return int(data.num_rows)
 
 
+def _parameter(params: pa.Table, row: int, index: int) -> exp.Expression:
+    """Parameter ``index`` (0-based) of row ``row`` as a SQL literal."""
+    if index >= params.num_columns:
+        raise InvalidInputError(f"the statement uses parameter {index + 1}; {params.num_columns} were bound")
+    converted = exp.convert(params.column(index)[row].as_py())
+    assert isinstance(converted, exp.Expression)
+    return converted
+
+
+def _literals(params: pa.Table, row: int) -> Callable[[int], str]:
+    """Row ``row``'s parameters as SQL text, by 0-based index."""
+    return lambda index: _parameter(params, row, index).sql()
+
+
 def _substitute(stmt: exp.Expression, params: pa.Table, row: int) -> exp.Expression:
     """``stmt`` with its placeholders (``?`` in order, or ``$n``) replaced by row ``row``'s values."""
     n = 0
 
     def literal(index: int) -> exp.Expression:
-        if index >= params.num_columns:
-            raise InvalidInputError(
-                f"the statement uses parameter {index + 1}; {params.num_columns} were bound"
-            )
-        converted = exp.convert(params.column(index)[row].as_py())
-        assert isinstance(converted, exp.Expression)
-        return converted
+        return _parameter(params, row, index)
 
     def visit(node: exp.Expression) -> exp.Expression:
         nonlocal n

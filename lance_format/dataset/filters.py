@@ -45,6 +45,10 @@ _EVAL_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError,
 
 
 def _tree(flt: str | pc.Expression, schema: pa.Schema) -> tuple[Node, str]:
+    if isinstance(flt, pa.BooleanScalar):
+        # DataFusion's pushdown into a pyarrow dataset passes a filter it folded to a constant
+        # (`WHERE x = x AND false`) as a scalar, not an Expression
+        flt = pc.scalar(flt)
     if isinstance(flt, pc.Expression):
         from lance_format.dataset.expr_arrow import from_arrow
 

@@ -88,3 +88,30 @@ def test_other_queries_run_in_datafusion(root: Path, sql: str) -> None:
     assert not engine.runs_as_scan(sql)
     _, batches = engine.run(sql)
     assert sum(b.num_rows for b in batches) >= 1
+
+
+def test_updates_read_conditions_and_values_as_written(tmp_path: Path) -> None:
+    # sqlglot's Databricks reading wrote `"s"` back as the string 's' (this DELETE emptied the
+    # table), `n / 2` as a float division and ltrim's arguments swapped
+    lance.write_dataset(pa.table({"s": ["a", "b", "s", "xy"], "n": [1, 7, 3, 6]}), str(tmp_path / "t"))
+    engine = SqlEngine(Catalog(str(tmp_path)))
+    assert engine.update("DELETE FROM t WHERE \"s\" = 's'") == 1
+    assert engine.update("UPDATE t SET s = \"s\" || 'x' WHERE n / 2 = 3") == 2
+    assert engine.update("UPDATE t SET n = -n WHERE ltrim(s, 'b') = 'x'") == 1
+    params = pa.table({"p": ["a"], "q": [10]})
+    assert engine.update('UPDATE t SET n = ? WHERE t."s" = ?', pa.table({"q": [10], "p": ["a"]})) == 1
+    assert engine.update("DELETE FROM t WHERE s = $1 AND n = $2", params) == 1
+    got = sorted(lance.dataset(str(tmp_path / "t")).to_table().to_pylist(), key=lambda r: r["s"])
+    assert got == [{"s": "bx", "n": -7}, {"s": "xyx", "n": 6}]
+
+
+def test_parameters_of_a_direct_scan_fill_the_filter_as_written(root: Path) -> None:
+    engine = SqlEngine(Catalog(str(root)))
+    sql = 'SELECT i FROM t WHERE "s" = ? AND i / 2 = $2'
+    _, batches = engine.run(sql, pa.table({"a": ["k1", "k1"], "b": [7, 20]}))
+    got = [v for b in batches for v in b.column(0).to_pylist()]
+    oracle = duckdb.connect()
+    oracle.register("t", lance.dataset(str(root / "t")))
+    want = [r[0] for r in oracle.sql("SELECT i FROM t WHERE s = 'k1' AND i // 2 IN (7, 20)").fetchall()]
+    assert _sorted(got) == _sorted(want)
+    assert got
