@@ -298,7 +298,8 @@ def _coalesce(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
     for a, t in zip(args, types, strict=True):
         if _null_literal(a):
             continue
-        value = b.visit(a)
+        # evaluated only where it is taken: coalesce(i8, abs(i8)) never takes abs(-128)
+        value = b.visit(a) if pending is None else b.guarded(a, pending)
         if t != target:
             masked = value if pending is None else pc.if_else(pending, value, pc.scalar(pa.scalar(None, t)))
             parts.append(b.cast_value(masked, t, target, safe=True))
