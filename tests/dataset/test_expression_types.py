@@ -358,3 +358,15 @@ def test_found_by_the_long_fuzz_run(fuzz_uri: str, sql: str, value: bool) -> Non
     _same_filter(fuzz_uri, sql)
     if value:
         _same_value(fuzz_uri, sql)
+
+
+@pytest.mark.parametrize("expr", ["dec + 0.5", "dec * 0.5", "0.5 - dec", "dec % 0.5"])
+def test_a_decimal_column_with_a_float_literal_value_is_refused_like_pylance(
+    fuzz_uri: str, expr: str
+) -> None:
+    # Found probing session 16: ours computed it in float64; pylance refuses the literal
+    # ("Received literal Float64(0.5) and could not convert to literal of type 'Decimal128(10, 2)'").
+    with pytest.raises((ValueError, OSError)):
+        lance.dataset(fuzz_uri).to_table(columns={"v": expr, "id": "id"})
+    with pytest.raises(LanceError, match="does not convert"):
+        lance_format.dataset(fuzz_uri).to_table(columns={"v": expr, "id": "id"})
