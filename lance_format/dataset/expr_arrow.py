@@ -96,6 +96,7 @@ _NULL_BOOL = pc.scalar(pa.scalar(None, pa.bool_()))
 
 
 _ZERO_RANK = pc.scalar(pa.scalar(0, pa.int8()))
+_NULL_RANK = pc.scalar(pa.scalar(None, pa.int8()))
 
 
 def _nan_ordered(
@@ -122,8 +123,9 @@ def _nan_ordered(
         plain = pc.if_else(zeros, _OPS[kind](zb, za), plain)  # a sign bit sorts lower: compare flipped
     if ra is None and rb is None:
         return plain
-    ra = _ZERO_RANK if ra is None else ra
-    rb = _ZERO_RANK if rb is None else rb
+    # a side that is never NaN ranks 0, or NULL where it is NULL (NaN against NULL is NULL)
+    ra = pc.if_else(a.is_valid(), _ZERO_RANK, _NULL_RANK) if ra is None else ra
+    rb = pc.if_else(b.is_valid(), _ZERO_RANK, _NULL_RANK) if rb is None else rb
     return pc.if_else((ra != _ZERO_RANK) | (rb != _ZERO_RANK), _OPS[kind](ra, rb), plain)
 
 
