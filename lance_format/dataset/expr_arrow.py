@@ -72,8 +72,15 @@ from lance_format.dataset.numeric_types import (
 from lance_format.dataset.value_text import list_text_supported, timestamp_text
 
 _BOOLEAN_NODES = (Compare, And, Or, Not, InList, Between, IsNull, IsNan, IsBool, Like)
-#: Nodes whose evaluation may fail on some value (a cast, an overflow, a division by zero).
-_MAY_FAIL = (Cast, Arith, Negate, Call, Opaque)
+#: Functions that fail on no value (an abs overflows, a coalesce casts, a concat writes bytes as
+#: text): an AND/OR need not guard them (see ToArrow.guarded).
+_NEVER_FAILING_CALLS = frozenset(
+    {
+        "lower", "upper", "length", "octet_length", "reverse", "array_length", "list_get",
+        "starts_with", "ends_with", "contains", "strpos", "replace", "trim", "ltrim", "rtrim",
+        "regexp_like", "regexp_match", "round", "trunc", "sqrt", "ceil", "floor",
+    }
+)  # fmt: skip
 
 __all__ = ["DECIMAL_TEXT", "FUNCTIONS", "NO_DIGITS_TEXT", "from_arrow", "to_arrow"]
 
@@ -89,6 +96,7 @@ _NULL_BOOL = pc.scalar(pa.scalar(None, pa.bool_()))
 
 
 _ZERO_RANK = pc.scalar(pa.scalar(0, pa.int8()))
+_NULL_RANK = pc.scalar(pa.scalar(None, pa.int8()))
 
 
 def _nan_ordered(
@@ -116,11 +124,10 @@ def _nan_ordered(
         plain = pc.if_else(zeros, _OPS[kind](zb, za), plain)  # a sign bit sorts lower: compare flipped
     if ra is None and rb is None:
         return plain
-    ra = _ZERO_RANK if ra is None else ra
-    rb = _ZERO_RANK if rb is None else rb
-    # A NULL side is NULL, NaN or not (NaN BETWEEN 1 AND NULL is NULL in pylance, not false).
-    ranked = ((ra != _ZERO_RANK) | (rb != _ZERO_RANK)) & a.is_valid() & b.is_valid()
-    return pc.if_else(ranked, _OPS[kind](ra, rb), plain)
+    # a side that is never NaN ranks 0, or NULL where it is NULL (NaN against NULL is NULL)
+    ra = pc.if_else(a.is_valid(), _ZERO_RANK, _NULL_RANK) if ra is None else ra
+    rb = pc.if_else(b.is_valid(), _ZERO_RANK, _NULL_RANK) if rb is None else rb
+    return pc.if_else((ra != _ZERO_RANK) | (rb != _ZERO_RANK), _OPS[kind](ra, rb), plain)
 
 
 #: Integer arithmetic wraps around on overflow, as DataFusion's does (pylance answers, not errors).
@@ -200,6 +207,14 @@ _DECIMAL128_DIGITS = 38
 _DECIMAL256_DIGITS = 76
 
 
+def _absorbed(args: tuple[Node, ...], inner: type[And] | type[Or]) -> tuple[Node, ...]:
+    """The operands of ``a OR b OR ..`` (``inner`` And) or ``a AND b AND ..`` (``inner`` Or) less
+    those the others absorb: ``a OR (a AND c)`` is ``a`` (in three-valued logic too), and
+    DataFusion's simplifier drops the ``(a AND c)``, so ``c`` is never evaluated (nor fails)."""
+    kept = tuple(a for a in args if not (isinstance(a, inner) and any(x in args for x in a.args)))
+    return kept or args
+
+
 def _values_of(node: Node, t: pa.DataType) -> Node:
     """``node`` (of type ``t``) as its dictionary's values when it is dictionary-encoded."""
     return Cast(node, t.value_type) if pa.types.is_dictionary(t) else node
@@ -234,6 +249,33 @@ class ToArrow(Visitor[pc.Expression]):
             self._exprs[(self._scope, node)] = out
         return out
 
+    def may_fail(self, node: Node) -> bool:
+        """Whether evaluating ``node`` itself may fail on some value: a cast, arithmetic, a
+        function, or a comparison of a decimal with a float (cast to a decimal, which a NaN
+        does not fit)."""
+        if isinstance(node, Call):
+            return node.name not in _NEVER_FAILING_CALLS
+        if isinstance(node, Arith):
+            return node.op in ("div", "mod") or not all(
+                pa.types.is_integer(self.type_of(n)) for n in children(node)
+            )  # integers wrap; a division by zero or a decimal overflow fails
+        if isinstance(node, Cast):
+            source = self.type_of(node.arg)
+            widening = pa.types.is_integer(source) and (
+                pa.types.is_floating(node.to) or pa.types.is_string(node.to) or node.to == source
+            )
+            return node.safe and not widening
+        if isinstance(node, Opaque):
+            return True
+        if isinstance(node, Compare | Between | InList):
+            types = [self.type_of(n) for n in children(node)]
+            return any(pa.types.is_decimal(t) for t in types) and any(pa.types.is_floating(t) for t in types)
+        return False
+
+    def fails_somewhere(self, node: Node) -> bool:
+        """Whether some node of ``node``'s tree :meth:`may_fail`."""
+        return any(self.may_fail(n) for n in walk(node))
+
     def guarded(self, node: Node, keep: pc.Expression) -> pc.Expression:
         """``node`` evaluated only on the rows ``keep`` holds: elsewhere every column it reads is
         NULL, so a cast, an overflow or a division there cannot fail.
@@ -244,7 +286,7 @@ class ToArrow(Visitor[pc.Expression]):
         fails exactly when a row whose left side is not false fails. That is the answer given
         here: the same on every layout, and pylance's wherever pylance answers.
         """
-        if not any(isinstance(n, _MAY_FAIL) for n in walk(node)):
+        if not self.fails_somewhere(node):
             return self.visit(node)
         saved = self._mask, self._scope
         self._scopes += 1
@@ -432,15 +474,35 @@ class ToArrow(Visitor[pc.Expression]):
         return (left, converted) if decimal_left else (converted, right)
 
     def visit_and(self, node: And) -> pc.Expression:
-        out = self.visit(node.args[0])
-        for a in node.args[1:]:
-            out = out & self.guarded(a, pc.or_kleene(out, out.is_null()))  # where out is not false
-        return out
+        return self.connective(And(_absorbed(node.args, Or)), conjunction=True)
 
     def visit_or(self, node: Or) -> pc.Expression:
-        out = self.visit(node.args[0])
-        for a in node.args[1:]:
-            out = out | self.guarded(a, ~pc.coalesce(out, pc.scalar(False)))  # where out is not true
+        return self.connective(Or(_absorbed(node.args, And)), conjunction=False)
+
+    def connective(self, node: And | Or, conjunction: bool) -> pc.Expression:
+        """``a AND b AND ..`` (``a OR b OR ..``), each operand that may fail evaluated only on the
+        rows no operand before it has decided (false for AND, true for OR), see :meth:`guarded`.
+
+        The rows are told by the operands before it that cannot fail; one that can is left out
+        of the mask (its rows are then evaluated, as a batch would be): a mask holding guarded
+        operands would hold their masks in turn, and a chain's Expression would double per link.
+        """
+        out: pc.Expression | None = None
+        keep: pc.Expression | None = None  # rows the plain operands so far left undecided
+        for a in node.args:
+            if out is not None and keep is not None and self.fails_somewhere(a):
+                value = self.guarded(a, keep)
+            else:
+                value = self.visit(a)
+                if not self.fails_somewhere(a):
+                    undecided = (
+                        pc.or_kleene(value, value.is_null())
+                        if conjunction
+                        else ~pc.coalesce(value, pc.scalar(False))
+                    )
+                    keep = undecided if keep is None else keep & undecided
+            out = value if out is None else (out & value if conjunction else out | value)
+        assert out is not None
         return out
 
     def visit_not(self, node: Not) -> pc.Expression:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -31,8 +31,21 @@ from lance_format.dataset.numeric_types import (
 )
 from lance_format.dataset.value_text import list_text_supported
 
-if TYPE_CHECKING:
-    from lance_format.dataset.expr_arrow import ToArrow
+
+class ToArrow(Protocol):
+    """What a function's builder needs of :class:`.expr_arrow.ToArrow` (which imports this module:
+    a protocol keeps the two out of an import circle)."""
+
+    def visit(self, node: Node) -> pc.Expression: ...
+
+    def type_of(self, node: Node) -> pa.DataType: ...
+
+    def guarded(self, node: Node, keep: pc.Expression) -> pc.Expression: ...
+
+    def cast_value(
+        self, value: pc.Expression, source: pa.DataType, to: pa.DataType, safe: bool
+    ) -> pc.Expression: ...
+
 
 __all__ = ["FUNCTIONS", "regexp_call", "rust_timestamp_text"]
 
@@ -298,8 +311,7 @@ def _coalesce(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
     for a, t in zip(args, types, strict=True):
         if _null_literal(a):
             continue
-        # Only where every argument before it is NULL, as the CASE rewrite evaluates it: abs(i8) of
-        # -128 fails only if a row needs it (coalesce(i8, abs(i8)) answers in pylance).
+        # evaluated only where it is taken: coalesce(i8, abs(i8)) never takes abs(-128)
         value = b.visit(a) if pending is None else b.guarded(a, pending)
         if t != target:
             masked = value if pending is None else pc.if_else(pending, value, pc.scalar(pa.scalar(None, t)))

@@ -180,7 +180,11 @@ def _literal_in_column_type(tree: Node) -> Node:
             # overflows to infinity, as pylance's computed column does.
             typed_float = Literal(lit.value.cast(t, safe=False))
             return replace(tree, right=typed_float) if side == "right" else replace(tree, left=typed_float)
-        if pa.types.is_integer(t) and lit.value.is_valid and pa.types.is_floating(lit.type):
+        if (
+            (pa.types.is_integer(t) or pa.types.is_decimal(t))
+            and lit.value.is_valid
+            and pa.types.is_floating(lit.type)
+        ):
             # pylance refuses it too ("Received literal Float64(0.5) and could not convert").
             raise InvalidInputError(f"the literal {lit.value} does not convert to {col}'s type {t}")
         if pa.types.is_integer(t) and pa.types.is_integer(lit.type):

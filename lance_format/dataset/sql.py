@@ -269,6 +269,8 @@ class _Binder:
         self.schema = schema
         self.text = text
         self.arrow = ToArrow(schema)  # one instance: it caches the types it works out
+        # float64 literals compared with a float32 column, by id: taken as float32 (check_literal)
+        self.narrowed: set[int] = set()
 
     def fail(self, what: str) -> InvalidInputError:
         return InvalidInputError(f"invalid filter {self.text!r}: {what}")
@@ -424,6 +426,13 @@ class _Binder:
 
     # -- the tree ------------------------------------------------------------------------------
     def convert(self, node: exp.Expression) -> Node:
+        if self.narrowed and id(node) in self.narrowed:
+            self.narrowed.discard(id(node))
+            wide = self.convert(node)
+            self.narrowed.add(id(node))
+            if isinstance(wide, Literal) and pa.types.is_float64(wide.type):
+                return Literal(pc.cast(wide.value, pa.float32(), safe=False))
+            return wide
         if isinstance(node, exp.Paren):
             return self.convert(node.this)
         if isinstance(node, exp.Column):
@@ -582,6 +591,10 @@ class _Binder:
                 f"the literal {literal.sql(dialect=LanceSQL)} ({lit.type}) does not convert to "
                 f"{column.sql(dialect=LanceSQL)}'s type {t}"
             )
+        if pa.types.is_float32(t) and pa.types.is_float64(lit.type):
+            # pylance's planner takes the literal in the column's type: f32 = 1e300 holds for
+            # infinity, f32 = 1e-50 for zero (not under NOT (..), which it leaves as it is)
+            self.narrowed.add(id(literal))
 
     def unwrap_cast(self, cast: Node, lit: Node) -> tuple[Node, Node]:
         """``CAST(ts AS <timestamp>)`` compared with a timestamp literal, as DataFusion's optimizer
@@ -876,9 +889,8 @@ def parse_sql(text: str, schema: pa.Schema, *, predicate: bool = False, literals
     _refuse_binary_casts_in_functions(tree)  # type: ignore[arg-type]
     try:
         binder = _Binder(schema, text)
-        node = binder.convert(tree)  # type: ignore[arg-type]
         if predicate if literals is None else literals:
             binder.check_literals(tree)  # type: ignore[arg-type]
-        return node
+        return binder.convert(tree)  # type: ignore[arg-type]
     except RecursionError:
         raise InvalidInputError(f"invalid filter {text[:80]!r}...: nested too deeply") from None

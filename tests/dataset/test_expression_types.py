@@ -124,6 +124,8 @@ def test_coalesce_result_type_like_pylance(fuzz_uri: str, first: str, second: st
         "-coalesce(u64, 1)",  # a decimal: no uint64 wrap
         "coalesce(u64, s)",  # s read as a number only where u64 is NULL
         "coalesce(1, s)",
+        "coalesce(i8, abs(i8))",  # abs only where i8 is NULL (the long fuzz run)
+        "f BETWEEN 0 AND NULL",  # NaN against NULL is NULL (the long fuzz run: it was false)
         "coalesce(u64, -1) % 7",
         "coalesce(u64, -1) / 7",
         "coalesce(u64, -1) * 2",
@@ -331,4 +333,41 @@ def test_negating_any_unsigned_value_is_refused_like_pylance(fuzz_uri: str, expr
     with pytest.raises((ValueError, OSError)):
         lance.dataset(fuzz_uri).to_table(columns={"v": expr, "id": "id"})
     with pytest.raises(LanceError, match="negate"):
+        lance_format.dataset(fuzz_uri).to_table(columns={"v": expr, "id": "id"})
+
+
+@pytest.mark.parametrize(
+    ("sql", "value"),
+    [
+        ("f32 = 1e300", True),  # the literal taken as float32: infinity
+        ("f32 = 1e-50", True),  # zero
+        ("f32 IN (1e300)", False),
+        ("f32 BETWEEN 1e300 AND 1e301", False),
+        ("NOT (f32 = 1e300)", False),  # not under NOT
+        ("f32 * 2 = 1e300", False),  # nor for an expression
+        ("((i8 = array_length(li)) AND (s <> s)) AND (dec = f)", False),  # a decimal-float cast
+        ("((i8 - i32) = 0) OR (((i8 - i32) = 0) AND (CAST(s AS TINYINT) = i8))", True),  # absorbed
+        ("(i8 > 0) AND ((i8 > 0) OR CAST(s AS INT) > 1)", False),
+    ],
+)
+def test_found_by_the_long_fuzz_run(fuzz_uri: str, sql: str, value: bool) -> None:
+    # Found by LANCE_FUZZ_EXAMPLES=2000 in session 16: a float64 literal against a float32 column
+    # compared in float64 (pylance narrows it to float32); the implicit cast of a decimal against
+    # a float was evaluated on rows the AND's left side had ruled out; `a OR (a AND c)`
+    # evaluated c, which DataFusion's simplifier drops (absorption), so its failure failed ours.
+    # ``value``: whether it is used as a computed column too (a filter only otherwise).
+    _same_filter(fuzz_uri, sql)
+    if value:
+        _same_value(fuzz_uri, sql)
+
+
+@pytest.mark.parametrize("expr", ["dec + 0.5", "dec * 0.5", "0.5 - dec", "dec % 0.5"])
+def test_a_decimal_column_with_a_float_literal_value_is_refused_like_pylance(
+    fuzz_uri: str, expr: str
+) -> None:
+    # Found probing session 16: ours computed it in float64; pylance refuses the literal
+    # ("Received literal Float64(0.5) and could not convert to literal of type 'Decimal128(10, 2)'").
+    with pytest.raises((ValueError, OSError)):
+        lance.dataset(fuzz_uri).to_table(columns={"v": expr, "id": "id"})
+    with pytest.raises(LanceError, match="does not convert"):
         lance_format.dataset(fuzz_uri).to_table(columns={"v": expr, "id": "id"})

@@ -149,6 +149,18 @@ class Difference(AssertionError):
     """The two engines disagree."""
 
 
+def _printable(kw: dict[str, Any]) -> str:
+    """``kw`` as text; pyarrow's text of an Expression fails on a byte string literal that is not
+    UTF-8 (seed 1605: UnicodeDecodeError ended the run), so such a value is named by its type."""
+    parts = []
+    for k, v in kw.items():
+        try:
+            parts.append(f"{k!r}: {v!r}")
+        except UnicodeDecodeError:
+            parts.append(f"{k!r}: <{type(v).__name__} with a byte string that is not UTF-8>")
+    return "{" + ", ".join(parts) + "}"
+
+
 def _short(exc: BaseException) -> str:
     text = f"{type(exc).__name__}: {exc}"
     return text if len(text) < 400 else text[:400] + "..."
@@ -708,7 +720,8 @@ class DifferentialMachine(RuleBasedStateMachine):
                 got = read(theirs, TheirOrdering, **{**extra, "columns": [*cols, *missing]})
                 return got.drop_columns(missing)
 
-        what = f"{how}({'head_n=' + str(head_n) + ', ' if how == 'head' else ''}{kw}, order_by={order})"
+        head = "head_n=" + str(head_n) + ", " if how == "head" else ""
+        what = f"{how}({head}{_printable(kw)}, order_by={order})"
         self._same_table(
             what,
             lambda: read(ours, ColumnOrdering),
