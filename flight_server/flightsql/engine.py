@@ -27,7 +27,15 @@ from flight_server.catalog import Catalog
 from flight_server.errors import QueryTimedOut
 from flight_server.flightsql.direct import simple_scan
 from flight_server.flightsql.interrupt import QueryRun, QuerySlots
-from flight_server.flightsql.text import Edit, apply_edits, assigned_texts, clause_text, node_span, tokens
+from flight_server.flightsql.text import (
+    Edit,
+    apply_edits,
+    assigned_texts,
+    clause_text,
+    insert_source_text,
+    node_span,
+    tokens,
+)
 from flight_server.settings import DEFAULT_SQL_MEMORY_BYTES, DEFAULT_SQL_TIMEOUT_SECONDS
 from lance_format import LanceDataset, write_dataset
 from lance_format.core.errors import InvalidInputError, LanceError, NotFoundError, NotSupportedError
@@ -479,7 +487,7 @@ class SqlEngine:
             finally:
                 self.catalog.written(name)
         if isinstance(stmt, exp.Insert):
-            return self._insert(stmt)
+            return self._insert(stmt, sql, literal)
         raise NotSupportedError(
             f"{stmt.key.upper()} statements are not supported: updates are DELETE, UPDATE and INSERT"
         )
@@ -493,13 +501,17 @@ class SqlEngine:
             raise InvalidInputError("only the latest version of a table can be changed")
         return self._resolve(node.name)
 
-    def _insert(self, stmt: exp.Insert) -> int:
+    def _insert(self, stmt: exp.Insert, sql: str, literal: Callable[[int], str] | None) -> int:
         name = self._target(stmt.this)
         columns = [c.name for c in stmt.this.expressions] if isinstance(stmt.this, exp.Schema) else None
         source = stmt.expression
         if not isinstance(source, exp.Query | exp.Values):
             raise InvalidInputError("INSERT takes VALUES (...) or a SELECT")
-        query = source.sql(dialect=_WRITE_DIALECT, normalize_functions="lower")
+        # The rows' query as the client wrote it (see .text): sqlglot's rewrite read `"s"` as the
+        # string 's' and `n / 2` as a float division.
+        query = insert_source_text(sql, _READ_DIALECT, {TokenType.SEMICOLON, TokenType.RETURNING}, literal)
+        if query is None:
+            raise InvalidInputError("cannot find the INSERT's VALUES (...) or SELECT")
         if isinstance(source, exp.Values):
             query = f"SELECT * FROM ({query}) AS v"
         schema, batches = self.run(query)

@@ -15,7 +15,16 @@ from collections.abc import Callable, Iterable
 import sqlglot
 from sqlglot import Token, TokenType, exp
 
-__all__ = ["Edit", "apply_edits", "assigned_texts", "clause_text", "node_span", "span_text", "tokens"]
+__all__ = [
+    "Edit",
+    "apply_edits",
+    "assigned_texts",
+    "clause_text",
+    "insert_source_text",
+    "node_span",
+    "span_text",
+    "tokens",
+]
 
 #: ``(start, end, text)``: characters ``start`` to ``end`` (inclusive) of a statement replaced by ``text``.
 Edit = tuple[int, int, str]
@@ -97,6 +106,38 @@ def assigned_texts(
         depth += kind in _OPEN
         depth -= kind in _CLOSE
     return values
+
+
+_SOURCE_STARTS = {TokenType.SELECT, TokenType.VALUES, TokenType.WITH}
+
+
+def insert_source_text(
+    sql: str, dialect: str, until: set[TokenType], literal: Callable[[int], str] | None = None
+) -> str | None:
+    """The rows' query of ``INSERT INTO t [(columns)] <query>`` as written: from its ``SELECT``,
+    ``WITH`` or ``VALUES`` to the end (or one of ``until``), or inside the parentheses that hold it;
+    placeholders replaced by ``literal(n)`` as in :func:`clause_text`. ``None``: no such query."""
+    toks = tokens(sql, dialect)
+    depth, begin = 0, None
+    for i, tok in enumerate(toks):
+        if tok.token_type in _SOURCE_STARTS:
+            begin = i
+            break
+        depth += tok.token_type in _OPEN
+        depth -= tok.token_type in _CLOSE
+    if begin is None:
+        return None
+    end, level = len(toks), 0
+    for i in range(begin, len(toks)):
+        kind = toks[i].token_type
+        if level == 0 and (kind in until or (depth and kind in _CLOSE)):
+            end = i
+            break
+        level += kind in _OPEN
+        level -= kind in _CLOSE
+    if end <= begin:
+        return None
+    return _rewrite(sql, toks, begin, end, set(), literal)
 
 
 def _clause(toks: list[Token], keyword: TokenType, until: set[TokenType]) -> tuple[int, int] | None:
