@@ -19,18 +19,11 @@ from flight_server.flightsql.text import clause_text
 
 __all__ = ["SimpleScan", "simple_scan"]
 
-_NOT_SIMPLE = (
-    "joins",
-    "group",
-    "having",
-    "order",
-    "distinct",
-    "qualify",
-    "windows",
-    "with",
-    "laterals",
-    "pivots",
-)
+#: The parts of a SELECT a simple scan may have; any other (a WITH, joins, grouping, ordering,
+#: DISTINCT, windows, SAMPLE, ...) runs in DataFusion. An allow-list, as sqlglot renames its keys
+#: between versions ("with" became "with_" in 30; a WITH over a table's own name then ran as a
+#: scan of the table, not of the CTE).
+_SIMPLE_PARTS = frozenset({"expressions", "from", "from_", "where", "limit", "offset"})
 
 #: Functions our filter parser takes but answers otherwise than the server's DataFusion (it
 #: follows pylance's): the direct scan leaves them to DataFusion, so a query's answer does not
@@ -93,7 +86,7 @@ def simple_scan(
     statement's placeholders). The filter is the WHERE clause as written, not as sqlglot writes it
     back (see :mod:`.text`), with its placeholders replaced by ``literal``.
     """
-    if not isinstance(tree, exp.Select) or any(tree.args.get(k) for k in _NOT_SIMPLE):
+    if not isinstance(tree, exp.Select) or any(v for k, v in tree.args.items() if k not in _SIMPLE_PARTS):
         return None
     source = tree.args.get("from_") or tree.args.get("from")
     if source is None or not isinstance(source.this, exp.Table) or source.args.get("expressions"):
