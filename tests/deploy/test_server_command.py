@@ -9,6 +9,7 @@ on purpose: a chart whose command does not exist is broken.
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import os
 import re
@@ -101,6 +102,10 @@ def _http_status(url: str) -> int | None:
     except urllib.error.HTTPError as exc:
         return int(exc.code)
     except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return None
+    except http.client.HTTPException:
+        # Polling a free port in the ephemeral range before the server binds it can connect the
+        # socket to itself (TCP simultaneous open): the "answer" is our own request line.
         return None
 
 

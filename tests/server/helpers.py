@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -47,4 +48,6 @@ def http_get(url: str) -> tuple[int | None, str]:
     except urllib.error.HTTPError as exc:
         return int(exc.code), exc.read().decode()
     except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return None, ""
+    except http.client.HTTPException:  # a poll of a port not yet bound can connect to itself
         return None, ""
