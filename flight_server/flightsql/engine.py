@@ -57,6 +57,8 @@ SCHEMA_NAME = "main"
 #: placeholders, and its identifiers follow DataFusion's rules (unquoted names fold to lower case).
 _READ_DIALECT = "databricks"
 _WRITE_DIALECT = "postgres"  # DataFusion's SQL is closest to PostgreSQL's
+#: Tokens that end the clause of an update statement's text read as written (see .text).
+_STATEMENT_END = frozenset({TokenType.SEMICOLON, TokenType.RETURNING})
 # Statements sqlglot writes back keep function names in lower case: DataFusion finds table
 # functions (generate_series, range) only so (GENERATE_SERIES: "table function not found").
 
@@ -451,7 +453,7 @@ class SqlEngine:
         # Conditions and values go to our engine as the client wrote them (see .text): sqlglot's
         # rewrite of `WHERE "s" = 's'` was `'s' = 's'`, and that DELETE emptied the table.
         qualifiers = {n.alias_or_name for n in stmt.find_all(exp.Table)}
-        until = {TokenType.SEMICOLON, TokenType.RETURNING}
+        until = _STATEMENT_END
         if isinstance(stmt, exp.Delete):
             name = self._target(stmt.this)
             where = stmt.args.get("where")
@@ -509,7 +511,7 @@ class SqlEngine:
             raise InvalidInputError("INSERT takes VALUES (...) or a SELECT")
         # The rows' query as the client wrote it (see .text): sqlglot's rewrite read `"s"` as the
         # string 's' and `n / 2` as a float division.
-        query = insert_source_text(sql, _READ_DIALECT, {TokenType.SEMICOLON, TokenType.RETURNING}, literal)
+        query = insert_source_text(sql, _READ_DIALECT, _STATEMENT_END, literal)
         if query is None:
             raise InvalidInputError("cannot find the INSERT's VALUES (...) or SELECT")
         if isinstance(source, exp.Values):

@@ -11,6 +11,7 @@ as the client wrote it; everything in between stays byte for byte.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from collections.abc import Set as AbstractSet
 
 import sqlglot
 from sqlglot import Token, TokenType, exp
@@ -22,7 +23,6 @@ __all__ = [
     "clause_text",
     "insert_source_text",
     "node_span",
-    "span_text",
     "tokens",
 ]
 
@@ -62,7 +62,7 @@ def clause_text(
     sql: str,
     dialect: str,
     keyword: TokenType,
-    until: set[TokenType],
+    until: AbstractSet[TokenType],
     qualifiers: set[str],
     literal: Callable[[int], str] | None = None,
 ) -> str | None:
@@ -83,7 +83,7 @@ def clause_text(
 def assigned_texts(
     sql: str,
     dialect: str,
-    until: set[TokenType],
+    until: AbstractSet[TokenType],
     qualifiers: set[str],
     literal: Callable[[int], str] | None = None,
 ) -> list[str] | None:
@@ -112,7 +112,7 @@ _SOURCE_STARTS = {TokenType.SELECT, TokenType.VALUES, TokenType.WITH}
 
 
 def insert_source_text(
-    sql: str, dialect: str, until: set[TokenType], literal: Callable[[int], str] | None = None
+    sql: str, dialect: str, until: AbstractSet[TokenType], literal: Callable[[int], str] | None = None
 ) -> str | None:
     """The rows' query of ``INSERT INTO t [(columns)] <query>`` as written: from its ``SELECT``,
     ``WITH`` or ``VALUES`` to the end (or one of ``until``), or inside the parentheses that hold it;
@@ -140,7 +140,7 @@ def insert_source_text(
     return _rewrite(sql, toks, begin, end, set(), literal)
 
 
-def _clause(toks: list[Token], keyword: TokenType, until: set[TokenType]) -> tuple[int, int] | None:
+def _clause(toks: list[Token], keyword: TokenType, until: AbstractSet[TokenType]) -> tuple[int, int] | None:
     """Tokens ``(begin, end)`` of the top-level clause after ``keyword`` up to one of ``until``."""
     depth, begin = 0, None
     end = len(toks)
@@ -157,22 +157,6 @@ def _clause(toks: list[Token], keyword: TokenType, until: set[TokenType]) -> tup
     if begin is None or begin >= end:
         return None
     return begin, end
-
-
-def span_text(
-    sql: str,
-    dialect: str,
-    span: tuple[int, int],
-    qualifiers: set[str],
-    literal: Callable[[int], str] | None = None,
-) -> str:
-    """The text of characters ``span`` (a node's, see :func:`node_span`), edited as
-    :func:`clause_text` edits a clause."""
-    toks = tokens(sql, dialect)
-    inside = [i for i, t in enumerate(toks) if t.start >= span[0] and t.end <= span[1]]
-    if not inside:
-        return sql[span[0] : span[1] + 1]
-    return _rewrite(sql, toks, inside[0], inside[-1] + 1, qualifiers, literal)
 
 
 def _rewrite(

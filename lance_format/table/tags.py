@@ -169,6 +169,10 @@ class Pin:
     since: int | None = None
 
 
+def _int_or_none(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
 def _write_pin(store: ObjectStore, pin: Pin) -> str:
     key = f"{PINS_DIR}/{uuid.uuid4()}.json"
     doc = {k: v for k, v in (("version", pin.version), ("since", pin.since)) if v is not None}
@@ -187,9 +191,7 @@ def pin_commit(store: ObjectStore, since: int | None, version: int | None = None
     copies, until :func:`unpin` (the returned key). Raises :class:`VersionNotFoundError` (nothing
     pinned) if ``version`` is gone or a cleanup removed it; ``since`` needs no such check: the
     commit lists the versions after this call (see the module's docstring)."""
-    key = _write_pin(
-        store, Pin(None if version is None else int(version), None if since is None else int(since))
-    )
+    key = _write_pin(store, Pin(_int_or_none(version), _int_or_none(since)))
     if version is not None:
         try:
             _check_kept(store, version, "a commit read it")
@@ -202,10 +204,6 @@ def pin_commit(store: ObjectStore, since: int | None, version: int | None = None
 def unpin(store: ObjectStore, key: str) -> None:
     """Release a pin taken by :func:`pin_commit` or :func:`pin_version`."""
     store.delete(key)
-
-
-def _int_or_none(value: Any) -> int | None:
-    return None if value is None else int(value)
 
 
 def list_pins(store: ObjectStore) -> dict[str, Pin]:
