@@ -1,20 +1,23 @@
 """Small parts of pylance's ``LanceDataset`` surface built on the public methods of ours.
 
-Read-only views (``metadata``, ``schema_metadata``, ``has_index``), pylance's deprecated
-metadata setters, and ``slice``. Kept apart so :mod:`lance_format.dataset.dataset` stays the
-dataset's core.
+Read-only views (``metadata``, ``schema_metadata``, ``has_index``, ``fragment_ids``), pylance's
+deprecated metadata setters, ``slice``, ``truncate_table`` and the static ``drop``. Kept apart so
+:mod:`lance_format.dataset.dataset` stays the dataset's core.
 """
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
+from pyroaring import BitMap
 
-from lance_format.core.errors import InvalidInputError, InvalidTypeError
+from lance_format.core.errors import InvalidInputError, InvalidTypeError, NotFoundError
+from lance_format.io.store import store_for_uri
 
 __all__ = ["PylanceCompatMixin", "check_accepted_sizes"]
 
@@ -35,11 +38,14 @@ def check_accepted_sizes(**sizes: Any) -> None:
 
 
 class PylanceCompatMixin:
-    """``metadata``, ``schema_metadata``, ``has_index``, ``slice`` and the deprecated
-    ``replace_*_metadata`` of pylance's ``LanceDataset``, through the dataset's public methods."""
+    """``metadata``, ``schema_metadata``, ``has_index``, ``fragment_ids``, ``slice``,
+    ``truncate_table``, ``drop`` and the deprecated ``replace_*_metadata`` of pylance's
+    ``LanceDataset``, through the dataset's public methods."""
 
     if TYPE_CHECKING:  # provided by LanceDataset
         manifest: Any
+
+        def delete(self, predicate: Any) -> dict[str, int]: ...
 
         def describe_indices(self) -> list[Any]: ...
 
@@ -65,6 +71,37 @@ class PylanceCompatMixin:
     def has_index(self) -> bool:
         """Whether this version has any index."""
         return len(self.describe_indices()) > 0
+
+    def fragment_ids(self) -> BitMap:
+        """The ids of this version's fragments, as a roaring bitmap (pylance returns its own
+        ``Bitmap`` class; ``pyroaring.BitMap`` iterates, tests membership and sizes alike)."""
+        return BitMap(f.id for f in self.manifest.fragments)
+
+    def truncate_table(self) -> None:
+        """Delete every row, keeping the schema: a new version with no fragments, committed as
+        pylance does (a ``Delete`` of every fragment with the predicate ``true``)."""
+        self.delete("true")
+
+    @staticmethod
+    def drop(
+        base_uri: str | os.PathLike[str],
+        storage_options: dict[str, str] | None = None,
+        ignore_not_found: bool | None = None,
+    ) -> None:
+        """Delete the dataset at ``base_uri`` and everything else under it.
+
+        Raises :class:`~lance_format.errors.NotFoundError` (a ``FileNotFoundError``, as pylance's
+        is an ``OSError``) when nothing is there, unless ``ignore_not_found``.
+        """
+        uri = os.fspath(base_uri)
+        if not isinstance(uri, str):
+            raise InvalidTypeError(f"base_uri must be a string or path, got {base_uri!r}")
+        store = store_for_uri(uri, storage_options)
+        try:
+            if not store.delete_all() and not ignore_not_found:
+                raise NotFoundError(f"no dataset to drop at {uri}")
+        finally:
+            store.close()
 
     def replace_schema_metadata(self, new_metadata: dict[str, str | None]) -> None:
         """Replace the schema metadata (deprecated in pylance: ``update_schema_metadata(...,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import threading
 import time
 import uuid
@@ -179,6 +180,23 @@ class ObjectStore(ABC):
     @abstractmethod
     def delete(self, key: str) -> None:
         """Remove the object; absent objects are ignored."""
+
+    def walk(self, prefix: str = "") -> Iterator[tuple[str, int]]:
+        """``(key, size)`` of every object under the folder ``prefix``, recursively (folders
+        before their subfolders, each folder's objects in listing order)."""
+        folders = [prefix.strip("/")]
+        while folders:
+            folder = folders.pop()
+            yield from self.list(folder)
+            under = f"{folder}/" if folder else ""
+            folders += [f"{under}{name}" for name in sorted(self.list_dirs(folder), reverse=True)]
+
+    def delete_all(self) -> int:
+        """Remove every object under this store's root (recursively); how many there were."""
+        keys = [key for key, _ in self.walk()]
+        for key in keys:
+            self.delete(key)
+        return len(keys)
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release cached handles."""
@@ -409,6 +427,13 @@ class LocalStore(ObjectStore):
         self._forget(key)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self._path(key))
+
+    def delete_all(self) -> int:
+        count = super().delete_all()
+        # The folders go too, the root's included, as a recursive delete on an object store
+        # leaves nothing behind (empty folders there do not exist).
+        shutil.rmtree(self._root, ignore_errors=True)
+        return count
 
     def close(self) -> None:
         self.descriptors.forget_under(self._root)

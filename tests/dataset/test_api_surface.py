@@ -2,7 +2,8 @@
 
 ``metadata`` / ``schema_metadata`` / ``has_index``, ``slice``, ``drop_index``, the deprecated
 ``replace_*_metadata``, ``to_pandas`` of fragments and scanners, the size hints ``dataset()`` and
-``write_dataset()`` take, ``delete`` / ``update``'s retry arguments, and the package-level names.
+``write_dataset()`` take, ``delete`` / ``update``'s retry arguments, ``fragment_ids``,
+``truncate_table``, the static ``drop``, and the package-level names.
 """
 
 from __future__ import annotations
@@ -147,6 +148,63 @@ def test_use_legacy_format_and_refused_options(tmp_path: Path) -> None:
         lance_format.write_dataset(TABLE, str(tmp_path / "ac"), auto_cleanup_options={"interval": 5})
     with pytest.raises(LanceError):
         lance_format.dataset(str(tmp_path / "stable"), commit_lock=object())
+
+
+def test_fragment_ids_and_truncate_table(uris: dict[Any, str]) -> None:
+    """Before: ours had neither. pylance's truncate is a Delete of every fragment, predicate true."""
+    seen = []
+    for engine, uri in uris.items():
+        ds = engine.dataset(uri)
+        ds.delete("a < 7")  # fragment 0 goes
+        ids = sorted(ds.fragment_ids())
+        ds.truncate_table()
+        ds.truncate_table()  # again, with no fragments left
+        read = lance.dataset(uri)  # pylance reads both
+        op = read.get_transactions(1)[0].operation
+        seen.append(
+            (
+                ids,
+                3 in ds.fragment_ids(),
+                len(engine.dataset(uri).fragment_ids()),
+                read.version,
+                read.count_rows(),
+                read.schema,
+                type(op).__name__,
+                getattr(op, "predicate", None),
+                engine.dataset(uri, version=2).count_rows(),
+            )
+        )
+    assert seen[0] == seen[1]
+    assert seen[0][0] == [1, 2]
+
+
+def test_drop(uris: dict[Any, str], tmp_path: Path) -> None:
+    """Before: ours had no ``LanceDataset.drop``; pylance's removes the folder, OSError when absent."""
+    for engine, uri in uris.items():
+        cls = type(engine.dataset(uri))
+        cls.drop(Path(uri))
+        assert not Path(uri).exists()
+        with pytest.raises(OSError, match=r"(?i)not found|no dataset"):
+            cls.drop(uri)
+        cls.drop(uri, ignore_not_found=True)
+        assert tmp_path.exists()
+    with pytest.raises(FileNotFoundError):
+        lance_format.dataset(uris[lance_format])
+    # Written again at the same URI after the drop: what a reader sees is the new dataset.
+    lance_format.write_dataset(TABLE.slice(0, 3), uris[lance_format])
+    assert lance.dataset(uris[lance_format]).to_table() == TABLE.slice(0, 3)
+
+
+def test_drop_on_object_stores() -> None:
+    uri = "memory://drop-test/ds"
+    lance_format.write_dataset(TABLE, uri)
+    lance_format.write_dataset(TABLE, uri, mode="append")
+    lance_format.dataset(uri).create_scalar_index("a", "BTREE")  # an _indices/<uuid>/ folder too
+    lance_format.LanceDataset.drop(uri)
+    with pytest.raises(FileNotFoundError):
+        lance_format.dataset(uri)
+    with pytest.raises(FileNotFoundError):
+        lance_format.LanceDataset.drop(uri)
 
 
 @pytest.mark.parametrize(
