@@ -10,13 +10,14 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 import numpy as np
 import pyarrow as pa
 from pyroaring import BitMap
 
 from lance_format.core.errors import InvalidInputError, InvalidTypeError, NotFoundError
+from lance_format.dataset.tags import Reference
 from lance_format.io.store import store_for_uri
 
 __all__ = ["PylanceCompatMixin", "check_accepted_sizes"]
@@ -45,7 +46,14 @@ class PylanceCompatMixin:
     if TYPE_CHECKING:  # provided by LanceDataset
         manifest: Any
 
+        def __init__(
+            self, uri: Any, version: Any = None, storage_options: Any = None, *, session: Any = None
+        ) -> None: ...
+
         def delete(self, predicate: Any) -> dict[str, int]: ...
+
+        @property
+        def snapshot(self) -> Any: ...
 
         def describe_indices(self) -> list[Any]: ...
 
@@ -102,6 +110,51 @@ class PylanceCompatMixin:
                 raise NotFoundError(f"no dataset to drop at {uri}")
         finally:
             store.close()
+
+    def shallow_clone(
+        self,
+        target_path: str | os.PathLike[str],
+        reference: Reference,
+        storage_options: dict[str, str] | None = None,
+        **kwargs: Any,
+    ) -> Self:
+        """A new dataset at ``target_path`` whose first version is the version ``reference``
+        names (a number, a tag, or ``(branch, version)``), reading this dataset's files in place
+        (this root becomes a base path of the clone; no data is copied). Later writes to the clone
+        go to its own root. ``kwargs``: pylance's ``dataset()`` arguments for opening the clone."""
+        return self._cloned(target_path, reference, storage_options, kwargs, shallow=True)
+
+    def deep_clone(
+        self,
+        target_path: str | os.PathLike[str],
+        reference: Reference,
+        storage_options: dict[str, str] | None = None,
+        **kwargs: Any,
+    ) -> Self:
+        """A new, self-contained dataset at ``target_path`` whose first version is the version
+        ``reference`` names, with copies of every file that version needs (data, deletion and
+        index files). ``kwargs``: pylance's ``dataset()`` arguments for opening the clone."""
+        return self._cloned(target_path, reference, storage_options, kwargs, shallow=False)
+
+    def _cloned(
+        self,
+        target_path: str | os.PathLike[str],
+        reference: Reference,
+        storage_options: dict[str, str] | None,
+        kwargs: dict[str, Any],
+        *,
+        shallow: bool,
+    ) -> Self:
+        from lance_format.dataset.clone import clone_dataset
+
+        session = kwargs.pop("session", None) or self.snapshot.session
+        check_accepted_sizes(
+            **{k: kwargs.pop(k) for k in list(kwargs) if k.endswith(("_size", "_bytes", "block_size"))}
+        )
+        if kwargs:
+            raise InvalidInputError(f"unexpected arguments for the clone: {sorted(kwargs)}")
+        clone_dataset(self.snapshot, target_path, reference, storage_options, shallow=shallow)
+        return type(self)(os.fspath(target_path), storage_options=storage_options, session=session)
 
     def replace_schema_metadata(self, new_metadata: dict[str, str | None]) -> None:
         """Replace the schema metadata (deprecated in pylance: ``update_schema_metadata(...,

@@ -431,7 +431,8 @@ class LanceOperation:
 
     @dataclass
     class Clone(_Operation):
-        """A shallow or deep clone (not supported)."""
+        """A shallow or deep clone, as ``read_transaction`` reports one. Clones are made by
+        ``LanceDataset.shallow_clone`` / ``deep_clone``, not committed as an operation."""
 
         is_shallow: bool
         ref_name: str | None

@@ -324,8 +324,13 @@ class Snapshot:
         its size measured rather than taken from the manifest)."""
         if cached:
             return self._cache.reader(data_file, self.bases)
-        store, key = self._cache.locate(data_file.base_id, "data", data_file.path, self.bases)
+        store, key = self.locate(data_file.base_id, "data", data_file.path)
         return LanceFileReader(key, store=store)
+
+    def locate(self, base_id: int | None, folder: str, name: str) -> tuple[ObjectStore, str]:
+        """``(store, key)`` of a file named relative to ``folder`` of this version's root
+        (``base_id`` ``None``) or of one of its base paths."""
+        return self._cache.locate(base_id, folder, name, self.bases)
 
     def __repr__(self) -> str:
         return f"Snapshot(uri={self._uri!r}, version={self.version})"

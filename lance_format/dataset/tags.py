@@ -50,7 +50,7 @@ class Tags:
             raise InvalidInputError(f"{self._ds.uri}: cannot tag version {version}: it does not exist")
         return entry[1]
 
-    def _resolve(self, reference: Reference) -> int:
+    def resolve(self, reference: Reference) -> int:
         """The version a pylance-style reference names: ``None`` is this handle's version, a
         string a tag, ``(branch, version)`` a version of the main branch (``None``: the latest)."""
         if reference is None:
@@ -68,7 +68,7 @@ class Tags:
                 if latest is None:
                     raise InvalidInputError(f"{self._ds.uri}: the dataset has no versions")
                 return latest
-            return self._resolve(version)
+            return self.resolve(version)
         if isinstance(reference, bool) or not isinstance(reference, int | np.integer):
             raise InvalidInputError(f"a tag points at a version number or tag, not {reference!r}")
         return int(reference)
@@ -76,13 +76,13 @@ class Tags:
     def create(self, tag: str, reference: Reference = None) -> None:
         """Point a new tag at ``reference`` (a version number, a tag name, ``(branch, version)``,
         or ``None`` for this handle's version), as pylance's ``tags.create`` does."""
-        version = self._resolve(reference)
+        version = self.resolve(reference)
         size = self._manifest_size(version)
         _tags.create_tag(self._store, tag, version, size)
 
     def update(self, tag: str, reference: Reference = None) -> None:
         """Move an existing tag to ``reference`` (see :meth:`create`)."""
-        version = self._resolve(reference)
+        version = self.resolve(reference)
         size = self._manifest_size(version)
         _tags.update_tag(self._store, tag, version, size)
 

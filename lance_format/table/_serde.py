@@ -17,6 +17,7 @@ from lance_format.file import field_from_pb, field_to_pb, map_to_dict
 from lance_format.table.model import (
     Append,
     BasePath,
+    Clone,
     CreateIndex,
     DataFile,
     DataFragment,
@@ -361,6 +362,15 @@ def _operation_to_pb(op: Operation, pb: transaction_pb2.Transaction) -> None:
             _update_map_to_pb(m, uc.field_metadata_updates[fid])
     elif isinstance(op, ReserveFragments):
         pb.reserve_fragments.num_fragments = op.num_fragments
+    elif isinstance(op, Clone):
+        cl = pb.clone
+        cl.is_shallow = op.is_shallow
+        cl.ref_version = op.ref_version
+        cl.ref_path = op.ref_path
+        if op.ref_name is not None:
+            cl.ref_name = op.ref_name
+        if op.branch_name is not None:
+            cl.branch_name = op.branch_name
     else:
         raise CorruptFileError("<transaction>", f"cannot serialize operation {type(op).__name__}")
 
@@ -433,6 +443,15 @@ def _operation_from_pb(pb: transaction_pb2.Transaction, path: str) -> Operation:
         )
     if kind == "reserve_fragments":
         return ReserveFragments(pb.reserve_fragments.num_fragments)
+    if kind == "clone":
+        cl = pb.clone
+        return Clone(
+            cl.is_shallow,
+            cl.ref_name if cl.HasField("ref_name") else None,
+            cl.ref_version,
+            cl.ref_path,
+            cl.branch_name if cl.HasField("branch_name") else None,
+        )
     return UnknownOperation(kind or "none")
 
 

@@ -37,7 +37,7 @@ from lance_format.table.tags import pin_commit, unpin
 from lance_format.table.transaction import build_manifest, check_conflict
 from lance_format.table.versions import VersionInfo, load_manifest, read_index_section, read_transaction
 
-__all__ = ["CommitOptions", "commit_transaction"]
+__all__ = ["CommitOptions", "commit_first_version", "commit_transaction"]
 
 #: Attempts after the first lost race before giving up with RetryableCommitConflictError.
 DEFAULT_MAX_RETRIES = 20
@@ -133,6 +133,44 @@ def _pinned(
                 unpin(store, key)
 
 
+def _committer(store: ObjectStore, opts: CommitOptions) -> ManifestCommitter:
+    if opts.committer is not None:
+        return opts.committer
+    external = manifest_store_for(store.uri)
+    return PutIfNotExistsCommitter() if external is None else ExternalManifestCommitter(external)
+
+
+def commit_first_version(
+    store: ObjectStore,
+    txn: Transaction,
+    manifest: Manifest,
+    index_section: bytes | None,
+    options: CommitOptions | None = None,
+) -> Manifest:
+    """Commit ``manifest``, built whole by the caller (a clone's: its version is the source's),
+    as the first version of a new dataset in ``store``, with ``txn`` and ``index_section``.
+
+    Raises :class:`DatasetAlreadyExistsError` when ``store`` holds a dataset already or another
+    writer commits that version first.
+    """
+    opts = options or CommitOptions()
+    if VersionInfo(store).latest is not None:
+        raise DatasetAlreadyExistsError(f"{store.uri}: dataset already exists")
+    store.write(transaction_key(txn.file_name()), _serde.transaction_to_bytes(txn))
+    data, new = encode_manifest(manifest, txn, index_section)
+    key = manifest_key(new.version, opts.naming)
+    with _commit_lock(store.uri):
+        try:
+            won = _committer(store, opts).commit(store, new.version, key, data)
+        except OSError as e:
+            raise StorageError(f"{store.uri}/{key}: commit failed: {e}") from e
+    if not won:
+        raise DatasetAlreadyExistsError(f"{store.uri}: dataset already exists")
+    with contextlib.suppress(OSError):  # only a hint: readers never rely on it
+        write_hint(store, new.version)
+    return replace(new, index_section_bytes=None)
+
+
 def commit_transaction(
     store: ObjectStore,
     txn: Transaction,
@@ -156,10 +194,7 @@ def commit_transaction(
         old, old_naming = load_manifest(store, v)
         return replace(old, index_section_bytes=read_index_section(store, old, old_naming))
 
-    committer = opts.committer
-    if committer is None:
-        external = manifest_store_for(store.uri)
-        committer = PutIfNotExistsCommitter() if external is None else ExternalManifestCommitter(external)
+    committer = _committer(store, opts)
     # Writers in this process take turns: they would only race each other for the same version
     # and burn retries (32 threads appending through one server gave up after 21 attempts).
     # Other processes still race optimistically through the store's conditional put.

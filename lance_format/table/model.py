@@ -17,6 +17,7 @@ __all__ = [
     "OLD_COMMIT_MESSAGE_KEY",
     "Append",
     "BasePath",
+    "Clone",
     "CreateIndex",
     "DataFile",
     "DataFragment",
@@ -390,6 +391,19 @@ class DataReplacement:
 
 
 @dataclass(frozen=True)
+class Clone:
+    """The first version of a dataset cloned from version ``ref_version`` of the one at
+    ``ref_path`` (by the tag ``ref_name`` when given): shallow (its data stays in the source,
+    a base path) or deep (copied). Committed by the clone itself, never planned on a base."""
+
+    is_shallow: bool
+    ref_name: str | None
+    ref_version: int
+    ref_path: str
+    branch_name: str | None = None
+
+
+@dataclass(frozen=True)
 class UnknownOperation:
     """An operation this implementation does not model (treated as conflicting)."""
 
@@ -410,6 +424,7 @@ Operation = (
     | ReserveFragments
     | UpdateBases
     | DataReplacement
+    | Clone
     | UnknownOperation
 )
 

@@ -14,6 +14,7 @@ from lance_format.table.flags import STABLE_ROW_IDS, compute_flags
 from lance_format.table.model import (
     Append,
     BasePath,
+    Clone,
     CreateIndex,
     DataFile,
     DataFragment,
@@ -461,7 +462,7 @@ def check_conflict(mine: Transaction, theirs: Transaction | None, version: int) 
     retry = RetryableCommitConflictError(
         f"{type(op).__name__} conflicts with {what} committed concurrently as version {version}; retry"
     )
-    if isinstance(other, Overwrite | Restore | Merge | Project):
+    if isinstance(other, Overwrite | Restore | Merge | Project | Clone):
         raise retry
     if isinstance(op, UpdateConfig):
         if isinstance(other, UpdateConfig) and _maps_overlap(op, other):

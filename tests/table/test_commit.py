@@ -189,6 +189,7 @@ def test_external_manifest_store_commits() -> None:
 
 def _conflict_ops() -> dict[str, object]:
     from lance_format.table.model import (
+        Clone,
         CreateIndex,
         Merge,
         Project,
@@ -214,7 +215,8 @@ def _conflict_ops() -> dict[str, object]:
         "config_j": UpdateConfig({"j": None}),
         "index": CreateIndex(),
         "reserve": ReserveFragments(2),
-        "unknown": UnknownOperation("clone"),
+        "unknown": UnknownOperation("branch"),
+        "clone": Clone(True, None, 3, "/src"),
     }
 
 
@@ -230,6 +232,8 @@ def _conflict_ops() -> dict[str, object]:
         ("append", "overwrite", "retry"),
         ("append", "merge", "retry"),
         ("append", "unknown", "fatal"),
+        ("append", "clone", "retry"),
+        ("delete0", "clone", "retry"),
         ("delete0", "delete1", "ok"),
         ("delete0", "delete0", "retry"),
         ("delete0", "update0", "retry"),

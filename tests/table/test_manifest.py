@@ -16,6 +16,7 @@ from lance_format.table.flags import check_reader_flags, check_writer_flags, com
 from lance_format.table.manifest_file import decode_manifest_file, encode_manifest_file, read_manifest
 from lance_format.table.model import (
     Append,
+    Clone,
     DataFile,
     DataFragment,
     DataStorageFormat,
@@ -91,6 +92,8 @@ def test_transaction_ops_roundtrip() -> None:
         Append((_frag(0),)),
         Delete((_frag(1, 5, DeletionFile(DeletionFileType.ARROW_ARRAY, 1, 2, 1)),), (3, 4), "a > 1"),
         Overwrite((_frag(0),), SCHEMA, {"c": "d"}),
+        Clone(True, None, 3, "s3://bucket/src.lance"),
+        Clone(False, "tagged", 7, "/data/src.lance", "dev"),
     ]
     for op in ops:
         t = Transaction(5, "u-u-i-d", op, "tag", {"a": "b"})
