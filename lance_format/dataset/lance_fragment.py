@@ -6,7 +6,7 @@ about the dataset; the fragment only reads through its dataset's snapshot.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -108,6 +108,33 @@ class LanceFragment(ArrowFragmentMixin, pds.Fragment):  # type: ignore[misc]
         from lance_format.dataset.fragment_api import delete_in_fragment
 
         return delete_in_fragment(self._ds.snapshot, self.fragment, predicate)
+
+    def delete_rows(self, offsets: Iterable[int]) -> FragmentMetadata | None:
+        """Delete the rows at these physical offsets within the fragment (0-based, deleted rows
+        counted), as pylance's ``delete_rows``.
+
+        Parameters
+        ----------
+        offsets
+            Physical row offsets (converted with ``int()``, as pylance does); offsets already
+            deleted and repeats are allowed.
+
+        Returns
+        -------
+        FragmentMetadata or None
+            The fragment with a new deletion file, or ``None`` when no row is left; commit it
+            with ``LanceOperation.Delete`` (or ``Overwrite``).
+
+        Raises
+        ------
+        InvalidInputError
+            An offset at or past the fragment's physical rows.
+        OutOfRangeError
+            A negative offset or one beyond 32 bits.
+        """
+        from lance_format.dataset.fragment_api import delete_offsets_in_fragment
+
+        return delete_offsets_in_fragment(self._ds.snapshot, self.fragment, offsets)
 
     def merge_columns(
         self,

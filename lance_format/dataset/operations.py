@@ -231,9 +231,17 @@ class LanceOperation:
 
         def to_model(self, base: Manifest | None) -> model.Operation:
             schema = schema_against(self.new_schema, None)
-            return model.Overwrite(
-                _frags(self.fragments), schema, initial_bases=new_bases(self.initial_bases)
-            )
+            frags = _frags(self.fragments)
+            for f in frags:
+                if f.deletion_file is not None:
+                    # Ids are assigned anew and a deletion file is named by its fragment's id;
+                    # pylance refuses these too.
+                    raise InvalidInputError(
+                        f"Overwrite fragments must be newly written, but fragment {f.id} carries "
+                        f"deletion file {f.deletion_file.key(f.id)}. Use Delete to commit deletions "
+                        "against existing fragments, or Merge to change their schema."
+                    )
+            return model.Overwrite(frags, schema, initial_bases=new_bases(self.initial_bases))
 
     @dataclass
     class Append(_Operation):
