@@ -183,6 +183,7 @@ def dataset(
     metadata_cache_size_bytes: int | None = None,
     index_cache_size_bytes: int | None = None,
     read_params: dict[str, Any] | None = None,
+    default_scan_options: dict[str, Any] | None = None,
 ) -> LanceDataset:
     """Open a Lance dataset.
 
@@ -207,6 +208,13 @@ def dataset(
         pylance's read parameters (a dict): accepted, they change no result.
     commit_lock:
         Raises :class:`NotSupportedError` (no custom commit locks).
+    default_scan_options:
+        pylance's scanner defaults for every scan of this handle and the versions checked out
+        from it: a dict keyed by pylance's ``ScannerBuilder`` setters (``with_row_id``, ``filter``,
+        ``columns``, ``limit``, ``batch_size``, ``with_fragments`` ...); arguments given to a scan
+        win. ``schema`` becomes their scan's projected schema. They do not apply to takes,
+        ``sample``, ``count_rows`` (but with an Expression filter) nor fragments, as in pylance.
+        See :mod:`lance_format.dataset.scan_defaults`.
 
     Returns
     -------
@@ -222,11 +230,12 @@ def dataset(
         raise InvalidTypeError(f"read_params must be a dict, got {type(read_params).__name__}")
     if commit_lock is not None:
         raise NotSupportedError("dataset(commit_lock=...) is not supported: commits are atomic")
+    defaults = default_scan_options
     if asof is None:
-        return LanceDataset(uri, version, storage_options, session=session)
+        return LanceDataset(uri, version, storage_options, session=session, default_scan_options=defaults)
     if version is not None:
         raise InvalidInputError("pass either version or asof, not both")
-    ds = LanceDataset(uri, None, storage_options, session=session)
+    ds = LanceDataset(uri, None, storage_options, session=session, default_scan_options=defaults)
     cutoff = int(asof.timestamp() * 1_000_000_000)
     found = None
     for v in reversed(sorted(VersionInfo(ds.store).entries)):

@@ -15,7 +15,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.dataset as pds
 
-from lance_format.core.errors import InvalidInputError
+from lance_format.core.errors import InvalidInputError, InvalidTypeError
 from lance_format.core.types import LanceSchema
 from lance_format.dataset.arrow_dataset import ArrowFragmentMixin, check_arrow_options
 from lance_format.dataset.filters import Filter
@@ -35,12 +35,7 @@ class _Dataset(Protocol):
     this one)."""
 
     @property
-    def schema(self) -> pa.Schema: ...
-
-    @property
     def snapshot(self) -> Snapshot: ...
-
-    def scanner(self, *args: Any, **kwargs: Any) -> LanceScanner: ...
 
     def get_fragment(self, fragment_id: int) -> LanceFragment | None: ...
 
@@ -64,12 +59,13 @@ class LanceFragment(ArrowFragmentMixin, pds.Fragment):  # type: ignore[misc]
 
     @property
     def schema(self) -> pa.Schema:
-        """The dataset version's schema."""
-        return self._ds.schema
+        """The dataset version's schema (without the dataset's ``default_scan_options``, as
+        pylance's)."""
+        return self._ds.snapshot.schema
 
     @property
     def _arrow_schema(self) -> pa.Schema:
-        return self._ds.schema
+        return self._ds.snapshot.schema
 
     @property
     def fragment_id(self) -> int:
@@ -167,13 +163,16 @@ class LanceFragment(ArrowFragmentMixin, pds.Fragment):  # type: ignore[misc]
         )
 
     def scanner(self, schema: pa.Schema | None = None, **kwargs: Any) -> LanceScanner:
-        """A scan of this fragment only; takes the parameters of :meth:`LanceDataset.scanner`.
+        """A scan of this fragment only; takes the parameters of :meth:`LanceDataset.scanner`
+        (its dataset's ``default_scan_options`` do not apply, as in pylance).
 
         ``schema`` (pyarrow's first argument, the dataset schema) must be this version's schema.
         """
-        if schema is not None and not schema.equals(self._ds.schema):
+        if schema is not None and not schema.equals(self._ds.snapshot.schema):
             raise InvalidInputError("a Lance fragment is scanned with its dataset's own schema")
-        return self._ds.scanner(fragments=[self], **kwargs)
+        if "fragments" in kwargs:
+            raise InvalidTypeError("a fragment's scanner() got an unexpected keyword argument 'fragments'")
+        return LanceScanner.open(self._ds.snapshot, fragments=[self.fragment], **kwargs)
 
     def to_pandas(self, **kwargs: Any) -> Any:
         """The fragment's rows as a pandas DataFrame; takes the parameters of :meth:`to_table`."""

@@ -12,11 +12,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_format.core.errors import InvalidInputError, InvalidTypeError, NotSupportedError, OutOfRangeError
+from lance_format.dataset.arrow_dataset import check_arrow_options
 from lance_format.dataset.expr import Predicate
 from lance_format.dataset.filters import ComputedValue, Filter, evaluate, parse_filter, parse_value
 from lance_format.dataset.fragment import FragmentReader
 from lance_format.dataset.projection import MemberPath, flatten_member, member_path
-from lance_format.dataset.scan_options import ScanOptions, combine_table, sort_table, strict_batches
+from lance_format.dataset.scan_options import (
+    ScanOptions,
+    combine_table,
+    scan_options,
+    sort_table,
+    strict_batches,
+)
 from lance_format.io.cache import ReadPolicy
 from lance_format.io.prefetch import ScanScope, scan_scope
 from lance_format.io.scheduler import ReadAhead
@@ -65,6 +72,19 @@ def conform_schema(table: pa.Table, schema: pa.Schema) -> pa.Table:
         return pa.Table.from_arrays(table.columns, schema=schema)
     return table.cast(schema)
 
+
+#: The arguments of :class:`LanceScanner` that :meth:`LanceScanner.open` passes on by name.
+_OWN_ARGUMENTS = (
+    "columns",
+    "filter",
+    "limit",
+    "offset",
+    "batch_size",
+    "with_row_id",
+    "with_row_address",
+    "fragments",
+    "use_scalar_index",
+)
 
 #: Counts (limit, offset, batch size) are signed 64-bit integers, as in pylance.
 MAX_COUNT = 2**63 - 1
@@ -235,6 +255,21 @@ class LanceScanner:
         self.projected_schema = projected
         sort_cols = [o.column_name for o in options.order_by if o.column_name not in projected.names]
         self._load_names = [*projected.names, *dict.fromkeys(sort_cols)]
+
+    @classmethod
+    def open(cls, dataset: SnapshotSource, **kwargs: Any) -> LanceScanner:
+        """A scan from ``LanceDataset.scanner``'s keyword arguments (``fragments`` as table-model
+        fragments): this class's own, pylance's further options (``order_by``,
+        ``strict_batch_size`` ...; see :func:`~lance_format.dataset.scan_options.scan_options`) and
+        pyarrow's tuning options; ``None`` leaves an argument at its default."""
+        snapshot = dataset.snapshot
+        options = scan_options(kwargs, snapshot.schema)  # pylance's options beyond pyarrow's
+        args = {name: kwargs.pop(name) for name in _OWN_ARGUMENTS if kwargs.get(name) is not None}
+        kwargs = {k: v for k, v in kwargs.items() if k not in _OWN_ARGUMENTS}
+        check_arrow_options(kwargs)
+        if "use_scalar_index" in args:
+            args["use_scalar_index"] = args["use_scalar_index"] is not False
+        return cls(snapshot, **args, options=options)
 
     def _output_field(self, arrow: pa.Schema, name: str) -> pa.Field:
         path = self._members.get(name)
