@@ -569,14 +569,15 @@ class LanceDataset(PylanceCompatMixin, ArrowDatasetMixin, pds.Dataset):  # type:
             A table, batch reader, pandas DataFrame or anything ``write_dataset`` reads: the key
             column ``right_on`` and the new columns.
         left_on
-            The dataset's key column.
+            The dataset's key column, or ``_rowid`` / ``_rowaddr`` (``uint64`` keys), as pylance.
         right_on
             The key column of ``data_obj`` (``left_on`` when ``None``); it is not added.
         schema
             ``data_obj``'s schema, for inputs that need one (batch iterables).
 
         Rows without a match get nulls; a key repeated in ``data_obj`` takes its last row. Every
-        fragment gets one data file of the new columns (pylance's ``LanceOperation.Merge``).
+        fragment gets one data file of the new columns (pylance's ``LanceOperation.Merge``), as
+        ``LanceFragment.merge`` of each fragment committed together would write it.
         """
         from lance_format.dataset.fragment_api import merge_on_key
 

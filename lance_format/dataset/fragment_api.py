@@ -39,6 +39,8 @@ __all__ = [
     "delete_in_fragment",
     "delete_offsets_in_fragment",
     "merge_columns",
+    "merge_fragment_on_key",
+    "merge_on_key",
     "update_columns",
 ]
 
@@ -267,26 +269,38 @@ def update_columns(
     return meta, modified
 
 
-def merge_on_key(
-    ds: Snapshot, data: Any, left_on: str, right_on: str | None, schema: pa.Schema | None
-) -> Manifest:
-    """Commit ``data``'s columns (all but ``right_on``) joined to the dataset on ``left_on`` =
-    ``right_on``: one new data file per fragment, one ``Merge`` version (pylance's
-    ``LanceDataset.merge``). Rows without a match get nulls; a key repeated in ``data`` takes its
-    last row, as pylance's hash join does; null keys match nothing.
-    """
+def _key_type(ds: Snapshot, column: str, where: str) -> pa.DataType:
+    """The type of the left key ``column``: a column of the dataset, or ``_rowid`` / ``_rowaddr``
+    (pylance joins on them too; stable row ids where the dataset has them)."""
+    if column in ds.schema.names:
+        return ds.schema.field(column).type
+    if column in (ROWID, ROWADDR):
+        return pa.uint64()
+    raise InvalidInputError(f"Column {column} does not exist in the left side {where}")
+
+
+def _merge_udf(
+    ds: Snapshot, data: Any, left_on: str, right_on: str | None, schema: pa.Schema | None, where: str
+) -> BatchUDF:
+    """The UDF computing ``data``'s columns for batches of the left key (pylance's hash join):
+    rows without a match get nulls; a key repeated in ``data`` takes its last row; null keys
+    match nothing. ``where`` names the left side in errors ("dataset" or "fragment")."""
     right_on = left_on if right_on is None else right_on
-    if left_on not in ds.schema.names:
-        raise InvalidInputError(f"Column {left_on} does not exist in the left side dataset")
+    left_type = _key_type(ds, left_on, where)
     right = to_reader(data, schema).read_all()
     if right_on not in right.schema.names:
-        raise InvalidInputError(f"Column {right_on} does not exist in the right side dataset")
-    left_type, right_type = ds.schema.field(left_on).type, right.schema.field(right_on).type
+        raise InvalidInputError(f"Column {right_on} does not exist in the right side {where}")
+    right_type = right.schema.field(right_on).type
     if left_type != right_type:
         raise InvalidInputError(f"Index column type mismatch: expected {right_type}, got {left_type}")
     for name in right.schema.names:
         if name != right_on and name in ds.schema.names:
-            raise InvalidInputError(f"Column {name} exists in both sides of the dataset")
+            both = (
+                "both sides of the dataset"
+                if where == "dataset"
+                else "left side fragment and right side dataset"
+            )
+            raise InvalidInputError(f"Column {name} exists in {both}")
     added = right.drop_columns([right_on])
     if not added.num_columns:
         raise InvalidInputError(f"merge needs columns besides the key {right_on!r}")  # pylance panics
@@ -310,4 +324,29 @@ def merge_on_key(
             )
         return pa.RecordBatch.from_arrays([c.take(pos) for c in values], schema=out_schema)
 
-    return add_computed_columns(ds, BatchUDF(joined, out_schema), [left_on], None, None)
+    return BatchUDF(joined, out_schema)
+
+
+def merge_on_key(
+    ds: Snapshot, data: Any, left_on: str, right_on: str | None, schema: pa.Schema | None
+) -> Manifest:
+    """Commit ``data``'s columns (all but ``right_on``) joined to the dataset on ``left_on`` =
+    ``right_on``: one new data file per fragment, one ``Merge`` version (pylance's
+    ``LanceDataset.merge``; see :func:`_merge_udf` for the join)."""
+    udf = _merge_udf(ds, data, left_on, right_on, schema, "dataset")
+    return add_computed_columns(ds, udf, [left_on], None, None)
+
+
+def merge_fragment_on_key(
+    ds: Snapshot,
+    frag: DataFragment,
+    data: Any,
+    left_on: str,
+    right_on: str | None = None,
+    schema: pa.Schema | None = None,
+) -> tuple[FragmentMetadata, LanceSchema]:
+    """``frag`` with ``data``'s columns joined on ``left_on`` = ``right_on`` in a new data file,
+    and the dataset schema with them (pylance's ``LanceFragment.merge``); commit every fragment's
+    result with ``LanceOperation.Merge``. The join is the dataset-level merge's."""
+    udf = _merge_udf(ds, data, left_on, right_on, schema, "fragment")
+    return merge_columns(ds, frag, udf, [left_on])

@@ -145,6 +145,49 @@ class LanceFragment(ArrowFragmentMixin, pds.Fragment):  # type: ignore[misc]
 
         return merge_columns(self._ds.snapshot, self.fragment, value_func, columns, batch_size, reader_schema)
 
+    def merge(
+        self,
+        data_obj: Any,
+        left_on: str,
+        right_on: str | None = None,
+        schema: pa.Schema | None = None,
+    ) -> tuple[FragmentMetadata, LanceSchema]:
+        """Left-join ``data_obj``'s columns into this fragment on ``left_on`` = ``right_on``, as
+        pylance's ``LanceFragment.merge``.
+
+        Parameters
+        ----------
+        data_obj
+            A table, batch reader, pandas DataFrame or anything ``write_dataset`` reads: the key
+            column ``right_on`` and the new columns.
+        left_on
+            The fragment's key column (``_rowid`` and ``_rowaddr`` too).
+        right_on
+            The key column of ``data_obj`` (``left_on`` when ``None``); it is not added.
+        schema
+            ``data_obj``'s schema, for inputs that need one (batch iterables).
+
+        Returns
+        -------
+        tuple of FragmentMetadata and LanceSchema
+            The fragment with one more data file holding the new columns, and the dataset schema
+            with them; commit every fragment's with ``LanceOperation.Merge(fragments, schema)``.
+
+        Raises
+        ------
+        InvalidInputError
+            A key column missing on either side, key types that differ, a new column the
+            dataset already has, ``data_obj`` of no rows or of the key only.
+
+        Notes
+        -----
+        Rows without a match get nulls; a key repeated in ``data_obj`` takes its last row; null
+        keys match nothing (as :meth:`LanceDataset.merge`).
+        """
+        from lance_format.dataset.fragment_api import merge_fragment_on_key
+
+        return merge_fragment_on_key(self._ds.snapshot, self.fragment, data_obj, left_on, right_on, schema)
+
     def update_columns(
         self,
         data_obj: Any,
