@@ -31,6 +31,7 @@ from lance_format.dataset.compat import PylanceCompatMixin
 from lance_format.dataset.filters import Filter
 from lance_format.dataset.fragment import ReaderCache
 from lance_format.dataset.lance_fragment import LanceFragment
+from lance_format.dataset.multibase import check_base_store_params
 from lance_format.dataset.operations import (
     Committable,
     Target,
@@ -131,6 +132,9 @@ class LanceDataset(PylanceCompatMixin, ArrowDatasetMixin, pds.Dataset):  # type:
         Options for the object store.
     default_scan_options:
         pylance's scanner defaults for this handle (see :mod:`lance_format.dataset.scan_defaults`).
+    base_store_params:
+        Object-store options by base path URI, for the stores of those bases (they replace
+        ``storage_options`` there), as pylance's.
     """
 
     def __init__(
@@ -146,17 +150,25 @@ class LanceDataset(PylanceCompatMixin, ArrowDatasetMixin, pds.Dataset):  # type:
         snapshot: Snapshot | None = None,
         session: Session | None = None,
         default_scan_options: dict[str, Any] | None = None,
+        base_store_params: dict[str, dict[str, str]] | None = None,
     ) -> None:
         self._default_scan_options = check_default_scan_options(default_scan_options)
+        params = check_base_store_params(base_store_params)
         if snapshot is None:
             uri = os.fspath(uri)
             if manifest is None or naming is None:
                 snapshot = Snapshot.open(
-                    uri, version, storage_options, store=store, cache=cache, session=session
+                    uri,
+                    version,
+                    storage_options,
+                    store=store,
+                    cache=cache,
+                    session=session,
+                    base_store_params=params,
                 )
             else:
                 store = store or (session or Session.default()).store_for(uri, storage_options)
-                cache = cache or reader_cache(store, storage_options, session)
+                cache = cache or reader_cache(store, storage_options, session, params)
                 snapshot = Snapshot(uri, store, manifest, naming, cache, storage_options, session)
         self._snapshot = snapshot
         self.uri = snapshot.uri
@@ -836,6 +848,7 @@ class LanceDataset(PylanceCompatMixin, ArrowDatasetMixin, pds.Dataset):  # type:
             raise InvalidInputError(f"mode must be 'append', 'overwrite' or 'create', got {mode!r}")
         kwargs.setdefault("storage_options", self.storage_options)
         kwargs.setdefault("session", self.session)
+        kwargs.setdefault("base_store_params", self._snapshot.base_store_params)
         new = write.write_snapshot(data, self.uri, mode=mode, **kwargs)
         self.adopt(new.manifest)
 
@@ -945,16 +958,24 @@ class LanceDataset(PylanceCompatMixin, ArrowDatasetMixin, pds.Dataset):  # type:
 
     def __reduce__(self) -> tuple[Any, ...]:
         # pyarrow's Cython base cannot pickle a Python-made dataset: reopen by URI and version.
-        return (_reopen, (self.uri, self.version, self.storage_options, self._default_scan_options))
+        params = self._snapshot.base_store_params
+        state = (self.uri, self.version, self.storage_options, self._default_scan_options, params)
+        return (_reopen, state)
 
     def __repr__(self) -> str:
         return f"LanceDataset(uri={self.uri!r}, version={self.version})"
 
 
 def _reopen(
-    uri: str, version: int, storage_options: dict[str, str] | None, defaults: dict[str, Any] | None
+    uri: str,
+    version: int,
+    storage_options: dict[str, str] | None,
+    defaults: dict[str, Any] | None,
+    base_store_params: dict[str, dict[str, str]] | None = None,
 ) -> LanceDataset:
-    return LanceDataset(uri, version, storage_options, default_scan_options=defaults)
+    return LanceDataset(
+        uri, version, storage_options, default_scan_options=defaults, base_store_params=base_store_params
+    )
 
 
 def _version_entry(m: Manifest) -> dict[str, Any]:
