@@ -919,6 +919,7 @@ class LanceDataset(PylanceCompatMixin, ArrowDatasetMixin, pds.Dataset):  # type:
         *,
         commit_message: str | None = None,
         enable_stable_row_ids: bool | None = None,
+        base_store_params: dict[str, dict[str, str]] | None = None,
         **unsupported: Any,
     ) -> LanceDataset:
         """The dataset at a new version committing ``operation`` (see ``operations.commit_operation``)."""
@@ -933,6 +934,7 @@ class LanceDataset(PylanceCompatMixin, ArrowDatasetMixin, pds.Dataset):  # type:
             max_retries,
             commit_message=commit_message,
             enable_stable_row_ids=enable_stable_row_ids,
+            base_store_params=base_store_params,
             **unsupported,
         )
         return LanceDataset.from_snapshot(snapshot)

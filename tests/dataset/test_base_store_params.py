@@ -14,6 +14,7 @@ import pyarrow as pa
 import pytest
 
 import lance_format
+import lance_format.fragment
 from lance_format.errors import InvalidTypeError
 from tests.s3_server import BUCKET, S3Server
 
@@ -113,3 +114,16 @@ def test_base_store_params_must_map_uris_to_dicts(tmp_path: Path, params: Any) -
         lance.dataset(root, base_store_params=params)
     with pytest.raises(InvalidTypeError):
         lance_format.dataset(root, base_store_params=params)
+
+
+def test_distributed_writes_and_commits_take_them(remote: tuple[str, str, dict[str, str]]) -> None:
+    """``write_fragments`` into a base and ``LanceDataset.commit`` of them, as pylance's."""
+    root, base, good = remote
+    kwargs = {"storage_options": _refused(good), "base_store_params": {base: good}}
+    more = pa.table({"x": pa.array([7, 8], pa.int64()), "s": ["v7", "v8"]})
+    frags = lance_format.fragment.write_fragments(more, root, target_bases=["remote"], **kwargs)
+    assert all(f.files[0].base_id == 1 for f in frags)
+    op = lance_format.LanceOperation.Append(frags)
+    ds = lance_format.LanceDataset.commit(root, op, read_version=1, **kwargs)
+    assert ds.to_table()["x"].to_pylist()[-2:] == [7, 8]  # the returned dataset reads the base
+    assert _open(lance, root, **kwargs).to_table().equals(_open(lance_format, root, **kwargs).to_table())
