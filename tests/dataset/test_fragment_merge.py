@@ -48,14 +48,15 @@ def _copies(tmp_path: Path, **kwargs: Any) -> dict[ModuleType, str]:
 
 
 def _ids(schema: Any) -> list[tuple[str, int]]:
-    """A returned LanceSchema's top-level (name, field id) pairs, either package's."""
-    if hasattr(schema, "to_pyarrow"):
+    """A returned LanceSchema's top-level (name, field id) pairs, either package's (pylance's
+    fields and their names and ids are methods, ours attributes)."""
+    if callable(schema.fields):
         return [(f.name(), f.id()) for f in schema.fields()]
     return [(f.name, f.id) for f in schema.fields]
 
 
 def _arrow(schema: Any) -> pa.Schema:
-    return schema.to_pyarrow() if hasattr(schema, "to_pyarrow") else schema.to_arrow()
+    return schema.to_pyarrow()  # pylance's name, ours too
 
 
 def _merged(mod: ModuleType, uri: str, data: Any, left_on: str, right_on: str | None = None) -> Any:
