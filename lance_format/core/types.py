@@ -276,6 +276,10 @@ class LanceSchema:
             self.__dict__["_arrow_schema"] = cached
         return cached
 
+    def to_pyarrow(self) -> pa.Schema:
+        """The Arrow schema (pylance's ``LanceSchema.to_pyarrow``; same as :meth:`to_arrow`)."""
+        return self.to_arrow()
+
     def walk(self) -> Iterator[LanceField]:
         for f in self.fields:
             yield from f.walk()

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as pds
 
 from lance_format.core.errors import (
@@ -30,6 +31,7 @@ from lance_format.dataset.compat import PylanceCompatMixin
 from lance_format.dataset.filters import Filter
 from lance_format.dataset.fragment import ReaderCache
 from lance_format.dataset.lance_fragment import LanceFragment
+from lance_format.dataset.multibase import check_base_store_params
 from lance_format.dataset.operations import (
     Committable,
     Target,
@@ -37,7 +39,7 @@ from lance_format.dataset.operations import (
     commit_operation,
 )
 from lance_format.dataset.operations import Transaction as PlannedTransaction
-from lance_format.dataset.scan_options import scan_options
+from lance_format.dataset.scan_defaults import check_default_scan_options, with_scan_defaults
 from lance_format.dataset.scanner import LanceScanner
 from lance_format.dataset.session import Session
 from lance_format.dataset.snapshot import Snapshot, reader_cache
@@ -128,6 +130,11 @@ class LanceDataset(PylanceCompatMixin, ArrowDatasetMixin, pds.Dataset):  # type:
         Version number or tag name; the latest version when omitted.
     storage_options:
         Options for the object store.
+    default_scan_options:
+        pylance's scanner defaults for this handle (see :mod:`lance_format.dataset.scan_defaults`).
+    base_store_params:
+        Object-store options by base path URI, for the stores of those bases (they replace
+        ``storage_options`` there), as pylance's.
     """
 
     def __init__(
@@ -142,16 +149,26 @@ class LanceDataset(PylanceCompatMixin, ArrowDatasetMixin, pds.Dataset):  # type:
         cache: ReaderCache | None = None,
         snapshot: Snapshot | None = None,
         session: Session | None = None,
+        default_scan_options: dict[str, Any] | None = None,
+        base_store_params: dict[str, dict[str, str]] | None = None,
     ) -> None:
+        self._default_scan_options = check_default_scan_options(default_scan_options)
+        params = check_base_store_params(base_store_params)
         if snapshot is None:
             uri = os.fspath(uri)
             if manifest is None or naming is None:
                 snapshot = Snapshot.open(
-                    uri, version, storage_options, store=store, cache=cache, session=session
+                    uri,
+                    version,
+                    storage_options,
+                    store=store,
+                    cache=cache,
+                    session=session,
+                    base_store_params=params,
                 )
             else:
                 store = store or (session or Session.default()).store_for(uri, storage_options)
-                cache = cache or reader_cache(store, storage_options, session)
+                cache = cache or reader_cache(store, storage_options, session, params)
                 snapshot = Snapshot(uri, store, manifest, naming, cache, storage_options, session)
         self._snapshot = snapshot
         self.uri = snapshot.uri
@@ -192,8 +209,11 @@ class LanceDataset(PylanceCompatMixin, ArrowDatasetMixin, pds.Dataset):  # type:
 
     @property
     def schema(self) -> pa.Schema:
-        """The Arrow schema of this version."""
-        return self.manifest.schema.to_arrow()
+        """The Arrow schema of this version; with ``default_scan_options``, the schema of a scan
+        with them (``_rowid`` included when they ask for it), as pylance's."""
+        if self._default_scan_options is None:
+            return self._snapshot.schema
+        return self.scanner().projected_schema
 
     @property
     def lance_schema(self) -> LanceSchema:
@@ -245,8 +265,9 @@ class LanceDataset(PylanceCompatMixin, ArrowDatasetMixin, pds.Dataset):  # type:
         return out
 
     def checkout_version(self, version: int | str) -> LanceDataset:
-        """The dataset at another version (number or tag)."""
-        return LanceDataset.from_snapshot(self._snapshot.at_version(version))
+        """The dataset at another version (number or tag), with this handle's scan defaults."""
+        snapshot = self._snapshot.at_version(version)
+        return LanceDataset(snapshot.uri, snapshot=snapshot, default_scan_options=self._default_scan_options)
 
     def checkout_latest(self) -> LanceDataset:
         """The dataset at its newest version."""
@@ -279,10 +300,10 @@ class LanceDataset(PylanceCompatMixin, ArrowDatasetMixin, pds.Dataset):  # type:
         limit: int | None = None,
         offset: int | None = None,
         batch_size: int | None = None,
-        with_row_id: bool = False,
-        with_row_address: bool = False,
+        with_row_id: bool | None = None,
+        with_row_address: bool | None = None,
         fragments: Sequence[LanceFragment] | None = None,
-        use_scalar_index: bool = True,
+        use_scalar_index: bool | None = None,
         **arrow_options: Any,
     ) -> LanceScanner:
         """A scan of this version; see :meth:`to_table` for the parameters.
@@ -295,22 +316,23 @@ class LanceDataset(PylanceCompatMixin, ArrowDatasetMixin, pds.Dataset):  # type:
         name ``_rowid`` and ``_rowaddr``. pyarrow's scan tuning options (``use_threads`` ...) are
         accepted and ignored: our scanner has its own read-ahead.
         """
-        options = scan_options(arrow_options, self.schema)  # pylance's options beyond pyarrow's
-        check_arrow_options(arrow_options)
-        frags = None if fragments is None else [f.fragment for f in fragments]
-        return LanceScanner(
-            self._snapshot,
-            columns,
-            filter,
-            limit,
-            offset,
-            batch_size,
-            False if with_row_id is None else with_row_id,
-            False if with_row_address is None else with_row_address,
-            frags,
-            use_scalar_index=use_scalar_index is not False,
-            options=options,
+        given = dict(
+            columns=columns,
+            filter=filter,
+            limit=limit,
+            offset=offset,
+            batch_size=batch_size,
+            with_row_id=with_row_id,
+            with_row_address=with_row_address,
+            fragments=fragments,
+            use_scalar_index=use_scalar_index,
+            **arrow_options,
         )
+        kwargs = with_scan_defaults(self._default_scan_options, given)
+        frags = kwargs.pop("fragments", None)
+        if frags is not None:
+            frags = [f.fragment for f in frags]
+        return LanceScanner.open(self._snapshot, fragments=frags, **kwargs)
 
     def to_table(
         self,
@@ -319,10 +341,10 @@ class LanceDataset(PylanceCompatMixin, ArrowDatasetMixin, pds.Dataset):  # type:
         limit: int | None = None,
         offset: int | None = None,
         batch_size: int | None = None,
-        with_row_id: bool = False,
-        with_row_address: bool = False,
+        with_row_id: bool | None = None,
+        with_row_address: bool | None = None,
         fragments: Sequence[LanceFragment] | None = None,
-        use_scalar_index: bool = True,
+        use_scalar_index: bool | None = None,
         **arrow_options: Any,
     ) -> pa.Table:
         """Read rows as one table.
@@ -342,8 +364,8 @@ class LanceDataset(PylanceCompatMixin, ArrowDatasetMixin, pds.Dataset):  # type:
         fragments:
             Scan only these fragments.
         use_scalar_index:
-            Let ZONEMAP statistics skip row ranges that cannot match ``filter`` (results are the
-            same either way; only the bytes read differ).
+            Let scalar indices skip row ranges that cannot match ``filter`` (results are the
+            same either way; only the bytes read differ); on unless ``False``.
         arrow_options:
             pylance's further scan options and pyarrow's tuning options (see :meth:`scanner`).
         """
@@ -365,11 +387,17 @@ class LanceDataset(PylanceCompatMixin, ArrowDatasetMixin, pds.Dataset):  # type:
         return self.scanner(**kwargs).to_batches()
 
     def count_rows(self, filter: Filter | None = None, **arrow_options: Any) -> int:
-        """Live rows (matching ``filter`` when given)."""
+        """Live rows (matching ``filter`` when given).
+
+        As pylance, ``default_scan_options`` apply to a count with a pyarrow Expression filter
+        only (pylance scans for it; it counts SQL filters natively, without them).
+        """
         check_arrow_options(arrow_options)
         if filter is None:
             return self.manifest.num_rows
-        return self.scanner(columns=[], filter=filter).count_rows()
+        if isinstance(filter, pc.Expression):
+            return self.scanner(columns=[], filter=filter).count_rows()
+        return LanceScanner.open(self._snapshot, columns=[], filter=filter).count_rows()
 
     def head(self, num_rows: int, **kwargs: Any) -> pa.Table:
         """The first ``num_rows`` rows (takes the other parameters of :meth:`to_table`)."""
@@ -553,14 +581,15 @@ class LanceDataset(PylanceCompatMixin, ArrowDatasetMixin, pds.Dataset):  # type:
             A table, batch reader, pandas DataFrame or anything ``write_dataset`` reads: the key
             column ``right_on`` and the new columns.
         left_on
-            The dataset's key column.
+            The dataset's key column, or ``_rowid`` / ``_rowaddr`` (``uint64`` keys), as pylance.
         right_on
             The key column of ``data_obj`` (``left_on`` when ``None``); it is not added.
         schema
             ``data_obj``'s schema, for inputs that need one (batch iterables).
 
         Rows without a match get nulls; a key repeated in ``data_obj`` takes its last row. Every
-        fragment gets one data file of the new columns (pylance's ``LanceOperation.Merge``).
+        fragment gets one data file of the new columns (pylance's ``LanceOperation.Merge``), as
+        ``LanceFragment.merge`` of each fragment committed together would write it.
         """
         from lance_format.dataset.fragment_api import merge_on_key
 
@@ -806,7 +835,7 @@ class LanceDataset(PylanceCompatMixin, ArrowDatasetMixin, pds.Dataset):  # type:
         if isinstance(columns, dict):  # {name: SQL expression} over the sampled rows
             from lance_format.dataset.filters import evaluate, parse_value
 
-            exprs = {str(k): parse_value(v, self.schema) for k, v in columns.items()}
+            exprs = {str(k): parse_value(v, self._snapshot.schema) for k, v in columns.items()}
             return evaluate(self.take(picked), exprs)
         return self.take(picked, None if columns is None else list(columns), **kwargs)
 
@@ -819,6 +848,7 @@ class LanceDataset(PylanceCompatMixin, ArrowDatasetMixin, pds.Dataset):  # type:
             raise InvalidInputError(f"mode must be 'append', 'overwrite' or 'create', got {mode!r}")
         kwargs.setdefault("storage_options", self.storage_options)
         kwargs.setdefault("session", self.session)
+        kwargs.setdefault("base_store_params", self._snapshot.base_store_params)
         new = write.write_snapshot(data, self.uri, mode=mode, **kwargs)
         self.adopt(new.manifest)
 
@@ -889,6 +919,7 @@ class LanceDataset(PylanceCompatMixin, ArrowDatasetMixin, pds.Dataset):  # type:
         *,
         commit_message: str | None = None,
         enable_stable_row_ids: bool | None = None,
+        base_store_params: dict[str, dict[str, str]] | None = None,
         **unsupported: Any,
     ) -> LanceDataset:
         """The dataset at a new version committing ``operation`` (see ``operations.commit_operation``)."""
@@ -903,6 +934,7 @@ class LanceDataset(PylanceCompatMixin, ArrowDatasetMixin, pds.Dataset):  # type:
             max_retries,
             commit_message=commit_message,
             enable_stable_row_ids=enable_stable_row_ids,
+            base_store_params=base_store_params,
             **unsupported,
         )
         return LanceDataset.from_snapshot(snapshot)
@@ -928,10 +960,24 @@ class LanceDataset(PylanceCompatMixin, ArrowDatasetMixin, pds.Dataset):  # type:
 
     def __reduce__(self) -> tuple[Any, ...]:
         # pyarrow's Cython base cannot pickle a Python-made dataset: reopen by URI and version.
-        return (LanceDataset, (self.uri, self.version, self.storage_options))
+        params = self._snapshot.base_store_params
+        state = (self.uri, self.version, self.storage_options, self._default_scan_options, params)
+        return (_reopen, state)
 
     def __repr__(self) -> str:
         return f"LanceDataset(uri={self.uri!r}, version={self.version})"
+
+
+def _reopen(
+    uri: str,
+    version: int,
+    storage_options: dict[str, str] | None,
+    defaults: dict[str, Any] | None,
+    base_store_params: dict[str, dict[str, str]] | None = None,
+) -> LanceDataset:
+    return LanceDataset(
+        uri, version, storage_options, default_scan_options=defaults, base_store_params=base_store_params
+    )
 
 
 def _version_entry(m: Manifest) -> dict[str, Any]:

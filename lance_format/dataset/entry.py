@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
@@ -15,6 +16,7 @@ from lance_format.core.errors import InvalidInputError, InvalidTypeError, NotFou
 from lance_format.dataset import write
 from lance_format.dataset.compat import check_accepted_sizes
 from lance_format.dataset.dataset import LanceDataset
+from lance_format.dataset.multibase import BaseStoreParams, check_base_store_params
 from lance_format.dataset.session import Session
 from lance_format.table.model import Operation
 from lance_format.table.versions import VersionInfo
@@ -42,6 +44,7 @@ def write_dataset(
     target_bases: list[str] | None = None,
     target_all_bases: bool | None = None,
     session: Session | None = None,
+    base_store_params: BaseStoreParams | None = None,
     data_cache_bytes: int | None = None,
     max_page_bytes: int | None = None,
     use_legacy_format: bool | None = None,
@@ -98,6 +101,10 @@ def write_dataset(
         The :class:`~lance_format.dataset.session.Session` to write through (its object stores,
         encode threads and writer settings) and that serves the returned dataset; a
         ``LanceDataset`` passed as ``uri`` lends its own; the default session otherwise.
+    base_store_params:
+        Object-store options by base path URI for the stores of those bases (new files written
+        there, and reads of the returned dataset); they replace ``storage_options`` for them, as
+        pylance's. A ``LanceDataset`` passed as ``uri`` lends its own.
     data_cache_bytes, max_page_bytes:
         pylance's buffering hints: validated (positive integers), they change no result.
     use_legacy_format:
@@ -123,6 +130,7 @@ def write_dataset(
     if isinstance(uri, LanceDataset):
         storage_options = storage_options or uri.storage_options
         session = session or uri.session
+        base_store_params = base_store_params or uri.snapshot.base_store_params
         uri = uri.uri
     snapshot = write.write_snapshot(
         data_obj,
@@ -143,6 +151,7 @@ def write_dataset(
         target_bases=target_bases,
         target_all_bases=target_all_bases,
         session=session,
+        base_store_params=check_base_store_params(base_store_params),
     )
     return LanceDataset.from_snapshot(snapshot)
 
@@ -183,6 +192,8 @@ def dataset(
     metadata_cache_size_bytes: int | None = None,
     index_cache_size_bytes: int | None = None,
     read_params: dict[str, Any] | None = None,
+    default_scan_options: dict[str, Any] | None = None,
+    base_store_params: dict[str, dict[str, str]] | None = None,
 ) -> LanceDataset:
     """Open a Lance dataset.
 
@@ -207,6 +218,17 @@ def dataset(
         pylance's read parameters (a dict): accepted, they change no result.
     commit_lock:
         Raises :class:`NotSupportedError` (no custom commit locks).
+    default_scan_options:
+        pylance's scanner defaults for every scan of this handle and the versions checked out
+        from it: a dict keyed by pylance's ``ScannerBuilder`` setters (``with_row_id``, ``filter``,
+        ``columns``, ``limit``, ``batch_size``, ``with_fragments`` ...); arguments given to a scan
+        win. ``schema`` becomes their scan's projected schema. They do not apply to takes,
+        ``sample``, ``count_rows`` (but with an Expression filter) nor fragments, as in pylance.
+        See :mod:`lance_format.dataset.scan_defaults`.
+    base_store_params:
+        Object-store options by base path URI (exactly as ``base_paths()`` lists it) for the
+        stores of those bases, replacing ``storage_options`` there, as pylance's; kept by the
+        versions checked out from the handle, its pickles and its writes.
 
     Returns
     -------
@@ -222,11 +244,17 @@ def dataset(
         raise InvalidTypeError(f"read_params must be a dict, got {type(read_params).__name__}")
     if commit_lock is not None:
         raise NotSupportedError("dataset(commit_lock=...) is not supported: commits are atomic")
+    open_handle = partial(
+        LanceDataset,
+        session=session,
+        default_scan_options=default_scan_options,
+        base_store_params=base_store_params,
+    )
     if asof is None:
-        return LanceDataset(uri, version, storage_options, session=session)
+        return open_handle(uri, version, storage_options)
     if version is not None:
         raise InvalidInputError("pass either version or asof, not both")
-    ds = LanceDataset(uri, None, storage_options, session=session)
+    ds = open_handle(uri, None, storage_options)
     cutoff = int(asof.timestamp() * 1_000_000_000)
     found = None
     for v in reversed(sorted(VersionInfo(ds.store).entries)):

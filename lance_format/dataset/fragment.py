@@ -13,6 +13,7 @@ from lance_format.core.errors import CorruptFileError, InvalidInputError, NotSup
 from lance_format.core.types import LanceSchema
 from lance_format.dataset.assemble import LeafPaths, assemble_column, held_leaves, place_fields
 from lance_format.dataset.cache import METADATA_CACHE, ByteLRU
+from lance_format.dataset.multibase import BaseStoreParams, base_store_options
 from lance_format.file import LanceFileReader
 from lance_format.file.decoded import AdmitBudget, read_range_cached, take_cached
 from lance_format.io.cache import ReadPolicy
@@ -51,12 +52,15 @@ class ReaderCache:
         cache: ByteLRU | None = None,
         storage_options: dict[str, str] | None = None,
         decoded: ByteLRU | None = None,
+        base_store_params: BaseStoreParams | None = None,
     ) -> None:
         self.store = store
         self._cache = METADATA_CACHE if cache is None else cache  # (an empty cache is falsy)
         #: Decoded blocks of hot rows (None: the process-wide ``DECODED_CACHE``).
         self.decoded = decoded
         self._storage_options = storage_options
+        #: pylance's ``base_store_params``: options of the stores of some bases, by base URI.
+        self.base_store_params = base_store_params
         self._stores: dict[str, ObjectStore] = {}
         self._lock = threading.Lock()
 
@@ -77,8 +81,9 @@ class ReaderCache:
         with self._lock:
             store = self._stores.get(base.path)
             if store is None:
+                options = base_store_options(base.path, self._storage_options, self.base_store_params)
                 store = self._stores[base.path] = store_for_uri(
-                    base.path, self._storage_options, runtime=self.store.runtime
+                    base.path, options, runtime=self.store.runtime
                 )
         return store, (f"{folder}/{name}" if base.is_dataset_root else name)
 

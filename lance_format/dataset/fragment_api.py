@@ -8,16 +8,17 @@ with ``LanceDataset.commit``. Also the dataset-level ``add_columns`` with a UDF 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyroaring import BitMap
 
-from lance_format.core.errors import InvalidInputError
+from lance_format.core.errors import InvalidInputError, InvalidTypeError, OutOfRangeError
 from lance_format.core.types import LanceSchema
 from lance_format.dataset.filters import Filter, evaluate, parse_filter, parse_value
 from lance_format.dataset.operations import FragmentMetadata, schema_against
@@ -33,7 +34,15 @@ from lance_format.table.naming import data_file_name
 if TYPE_CHECKING:
     from lance_format.dataset.snapshot import Snapshot
 
-__all__ = ["add_computed_columns", "delete_in_fragment", "merge_columns", "update_columns"]
+__all__ = [
+    "add_computed_columns",
+    "delete_in_fragment",
+    "delete_offsets_in_fragment",
+    "merge_columns",
+    "merge_fragment_on_key",
+    "merge_on_key",
+    "update_columns",
+]
 
 #: The field id pylance writes in a data file's ``fields`` for a column rewritten elsewhere.
 TOMBSTONE_FIELD = -2
@@ -50,6 +59,60 @@ def delete_in_fragment(ds: Snapshot, frag: DataFragment, predicate: Filter) -> F
     deleted = np.union1d(ds.deleted_offsets(frag), hits)
     if len(deleted) >= frag.physical_rows:
         return None
+    d = write_deletion_file(ds.store, frag.id, ds.version, deleted)
+    return FragmentMetadata.of(replace(frag, deletion_file=d))
+
+
+def _local_offsets(offsets: Iterable[int]) -> npt.NDArray[np.int64]:
+    """``offsets`` as integers, converted as pylance converts them (``int()`` of each, then an
+    unsigned 32-bit offset): floats truncate, a string of digits counts, anything else fails."""
+    if isinstance(offsets, pa.Array | pa.ChunkedArray):
+        offsets = offsets.to_numpy(zero_copy_only=False)
+    if not isinstance(offsets, np.ndarray):
+        if not isinstance(offsets, Iterable):
+            raise InvalidTypeError(f"'{type(offsets).__name__}' object is not iterable")
+        offsets = list(offsets)
+    arr = np.asarray(offsets) if len(offsets) else np.zeros(0, np.int64)
+    if arr.ndim == 1 and arr.dtype.kind in "iub":
+        values = arr.astype(object) if arr.dtype.kind == "u" else arr.astype(np.int64)
+    elif arr.ndim == 1 and arr.dtype.kind == "f" and bool(np.isfinite(arr).all()):
+        values = np.trunc(arr)  # int() of a float rounds toward zero
+    else:
+        # Mixed or non-numeric input: each value through int(), for its own error.
+        try:
+            values = np.array([int(o) for o in offsets], dtype=object)
+        except TypeError as e:
+            raise InvalidTypeError(str(e)) from None
+        except OverflowError as e:
+            raise OutOfRangeError(str(e)) from None
+        except ValueError as e:
+            raise InvalidInputError(str(e)) from None
+    if len(values) and (values.min() < 0 or values.max() >= 2**32):
+        raise OutOfRangeError("out of range integral type conversion attempted (offsets are u32)")
+    return np.asarray(values, dtype=np.int64)
+
+
+def delete_offsets_in_fragment(
+    ds: Snapshot, frag: DataFragment, offsets: Iterable[int]
+) -> FragmentMetadata | None:
+    """``frag`` with the rows at physical ``offsets`` deleted too, as pylance's
+    ``LanceFragment.delete_rows``: ``None`` when no row is left.
+
+    As pylance, a new deletion file is written whenever any row ends up deleted, even when
+    ``offsets`` adds none; a fragment without deletions given no offsets stays as it is.
+    """
+    wanted = _local_offsets(offsets)
+    outside = wanted >= frag.physical_rows
+    if outside.any():
+        bad = int(wanted[outside][0])
+        raise InvalidInputError(
+            f"delete_rows offset {bad} is out of range for fragment {frag.id} with {frag.physical_rows} rows"
+        )
+    deleted = np.union1d(ds.deleted_offsets(frag), wanted.astype(np.uint64))
+    if len(deleted) >= frag.physical_rows:
+        return None
+    if not len(deleted):
+        return FragmentMetadata.of(frag)
     d = write_deletion_file(ds.store, frag.id, ds.version, deleted)
     return FragmentMetadata.of(replace(frag, deletion_file=d))
 
@@ -206,26 +269,38 @@ def update_columns(
     return meta, modified
 
 
-def merge_on_key(
-    ds: Snapshot, data: Any, left_on: str, right_on: str | None, schema: pa.Schema | None
-) -> Manifest:
-    """Commit ``data``'s columns (all but ``right_on``) joined to the dataset on ``left_on`` =
-    ``right_on``: one new data file per fragment, one ``Merge`` version (pylance's
-    ``LanceDataset.merge``). Rows without a match get nulls; a key repeated in ``data`` takes its
-    last row, as pylance's hash join does; null keys match nothing.
-    """
+def _key_type(ds: Snapshot, column: str, where: str) -> pa.DataType:
+    """The type of the left key ``column``: a column of the dataset, or ``_rowid`` / ``_rowaddr``
+    (pylance joins on them too; stable row ids where the dataset has them)."""
+    if column in ds.schema.names:
+        return ds.schema.field(column).type
+    if column in (ROWID, ROWADDR):
+        return pa.uint64()
+    raise InvalidInputError(f"Column {column} does not exist in the left side {where}")
+
+
+def _merge_udf(
+    ds: Snapshot, data: Any, left_on: str, right_on: str | None, schema: pa.Schema | None, where: str
+) -> BatchUDF:
+    """The UDF computing ``data``'s columns for batches of the left key (pylance's hash join):
+    rows without a match get nulls; a key repeated in ``data`` takes its last row; null keys
+    match nothing. ``where`` names the left side in errors ("dataset" or "fragment")."""
     right_on = left_on if right_on is None else right_on
-    if left_on not in ds.schema.names:
-        raise InvalidInputError(f"Column {left_on} does not exist in the left side dataset")
+    left_type = _key_type(ds, left_on, where)
     right = to_reader(data, schema).read_all()
     if right_on not in right.schema.names:
-        raise InvalidInputError(f"Column {right_on} does not exist in the right side dataset")
-    left_type, right_type = ds.schema.field(left_on).type, right.schema.field(right_on).type
+        raise InvalidInputError(f"Column {right_on} does not exist in the right side {where}")
+    right_type = right.schema.field(right_on).type
     if left_type != right_type:
         raise InvalidInputError(f"Index column type mismatch: expected {right_type}, got {left_type}")
     for name in right.schema.names:
         if name != right_on and name in ds.schema.names:
-            raise InvalidInputError(f"Column {name} exists in both sides of the dataset")
+            both = (
+                "both sides of the dataset"
+                if where == "dataset"
+                else "left side fragment and right side dataset"
+            )
+            raise InvalidInputError(f"Column {name} exists in {both}")
     added = right.drop_columns([right_on])
     if not added.num_columns:
         raise InvalidInputError(f"merge needs columns besides the key {right_on!r}")  # pylance panics
@@ -249,4 +324,29 @@ def merge_on_key(
             )
         return pa.RecordBatch.from_arrays([c.take(pos) for c in values], schema=out_schema)
 
-    return add_computed_columns(ds, BatchUDF(joined, out_schema), [left_on], None, None)
+    return BatchUDF(joined, out_schema)
+
+
+def merge_on_key(
+    ds: Snapshot, data: Any, left_on: str, right_on: str | None, schema: pa.Schema | None
+) -> Manifest:
+    """Commit ``data``'s columns (all but ``right_on``) joined to the dataset on ``left_on`` =
+    ``right_on``: one new data file per fragment, one ``Merge`` version (pylance's
+    ``LanceDataset.merge``; see :func:`_merge_udf` for the join)."""
+    udf = _merge_udf(ds, data, left_on, right_on, schema, "dataset")
+    return add_computed_columns(ds, udf, [left_on], None, None)
+
+
+def merge_fragment_on_key(
+    ds: Snapshot,
+    frag: DataFragment,
+    data: Any,
+    left_on: str,
+    right_on: str | None = None,
+    schema: pa.Schema | None = None,
+) -> tuple[FragmentMetadata, LanceSchema]:
+    """``frag`` with ``data``'s columns joined on ``left_on`` = ``right_on`` in a new data file,
+    and the dataset schema with them (pylance's ``LanceFragment.merge``); commit every fragment's
+    result with ``LanceOperation.Merge``. The join is the dataset-level merge's."""
+    udf = _merge_udf(ds, data, left_on, right_on, schema, "fragment")
+    return merge_columns(ds, frag, udf, [left_on])

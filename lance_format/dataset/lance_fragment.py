@@ -6,7 +6,7 @@ about the dataset; the fragment only reads through its dataset's snapshot.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -15,7 +15,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.dataset as pds
 
-from lance_format.core.errors import InvalidInputError
+from lance_format.core.errors import InvalidInputError, InvalidTypeError
 from lance_format.core.types import LanceSchema
 from lance_format.dataset.arrow_dataset import ArrowFragmentMixin, check_arrow_options
 from lance_format.dataset.filters import Filter
@@ -35,12 +35,7 @@ class _Dataset(Protocol):
     this one)."""
 
     @property
-    def schema(self) -> pa.Schema: ...
-
-    @property
     def snapshot(self) -> Snapshot: ...
-
-    def scanner(self, *args: Any, **kwargs: Any) -> LanceScanner: ...
 
     def get_fragment(self, fragment_id: int) -> LanceFragment | None: ...
 
@@ -64,12 +59,13 @@ class LanceFragment(ArrowFragmentMixin, pds.Fragment):  # type: ignore[misc]
 
     @property
     def schema(self) -> pa.Schema:
-        """The dataset version's schema."""
-        return self._ds.schema
+        """The dataset version's schema (without the dataset's ``default_scan_options``, as
+        pylance's)."""
+        return self._ds.snapshot.schema
 
     @property
     def _arrow_schema(self) -> pa.Schema:
-        return self._ds.schema
+        return self._ds.snapshot.schema
 
     @property
     def fragment_id(self) -> int:
@@ -109,6 +105,33 @@ class LanceFragment(ArrowFragmentMixin, pds.Fragment):  # type: ignore[misc]
 
         return delete_in_fragment(self._ds.snapshot, self.fragment, predicate)
 
+    def delete_rows(self, offsets: Iterable[int]) -> FragmentMetadata | None:
+        """Delete the rows at these physical offsets within the fragment (0-based, deleted rows
+        counted), as pylance's ``delete_rows``.
+
+        Parameters
+        ----------
+        offsets
+            Physical row offsets (converted with ``int()``, as pylance does); offsets already
+            deleted and repeats are allowed.
+
+        Returns
+        -------
+        FragmentMetadata or None
+            The fragment with a new deletion file, or ``None`` when no row is left; commit it
+            with ``LanceOperation.Delete`` (or ``Overwrite``).
+
+        Raises
+        ------
+        InvalidInputError
+            An offset at or past the fragment's physical rows.
+        OutOfRangeError
+            A negative offset or one beyond 32 bits.
+        """
+        from lance_format.dataset.fragment_api import delete_offsets_in_fragment
+
+        return delete_offsets_in_fragment(self._ds.snapshot, self.fragment, offsets)
+
     def merge_columns(
         self,
         value_func: Any,
@@ -121,6 +144,49 @@ class LanceFragment(ArrowFragmentMixin, pds.Fragment):  # type: ignore[misc]
         from lance_format.dataset.fragment_api import merge_columns
 
         return merge_columns(self._ds.snapshot, self.fragment, value_func, columns, batch_size, reader_schema)
+
+    def merge(
+        self,
+        data_obj: Any,
+        left_on: str,
+        right_on: str | None = None,
+        schema: pa.Schema | None = None,
+    ) -> tuple[FragmentMetadata, LanceSchema]:
+        """Left-join ``data_obj``'s columns into this fragment on ``left_on`` = ``right_on``, as
+        pylance's ``LanceFragment.merge``.
+
+        Parameters
+        ----------
+        data_obj
+            A table, batch reader, pandas DataFrame or anything ``write_dataset`` reads: the key
+            column ``right_on`` and the new columns.
+        left_on
+            The fragment's key column (``_rowid`` and ``_rowaddr`` too).
+        right_on
+            The key column of ``data_obj`` (``left_on`` when ``None``); it is not added.
+        schema
+            ``data_obj``'s schema, for inputs that need one (batch iterables).
+
+        Returns
+        -------
+        tuple of FragmentMetadata and LanceSchema
+            The fragment with one more data file holding the new columns, and the dataset schema
+            with them; commit every fragment's with ``LanceOperation.Merge(fragments, schema)``.
+
+        Raises
+        ------
+        InvalidInputError
+            A key column missing on either side, key types that differ, a new column the
+            dataset already has, ``data_obj`` of no rows or of the key only.
+
+        Notes
+        -----
+        Rows without a match get nulls; a key repeated in ``data_obj`` takes its last row; null
+        keys match nothing (as :meth:`LanceDataset.merge`).
+        """
+        from lance_format.dataset.fragment_api import merge_fragment_on_key
+
+        return merge_fragment_on_key(self._ds.snapshot, self.fragment, data_obj, left_on, right_on, schema)
 
     def update_columns(
         self,
@@ -140,13 +206,16 @@ class LanceFragment(ArrowFragmentMixin, pds.Fragment):  # type: ignore[misc]
         )
 
     def scanner(self, schema: pa.Schema | None = None, **kwargs: Any) -> LanceScanner:
-        """A scan of this fragment only; takes the parameters of :meth:`LanceDataset.scanner`.
+        """A scan of this fragment only; takes the parameters of :meth:`LanceDataset.scanner`
+        (its dataset's ``default_scan_options`` do not apply, as in pylance).
 
         ``schema`` (pyarrow's first argument, the dataset schema) must be this version's schema.
         """
-        if schema is not None and not schema.equals(self._ds.schema):
+        if schema is not None and not schema.equals(self._ds.snapshot.schema):
             raise InvalidInputError("a Lance fragment is scanned with its dataset's own schema")
-        return self._ds.scanner(fragments=[self], **kwargs)
+        if "fragments" in kwargs:
+            raise InvalidTypeError("a fragment's scanner() got an unexpected keyword argument 'fragments'")
+        return LanceScanner.open(self._ds.snapshot, fragments=[self.fragment], **kwargs)
 
     def to_pandas(self, **kwargs: Any) -> Any:
         """The fragment's rows as a pandas DataFrame; takes the parameters of :meth:`to_table`."""

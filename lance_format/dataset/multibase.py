@@ -10,11 +10,11 @@ files over them in turn, as pylance does; deletion files and manifests stay in t
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from lance_format.core.errors import InvalidInputError
+from lance_format.core.errors import InvalidInputError, InvalidTypeError
 from lance_format.io.runtime import IORuntime
 from lance_format.io.store import ObjectStore, store_for_uri
 from lance_format.table.commit import commit_transaction
@@ -25,11 +25,14 @@ if TYPE_CHECKING:
     from lance_format.dataset.snapshot import Snapshot
 
 __all__ = [
+    "BaseStoreParams",
     "DatasetBasePath",
     "WriteTarget",
     "add_bases",
     "as_base_paths",
     "base_paths",
+    "base_store_options",
+    "check_base_store_params",
     "new_bases",
     "resolve_targets",
 ]
@@ -86,16 +89,47 @@ def new_bases(initial: Iterable[Any] | None) -> tuple[BasePath, ...]:
     return assign_base_ids((), as_base_paths(initial))
 
 
+#: pylance's ``base_store_params``: object-store options by base path URI.
+BaseStoreParams = Mapping[str, Mapping[str, str]]
+
+
+def check_base_store_params(params: object) -> dict[str, dict[str, str]] | None:
+    """``params`` as a copy (``None`` for none): a dict of base path URI to a dict of options."""
+    if params is None:
+        return None
+    if not isinstance(params, Mapping):
+        raise InvalidTypeError(f"base_store_params must be a dict, got {type(params).__name__}")
+    out = {}
+    for uri, options in params.items():
+        if not isinstance(uri, str) or not isinstance(options, Mapping):
+            raise InvalidTypeError("base_store_params maps base path URIs to dicts of storage options")
+        out[uri] = {str(k): str(v) for k, v in options.items()}
+    return out
+
+
+def base_store_options(
+    path: str, storage_options: dict[str, str] | None, params: BaseStoreParams | None
+) -> dict[str, str] | None:
+    """The options of the store of the base at ``path``: its entry of ``params`` (matched by the
+    exact URI the manifest records; it replaces ``storage_options``, as pylance's), else
+    ``storage_options``."""
+    if params is not None and path in params:
+        return dict(params[path])
+    return storage_options
+
+
 def resolve_targets(
     bases: Sequence[BasePath],
     target_bases: Sequence[str] | None,
     target_all_bases: bool | None,
     storage_options: dict[str, str] | None,
     runtime: IORuntime | None = None,
+    base_store_params: BaseStoreParams | None = None,
 ) -> list[WriteTarget] | None:
     """Where new files go: the bases named (by name or path) in ``target_bases``, or all of them;
     ``None`` for the dataset's own ``data/``. Their stores use ``runtime`` (the dataset store's:
-    its session's gate, pools and writer settings)."""
+    its session's gate, pools and writer settings) and their options (see
+    :func:`base_store_options`)."""
     if target_all_bases:
         if target_bases:
             raise InvalidInputError("pass either target_bases or target_all_bases, not both")
@@ -115,7 +149,9 @@ def resolve_targets(
         return None
     return [
         WriteTarget(
-            store_for_uri(b.path, storage_options, runtime=runtime),
+            store_for_uri(
+                b.path, base_store_options(b.path, storage_options, base_store_params), runtime=runtime
+            ),
             "data/" if b.is_dataset_root else "",
             b.id,
         )

@@ -26,7 +26,12 @@ import pyarrow as pa
 from lance_format.core.errors import InvalidInputError, NotFoundError, NotSupportedError
 from lance_format.core.types import LanceField, LanceSchema, fields_from_arrow
 from lance_format.dataset.index_objects import index_metadata
-from lance_format.dataset.multibase import new_bases, resolve_targets
+from lance_format.dataset.multibase import (
+    BaseStoreParams,
+    check_base_store_params,
+    new_bases,
+    resolve_targets,
+)
 from lance_format.dataset.snapshot import Snapshot, SnapshotSource, reader_cache
 from lance_format.dataset.write import (
     DEFAULT_MAX_BYTES_PER_FILE,
@@ -231,9 +236,17 @@ class LanceOperation:
 
         def to_model(self, base: Manifest | None) -> model.Operation:
             schema = schema_against(self.new_schema, None)
-            return model.Overwrite(
-                _frags(self.fragments), schema, initial_bases=new_bases(self.initial_bases)
-            )
+            frags = _frags(self.fragments)
+            for f in frags:
+                if f.deletion_file is not None:
+                    # Ids are assigned anew and a deletion file is named by its fragment's id;
+                    # pylance refuses these too.
+                    raise InvalidInputError(
+                        f"Overwrite fragments must be newly written, but fragment {f.id} carries "
+                        f"deletion file {f.deletion_file.key(f.id)}. Use Delete to commit deletions "
+                        "against existing fragments, or Merge to change their schema."
+                    )
+            return model.Overwrite(frags, schema, initial_bases=new_bases(self.initial_bases))
 
     @dataclass
     class Append(_Operation):
@@ -516,6 +529,7 @@ def commit_operation(
     *,
     commit_message: str | None = None,
     enable_stable_row_ids: bool | None = None,
+    base_store_params: BaseStoreParams | None = None,
     **unsupported: Any,
 ) -> Snapshot:
     """Commit ``operation`` (or a :class:`Transaction`) planned against ``read_version``
@@ -542,6 +556,9 @@ def commit_operation(
         Stored in the transaction's properties, as pylance does.
     enable_stable_row_ids:
         For a new dataset: give rows stable ids.
+    base_store_params:
+        Options of some bases' stores by base URI, for the returned dataset's reads (an open
+        dataset given as ``base_uri`` keeps its own), as pylance's.
 
     Returns
     -------
@@ -600,7 +617,7 @@ def commit_operation(
     manifest = commit_transaction(store, txn, base, naming, options)
     if source is not None:
         return source.at(manifest, naming or options.naming)
-    cache = reader_cache(store, storage_options)
+    cache = reader_cache(store, storage_options, base_store_params=check_base_store_params(base_store_params))
     return Snapshot(uri, store, manifest, naming or options.naming, cache, storage_options)
 
 
@@ -674,6 +691,7 @@ def write_fragments(
     target_bases: list[str] | None = None,
     target_all_bases: bool | None = None,
     initial_bases: list[Any] | None = None,
+    base_store_params: BaseStoreParams | None = None,
     **unsupported: Any,
 ) -> list[FragmentMetadata] | Transaction:
     """Write data files without committing them (pylance's ``lance.fragment.write_fragments``).
@@ -683,6 +701,7 @@ def write_fragments(
     version, or an ``Overwrite`` when ``mode="overwrite"`` or there is no dataset yet.
     ``max_rows_per_group``, ``data_cache_bytes`` and ``max_page_bytes`` tune pylance's writer
     only and change no result; ``use_legacy_format=True`` (the 0.1 format) is not supported.
+    ``base_store_params`` gives target bases' stores their own options, as pylance's.
     """
     given = {k: v for k, v in unsupported.items() if v not in (None, False, "reference")}
     if given:
@@ -697,7 +716,8 @@ def write_fragments(
     if initial_bases and not overwrite:
         raise InvalidInputError("initial_bases is only for a new dataset or mode='overwrite'")
     bases = new_bases(initial_bases) if initial_bases else (base.base_paths if base else ())
-    targets = resolve_targets(bases, target_bases, target_all_bases, storage_options, store.runtime)
+    params = check_base_store_params(base_store_params)
+    targets = resolve_targets(bases, target_bases, target_all_bases, storage_options, store.runtime, params)
     if base is not None and not overwrite and data_storage_version is None:
         data_storage_version = base.data_format.version
     reader = to_reader(data, schema)

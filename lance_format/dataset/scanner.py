@@ -12,11 +12,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_format.core.errors import InvalidInputError, InvalidTypeError, NotSupportedError, OutOfRangeError
+from lance_format.dataset.arrow_dataset import check_arrow_options
 from lance_format.dataset.expr import Predicate
 from lance_format.dataset.filters import ComputedValue, Filter, evaluate, parse_filter, parse_value
 from lance_format.dataset.fragment import FragmentReader
 from lance_format.dataset.projection import MemberPath, flatten_member, member_path
-from lance_format.dataset.scan_options import ScanOptions, combine_table, sort_table, strict_batches
+from lance_format.dataset.scan_options import (
+    ScanOptions,
+    combine_table,
+    scan_options,
+    sort_table,
+    strict_batches,
+)
 from lance_format.io.cache import ReadPolicy
 from lance_format.io.prefetch import ScanScope, scan_scope
 from lance_format.io.scheduler import ReadAhead
@@ -65,6 +72,19 @@ def conform_schema(table: pa.Table, schema: pa.Schema) -> pa.Table:
         return pa.Table.from_arrays(table.columns, schema=schema)
     return table.cast(schema)
 
+
+#: The arguments of :class:`LanceScanner` that :meth:`LanceScanner.open` passes on by name.
+_OWN_ARGUMENTS = (
+    "columns",
+    "filter",
+    "limit",
+    "offset",
+    "batch_size",
+    "with_row_id",
+    "with_row_address",
+    "fragments",
+    "use_scalar_index",
+)
 
 #: Counts (limit, offset, batch size) are signed 64-bit integers, as in pylance.
 MAX_COUNT = 2**63 - 1
@@ -232,9 +252,45 @@ class LanceScanner:
         if order is not None:
             order += [c for c in projected.names if c not in order]
             projected = pa.schema([projected.field(c) for c in order])
-        self.projected_schema = projected
+        self._projected_schema = projected
         sort_cols = [o.column_name for o in options.order_by if o.column_name not in projected.names]
         self._load_names = [*projected.names, *dict.fromkeys(sort_cols)]
+
+    @classmethod
+    def open(cls, dataset: SnapshotSource, **kwargs: Any) -> LanceScanner:
+        """A scan from ``LanceDataset.scanner``'s keyword arguments (``fragments`` as table-model
+        fragments): this class's own, pylance's further options (``order_by``,
+        ``strict_batch_size`` ...; see :func:`~lance_format.dataset.scan_options.scan_options`) and
+        pyarrow's tuning options; ``None`` leaves an argument at its default."""
+        snapshot = dataset.snapshot
+        options = scan_options(kwargs, snapshot.schema)  # pylance's options beyond pyarrow's
+        args = {name: kwargs.pop(name) for name in _OWN_ARGUMENTS if kwargs.get(name) is not None}
+        kwargs = {k: v for k, v in kwargs.items() if k not in _OWN_ARGUMENTS}
+        check_arrow_options(kwargs)
+        if "use_scalar_index" in args:
+            args["use_scalar_index"] = args["use_scalar_index"] is not False
+        return cls(snapshot, **args, options=options)
+
+    @property
+    def projected_schema(self) -> pa.Schema:
+        """The schema of the scan's output (columns, computed columns, ``_rowid`` / ``_rowaddr``),
+        as pylance's ``projected_schema``."""
+        return self._projected_schema
+
+    @staticmethod
+    def from_dataset(*args: Any, **kwargs: Any) -> LanceScanner:
+        """Refused, as pylance's (``NotImplementedError``): use ``LanceDataset.scanner``."""
+        raise NotSupportedError("LanceScanner.from_dataset: use LanceDataset.scanner(...)")
+
+    @staticmethod
+    def from_fragment(*args: Any, **kwargs: Any) -> LanceScanner:
+        """Refused, as pylance's (``NotImplementedError``): use ``LanceFragment.scanner``."""
+        raise NotSupportedError("LanceScanner.from_fragment: use LanceFragment.scanner(...)")
+
+    @staticmethod
+    def from_batches(*args: Any, **kwargs: Any) -> LanceScanner:
+        """Refused, as pylance's (``NotImplementedError``): a Lance scanner reads a dataset."""
+        raise NotSupportedError("LanceScanner.from_batches: a Lance scanner reads a Lance dataset")
 
     def _output_field(self, arrow: pa.Schema, name: str) -> pa.Field:
         path = self._members.get(name)
@@ -449,6 +505,15 @@ class LanceScanner:
                 batch = batch.replace_schema_metadata(metadata) if metadata else batch
                 yield batch.select([]) if empty else batch  # drops the row-count carrier
 
+    def scan_batches(self) -> list[pa.RecordBatch]:
+        """Every batch of the scan, as a list (pylance 14.0.2's ``scan_batches`` returns the
+        plain batches of :meth:`to_reader`, not pyarrow's ``TaggedRecordBatch``)."""
+        return list(self.to_batches())
+
+    def take(self, indices: Any) -> pa.Table:
+        """Refused, as pylance's (``NotImplementedError``): use ``LanceDataset.take``."""
+        raise NotSupportedError("LanceScanner.take: use LanceDataset.take(indices, columns)")
+
     def to_reader(self) -> pa.RecordBatchReader:
         """The scan as a RecordBatchReader."""
         return pa.RecordBatchReader.from_batches(self.projected_schema, self.to_batches())
@@ -532,15 +597,20 @@ class LanceScanner:
         """The scan's plan as text, without running it (the shape of pylance's plan)."""
         return "\n".join(self._plan_lines(verbose)) + "\n"
 
-    def analyze_plan(self) -> str:
-        """Run the scan and return its plan annotated with what it did (rows, batches, time)."""
+    def analyze_plan(self, count_rows: bool = False) -> str:
+        """Run the scan and return its plan annotated with what it did (rows, batches, time);
+        ``count_rows=True`` runs :meth:`count_rows` instead (one output row), as pylance's."""
         import time
 
         start = time.perf_counter()
         rows = batches = 0
-        for batch in self.to_batches():
-            rows += batch.num_rows
-            batches += 1
+        if count_rows:
+            self.count_rows()  # refuses a limit / offset, as pylance's COUNT(*) plan does
+            rows = batches = 1
+        else:
+            for batch in self.to_batches():
+                rows += batch.num_rows
+                batches += 1
         elapsed_ms = (time.perf_counter() - start) * 1000
         head = f"AnalyzeExec verbose=true, elapsed={elapsed_ms:.3f}ms"
         metrics = (

@@ -24,6 +24,7 @@ from lance_format.core.records import fast_init
 from lance_format.core.types import LanceSchema
 from lance_format.dataset.cache import load_manifest_cached
 from lance_format.dataset.fragment import FragmentReader, ReaderCache
+from lance_format.dataset.multibase import BaseStoreParams
 from lance_format.dataset.session import Session
 from lance_format.file import LanceFileReader
 from lance_format.io.store import ObjectStore
@@ -99,12 +100,21 @@ class SnapshotSource(Protocol):
 
 
 def reader_cache(
-    store: ObjectStore, storage_options: dict[str, str] | None = None, session: Session | None = None
+    store: ObjectStore,
+    storage_options: dict[str, str] | None = None,
+    session: Session | None = None,
+    base_store_params: BaseStoreParams | None = None,
 ) -> ReaderCache:
     """The reader cache of a dataset in ``store``, in ``session``'s caches (the default session's
-    when omitted)."""
+    when omitted); ``base_store_params`` gives some bases' stores their own options."""
     runtime = session or Session.default()
-    return ReaderCache(store, runtime.metadata_cache, storage_options, decoded=runtime.decoded_cache)
+    return ReaderCache(
+        store,
+        runtime.metadata_cache,
+        storage_options,
+        decoded=runtime.decoded_cache,
+        base_store_params=base_store_params,
+    )
 
 
 class Snapshot:
@@ -161,12 +171,14 @@ class Snapshot:
         store: ObjectStore | None = None,
         cache: ReaderCache | None = None,
         session: Session | None = None,
+        base_store_params: BaseStoreParams | None = None,
     ) -> Snapshot:
         """The snapshot of ``version`` (number or tag; the latest when omitted) of ``uri``, read
-        through ``session`` (the default session when omitted)."""
+        through ``session`` (the default session when omitted); ``base_store_params`` gives some
+        bases' stores their own options (pylance's)."""
         uri = os.fspath(uri)
         store = store or (session or Session.default()).store_for(uri, storage_options)
-        cache = cache or reader_cache(store, storage_options, session)
+        cache = cache or reader_cache(store, storage_options, session, base_store_params)
         manifest, naming = load_version(store, version, cache, session)
         return cls(uri, store, manifest, naming, cache, storage_options, session)
 
@@ -233,6 +245,11 @@ class Snapshot:
     def storage_options(self) -> dict[str, str] | None:
         """The object-store options the dataset was opened with."""
         return self._storage_options
+
+    @property
+    def base_store_params(self) -> BaseStoreParams | None:
+        """The options of some bases' stores, by base URI (pylance's ``base_store_params``)."""
+        return self._cache.base_store_params
 
     @property
     def session(self) -> Session:

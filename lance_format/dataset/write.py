@@ -19,7 +19,7 @@ from lance_format.core.errors import (
     SchemaMismatchError,
 )
 from lance_format.core.types import LanceSchema, check_column_names, fields_from_arrow
-from lance_format.dataset.multibase import WriteTarget, new_bases, resolve_targets
+from lance_format.dataset.multibase import BaseStoreParams, WriteTarget, new_bases, resolve_targets
 from lance_format.dataset.session import Session
 from lance_format.dataset.snapshot import Snapshot, reader_cache
 from lance_format.file import LanceFileVersion, LanceFileWriter
@@ -299,6 +299,7 @@ def write_snapshot(
     target_bases: list[str] | None = None,
     target_all_bases: bool | None = None,
     session: Session | None = None,
+    base_store_params: BaseStoreParams | None = None,
 ) -> Snapshot:
     """Write Arrow data as a Lance dataset version; the snapshot of the version written.
 
@@ -330,7 +331,9 @@ def write_snapshot(
     if initial_bases and not creating:
         raise InvalidInputError("initial_bases is only for mode='create' or 'overwrite'")
     bases = new_bases(initial_bases) if initial_bases else (base.base_paths if base else ())
-    targets = resolve_targets(bases, target_bases, target_all_bases, storage_options, store.runtime)
+    targets = resolve_targets(
+        bases, target_bases, target_all_bases, storage_options, store.runtime, base_store_params
+    )
     reader = to_reader(data_obj, schema)
     if base is not None and mode == "append":
         target = _check_schema(reader.schema, base)
@@ -370,7 +373,7 @@ def write_snapshot(
         create_only=mode == "create",
     )
     manifest = commit_transaction(store, txn, base, naming, options)
-    cache = reader_cache(store, storage_options, session)
+    cache = reader_cache(store, storage_options, session, base_store_params)
     return Snapshot(uri, store, manifest, naming or options.naming, cache, storage_options, session)
 
 
