@@ -24,7 +24,7 @@ from lance_format.core.errors import InvalidTypeError
 from lance_format.dataset.indices import dataset_indices
 from lance_format.dataset.tags import Reference, Tags
 from lance_format.io.store import ObjectStore
-from lance_format.table._serde import index_section_to_bytes
+from lance_format.table import index_section_to_bytes
 from lance_format.table.commit import commit_first_version
 from lance_format.table.flags import compute_flags
 from lance_format.table.model import (

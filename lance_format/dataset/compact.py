@@ -11,7 +11,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from lance_format.core.errors import InvalidInputError
+from lance_format.core.errors import InvalidInputError, NotSupportedError
 from lance_format.dataset.indices import dataset_indices
 from lance_format.dataset.scalar_index.remap import AddressMap, indices_to_remap, remap_indices
 from lance_format.dataset.write import write_fragments
@@ -31,9 +31,10 @@ from lance_format.table.transaction import check_conflict
 from lance_format.table.versions import read_transaction
 
 if TYPE_CHECKING:
+    from lance_format.dataset.dataset import LanceDataset
     from lance_format.dataset.snapshot import Snapshot
 
-__all__ = ["CompactionMetrics", "compact_files"]
+__all__ = ["CompactionMetrics", "Optimize", "compact_files"]
 
 
 @dataclass(frozen=True)
@@ -221,3 +222,41 @@ def _check_landed_before(ds: Snapshot, txn: Transaction, reserved: int) -> None:
     for v in range(ds.version + 1, reserved):
         snap = ds.at_version(v)
         check_conflict(txn, read_transaction(snap.store, snap.manifest, snap.naming), v)
+
+
+class Optimize:
+    """pylance's ``ds.optimize`` namespace (``LanceDataset.optimize``)."""
+
+    def __init__(self, ds: LanceDataset) -> None:
+        self._ds = ds
+
+    def compact_files(
+        self,
+        *,
+        target_rows_per_fragment: int = 1024 * 1024,
+        max_rows_per_group: int = 1024,
+        max_bytes_per_file: int | None = None,
+        materialize_deletions: bool = True,
+        materialize_deletions_threshold: float = 0.1,
+        num_threads: int | None = None,
+        batch_size: int | None = None,
+        defer_index_remap: bool | None = None,
+    ) -> CompactionMetrics:
+        """Rewrite small fragments and fragments with deletions into full ones, planned as pylance
+        plans them; pylance's ``CompactionMetrics``. Indices covering the rewritten fragments are
+        remapped in the same commit, as pylance does. ``max_rows_per_group``,
+        ``max_bytes_per_file``, ``num_threads`` and ``batch_size`` are accepted for pylance's
+        signature and change nothing in the result; ``defer_index_remap=True`` (pylance's
+        fragment reuse index) is refused."""
+        del max_rows_per_group, max_bytes_per_file, num_threads, batch_size
+        if defer_index_remap:
+            raise NotSupportedError(
+                "compact_files(defer_index_remap=True) is not supported: this engine does not "
+                "write pylance's fragment reuse index; indices are remapped during compaction"
+            )
+        stats = self._ds.compact_files(
+            target_rows_per_fragment,
+            materialize_deletions=materialize_deletions,
+            materialize_deletions_threshold=materialize_deletions_threshold,
+        )
+        return CompactionMetrics(**stats)

@@ -19,7 +19,6 @@ from lance_format.core.errors import (
     InvalidInputError,
     InvalidTypeError,
     NotFoundError,
-    NotSupportedError,
     OutOfRangeError,
 )
 from lance_format.core.types import LanceSchema
@@ -27,6 +26,7 @@ from lance_format.dataset import write
 from lance_format.dataset.arrow_dataset import ArrowDatasetMixin, check_arrow_options
 from lance_format.dataset.cache import cached_manifest
 from lance_format.dataset.cleanup import CleanupStats
+from lance_format.dataset.compact import Optimize
 from lance_format.dataset.compat import PylanceCompatMixin
 from lance_format.dataset.filters import Filter
 from lance_format.dataset.fragment import ReaderCache
@@ -58,7 +58,6 @@ from lance_format.table.naming import ManifestNaming
 from lance_format.table.versions import VersionInfo, read_transaction
 
 if TYPE_CHECKING:
-    from lance_format.dataset.compact import CompactionMetrics
     from lance_format.dataset.evolve import ColumnsToAdd
     from lance_format.dataset.index_objects import IndexDescription
     from lance_format.dataset.merge_insert import MergeInsertBuilder
@@ -67,46 +66,6 @@ if TYPE_CHECKING:
     from lance_format.file import LanceFileReader
 
 __all__ = ["LanceDataset", "LanceFragment"]
-
-
-class _Optimize:
-    """pylance's ``ds.optimize`` namespace."""
-
-    def __init__(self, ds: LanceDataset) -> None:
-        self._ds = ds
-
-    def compact_files(
-        self,
-        *,
-        target_rows_per_fragment: int = 1024 * 1024,
-        max_rows_per_group: int = 1024,
-        max_bytes_per_file: int | None = None,
-        materialize_deletions: bool = True,
-        materialize_deletions_threshold: float = 0.1,
-        num_threads: int | None = None,
-        batch_size: int | None = None,
-        defer_index_remap: bool | None = None,
-    ) -> CompactionMetrics:
-        """Rewrite small fragments and fragments with deletions into full ones, planned as pylance
-        plans them; pylance's ``CompactionMetrics``. Indices covering the rewritten fragments are
-        remapped in the same commit, as pylance does. ``max_rows_per_group``,
-        ``max_bytes_per_file``, ``num_threads`` and ``batch_size`` are accepted for pylance's
-        signature and change nothing in the result; ``defer_index_remap=True`` (pylance's
-        fragment reuse index) is refused."""
-        from lance_format.dataset.compact import CompactionMetrics
-
-        del max_rows_per_group, max_bytes_per_file, num_threads, batch_size
-        if defer_index_remap:
-            raise NotSupportedError(
-                "compact_files(defer_index_remap=True) is not supported: this engine does not "
-                "write pylance's fragment reuse index; indices are remapped during compaction"
-            )
-        stats = self._ds.compact_files(
-            target_rows_per_fragment,
-            materialize_deletions=materialize_deletions,
-            materialize_deletions_threshold=materialize_deletions_threshold,
-        )
-        return CompactionMetrics(**stats)
 
 
 def _check_retries(conflict_retries: object, retry_timeout: object) -> None:
@@ -525,9 +484,9 @@ class LanceDataset(PylanceCompatMixin, ArrowDatasetMixin, pds.Dataset):  # type:
         return {"num_deleted_rows": n}
 
     @property
-    def optimize(self) -> _Optimize:
+    def optimize(self) -> Optimize:
         """``ds.optimize.compact_files(...)``, as in pylance."""
-        return _Optimize(self)
+        return Optimize(self)
 
     def restore(self) -> None:
         """Make this (old) version the latest again, as a new version."""

@@ -1,6 +1,10 @@
 """The Lance table format: manifests, fragments, deletion files, transactions and commits."""
 
-from lance_format.table._serde import index_section_from_bytes, zonemap_details_to_bytes
+from lance_format.table._serde import (
+    index_section_from_bytes,
+    index_section_to_bytes,
+    zonemap_details_to_bytes,
+)
 from lance_format.table.commit import CommitOptions, commit_transaction
 from lance_format.table.committers import ExternalManifestStore, MemoryManifestStore
 from lance_format.table.external_store import (
@@ -45,6 +49,7 @@ __all__ = [
     "WriterVersion",
     "commit_transaction",
     "index_section_from_bytes",
+    "index_section_to_bytes",
     "load_manifest",
     "register_manifest_store",
     "unregister_manifest_store",
