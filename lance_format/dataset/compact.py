@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -13,6 +13,7 @@ import pyarrow as pa
 
 from lance_format.core.errors import InvalidInputError, NotSupportedError
 from lance_format.dataset.indices import dataset_indices
+from lance_format.dataset.row_versions import CREATED, UPDATED, split_versions
 from lance_format.dataset.scalar_index.remap import AddressMap, indices_to_remap, remap_indices
 from lance_format.dataset.write import write_fragments
 from lance_format.table.commit import commit_transaction
@@ -31,10 +32,9 @@ from lance_format.table.transaction import check_conflict
 from lance_format.table.versions import read_transaction
 
 if TYPE_CHECKING:
-    from lance_format.dataset.dataset import LanceDataset
     from lance_format.dataset.snapshot import Snapshot
 
-__all__ = ["CompactionMetrics", "Optimize", "compact_files"]
+__all__ = ["CompactionMetrics", "Compacts", "Optimize", "compact_files"]
 
 
 @dataclass(frozen=True)
@@ -156,6 +156,8 @@ def compact_files(
     for group in groups:
         tables = []
         ids = []
+        born: list[npt.NDArray[np.uint64]] = []
+        touched: list[npt.NDArray[np.uint64]] = []
         for frag in group:
             step()
             reader = ds.fragment_reader(frag)
@@ -171,6 +173,9 @@ def compact_files(
             if stable:
                 rid = reader.row_ids()
                 ids.append(rid[keep] if keep is not None else rid)
+                for which, sink in ((CREATED, born), (UPDATED, touched)):
+                    v = reader.row_versions(which)
+                    sink.append(v[keep] if keep is not None else v)
         data = pa.concat_tables(tables)
         new = []
         start = 0
@@ -180,11 +185,20 @@ def compact_files(
             new += write_fragments(ds.store, part.to_reader(), schema, ds.data_storage_version, size)
         if stable:
             all_ids = np.concatenate(ids)
+            # Rows keep their versions through a compaction, as pylance's do.
+            sizes = [f.physical_rows for f in new]
+            created_seqs = split_versions(np.concatenate(born), sizes)
+            updated_seqs = split_versions(np.concatenate(touched), sizes)
             start = 0
             for i, f in enumerate(new):
                 chunk = all_ids[start : start + f.physical_rows]
                 start += f.physical_rows
-                new[i] = replace(f, row_ids=encode_row_ids(chunk))
+                new[i] = replace(
+                    f,
+                    row_ids=encode_row_ids(chunk),
+                    created_at_versions=created_seqs[i],
+                    last_updated_at_versions=updated_seqs[i],
+                )
         out.append(RewriteGroup(tuple(group), tuple(new)))
         stats["fragments_removed"] += len(group)
         stats["fragments_added"] += len(new)
@@ -224,10 +238,22 @@ def _check_landed_before(ds: Snapshot, txn: Transaction, reserved: int) -> None:
         check_conflict(txn, read_transaction(snap.store, snap.manifest, snap.naming), v)
 
 
+class Compacts(Protocol):
+    """What :class:`Optimize` drives: a dataset's ``compact_files`` (``LanceDataset``'s)."""
+
+    def compact_files(
+        self,
+        target_rows_per_fragment: int = ...,
+        *,
+        materialize_deletions: bool = ...,
+        materialize_deletions_threshold: float = ...,
+    ) -> dict[str, int]: ...
+
+
 class Optimize:
     """pylance's ``ds.optimize`` namespace (``LanceDataset.optimize``)."""
 
-    def __init__(self, ds: LanceDataset) -> None:
+    def __init__(self, ds: Compacts) -> None:
         self._ds = ds
 
     def compact_files(

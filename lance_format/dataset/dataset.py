@@ -856,7 +856,8 @@ class LanceDataset(PylanceCompatMixin, ArrowDatasetMixin, pds.Dataset):  # type:
         returns this dataset, moved to that version."""
         from lance_format.dataset.multibase import add_bases
 
-        self.adopt(add_bases(self._snapshot, new_bases, transaction_properties))
+        snap = self._snapshot
+        self.adopt(add_bases(snap.store, snap.manifest, snap.naming, new_bases, transaction_properties))
         return self
 
     def base_paths(self) -> dict[int, DatasetBasePath]:

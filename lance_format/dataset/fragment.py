@@ -20,7 +20,7 @@ from lance_format.io.cache import ReadPolicy
 from lance_format.io.store import ObjectStore, store_for_uri
 from lance_format.table.deletion import read_deletion_file
 from lance_format.table.model import BasePath, DataFile, DataFragment, ExternalFile
-from lance_format.table.rowids import decode_row_ids
+from lance_format.table.rowids import decode_row_ids, decode_row_versions
 
 __all__ = ["FragmentReader", "ReaderCache"]
 
@@ -121,6 +121,25 @@ class ReaderCache:
             self._cache.put(ckey, ids, ids.nbytes)
         return ids
 
+    def row_versions(self, frag: DataFragment, which: str) -> npt.NDArray[np.uint64]:
+        """The version that created (``which="created"``) or last updated (``"updated"``) each
+        physical row of ``frag``; :data:`~lance_format.table.rowids.DEFAULT_ROW_VERSION` where
+        the fragment records none."""
+        seq = frag.created_at_versions if which == "created" else frag.last_updated_at_versions
+        if seq is None:
+            return decode_row_versions(None, frag.physical_rows, self.store.uri)
+        ident = seq if isinstance(seq, ExternalFile) else (len(seq), hash(seq))
+        ckey = (self.store.uri, "row_versions", which, frag.id, ident)
+        out = self._cache.get(ckey)
+        if out is None:
+            if isinstance(seq, ExternalFile):
+                data = self.store.read_range(seq.path, seq.offset, seq.offset + seq.size)
+            else:
+                data = seq
+            out = decode_row_versions(data, frag.physical_rows, f"{self.store.uri} fragment {frag.id}")
+            self._cache.put(ckey, out, out.nbytes)
+        return out
+
     def deleted(self, frag: DataFragment, bases: dict[int, BasePath] | None = None) -> npt.NDArray[np.uint32]:
         """Sorted deleted offsets of a fragment."""
         d = frag.deletion_file
@@ -176,6 +195,11 @@ class FragmentReader:
     def row_ids(self) -> npt.NDArray[np.uint64]:
         """Stable row ids of every physical row."""
         return self.cache.row_ids(self.frag)
+
+    def row_versions(self, which: str) -> npt.NDArray[np.uint64]:
+        """The version that created (``"created"``) or last updated (``"updated"``) every
+        physical row (see :meth:`ReaderCache.row_versions`)."""
+        return self.cache.row_versions(self.frag, which)
 
     def _plan(self, columns: Sequence[str]) -> list[_Part]:
         """Per data file: a projected reader and the dataset columns it provides (cached)."""

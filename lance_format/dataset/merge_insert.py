@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 
 from lance_format.core.errors import InvalidInputError, RetryableCommitConflictError, SchemaMismatchError
 from lance_format.dataset.filters import evaluate, parse_filter
+from lance_format.dataset.row_versions import CREATED, split_versions, versions_at
 from lance_format.dataset.scanner import ROWADDR, ROWID, LanceScanner
 from lance_format.dataset.take import take_addresses
 from lance_format.dataset.write import DEFAULT_MAX_ROWS_PER_FILE, to_reader, write_fragments
@@ -204,6 +205,7 @@ class MergeInsertBuilder:
         schema = ds.schema
         updated_rows: pa.Table | None = None
         updated_ids: npt.NDArray[np.uint64] | None = None
+        updated_born: npt.NDArray[np.uint64] | None = None
         remove = np.zeros(0, np.uint64)
         n_updated = n_deleted = 0
         if self._matched == "update" and len(t_all):
@@ -221,6 +223,7 @@ class MergeInsertBuilder:
             updated_rows = pa.Table.from_arrays(cols, schema=schema)
             if stable:
                 updated_ids = target_keys.column(ROWID).to_numpy().astype(np.uint64)[t_idx]
+                updated_born = versions_at(ds, addrs[t_idx], CREATED)
             remove = addrs[t_idx]
             n_updated = len(t_idx)
         elif self._matched == "delete" and len(t_all):
@@ -245,7 +248,7 @@ class MergeInsertBuilder:
             remove = np.union1d(remove, gone)
 
         n_inserted = 0 if inserted is None else inserted.num_rows
-        op = self._update_op(ds, remove, updated_rows, updated_ids, inserted)
+        op = self._update_op(ds, remove, updated_rows, updated_ids, updated_born, inserted)
         return _Plan(op, n_inserted, n_updated, n_deleted)
 
     def _check_unambiguous(self, targets: npt.NDArray[np.int64]) -> None:
@@ -281,6 +284,7 @@ class MergeInsertBuilder:
         remove: npt.NDArray[np.uint64],
         updated_rows: pa.Table | None,
         updated_ids: npt.NDArray[np.uint64] | None,
+        updated_born: npt.NDArray[np.uint64] | None,
         inserted: pa.Table | None,
     ) -> Update:
         """Deletion files for ``remove`` and new fragments for the rewritten and inserted rows."""
@@ -307,10 +311,15 @@ class MergeInsertBuilder:
 
         new: list[DataFragment] = []
         if updated_ids is not None and updated_rows is not None and updated_rows.num_rows:
-            # Rewritten rows keep their stable ids; inserted ones get fresh ids at commit.
+            # Rewritten rows keep their stable ids and creation versions; inserted ones get fresh
+            # ids at commit, and the commit records the update (see row_versions).
+            written = write(updated_rows)
+            assert updated_born is not None
+            created = split_versions(updated_born, [f.physical_rows for f in written])
             start = 0
-            for f in write(updated_rows):
-                new.append(replace(f, row_ids=encode_row_ids(updated_ids[start : start + f.physical_rows])))
+            for f, born in zip(written, created, strict=True):
+                rows = updated_ids[start : start + f.physical_rows]
+                new.append(replace(f, row_ids=encode_row_ids(rows), created_at_versions=born))
                 start += f.physical_rows
             updated_rows = None
         parts = [t for t in (updated_rows, inserted) if t is not None and t.num_rows]

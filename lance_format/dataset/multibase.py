@@ -12,17 +12,15 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lance_format.core.errors import InvalidInputError, InvalidTypeError
 from lance_format.io.runtime import IORuntime
 from lance_format.io.store import ObjectStore, store_for_uri
 from lance_format.table.commit import commit_transaction
 from lance_format.table.model import BasePath, Manifest, Transaction, UpdateBases
+from lance_format.table.naming import ManifestNaming
 from lance_format.table.transaction import assign_base_ids
-
-if TYPE_CHECKING:
-    from lance_format.dataset.snapshot import Snapshot
 
 __all__ = [
     "BaseStoreParams",
@@ -160,17 +158,21 @@ def resolve_targets(
 
 
 def add_bases(
-    ds: Snapshot, new: Iterable[Any], transaction_properties: dict[str, str] | None = None
+    store: ObjectStore,
+    manifest: Manifest,
+    naming: ManifestNaming,
+    new: Iterable[Any],
+    transaction_properties: dict[str, str] | None = None,
 ) -> Manifest:
-    """Commit more base paths on top of ``ds`` (ids assigned after the largest in use); the new
-    manifest."""
+    """Commit more base paths on top of ``manifest``, a version of the dataset in ``store`` (ids
+    assigned after the largest in use); the new manifest."""
     added = as_base_paths(new)
     if not added:
         raise InvalidInputError("add_bases needs at least one base path")
-    assign_base_ids(ds.manifest.base_paths, added)  # names and paths unique: refuse before writing
+    assign_base_ids(manifest.base_paths, added)  # names and paths unique: refuse before writing
     props = dict(transaction_properties or {})
-    txn = Transaction(ds.version, str(uuid.uuid4()), UpdateBases(added), properties=props)
-    return commit_transaction(ds.store, txn, ds.manifest, ds.naming)
+    txn = Transaction(manifest.version, str(uuid.uuid4()), UpdateBases(added), properties=props)
+    return commit_transaction(store, txn, manifest, naming)
 
 
 def base_paths(manifest: Manifest) -> dict[int, DatasetBasePath]:

@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 
 from lance_format.core.errors import InternalError, InvalidInputError, RetryableCommitConflictError
 from lance_format.dataset.filters import Filter, evaluate, parse_filter, parse_value
+from lance_format.dataset.row_versions import CREATED, split_versions
 from lance_format.dataset.scanner import ROWADDR, ROWID, LanceScanner
 from lance_format.dataset.write import write_fragments
 from lance_format.table.commit import commit_transaction
@@ -140,6 +141,7 @@ def _plan_update(ds: Snapshot, values: dict[str, str], where: Filter | None) -> 
     stable = ds.has_stable_row_ids
     moved: list[pa.Table] = []
     ids: list[np.ndarray] = []
+    born: list[np.ndarray] = []
     updated: list[DataFragment] = []
     removed: list[int] = []
     for frag in ds.manifest.fragments:
@@ -150,6 +152,7 @@ def _plan_update(ds: Snapshot, values: dict[str, str], where: Filter | None) -> 
         offsets = hits.column(ROWADDR).to_numpy() & np.uint64(0xFFFFFFFF)
         if stable:
             ids.append(hits.column(ROWID).to_numpy())
+            born.append(ds.fragment_reader(frag).row_versions(CREATED)[offsets.astype(np.int64)])
         projection = {c: exprs.get(c, pc.field(c)) for c in schema.names}
         moved.append(evaluate(hits.select(schema.names), projection))
         deleted = np.union1d(ds.fragment_reader(frag).deleted().astype(np.uint64), offsets)
@@ -164,9 +167,12 @@ def _plan_update(ds: Snapshot, values: dict[str, str], where: Filter | None) -> 
         new = write_fragments(ds.store, data.to_reader(), ds.lance_schema, ds.data_storage_version, 1 << 20)
         if stable:
             all_ids = np.concatenate(ids).astype(np.uint64)
+            # Rewritten rows keep their creation version; the commit records their update.
+            created = split_versions(np.concatenate(born), [f.physical_rows for f in new])
             start = 0
             for i, f in enumerate(new):
-                new[i] = replace(f, row_ids=encode_row_ids(all_ids[start : start + f.physical_rows]))
+                rows = all_ids[start : start + f.physical_rows]
+                new[i] = replace(f, row_ids=encode_row_ids(rows), created_at_versions=created[i])
                 start += f.physical_rows
     total = sum(t.num_rows for t in moved)
     return Update(tuple(removed), tuple(updated), tuple(new)), total

@@ -557,31 +557,66 @@ def _decode_array(a: rowids_pb2.EncodedU64Array) -> npt.NDArray[np.uint64]:
     return np.zeros(0, np.uint64)
 
 
+def _segment_values(seg: rowids_pb2.U64Segment) -> npt.NDArray[np.uint64]:
+    """The values of one ``U64Segment`` (row ids, or the offsets a version run spans)."""
+    kind = seg.WhichOneof("segment")
+    if kind == "range":
+        return np.arange(seg.range.start, seg.range.end, dtype=np.uint64)
+    if kind == "range_with_holes":
+        r = seg.range_with_holes
+        ids = np.arange(r.start, r.end, dtype=np.uint64)
+        return np.setdiff1d(ids, _decode_array(r.holes), assume_unique=True)
+    if kind == "range_with_bitmap":
+        b = seg.range_with_bitmap
+        ids = np.arange(b.start, b.end, dtype=np.uint64)
+        # Bit i of the range is bit (i % 8) of byte i // 8, least significant bit first.
+        packed = np.frombuffer(b.bitmap, np.uint8)
+        bits = np.unpackbits(packed, bitorder="little")[: len(ids)].astype(bool)
+        picked: npt.NDArray[np.uint64] = ids[bits]
+        return picked
+    if kind == "sorted_array":
+        return _decode_array(seg.sorted_array)
+    if kind == "array":
+        return _decode_array(seg.array)
+    return np.zeros(0, np.uint64)
+
+
 def decode_row_ids(data: bytes, path: str) -> npt.NDArray[np.uint64]:
     """The row ids of a serialized ``RowIdSequence``, in row order."""
     seq = rowids_pb2.RowIdSequence()
     _parse(seq, data, path, "row id sequence")
-    parts: list[npt.NDArray[np.uint64]] = []
-    for seg in seq.segments:
-        kind = seg.WhichOneof("segment")
-        if kind == "range":
-            parts.append(np.arange(seg.range.start, seg.range.end, dtype=np.uint64))
-        elif kind == "range_with_holes":
-            r = seg.range_with_holes
-            ids = np.arange(r.start, r.end, dtype=np.uint64)
-            parts.append(np.setdiff1d(ids, _decode_array(r.holes), assume_unique=True))
-        elif kind == "range_with_bitmap":
-            b = seg.range_with_bitmap
-            ids = np.arange(b.start, b.end, dtype=np.uint64)
-            # Bit i of the range is bit (i % 8) of byte i // 8, least significant bit first.
-            packed = np.frombuffer(b.bitmap, np.uint8)
-            bits = np.unpackbits(packed, bitorder="little")[: len(ids)].astype(bool)
-            parts.append(ids[bits])
-        elif kind == "sorted_array":
-            parts.append(_decode_array(seg.sorted_array))
-        elif kind == "array":
-            parts.append(_decode_array(seg.array))
+    parts = [_segment_values(seg) for seg in seq.segments]
     return np.concatenate(parts) if parts else np.zeros(0, np.uint64)
+
+
+def decode_row_versions(data: bytes, path: str) -> npt.NDArray[np.uint64]:
+    """The version of every row of a serialized ``RowDatasetVersionSequence``, in row order.
+
+    Each run covers as many rows as its span holds values, following the previous run: pylance
+    writes a compacted fragment's runs with the spans of the rows' old fragments (offsets there,
+    deleted rows left out), so only the counts place a run.
+    """
+    seq = rowids_pb2.RowDatasetVersionSequence()
+    _parse(seq, data, path, "row version sequence")
+    counts = np.array([len(_segment_values(run.span)) for run in seq.runs], dtype=np.int64)
+    versions = np.array([run.version for run in seq.runs], dtype=np.uint64)
+    out: npt.NDArray[np.uint64] = np.repeat(versions, counts)
+    return out
+
+
+def row_versions_bytes(versions: npt.NDArray[np.uint64]) -> bytes:
+    """A ``RowDatasetVersionSequence`` of per-row ``versions``: one run per stretch of rows at one
+    version, spanning those rows' offsets (as pylance writes a fragment's own runs)."""
+    seq = rowids_pb2.RowDatasetVersionSequence()
+    v = np.asarray(versions, dtype=np.uint64)
+    if len(v):
+        starts = np.flatnonzero(np.concatenate(([True], v[1:] != v[:-1])))
+        ends = np.append(starts[1:], len(v))
+        for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
+            run = seq.runs.add(version=int(v[a]))
+            run.span.range.start = a
+            run.span.range.end = b
+    return bytes(seq.SerializeToString())
 
 
 # -- indices ----------------------------------------------------------------------------------------

@@ -36,6 +36,7 @@ from lance_format.table.model import (
     UpdateMap,
     WriterVersion,
 )
+from lance_format.table.rowids import DEFAULT_ROW_VERSION
 
 __all__ = ["WRITER_VERSION", "assign_base_ids", "build_manifest", "check_conflict"]
 
@@ -71,6 +72,23 @@ def _assign_ids(
             next_row_id += n
         out.append(f)
     return tuple(out), next_row_id
+
+
+def _mark_updated(frags: tuple[DataFragment, ...], version: int) -> tuple[DataFragment, ...]:
+    """Rows an update rewrote (new fragments that kept their rows' stable ids) were last updated
+    by ``version``, the one being committed; where the planner recorded no creation versions,
+    the rows count as created by the first version, as pylance reports rows that have none."""
+    out = []
+    for f in frags:
+        if f.last_updated_at_versions is None:
+            n = f.physical_rows
+            f = replace(
+                f,
+                last_updated_at_versions=_serde.version_run_bytes(n, version),
+                created_at_versions=f.created_at_versions or _serde.version_run_bytes(n, DEFAULT_ROW_VERSION),
+            )
+        out.append(f)
+    return tuple(out)
 
 
 def _by_id(fragments: tuple[DataFragment, ...]) -> tuple[DataFragment, ...]:
@@ -192,6 +210,8 @@ def build_manifest(
             gone = set(op.removed_fragment_ids)
             kept = tuple(updated.get(f.id, f) for f in base.fragments if f.id not in gone)
             frags, next_row_id = _assign_ids(op.new_fragments, first_id, next_row_id, version)
+            if stable:
+                frags = _mark_updated(frags, version)
             new = replace(new, fragments=kept + frags)
             index_bytes = _uncover_rewritten(base, new, index_bytes)
         elif isinstance(op, Restore):
