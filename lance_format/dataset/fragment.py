@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -99,46 +100,45 @@ class ReaderCache:
             self._cache.put(ckey, r, charge)
         return r
 
+    def _sequence(
+        self, frag: DataFragment, kind: str, seq: bytes | ExternalFile, decode: Callable[[bytes, str], Any]
+    ) -> npt.NDArray[np.uint64]:
+        """A fragment's decoded per-row sequence (inline or in an external file), cached."""
+        ident = seq if isinstance(seq, ExternalFile) else (len(seq), hash(seq))
+        ckey = (self.store.uri, kind, frag.id, ident)
+        out: npt.NDArray[np.uint64] | None = self._cache.get(ckey)
+        if out is None:
+            if isinstance(seq, ExternalFile):
+                data = self.store.read_range(seq.path, seq.offset, seq.offset + seq.size)
+            else:
+                data = seq
+            out = decode(data, f"{self.store.uri} fragment {frag.id}")
+            if len(out) != frag.physical_rows:
+                raise CorruptFileError(
+                    self.store.uri,
+                    f"fragment {frag.id} has {len(out)} {kind} for {frag.physical_rows} rows",
+                )
+            self._cache.put(ckey, out, out.nbytes)
+        return out
+
     def row_ids(self, frag: DataFragment) -> npt.NDArray[np.uint64]:
         """Decoded stable row ids of a fragment."""
         seq = frag.row_ids
         if seq is None:
             raise InvalidInputError(f"fragment {frag.id} has no stable row ids")
-        ident = seq if isinstance(seq, ExternalFile) else (len(seq), hash(seq))
-        ckey = (self.store.uri, "row_ids", frag.id, ident)
-        ids = self._cache.get(ckey)
-        if ids is None:
-            if isinstance(seq, ExternalFile):
-                data = self.store.read_range(seq.path, seq.offset, seq.offset + seq.size)
-            else:
-                data = seq
-            ids = decode_row_ids(data, f"{self.store.uri} fragment {frag.id}")
-            if len(ids) != frag.physical_rows:
-                raise CorruptFileError(
-                    self.store.uri,
-                    f"fragment {frag.id} has {len(ids)} row ids for {frag.physical_rows} rows",
-                )
-            self._cache.put(ckey, ids, ids.nbytes)
-        return ids
+        return self._sequence(frag, "row ids", seq, decode_row_ids)
 
     def row_versions(self, frag: DataFragment, which: str) -> npt.NDArray[np.uint64]:
         """The version that created (``which="created"``) or last updated (``"updated"``) each
         physical row of ``frag``; :data:`~lance_format.table.rowids.DEFAULT_ROW_VERSION` where
         the fragment records none."""
         seq = frag.created_at_versions if which == "created" else frag.last_updated_at_versions
+        rows = frag.physical_rows
         if seq is None:
-            return decode_row_versions(None, frag.physical_rows, self.store.uri)
-        ident = seq if isinstance(seq, ExternalFile) else (len(seq), hash(seq))
-        ckey = (self.store.uri, "row_versions", which, frag.id, ident)
-        out = self._cache.get(ckey)
-        if out is None:
-            if isinstance(seq, ExternalFile):
-                data = self.store.read_range(seq.path, seq.offset, seq.offset + seq.size)
-            else:
-                data = seq
-            out = decode_row_versions(data, frag.physical_rows, f"{self.store.uri} fragment {frag.id}")
-            self._cache.put(ckey, out, out.nbytes)
-        return out
+            return decode_row_versions(None, rows, self.store.uri)
+        return self._sequence(
+            frag, f"row versions ({which})", seq, lambda data, path: decode_row_versions(data, rows, path)
+        )
 
     def deleted(self, frag: DataFragment, bases: dict[int, BasePath] | None = None) -> npt.NDArray[np.uint32]:
         """Sorted deleted offsets of a fragment."""
