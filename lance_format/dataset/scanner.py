@@ -17,6 +17,7 @@ from lance_format.dataset.expr import Predicate
 from lance_format.dataset.filters import ComputedValue, Filter, evaluate, parse_filter, parse_value
 from lance_format.dataset.fragment import FragmentReader
 from lance_format.dataset.projection import MemberPath, flatten_member, member_path
+from lance_format.dataset.row_versions import CREATED, UPDATED
 from lance_format.dataset.scan_options import (
     ScanOptions,
     combine_table,
@@ -32,7 +33,16 @@ if TYPE_CHECKING:
     from lance_format.dataset.snapshot import SnapshotSource
     from lance_format.table.model import DataFragment
 
-__all__ = ["DEFAULT_BATCH_SIZE", "LanceScanner", "conform_schema", "row_id_columns"]
+__all__ = [
+    "CREATED_AT",
+    "DEFAULT_BATCH_SIZE",
+    "ROW_VERSION_COLUMNS",
+    "UPDATED_AT",
+    "VIRTUAL_COLUMNS",
+    "LanceScanner",
+    "conform_schema",
+    "row_id_columns",
+]
 
 #: pylance's scan batch size on local disk.
 DEFAULT_BATCH_SIZE = 8192
@@ -46,6 +56,13 @@ def _table_bytes(table: pa.Table) -> int:
 
 ROWID = "_rowid"
 ROWADDR = "_rowaddr"
+#: The version that created / last updated each row (pylance's names): columns a scan, a filter
+#: or a take may name, read from the fragments' row version sequences.
+CREATED_AT = "_row_created_at_version"
+UPDATED_AT = "_row_last_updated_at_version"
+ROW_VERSION_COLUMNS = {CREATED_AT: CREATED, UPDATED_AT: UPDATED}
+#: Columns every dataset has without storing them.
+VIRTUAL_COLUMNS = (ROWID, ROWADDR, CREATED_AT, UPDATED_AT)
 #: A column of nulls (no buffers) that carries the row count of a scan projecting no columns while
 #: its chunks are sliced and counted: pyarrow does not clamp ``slice`` on a zero-column table
 #: (``slice(0, 10**6)`` of 1,000 rows reports 1,000,000), so chunks never lose their last column
@@ -106,19 +123,23 @@ def row_id_columns(
     with_row_id: bool,
     with_row_address: bool,
     stable: bool,
+    versions: Sequence[str] = (),
 ) -> list[tuple[str, pa.Array]]:
-    """``_rowid`` / ``_rowaddr`` columns for physical ``offsets`` of one fragment."""
+    """``_rowid`` / ``_rowaddr`` columns for physical ``offsets`` of one fragment, then the row
+    version columns named in ``versions`` (:data:`ROW_VERSION_COLUMNS`)."""
     out: list[tuple[str, pa.Array]] = []
     if not (with_row_address or (with_row_id and not stable)):
         if with_row_id:
             out.append((ROWID, pa.array(reader.row_ids()[offsets], pa.uint64())))
-        return out  # no address needed: a plain scan pays nothing per row here
-    addr = (np.uint64(reader.frag.id) << np.uint64(32)) | offsets.astype(np.uint64)
-    if with_row_id:
-        ids = reader.row_ids()[offsets] if stable else addr
-        out.append((ROWID, pa.array(ids, pa.uint64())))
-    if with_row_address:
-        out.append((ROWADDR, pa.array(addr, pa.uint64())))
+    else:
+        addr = (np.uint64(reader.frag.id) << np.uint64(32)) | offsets.astype(np.uint64)
+        if with_row_id:
+            ids = reader.row_ids()[offsets] if stable else addr
+            out.append((ROWID, pa.array(ids, pa.uint64())))
+        if with_row_address:
+            out.append((ROWADDR, pa.array(addr, pa.uint64())))
+    for name in versions:
+        out.append((name, pa.array(reader.row_versions(ROW_VERSION_COLUMNS[name])[offsets], pa.uint64())))
     return out
 
 
@@ -179,12 +200,15 @@ class LanceScanner:
         # ``_rowid`` / ``_rowaddr`` named among the columns come out where they are named, unless
         # also asked for by with_row_id / with_row_address: then last, as pylance orders them.
         order: list[str] | None = None
-        if self._exprs is None and (ROWID in columns or ROWADDR in columns) and ROWID not in arrow.names:
+        virtual = [c for c in VIRTUAL_COLUMNS if c not in arrow.names]
+        named_versions: list[str] = []
+        if self._exprs is None and any(c in columns for c in virtual) and ROWID not in arrow.names:
             flagged = {n for n, on in ((ROWID, with_row_id), (ROWADDR, with_row_address)) if on}
             order = [c for c in dict.fromkeys(columns) if c not in flagged]
             with_row_id = with_row_id or ROWID in order
             with_row_address = with_row_address or ROWADDR in order
-            columns = [c for c in columns if c not in (ROWID, ROWADDR)]
+            named_versions = [c for c in order if c in ROW_VERSION_COLUMNS and c in virtual]
+            columns = [c for c in columns if c not in virtual]
         # One set of names: ``Schema.names`` builds a new list per access (quadratic in a loop).
         known = set(arrow.names)
         #: Struct members named by path (``"ss.in.z"``): flat columns computed from their roots.
@@ -232,6 +256,9 @@ class LanceScanner:
         self._with_row_address = with_row_address
         self._compute_row_id = with_row_id or ROWID in used
         self._compute_row_address = with_row_address or ROWADDR in used
+        self._versions = [
+            c for c in ROW_VERSION_COLUMNS if (c in named_versions or c in used) and c not in arrow.names
+        ]
         self._fragments = list(fragments) if fragments is not None else list(dataset.manifest.fragments)
         # Every projection carries the schema-level metadata, as pylance's scans do.
         if self._exprs is None and self._columns == arrow.names:
@@ -249,6 +276,8 @@ class LanceScanner:
             projected = projected.append(pa.field(ROWID, pa.uint64(), nullable=True))
         if with_row_address:
             projected = projected.append(pa.field(ROWADDR, pa.uint64(), nullable=True))
+        for name in named_versions:
+            projected = projected.append(pa.field(name, pa.uint64(), nullable=True))
         if order is not None:
             order += [c for c in projected.names if c not in order]
             projected = pa.schema([projected.field(c) for c in order])
@@ -303,9 +332,9 @@ class LanceScanner:
 
     @staticmethod
     def filter_schema(schema: pa.Schema) -> pa.Schema:
-        """The schema filters are bound to: the dataset's columns, then ``_rowid`` and ``_rowaddr``
-        (filters may test the row id and address, as in pylance)."""
-        for name in (ROWID, ROWADDR):
+        """The schema filters are bound to: the dataset's columns, then ``_rowid``, ``_rowaddr``
+        and the row version columns (filters may test them, as in pylance)."""
+        for name in VIRTUAL_COLUMNS:
             if name not in schema.names:
                 schema = schema.append(pa.field(name, pa.uint64()))
         return schema
@@ -377,7 +406,7 @@ class LanceScanner:
         """One chunk: decoded, deleted rows dropped, row ids added, filtered, projected."""
         # Physical offsets only when a row id, address or placeholder needs them: a plain scan
         # would otherwise write (and fault in) 8 bytes per row for nothing.
-        ids = self._compute_row_id or self._compute_row_address
+        ids = self._compute_row_id or self._compute_row_address or bool(self._versions)
         offsets = np.arange(start, stop, dtype=np.int64) if ids or not self._read else _NO_OFFSETS
         # With nothing to decode, a placeholder column carries the row count.
         # Scans read each byte once: they leave the page cache to the random takes it exists for.
@@ -399,7 +428,7 @@ class LanceScanner:
         if ids:
             stable = self._ds.has_stable_row_ids
             for name, col in row_id_columns(
-                reader, offsets, self._compute_row_id, self._compute_row_address, stable
+                reader, offsets, self._compute_row_id, self._compute_row_address, stable, self._versions
             ):
                 if dead is not None and dead.any():  # a deleted row has no id nor address (pylance)
                     col = pc.if_else(pa.array(dead), pa.scalar(None, pa.uint64()), col)

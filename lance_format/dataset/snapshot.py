@@ -54,7 +54,7 @@ class FragmentIndex:
     # more time building and checking its schema than copying its rows.
     schemas: dict[
         tuple[tuple[str, ...] | None, bool, bool, bool],
-        tuple[list[str], pa.Schema, dict[str, list[tuple[int, ...]]]],
+        tuple[list[str], pa.Schema, dict[str, list[tuple[int, ...]]], list[str]],
     ]
 
     @classmethod

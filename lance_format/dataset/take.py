@@ -13,7 +13,14 @@ from lance_format.core.errors import InvalidInputError, InvalidTypeError, OutOfR
 from lance_format.dataset.filters import ComputedValue, evaluate, parse_value
 from lance_format.dataset.projection import check_names, prune_structs, pruned_field, take_columns
 from lance_format.dataset.scan_options import take_table_rows
-from lance_format.dataset.scanner import ROWADDR, ROWID, LanceScanner, conform_schema, row_id_columns
+from lance_format.dataset.scanner import (
+    ROW_VERSION_COLUMNS,
+    ROWADDR,
+    ROWID,
+    LanceScanner,
+    conform_schema,
+    row_id_columns,
+)
 from lance_format.dataset.snapshot import FragmentIndex
 from lance_format.file.decoded import AdmitBudget
 from lance_format.table.model import DataFragment
@@ -108,7 +115,9 @@ def take_addresses(
     schema order, or with ``named_order`` as first named (pylance's fragment take).
     """
     index = ds.fragment_index()
-    cols, out_schema, members = _out_schema(ds, index, columns, with_row_id, with_row_address, named_order)
+    cols, out_schema, members, versions = _out_schema(
+        ds, index, columns, with_row_id, with_row_address, named_order
+    )
     if len(addresses) <= 1 or bool((addresses[1:] > addresses[:-1]).all()):
         uniq, inverse = addresses, None  # sorted unique already (a single row, a sorted batch)
     else:
@@ -161,9 +170,9 @@ def take_addresses(
             table = reader.take(cols, offs, budget)
             if members:
                 table = prune_structs(table, members, named_order)
-            if not (with_row_id or with_row_address):
+            if not (with_row_id or with_row_address or versions):
                 return table  # the columns of ``cols`` in that order already
-        for name, col in row_id_columns(reader, offs, with_row_id, with_row_address, stable):
+        for name, col in row_id_columns(reader, offs, with_row_id, with_row_address, stable, versions):
             table = table.append_column(name, col)
         return table.select(out_schema.names)
 
@@ -187,11 +196,13 @@ def take_addresses(
 
 
 class _TakeSchema(NamedTuple):
-    """A take's top-level columns to read, its output schema, and the structs it reduces."""
+    """A take's top-level columns to read, its output schema, the structs it reduces, and the row
+    version columns it names (computed, not read)."""
 
     cols: list[str]
     schema: pa.Schema
     members: dict[str, list[tuple[int, ...]]]
+    versions: list[str]
 
 
 def _out_schema(
@@ -217,20 +228,28 @@ def _out_schema(
     # A column named twice comes once, where first named (as pylance's take does); a scan refuses it.
     # A struct member (``"s.x"``) brings its struct, reduced to the members named (pylance's take).
     members: dict[str, list[tuple[int, ...]]] = {}
+    versions: list[str] = []
     if columns is None:
         cols = list(names)
     else:
-        spec = take_columns(arrow, columns, named_order)
+        # Row version columns come where they are named, as pylance's take puts them.
+        named = list(dict.fromkeys(columns))
+        versions = [c for c in named if c in ROW_VERSION_COLUMNS and c not in names]
+        spec = take_columns(arrow, [c for c in columns if c not in versions], named_order)
         cols, members = spec.roots, spec.members
     fields = [
         arrow.field(c) if c not in members else pruned_field(arrow.field(c), members[c], named_order)
         for c in cols
     ]
+    for name in versions:
+        before = named[: named.index(name)]
+        at = sum(1 for c in cols if any(n == c or n.startswith(f"{c}.") for n in before))
+        fields.insert(at, pa.field(name, pa.uint64()))
     if with_row_id:
         fields.append(pa.field(ROWID, pa.uint64()))
     if with_row_address:
         fields.append(pa.field(ROWADDR, pa.uint64()))
-    out = _TakeSchema(cols, pa.schema(fields, metadata=arrow.metadata), members)  # metadata kept, as pylance
+    out = _TakeSchema(cols, pa.schema(fields, metadata=arrow.metadata), members, versions)  # metadata kept
     if len(index.schemas) < _MAX_SCHEMAS:
         index.schemas[key] = out
     return out
