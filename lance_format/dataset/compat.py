@@ -20,6 +20,9 @@ from lance_format.core.errors import InvalidInputError, InvalidTypeError, NotFou
 from lance_format.dataset.tags import Reference
 from lance_format.io.store import store_for_uri
 
+if TYPE_CHECKING:
+    from lance_format.dataset.delta import DatasetDelta
+
 __all__ = ["PylanceCompatMixin", "check_accepted_sizes"]
 
 
@@ -110,6 +113,26 @@ class PylanceCompatMixin:
                 raise NotFoundError(f"no dataset to drop at {uri}")
         finally:
             store.close()
+
+    def delta(
+        self,
+        compared_against: int | None = None,
+        *,
+        begin_version: int | None = None,
+        end_version: int | None = None,
+    ) -> DatasetDelta:
+        """What changed between two versions: ``compared_against`` and this one (in either
+        order), or ``begin_version`` (exclusive) to ``end_version`` (inclusive); pylance's
+        ``DatasetDelta`` (transactions, inserted and updated rows, deleted row ids).
+
+        Raises :class:`~lance_format.errors.InvalidInputError` (a ``ValueError``, as pylance's)
+        when neither form, or only half of the range, is given.
+        """
+        from lance_format.dataset.delta import DatasetDelta, delta_range
+
+        snap = self.snapshot
+        begin, end = delta_range(snap.version, compared_against, begin_version, end_version)
+        return DatasetDelta(snap, begin, end)
 
     def shallow_clone(
         self,
