@@ -59,6 +59,7 @@ from lance_format.dataset.expr import (
     walk,
 )
 from lance_format.dataset.expr_functions import FUNCTIONS, regexp_call, rust_timestamp_text
+from lance_format.dataset.nullability import constant_value
 from lance_format.dataset.numeric_types import (
     EXACT,
     INT_DIGITS,
@@ -254,6 +255,8 @@ class ToArrow(Visitor[pc.Expression]):
         function, or a comparison of a decimal with a float (cast to a decimal, which a NaN
         does not fit)."""
         if isinstance(node, Call):
+            if node.name in ("regexp_like", "regexp_match") and not isinstance(node.args[1], Literal):
+                return True  # a pattern per row may not compile on some row
             return node.name not in _NEVER_FAILING_CALLS
         if isinstance(node, Arith):
             return node.op in ("div", "mod") or not all(
@@ -473,11 +476,28 @@ class ToArrow(Visitor[pc.Expression]):
             converted = expr.cast(pa.decimal128(*_int_as_decimal(node, t, decimal)))
         return (left, converted) if decimal_left else (converted, right)
 
+    def constant(self, node: Node) -> bool | None:
+        """The constant DataFusion folds boolean ``node`` to before evaluating it (``None``: it is
+        not one), see :func:`.nullability.constant_value`."""
+        return constant_value(node, self.schema, self.type_of)
+
     def visit_and(self, node: And) -> pc.Expression:
         return self.connective(And(_absorbed(node.args, Or)), conjunction=True)
 
     def visit_or(self, node: Or) -> pc.Expression:
         return self.connective(Or(_absorbed(node.args, And)), conjunction=False)
+
+    def folded(self, args: tuple[Node, ...], conjunction: bool) -> tuple[Node, ...] | pc.Expression:
+        """The operands of an AND (``conjunction``) or OR left once the constants are folded, as
+        DataFusion's simplifier folds them first: one that is constantly false (of OR, true)
+        decides the whole, which is then that constant, the others never evaluated (``dec = f AND
+        coalesce(u64, -1) IS NULL`` is false, never a NaN cast failure); constantly true ones
+        (of OR, false) are dropped."""
+        values = [self.constant(a) for a in args]
+        if (not conjunction) in values:
+            return pc.scalar(not conjunction)
+        kept = tuple(a for a, v in zip(args, values, strict=True) if v is None)
+        return kept if kept else pc.scalar(conjunction)
 
     def connective(self, node: And | Or, conjunction: bool) -> pc.Expression:
         """``a AND b AND ..`` (``a OR b OR ..``), each operand that may fail evaluated only on the
@@ -487,9 +507,12 @@ class ToArrow(Visitor[pc.Expression]):
         of the mask (its rows are then evaluated, as a batch would be): a mask holding guarded
         operands would hold their masks in turn, and a chain's Expression would double per link.
         """
+        args = self.folded(node.args, conjunction)
+        if isinstance(args, pc.Expression):
+            return args
         out: pc.Expression | None = None
         keep: pc.Expression | None = None  # rows the plain operands so far left undecided
-        for a in node.args:
+        for a in args:
             if out is not None and keep is not None and self.fails_somewhere(a):
                 value = self.guarded(a, keep)
             else:
@@ -558,6 +581,8 @@ class ToArrow(Visitor[pc.Expression]):
         if isinstance(node.arg, Call) and node.arg.name == "regexp_match":
             # regexp_match is NULL exactly when nothing matches (or an input is NULL).
             return ~pc.coalesce(regexp_call(self, self.call_args(node.arg)), pc.scalar(False))
+        if self.constant(node) is False:
+            return pc.scalar(False)  # of a value that cannot be NULL: not evaluated, as DataFusion folds it
         return self.visit(node.arg).is_null()
 
     def visit_isnan(self, node: IsNan) -> pc.Expression:

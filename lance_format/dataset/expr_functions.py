@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_format.core.errors import InvalidInputError, NotSupportedError
+from lance_format.dataset import regexp as regexps
 from lance_format.dataset import udfs
 from lance_format.dataset.expr import (
     Cast,
@@ -23,11 +24,9 @@ from lance_format.dataset.expr import (
     Node,
 )
 from lance_format.dataset.numeric_types import (
-    exact_decimal,
-    float_result,
+    implicitly_coerces,
     is_number,
     union_type,
-    wider_int,
 )
 from lance_format.dataset.value_text import list_text_supported
 
@@ -121,17 +120,39 @@ def _trim(kind: str) -> Callable[[ToArrow, tuple[Node, ...]], pc.Expression]:
     return build
 
 
-def regexp_call(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
+def _regexp(kind: str, b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
+    """``regexp_like`` (``kind`` "like") or ``regexp_match`` ("match") of a string and a pattern,
+    a literal or a string per row (``regexp_like(s, p)``, as pylance takes it); the flags, if any,
+    a literal ('i')."""
     flags = _literal_str(args[2], "regexp flags") if len(args) > 2 else ""
     if set(flags) - {"i"}:
         raise NotSupportedError(f"regexp flags {flags!r} (only 'i' is supported)")
-    pattern = _literal_str(args[1], "regexp pattern")
-    return pc.match_substring_regex(b.visit(args[0]), pattern=pattern, ignore_case="i" in flags)
+    value, pattern = args[0], args[1]
+    vt, pt = b.type_of(value), b.type_of(pattern)
+    for what, t in (("value", vt), ("pattern", pt)):
+        if not (_is_text(t) or pa.types.is_null(t)):
+            raise InvalidInputError(f"regexp_{kind}() takes a string {what}, got {t}")
+    out = pa.bool_() if kind == "like" else regexps.match_type([b.type_of(a) for a in args])
+    if pa.types.is_null(vt) or pa.types.is_null(pt):
+        return pc.scalar(pa.scalar(None, out))
+    if kind == "like" and _string_literal(pattern):
+        text = _literal_str(pattern, "regexp")
+        return pc.match_substring_regex(b.visit(value), pattern=text, ignore_case="i" in flags)
+    name = udfs.regexp(kind, vt, pt, "i" in flags, out)
+    return udfs.call(name, [b.visit(value), b.visit(pattern)])
+
+
+def regexp_call(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
+    """``regexp_like(s, pattern[, flags])``: whether ``s`` holds a match (NULL for a NULL ``s`` or
+    pattern)."""
+    return _regexp("like", b, args)
 
 
 def _regexp_match(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
-    # As a condition it is rewritten (sql.as_condition) to IS NOT NULL, which visit_isnull answers.
-    raise NotSupportedError("regexp_match as a value (test it with IS [NOT] NULL, or use regexp_like)")
+    """``regexp_match(s, pattern[, flags])``: the list of captures (of the whole match when the
+    pattern has no group), NULL when nothing matches. As a condition it is ``.. IS NOT NULL``
+    (``sql.as_condition``), which ``visit_isnull`` answers with :func:`regexp_call`."""
+    return _regexp("match", b, args)
 
 
 def _array_length(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
@@ -152,43 +173,36 @@ def _list_of(lt: pa.DataType, item: pa.DataType) -> pa.DataType:
 
 
 def _array_has(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
+    """``array_has(list, value)`` typed as DataFusion types it: the list's items and the value meet
+    in their union type (:func:`.numeric_types.union_type`: a list of int32 with an int64 as
+    int64s, with a float as floats, with a ``Decimal(21, 0)`` as decimals), which the value must
+    reach by an implicit coercion (:func:`.numeric_types.implicitly_coerces`; so a uint64, or a
+    decimal with a fraction, is refused)."""
     lists, value = args
     lt = b.type_of(lists)
     if not (pa.types.is_list(lt) or pa.types.is_large_list(lt) or pa.types.is_fixed_size_list(lt)):
         raise InvalidInputError(f"array_has needs a list, got {lt}")
-    v = b.visit(value)
     item, vt = lt.value_type, b.type_of(value)
-    numbers = is_number(item) and is_number(vt)
-    if numbers and item != vt:
-        # DataFusion compares in the common type of the items and the value (a list of int32
-        # with an int64 n as int64s, with a float as floats) and refuses mixes without one.
-        if exact_decimal(item, vt):
-            raise InvalidInputError(f"array_has of {lt} and {vt}: no common type")
-        common = (
-            float_result([item, vt])
-            if not (pa.types.is_integer(item) and pa.types.is_integer(vt))
-            else wider_int(item, vt)
-        )
-        lists_t = _list_of(lt, common)
-        return udfs.call(
-            udfs.array_has(lists_t, common),
-            [b.visit(lists).cast(lists_t, safe=False), v.cast(common, safe=False)],
-        )
-    if (is_number(item) or pa.types.is_decimal(item)) != (
-        is_number(vt) or pa.types.is_decimal(vt)
-    ) and not pa.types.is_null(vt):
-        raise InvalidInputError(f"array_has of {lt} and {vt}: no common type")
-    if pa.types.is_decimal(item) != pa.types.is_decimal(vt) and not pa.types.is_null(vt):
-        raise InvalidInputError(f"array_has of {lt} and {vt}: no common type")
-    if not isinstance(value, Literal) and vt != lt.value_type:
-        v = v.cast(lt.value_type)
-    if isinstance(value, Literal) and value.type != lt.value_type:
-        v = (
-            pc.scalar(value.value.cast(lt.value_type))
-            if value.value.is_valid
-            else pc.scalar(pa.scalar(None, lt.value_type))
-        )
-    return udfs.call(udfs.array_has(lt, lt.value_type), [b.visit(lists), v])
+    if pa.types.is_null(vt) or pa.types.is_dictionary(item):
+        element = item  # a NULL value is NULL in the item type; dictionaries compare as their values
+    else:
+        try:
+            element = union_type([item, vt])
+        except InvalidInputError:
+            raise InvalidInputError(f"array_has of {lt} and {vt}: no common type") from None
+        if not implicitly_coerces(element, vt):
+            raise InvalidInputError(f"array_has of {lt} and {vt}: {vt} does not coerce to {element}")
+    v = b.visit(value)
+    if isinstance(value, Literal):
+        v = pc.scalar(value.value.cast(element) if value.value.is_valid else pa.scalar(None, element))
+    elif vt != element:
+        v = v.cast(element, safe=not (is_number(vt) and pa.types.is_floating(element)))
+    lists_t, values = lt, b.visit(lists)
+    if item != element:
+        # safe=False: integers past 2**53 round to the nearest float, as DataFusion's cast does
+        lists_t = _list_of(lt, element)
+        values = values.cast(lists_t, safe=not (is_number(item) and pa.types.is_floating(element)))
+    return udfs.call(udfs.array_has(lists_t, element), [values, v])
 
 
 def _list_get(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
@@ -424,9 +438,10 @@ def _length(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
         value = b.visit(args[0])
         value = value.cast(values) if values != t else value
         return pc.utf8_length(udfs.call(udfs.float_text(values), [value]))
-    if rust_timestamp_text(values):
+    if rust_timestamp_text(values) or list_text_supported(values):
+        # a list is measured as its text too: length([1, 2]) is 6, the characters of '[1, 2]'
         return pc.utf8_length(b.visit(Cast(args[0], pa.string())))
-    if pa.types.is_floating(values) or pa.types.is_temporal(values):
+    if pa.types.is_floating(values) or pa.types.is_temporal(values) or pa.types.is_nested(values):
         raise NotSupportedError(f"length() of {values} values (their text differs from DataFusion's)")
     return pc.utf8_length(b.visit(args[0]))
 

@@ -371,3 +371,203 @@ def test_a_decimal_column_with_a_float_literal_value_is_refused_like_pylance(
         lance.dataset(fuzz_uri).to_table(columns={"v": expr, "id": "id"})
     with pytest.raises(LanceError, match="does not convert"):
         lance_format.dataset(fuzz_uri).to_table(columns={"v": expr, "id": "id"})
+
+
+# -- session 18: folding, array_has's coercion, temporal unions, regexes, lengths of lists -----
+
+NS = pa.timestamp("ns")
+DATES = [dt.date(2024, 2, 29), dt.date(2000, 1, 1), dt.date(2100, 1, 1), dt.date(1999, 5, 5)]
+DATETIMES = [dt.datetime(2000, 2, 29, 0, 0, 1), dt.datetime(2020, 1, 1), None]
+DATETIMES += [dt.datetime(1969, 12, 31, 23, 59), dt.datetime(2100, 1, 1)]
+PROBE = pa.table(
+    {
+        "id": pa.array(range(8), pa.int64()),
+        "dec": pa.array(
+            [Decimal(v) if v else None for v in ["1.50", None, "-2.25", "0", "9999.99", "0.01", "2.5", None]],
+            pa.decimal128(10, 2),
+        ),
+        "u64": pa.array([0, 1, 2**64 - 1, None, 2**63, 3, 5, 7], pa.uint64()),
+        "i8": pa.array([0, 1, -1, 127, -128, None, 5, 2], pa.int8()),
+        "li": pa.array([[1, 2], [], None, [None, 3], [-1], [0], [2**31 - 1], [5, 5]], pa.list_(pa.int32())),
+        "d": pa.array([dt.date(2020, 1, 1), dt.date(1970, 1, 1), None, dt.date(1969, 12, 31), *DATES]),
+        # nanoseconds a microsecond cast truncates, before and after 1970
+        "ts": pa.array([-1, None, 1_500, -1_000_000_001, 0, None, 5, 10**18], NS),
+        "tsu": pa.array(
+            [dt.datetime(2020, 1, 1, 12, 30), dt.datetime(1970, 1, 1), None, *DATETIMES], pa.timestamp("us")
+        ),
+        "s": pa.array(["abc", "a.c", None, "", "xyz", "ABC", "ünï", "a1b2"]),
+        "p": pa.array(["a", "^a", "b", None, ".*", "c$", "ï", "[0-9]"]),
+        "ls": pa.array(["abc", None, "", "ünï", "Straße", "x", " a ", "A"], pa.large_string()),
+        "f": pa.array([1.5, float("nan"), None, 0.0, -2.25, 1e300, 2.5, 0.01]),
+    }
+)
+
+
+@pytest.fixture(scope="module")
+def probe_uri(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return _uri(tmp_path_factory, "probe", PROBE, 3)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "(dec = f) AND (coalesce(u64, -1) IS NULL)",
+        "(coalesce(u64, -1) IS NULL) AND (dec = f)",
+        "(dec = f) OR (coalesce(u64, -1) IS NOT NULL)",
+        "NOT ((dec = f) AND (coalesce(u64, 1.5) IS NULL))",
+        "((dec = f) AND (coalesce(i8, -1) IS NULL)) OR i8 > 0",
+        "(dec = f) AND false",
+    ],
+)
+def test_constant_operands_decide_and_or_before_evaluation_like_pylance(probe_uri: str, sql: str) -> None:
+    # Found probing session 18: pylance folds coalesce(x, <non-null literal>) IS NULL to false
+    # (IS NOT NULL to true) before evaluating, so the AND is false and dec = f (a NaN cast to a
+    # decimal, which fails) never runs; ours evaluated it and failed.
+    _same_filter(probe_uri, sql)
+    _same_value(probe_uri, sql)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "dec = f",
+        "(dec = f) AND (coalesce(u64, NULL) IS NULL)",
+        "((dec = f) AND (coalesce(i8, abs(i8)) IS NULL)) OR i8 > 0",  # abs may be NULL: not folded
+    ],
+)
+def test_a_decimal_float_comparison_that_runs_fails_like_pylance(probe_uri: str, sql: str) -> None:
+    with pytest.raises((ValueError, OSError), match="Decimal128"):
+        lance.dataset(probe_uri).to_table(filter=sql)
+    with pytest.raises(LanceError, match="decimal128"):
+        lance_format.dataset(probe_uri).to_table(filter=sql)
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "array_has(li, u64 + i8)",  # a Decimal(21, 0): the list is cast to it
+        "array_has(li, u64 + i8 - 4)",  # holds on row 7 ([5, 5], 7 + 2 - 4)
+        "array_has(li, CAST(5 AS DECIMAL(30,0)))",
+        "array_has(li, i8)",
+        "array_has(li, NULL)",
+    ],
+)
+def test_array_has_takes_the_union_of_item_and_value_like_pylance(probe_uri: str, expr: str) -> None:
+    # Found probing session 18: ours refused "no common type int32/decimal128(21,0)"; DataFusion
+    # casts both to the union of the item and value types when the value reaches it implicitly.
+    _same_value(probe_uri, expr)
+    _same_filter(probe_uri, expr)
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "array_has(li, u64)",
+        "array_has(li, dec)",
+        "array_has(li, CAST(i8 AS DECIMAL(5,2)))",
+        "array_has(li, CAST(i8 AS DECIMAL(3,0)))",  # narrower than int32's Decimal(10, 0)
+        "array_has(li, s)",
+    ],
+)
+def test_array_has_refuses_a_value_that_does_not_coerce_like_pylance(probe_uri: str, expr: str) -> None:
+    # the union is a decimal (or an int32 for text) the value would have to be narrowed to
+    with pytest.raises((ValueError, OSError), match="coerce"):
+        lance.dataset(probe_uri).to_table(columns={"v": expr})
+    with pytest.raises(LanceError, match="array_has"):
+        lance_format.dataset(probe_uri).to_table(columns={"v": expr})
+
+
+def test_array_has_in_the_union_fixed_values(probe_uri: str) -> None:
+    assert _same_value(probe_uri, "array_has(li, u64 + i8 - 4)") == (
+        "bool",
+        ["False", "False", "None", "None", "False", "None", "False", "True"],
+    )
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "coalesce(ts, d)",
+        "coalesce(d, tsu)",  # nanoseconds whatever the timestamp's unit
+        "coalesce(tsu, ts)",  # the coarser unit, nanoseconds truncated
+        "coalesce(ts, tsu)",
+        "coalesce(tsu, ts, d)",
+        "coalesce(d, CAST(tsu AS TIMESTAMP(0)))",
+        "coalesce(CAST(tsu AS TIMESTAMP(3)), ts)",
+    ],
+)
+def test_coalesce_of_dates_and_timestamps_like_pylance(probe_uri: str, expr: str) -> None:
+    # Found probing session 18: ours refused a date with a timestamp, and timestamps of two units.
+    _same_value(probe_uri, expr)
+
+
+def test_coalesce_of_dates_and_timestamps_fixed_values(probe_uri: str) -> None:
+    kind, values = _same_value(probe_uri, "coalesce(ts, d)")
+    assert kind == "timestamp[ns]"
+    assert values[1] == "Timestamp('1970-01-01 00:00:00')"  # row 1's date, at midnight
+    assert _same_value(probe_uri, "coalesce(tsu, ts)")[0] == "timestamp[us]"
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "regexp_like(s, p)",
+        "regexp_like(s, p, 'i')",
+        "regexp_like(s, upper(p))",
+        "regexp_like(ls, p)",
+        "regexp_like(p, s)",
+        "regexp_like(s, NULL)",
+        "regexp_match(s, 'a(.)?c')",
+        "regexp_match(s, '(a)(x)?')",  # a group that takes no part is left out
+        "regexp_match(s, '(a)|(b)')",
+        "regexp_match(s, '(?P<x>a)(b)')",
+        "regexp_match(s, 'a(?:b)')",  # no capturing group: the whole match
+        "regexp_match(s, '')",
+        "regexp_match(s, 'A', 'i')",
+        "regexp_match(s, p)",
+        "regexp_match(s, p, 'i')",
+        "regexp_match(ls, 'a')",  # string views: DataFusion coerces a mix of string types to them
+        "regexp_match(ls, ls)",
+        "regexp_match(s, ls)",
+        "regexp_match(s, NULL)",
+        "regexp_match(s, '(a)(.)')[2]",
+        "array_length(regexp_match(s, '(a)(.)'))",
+    ],
+)
+def test_regexps_with_column_patterns_and_captures_like_pylance(probe_uri: str, expr: str) -> None:
+    # Found probing session 18: ours refused a pattern from a column, and regexp_match as a value.
+    _same_value(probe_uri, expr)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    ["regexp_like(s, p)", "i8 > 0 AND regexp_like(s, p)", "regexp_match(s, p) IS NULL", "regexp_match(s, p)"],
+)
+def test_regexp_filters_with_column_patterns_like_pylance(probe_uri: str, sql: str) -> None:
+    _same_filter(probe_uri, sql)
+
+
+def test_regexps_fixed_values(probe_uri: str) -> None:
+    assert _same_value(probe_uri, "regexp_match(s, p)")[1] == [
+        "['a']", "['a']", "None", "None", "['xyz']", "None", "['ï']", "['1']"
+    ]  # fmt: skip
+    assert _same_value(probe_uri, "regexp_match(s, '(a)(x)?')")[1][:2] == ["['a']", "['a']"]
+    assert _same_value(probe_uri, "regexp_like(s, p)")[1][:3] == ["True", "True", "None"]
+
+
+def test_a_column_pattern_that_does_not_compile_fails_like_pylance(probe_uri: str) -> None:
+    expr = "regexp_like(s, concat(p, '['))"
+    with pytest.raises((ValueError, OSError), match="compile"):
+        lance.dataset(probe_uri).to_table(columns={"v": expr})
+    with pytest.raises(LanceError):
+        lance_format.dataset(probe_uri).to_table(columns={"v": expr})
+
+
+@pytest.mark.parametrize("expr", ["length(li)", "char_length(li)", "length(li) > 3"])
+def test_length_of_a_list_is_its_texts_like_pylance(probe_uri: str, expr: str) -> None:
+    # Found probing session 18: ours refused; DataFusion measures the list's text ('[1, 2]': 6).
+    _same_value(probe_uri, expr)
+
+
+def test_length_of_a_list_fixed_values(probe_uri: str) -> None:
+    assert _same_value(probe_uri, "length(li)") == ("int32", ["6", "2", "None", "5", "4", "3", "12", "6"])
