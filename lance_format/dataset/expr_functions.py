@@ -19,6 +19,7 @@ from lance_format.core.errors import InvalidInputError, NotSupportedError
 from lance_format.dataset import regexp as regexps
 from lance_format.dataset import udfs
 from lance_format.dataset.expr import (
+    Call,
     Cast,
     Literal,
     Node,
@@ -46,7 +47,7 @@ class ToArrow(Protocol):
     ) -> pc.Expression: ...
 
 
-__all__ = ["FUNCTIONS", "regexp_call", "rust_timestamp_text"]
+__all__ = ["FUNCTIONS", "presented_type", "regexp_call", "rust_timestamp_text"]
 
 
 def _literal_str(node: Node, what: str) -> str:
@@ -132,7 +133,9 @@ def _regexp(kind: str, b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
     for what, t in (("value", vt), ("pattern", pt)):
         if not (_is_text(t) or pa.types.is_null(t)):
             raise InvalidInputError(f"regexp_{kind}() takes a string {what}, got {t}")
-    out = pa.bool_() if kind == "like" else regexps.match_type([b.type_of(a) for a in args])
+    # regexp_match: string views as strings while computed (see presented_type)
+    types = _presented_types(b, args)
+    out = pa.bool_() if kind == "like" else pa.list_(_kernel_type(regexps.match_type(types).value_type))
     if pa.types.is_null(vt) or pa.types.is_null(pt):
         return pc.scalar(pa.scalar(None, out))
     if kind == "like" and _string_literal(pattern):
@@ -270,14 +273,101 @@ def _as_text(b: ToArrow, node: Node) -> Node:
     return Cast(node, pa.string())
 
 
+def _concat_type(types: list[pa.DataType]) -> pa.DataType:
+    """The type of ``concat`` / ``concat_ws`` of arguments of ``types``, as DataFusion picks its
+    kernel: the arguments' own type when they are all one string type, string views when all are
+    strings of some kind or NULL (``concat(ls, s)``, ``concat(s, NULL)``), else strings (the rest
+    are written as text: ``concat(ls, i8)`` is a string)."""
+    text = [_is_text(t) or pa.types.is_string_view(t) for t in types]
+    if text[0] and all(t == types[0] for t in types):
+        return types[0]
+    if all(is_text or pa.types.is_null(t) for is_text, t in zip(text, types, strict=True)):
+        return pa.string_view()
+    return pa.string()
+
+
+def _kernel_type(t: pa.DataType) -> pa.DataType:
+    """``t``, or the string type that stands in for string views while a value is computed:
+    pyarrow's kernels take no views (``is_in``, ``starts_with`` ...), so a value is cast to views
+    only as a computed column's result (:func:`presented_type`). A string, not a large string:
+    DataFusion types functions of views as of strings (``length`` is an int32)."""
+    return pa.string() if t == pa.string_view() else t
+
+
+def _in_kernel_type(value: pc.Expression, target: pa.DataType) -> pc.Expression:
+    """``value`` (a string or large string) as :func:`_kernel_type` of ``target``."""
+    return value.cast(_kernel_type(target))
+
+
+def _presented_types(b: ToArrow, args: tuple[Node, ...]) -> list[pa.DataType]:
+    """The arguments' types as DataFusion has them (string views where :func:`presented_type`
+    says so): ``concat(concat(ls, s), s)`` is of a view and a string, so a view too."""
+    return [presented_type(b, a) or b.type_of(a) for a in args]
+
+
+#: Functions whose result is text of their (first) argument's type: views give views.
+_TEXT_PRESERVING = frozenset({"upper", "lower", "reverse", "trim", "ltrim", "rtrim", "substr"})
+
+
+def presented_type(b: ToArrow, node: Node) -> pa.DataType | None:
+    """The type pylance gives a computed column of ``node`` when it is one :func:`_kernel_type`
+    stands in for (string views: ``concat(ls, s)``, ``regexp_match(ls, 'a')``, ``upper`` or an
+    element of them); ``None``: the type ``node`` is computed in is pylance's."""
+    view = pa.string_view()
+    if not isinstance(node, Call):
+        return None
+    if node.name in _TEXT_PRESERVING or node.name == "concat_op":
+        inner = [presented_type(b, a) for a in node.args[: 2 if node.name == "concat_op" else 1]]
+        return view if view in inner else None
+    if node.name == "list_get":
+        listed = presented_type(b, node.args[0])
+        return view if listed == pa.list_(view) else None
+    types = _presented_types(b, node.args)
+    if node.name == "regexp_match":
+        t = regexps.match_type(types)
+        return t if t.value_type == view else None
+    if node.name in ("concat", "concat_ws"):
+        return view if _concat_type(types) == view else None
+    return None
+
+
 def _concat(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
     # concat() skips NULL arguments (DataFusion); `||` (op "concat_op") propagates them. Other
     # types are written as text first (concat(s, 1.5) is 's1.5').
+    target = _concat_type(_presented_types(b, args))
     kept = tuple(_as_text(b, a) for a in args if not _null_literal(a))
     if not kept:
-        return pc.scalar("")
+        return pc.scalar(pa.scalar("", _kernel_type(target)))
     parts, empty = _string_parts(b, kept)
-    return pc.binary_join_element_wise(*(pc.coalesce(p, empty) for p in parts), empty)
+    return _in_kernel_type(
+        pc.binary_join_element_wise(*(pc.coalesce(p, empty) for p in parts), empty), target
+    )
+
+
+def _concat_ws(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
+    """``concat_ws(sep, a, ..)``: the non-NULL arguments (written as text) joined by ``sep``; NULL
+    for a NULL ``sep``, ``''`` when every argument is NULL, as DataFusion's.
+
+    Each argument is prefixed with ``sep`` when one before it is not NULL, and the parts are
+    joined with nothing (pyarrow's ``null_handling="skip"`` drops rows when a row's arguments are
+    all NULL, so it is not used)."""
+    target = _concat_type(_presented_types(b, args))
+    if _null_literal(args[0]):
+        return pc.scalar(pa.scalar(None, _kernel_type(target)))
+    kept = tuple(_as_text(b, a) for a in args[1:] if not _null_literal(a))
+    parts, empty = _string_parts(b, (_as_text(b, args[0]), *kept))
+    sep, values = parts[0], parts[1:]
+    joined: list[pc.Expression] = []
+    before: pc.Expression | None = None  # some argument so far is not NULL
+    for v in values:
+        text = pc.coalesce(v, empty)
+        if before is not None:
+            text = pc.if_else(before & v.is_valid(), pc.binary_join_element_wise(sep, v, empty), text)
+        joined.append(text)
+        before = v.is_valid() if before is None else before | v.is_valid()
+    out = pc.binary_join_element_wise(*joined, empty) if joined else empty
+    # NULL where the separator is (sep itself there, of the parts' type)
+    return _in_kernel_type(pc.if_else(sep.is_valid(), out, sep), target)
 
 
 def _concat_op(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
@@ -472,6 +562,7 @@ FUNCTIONS: dict[str, tuple[tuple[int, int], Callable[[ToArrow, tuple[Node, ...]]
     "regexp_like": ((2, 3), regexp_call),
     "regexp_match": ((2, 3), _regexp_match),
     "concat": ((1, 64), _concat),
+    "concat_ws": ((2, 64), _concat_ws),
     "concat_op": ((2, 2), _concat_op),
     "array_has": ((2, 2), _array_has),
     "array_length": ((1, 1), _array_length),

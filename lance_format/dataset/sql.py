@@ -529,8 +529,9 @@ class _Binder:
             return Literal(pa.scalar(current_date(), pa.date32()))
         if isinstance(node, exp.Trim):
             return self.trim(node)
-        if isinstance(node, exp.Concat):
-            return Call("concat", tuple(self.convert(e) for e in node.expressions))
+        if isinstance(node, exp.Concat):  # ConcatWs is a Concat too: its separator comes first
+            name = "concat_ws" if isinstance(node, exp.ConcatWs) else "concat"
+            return Call(name, tuple(self.convert(e) for e in node.expressions))
         if isinstance(node, exp.Coalesce):
             return Call("coalesce", tuple(self.convert(e) for e in [node.this, *node.expressions]))
         if isinstance(node, exp.ArrayContainsAll):

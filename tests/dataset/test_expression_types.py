@@ -571,3 +571,49 @@ def test_length_of_a_list_is_its_texts_like_pylance(probe_uri: str, expr: str) -
 
 def test_length_of_a_list_fixed_values(probe_uri: str) -> None:
     assert _same_value(probe_uri, "length(li)") == ("int32", ["6", "2", "None", "5", "4", "3", "12", "6"])
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "concat_ws('-', s, s)",
+        "concat_ws('-', ls, s)",
+        "concat_ws('-', s, NULL, i8)",  # NULL arguments skipped
+        "concat_ws(s, i8, i8)",  # a NULL separator: NULL; every argument NULL: ''
+        "concat_ws('-', li, s)",
+        "concat_ws('-', 1.5, f)",
+        "concat_ws(NULL, s)",
+        "concat_ws('-', NULL)",
+        "concat_ws(p, s, i8, ls)",
+    ],
+)
+def test_concat_ws_joins_with_its_separator_like_pylance(probe_uri: str, expr: str) -> None:
+    # Found probing session 18: sqlglot's ConcatWs is a Concat, so ours answered concat_ws('-',
+    # a, b) as concat('-', a, b): '-ab' where pylance has 'a-b' (a silent wrong answer).
+    _same_value(probe_uri, expr)
+
+
+def test_concat_ws_fixed_values(probe_uri: str) -> None:
+    assert _same_value(probe_uri, "concat_ws('-', s, NULL, i8)")[1][:3] == ["'abc-0'", "'a.c-1'", "'-1'"]
+    assert _same_filter(probe_uri, "concat_ws('-', s, s) = 'abc-abc'") == [0]
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "concat(ls, s)",  # string views, as DataFusion coerces a mix of string types
+        "concat(s, NULL)",
+        "concat(ls, ls)",  # one type: its own
+        "concat(ls, i8)",  # a number: strings
+        "upper(concat(ls, s))",
+        "length(concat(ls, s))",  # a view measures as a string: int32
+        "concat(concat(ls, s), s)",
+        "concat(ls, s) || 'x'",
+        "regexp_match(ls, 'a')[1]",
+        "concat(ls, s) NOT IN ('')",  # computed as strings: pyarrow's kernels take no views
+    ],
+)
+def test_string_view_results_like_pylance(probe_uri: str, expr: str) -> None:
+    # Found probing session 18: concat of a large string and a string was a large string; pylance
+    # gives a string view.
+    _same_value(probe_uri, expr)
