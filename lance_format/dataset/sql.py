@@ -23,7 +23,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import sqlglot
-from sqlglot import TokenType, tokens
+from sqlglot import TokenType, parser, tokens
 from sqlglot import expressions as exp
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import SqlglotError
@@ -57,11 +57,18 @@ __all__ = ["ARROW_TYPE_NAMES", "SQL_TYPE_NAMES", "LanceSQL", "parse_sql"]
 
 
 class LanceSQL(Dialect):
-    """sqlglot's default dialect with DataFusion's quoting: backticks and ``X'..'`` byte strings."""
+    """sqlglot's default dialect with DataFusion's quoting (backticks and ``X'..'`` byte strings)
+    and its parser's precedence of ``IS``: below comparisons, so ``a = 5 IS NULL`` is ``(a = 5) IS
+    NULL``, as sqlparser-rs reads it (sqlglot's default reads ``a = (5 IS NULL)``)."""
 
     class Tokenizer(tokens.Tokenizer):
         IDENTIFIERS = ['"', "`"]
         HEX_STRINGS = [("x'", "'"), ("X'", "'")]
+
+    class Parser(parser.Parser):
+        # sqlglot releases before 30 have no such setting (there IS keeps sqlglot's precedence)
+        if hasattr(parser, "IsPredicatePrecedence"):
+            IS_PREDICATE_PRECEDENCE = parser.IsPredicatePrecedence.LOW
 
 
 _COMPARE: dict[type[exp.Expression], str] = {

@@ -19,7 +19,7 @@ import pyarrow.substrait as ps
 import pytest
 
 import lance_format
-from lance_format.core.errors import NotSupportedError
+from lance_format.core.errors import LanceError, NotSupportedError
 from lance_format.dataset.filters import parse_filter, parse_substrait
 from lance_format.dataset.scanner import LanceScanner
 from lance_format.dataset.sql_print import to_sql
@@ -178,6 +178,32 @@ CONSTRUCTS = [
 @pytest.mark.parametrize("flt", CONSTRUCTS)
 def test_construct_matches_pylance(uri: str, flt: str) -> None:
     _same(uri, flt)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "i = 7 IS NULL",  # (i = 7) IS NULL
+        "i = 7 IS NOT NULL",
+        "i > 1 IS NOT TRUE",
+        "i <> 7 IS FALSE OR i IS NULL",
+        "NOT i > 1 IS NULL",  # NOT ((i > 1) IS NULL)
+        "i IS NULL = (f > 1)",
+        "i IS NOT DISTINCT FROM 1 = (f > 1)",  # i IS NOT DISTINCT FROM (1 = (f > 1)): a type error
+        "b = (i > 1 IS NULL)",
+    ],
+)
+def test_is_binds_below_comparisons_like_pylance(uri: str, sql: str) -> None:
+    # Found probing session 18: sqlglot read i = 7 IS NULL as i = (7 IS NULL) ("no kernel matching
+    # int32, bool"); sqlparser-rs, pylance's parser, gives IS a lower precedence than comparisons.
+    try:
+        want = cells(lance.dataset(uri).to_table(columns={"v": sql, "id": "id"}))
+    except (ValueError, OSError):
+        with pytest.raises(LanceError):
+            lance_format.dataset(uri).to_table(columns={"v": sql, "id": "id"})
+        return
+    assert cells(lance_format.dataset(uri).to_table(columns={"v": sql, "id": "id"})) == want
+    _same(uri, sql)
 
 
 @pytest.mark.parametrize("flt", ["CAST(f AS INT) > 1", "i / 0 > 1"])
