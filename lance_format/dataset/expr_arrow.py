@@ -672,6 +672,10 @@ class ToArrow(Visitor[pc.Expression]):
             # other operand (a filter's di * 2 is an int64, as pylance's is: no int32 wrap).
             node = Arith(node.op, _values_of(node.left, left_t), _values_of(node.right, right_t))
             left_t, right_t = self.type_of(node.left), self.type_of(node.right)
+        if node.op == "sub":
+            difference = self.temporal_difference(node, left_t, right_t)
+            if difference is not None:
+                return difference
         if exact_decimal(left_t, right_t):
             # uint64 with a signed integer: both are Decimal(20, 0) in DataFusion, so the result is
             # a decimal128 typed by the decimal rules (u64 + i8 is a Decimal(21, 0), u64 * i32 a
@@ -689,6 +693,19 @@ class ToArrow(Visitor[pc.Expression]):
             a, b = a.cast(pa.decimal256(p1, s1)), b.cast(pa.decimal256(p2, s2))
             return self.visit_arith_values(node, a, b).cast(capped[0])
         return self.visit_arith_values(node, a, b)
+
+    def temporal_difference(self, node: Arith, lt: pa.DataType, rt: pa.DataType) -> pc.Expression | None:
+        """``a - b`` of two dates or two timestamps (without a zone) as DataFusion computes it: the
+        days between two dates as an int64 (pyarrow's is a duration in seconds), two timestamps'
+        duration in the coarser unit (``ts_ns - ts_us`` is in microseconds). ``None``: not such."""
+        a, b = self.visit(node.left), self.visit(node.right)
+        if pa.types.is_date32(lt) and pa.types.is_date32(rt):
+            return pc.subtract(a.cast(pa.int32()).cast(pa.int64()), b.cast(pa.int32()).cast(pa.int64()))
+        stamps = pa.types.is_timestamp(lt) and pa.types.is_timestamp(rt)
+        if not stamps or lt.tz is not None or rt.tz is not None or lt == rt:
+            return None
+        unit = union_type([lt, rt])  # the coarser unit
+        return pc.subtract(self.cast_value(a, lt, unit, True), self.cast_value(b, rt, unit, True))
 
     def capped_decimal(self, node: Arith) -> tuple[pa.DataType, tuple[int, int], tuple[int, int]] | None:
         """DataFusion's result type of decimal ``+ - * %`` when it caps the precision at 38

@@ -617,3 +617,26 @@ def test_string_view_results_like_pylance(probe_uri: str, expr: str) -> None:
     # Found probing session 18: concat of a large string and a string was a large string; pylance
     # gives a string view.
     _same_value(probe_uri, expr)
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "d - d",  # the days between, an int64
+        "d - DATE '2020-01-01'",
+        "(d - d) + 1",
+        "ts - tsu",  # a duration in the coarser unit
+        "tsu - ts",
+        "tsu - CAST(tsu AS TIMESTAMP(0))",
+        "ts - ts",
+    ],
+)
+def test_differences_of_dates_and_timestamps_like_pylance(probe_uri: str, expr: str) -> None:
+    # Found probing session 18: d - d was pyarrow's duration in seconds (pylance: an int64 of
+    # days), ts_ns - ts_us a duration in nanoseconds (pylance: microseconds).
+    _same_value(probe_uri, expr)
+
+
+def test_differences_of_dates_fixed_values(probe_uri: str) -> None:
+    assert _same_value(probe_uri, "d - DATE '2020-01-01'")[1][:3] == ["0", "-18262", "None"]
+    assert _same_filter(probe_uri, "d - DATE '2020-01-01' > 0") == [4, 6]
