@@ -424,6 +424,14 @@ class _Binder:
             if unit is None:
                 raise self.fail(f"unsupported datetime resolution {precision.sql()} (0, 3, 6 or 9)")
             return pa.timestamp(unit)
+        if name in ("TIMESTAMP", "DATETIME") and _enclosing_function(node) is not None:
+            # A function's arguments are planned by DataFusion's SQL planner, whose TIMESTAMP is
+            # nanoseconds (pylance's own, for the rest, is microseconds): coalesce(ts_ns,
+            # CAST(x AS TIMESTAMP)) keeps nanoseconds, array_has(l_us, TIMESTAMP '..') is refused;
+            # it has no DATETIME ("Unsupported SQL type DATETIME").
+            if name == "DATETIME":
+                raise NotSupportedError(f"filter {self.text!r}: DATETIME as a function's argument")
+            return pa.timestamp("ns")
         t = _TYPES.get(name)
         if t is None:
             raise NotSupportedError(
@@ -839,6 +847,29 @@ def _refuse_type_spellings(text: str) -> None:
             raise NotSupportedError(f"filter {text!r}: CAST to {spelled} is not supported")
 
 
+#: Function calls of the dialect that sqlglot models as binary predicates.
+_BINARY_CALLS = (exp.RegexpLike, exp.ArrayContains, exp.ArrayContainsAll)
+
+
+def _enclosing_function(node: exp.Expression) -> exp.Func | None:
+    """The function call ``node`` is (somewhere) an argument of, or ``None``: pylance's planner
+    hands a call's arguments to DataFusion's SQL planner, which types some of them its own way."""
+    parent = node.parent
+    while parent is not None:
+        # sqlglot models connectives, operators and predicates as functions too: only real
+        # function calls count.
+        operator = isinstance(parent, exp.Binary | exp.Unary | exp.Connector | exp.Predicate)
+        called = isinstance(parent, _BINARY_CALLS)  # functions sqlglot models as operators
+        if (
+            isinstance(parent, exp.Func)
+            and (called or not operator)
+            and not isinstance(parent, exp.Cast | exp.Array)
+        ):
+            return parent
+        parent = parent.parent
+    return None
+
+
 def _refuse_binary_casts_in_functions(tree: exp.Expression) -> None:
     """Refuse ``CAST(x AS BINARY)`` as a function's argument (``concat(CAST(s AS BINARY))``), as
     pylance's planner refuses it ("Unsupported SQL type BINARY" while parsing the function); at
@@ -846,14 +877,9 @@ def _refuse_binary_casts_in_functions(tree: exp.Expression) -> None:
     for cast in tree.find_all(exp.Cast):  # TryCast is a Cast
         if cast.to.this != exp.DataType.Type.BINARY:
             continue
-        parent = cast.parent
-        while parent is not None:
-            # sqlglot models connectives, operators and predicates as functions too: only real
-            # function calls count.
-            operator = isinstance(parent, exp.Binary | exp.Unary | exp.Connector | exp.Predicate)
-            if isinstance(parent, exp.Func) and not operator and not isinstance(parent, exp.Cast | exp.Array):
-                raise NotSupportedError(f"CAST to BINARY as an argument of {parent.sql(dialect=LanceSQL)!r}")
-            parent = parent.parent
+        function = _enclosing_function(cast)
+        if function is not None:
+            raise NotSupportedError(f"CAST to BINARY as an argument of {function.sql(dialect=LanceSQL)!r}")
 
 
 def as_condition(node: Node) -> Node:

@@ -399,6 +399,9 @@ PROBE = pa.table(
         "p": pa.array(["a", "^a", "b", None, ".*", "c$", "ï", "[0-9]"]),
         "ls": pa.array(["abc", None, "", "ünï", "Straße", "x", " a ", "A"], pa.large_string()),
         "f": pa.array([1.5, float("nan"), None, 0.0, -2.25, 1e300, 2.5, 0.01]),
+        "lts": pa.array(
+            [[dt.datetime(2020, 1, 1, 12, 30)], [], None, [None], *[[]] * 4], pa.list_(pa.timestamp("us"))
+        ),
     }
 )
 
@@ -640,3 +643,43 @@ def test_differences_of_dates_and_timestamps_like_pylance(probe_uri: str, expr: 
 def test_differences_of_dates_fixed_values(probe_uri: str) -> None:
     assert _same_value(probe_uri, "d - DATE '2020-01-01'")[1][:3] == ["0", "-18262", "None"]
     assert _same_filter(probe_uri, "d - DATE '2020-01-01' > 0") == [4, 6]
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "coalesce(ts, CAST(tsu AS TIMESTAMP))",  # nanoseconds: DataFusion's TIMESTAMP
+        "coalesce(CAST(ts AS TIMESTAMP), tsu)",
+        "coalesce(TIMESTAMP '2020-01-01 00:00:00.123456789', ts)",  # all nine digits kept
+        "coalesce(ts, CAST(tsu AS TIMESTAMP(6)))",  # a precision is the same to both planners
+        "CAST(ts AS TIMESTAMP)",  # outside a function: pylance's microseconds
+        "array_has(lts, tsu)",
+    ],
+)
+def test_timestamp_casts_in_function_arguments_like_pylance(probe_uri: str, expr: str) -> None:
+    # Found probing session 18: pylance hands a function's arguments to DataFusion's SQL planner,
+    # where TIMESTAMP (no precision) is nanoseconds, not pylance's own microseconds: ours cut
+    # coalesce(ts_ns, CAST(x AS TIMESTAMP)) to microseconds.
+    _same_value(probe_uri, expr)
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "array_has(lts, CAST(tsu AS TIMESTAMP))",  # nanoseconds do not coerce to microseconds
+        "array_has(lts, TIMESTAMP '2020-01-01 12:30:00')",
+        "array_has(lts, ts)",  # a column of nanoseconds alike
+        "coalesce(CAST(ts AS DATETIME), tsu)",  # DataFusion's planner has no DATETIME
+    ],
+)
+def test_timestamp_casts_in_function_arguments_pylance_refuses(probe_uri: str, expr: str) -> None:
+    with pytest.raises((ValueError, OSError)):
+        lance.dataset(probe_uri).to_table(columns={"v": expr})
+    with pytest.raises(LanceError):
+        lance_format.dataset(probe_uri).to_table(columns={"v": expr})
+
+
+def test_timestamp_casts_in_function_arguments_fixed_values(probe_uri: str) -> None:
+    kind, values = _same_value(probe_uri, "coalesce(TIMESTAMP '2020-01-01 00:00:00.123456789', ts)")
+    assert kind == "timestamp[ns]"
+    assert values[0] == "Timestamp('2020-01-01 00:00:00.123456789')"
