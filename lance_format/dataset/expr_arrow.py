@@ -657,6 +657,9 @@ class ToArrow(Visitor[pc.Expression]):
             source = wide_decimal(INT_DIGITS[source.bit_width], to.scale)
             value = value.cast(source)
         if pa.types.is_timestamp(source) and pa.types.is_timestamp(to):
+            if source.tz is None and to.tz is not None:
+                # a plain timestamp is the wall time in the zone (pyarrow's cast reads it as UTC)
+                value = pc.assume_timezone(value, timezone=to.tz)
             # DataFusion truncates to a coarser unit (CAST(ns AS TIMESTAMP) drops nanoseconds).
             return value.cast(options=pc.CastOptions(to, allow_time_truncate=True))
         if safe and not (pa.types.is_floating(source) and pa.types.is_integer(to)):

@@ -199,7 +199,15 @@ def _array_has(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
     if isinstance(value, Literal):
         v = pc.scalar(value.value.cast(element) if value.value.is_valid else pa.scalar(None, element))
     elif vt != element:
-        v = v.cast(element, safe=not (is_number(vt) and pa.types.is_floating(element)))
+        v = (
+            b.cast_value(v, vt, element, True)
+            if pa.types.is_timestamp(vt)
+            else v.cast(element, safe=not (is_number(vt) and pa.types.is_floating(element)))
+        )
+    if pa.types.is_timestamp(item) and item.tz is None and element.tz is not None:
+        # The list's plain timestamps would be wall times in the value's zone: compare the
+        # value's wall time with them instead (pyarrow casts no lists that way).
+        v, element = pc.local_timestamp(v), pa.timestamp(element.unit)
     lists_t, values = lt, b.visit(lists)
     if item != element:
         # safe=False: integers past 2**53 round to the nearest float, as DataFusion's cast does

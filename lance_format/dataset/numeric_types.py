@@ -89,14 +89,17 @@ _UNIT_RANK = {"s": 0, "ms": 1, "us": 2, "ns": 3}
 
 
 def _temporal_union(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
-    """DataFusion's union of a date or timestamp with a timestamp (time zones aside): a date32 and
-    a timestamp meet in ``timestamp[ns]`` whatever the timestamp's unit (``coalesce(ts_us, d)`` is
-    nanoseconds), two timestamps in the coarser unit (``coalesce(ts_ns, ts_us)`` is microseconds).
-    ``None``: not such a pair (a zoned timestamp, a date64 ... are refused by the caller)."""
-    stamps = [t for t in (a, b) if pa.types.is_timestamp(t) and t.tz is None]
-    if len(stamps) == 2:
-        return min(stamps, key=lambda t: _UNIT_RANK[t.unit])
-    if len(stamps) == 1 and any(pa.types.is_date32(t) for t in (a, b)):
+    """DataFusion's union of a date or timestamp with a timestamp: a date32 and a timestamp meet
+    in ``timestamp[ns]`` without a zone, whatever the timestamp's unit or zone (``coalesce(ts_us,
+    d)`` is nanoseconds), two timestamps in the coarser unit (``coalesce(ts_ns, ts_us)`` is
+    microseconds) and the zone of the second when it has one, else of the first (a zoned and a
+    plain one: the zone). ``None``: not such a pair."""
+    if pa.types.is_timestamp(a) and pa.types.is_timestamp(b):
+        unit = min((a.unit, b.unit), key=_UNIT_RANK.__getitem__)
+        return pa.timestamp(unit, b.tz if b.tz is not None else a.tz)
+    if (pa.types.is_date32(a) and pa.types.is_timestamp(b)) or (
+        pa.types.is_timestamp(a) and pa.types.is_date32(b)
+    ):
         return pa.timestamp("ns")
     return None
 

@@ -376,6 +376,7 @@ def test_a_decimal_column_with_a_float_literal_value_is_refused_like_pylance(
 # -- session 18: folding, array_has's coercion, temporal unions, regexes, lengths of lists -----
 
 NS = pa.timestamp("ns")
+UTC_US, NEW_YORK_NS = pa.timestamp("us", tz="UTC"), pa.timestamp("ns", tz="America/New_York")
 DATES = [dt.date(2024, 2, 29), dt.date(2000, 1, 1), dt.date(2100, 1, 1), dt.date(1999, 5, 5)]
 DATETIMES = [dt.datetime(2000, 2, 29, 0, 0, 1), dt.datetime(2020, 1, 1), None]
 DATETIMES += [dt.datetime(1969, 12, 31, 23, 59), dt.datetime(2100, 1, 1)]
@@ -399,6 +400,10 @@ PROBE = pa.table(
         "p": pa.array(["a", "^a", "b", None, ".*", "c$", "ï", "[0-9]"]),
         "ls": pa.array(["abc", None, "", "ünï", "Straße", "x", " a ", "A"], pa.large_string()),
         "f": pa.array([1.5, float("nan"), None, 0.0, -2.25, 1e300, 2.5, 0.01]),
+        "tz": pa.array([dt.datetime(2020, 1, 1, 12, 30), None, dt.datetime(1970, 1, 1), *DATETIMES], UTC_US),
+        "tzn": pa.array(
+            [dt.datetime(2020, 1, 1, 12, 30), None, dt.datetime(1970, 1, 1), *DATETIMES], NEW_YORK_NS
+        ),
         "lts": pa.array(
             [[dt.datetime(2020, 1, 1, 12, 30)], [], None, [None], *[[]] * 4], pa.list_(pa.timestamp("us"))
         ),
@@ -683,3 +688,22 @@ def test_timestamp_casts_in_function_arguments_fixed_values(probe_uri: str) -> N
     kind, values = _same_value(probe_uri, "coalesce(TIMESTAMP '2020-01-01 00:00:00.123456789', ts)")
     assert kind == "timestamp[ns]"
     assert values[0] == "Timestamp('2020-01-01 00:00:00.123456789')"
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "coalesce(tz, tsu)",  # the zone; a plain timestamp is its wall time there
+        "coalesce(tsu, tzn)",
+        "coalesce(tz, tzn)",  # the second one's zone, the coarser unit
+        "coalesce(tzn, tz)",
+        "coalesce(tzn, d)",  # a date: plain nanoseconds (the instant, not the wall time)
+        "coalesce(d, tzn, tsu)",
+        "coalesce(tzn, TIMESTAMP '2020-01-01 00:00:00')",
+        "array_has(lts, tz)",
+        "array_has(lts, tzn)",  # the list's plain timestamps as wall times in New York
+    ],
+)
+def test_zoned_timestamps_in_unions_like_pylance(probe_uri: str, expr: str) -> None:
+    # Found probing session 18: ours refused every union with a zoned timestamp.
+    _same_value(probe_uri, expr)
