@@ -356,6 +356,15 @@ class ToArrow(Visitor[pc.Expression]):
             # other side (pyarrow would cast int32 values to a float literal's float32 and refuse
             # those outside its exact range: NOT (di = 0.5) was an error).
             return self.visit_compare(Compare(node.op, _values_of(node.left, lt), _values_of(node.right, rt)))
+        literal = isinstance(node.left, Literal) or isinstance(node.right, Literal)
+        if pa.types.is_timestamp(lt) and pa.types.is_timestamp(rt) and lt != rt and not literal:
+            # DataFusion compares two timestamps in their union: the coarser unit (ts_ns =
+            # CAST(ts_ns AS TIMESTAMP) holds, the nanoseconds truncated), a plain one as its wall
+            # time in the other's zone (pyarrow refuses the mix, or compares in the finer unit).
+            # Against a literal its optimizer casts the literal to the column's type instead
+            # (when it converts exactly), so the column keeps its unit: left to pyarrow.
+            t = union_type([lt, rt])
+            return _OPS[node.op](self.cast_value(left, lt, t, True), self.cast_value(right, rt, t, True))
         unwrapped = self.unwrap_integer_cast(node)
         if unwrapped is not None:
             return self.visit(unwrapped)
@@ -698,17 +707,19 @@ class ToArrow(Visitor[pc.Expression]):
         return self.visit_arith_values(node, a, b)
 
     def temporal_difference(self, node: Arith, lt: pa.DataType, rt: pa.DataType) -> pc.Expression | None:
-        """``a - b`` of two dates or two timestamps (without a zone) as DataFusion computes it: the
-        days between two dates as an int64 (pyarrow's is a duration in seconds), two timestamps'
-        duration in the coarser unit (``ts_ns - ts_us`` is in microseconds). ``None``: not such."""
+        """``a - b`` of two dates or two timestamps as DataFusion computes it: the days between two
+        dates as an int64 (pyarrow's is a duration in seconds), two timestamps' duration in the
+        coarser unit (``ts_ns - ts_us`` is in microseconds), a plain one taken as its wall time in
+        the other's zone; two zones are refused. ``None``: not such a difference."""
         a, b = self.visit(node.left), self.visit(node.right)
         if pa.types.is_date32(lt) and pa.types.is_date32(rt):
             return pc.subtract(a.cast(pa.int32()).cast(pa.int64()), b.cast(pa.int32()).cast(pa.int64()))
-        stamps = pa.types.is_timestamp(lt) and pa.types.is_timestamp(rt)
-        if not stamps or lt.tz is not None or rt.tz is not None or lt == rt:
+        if not (pa.types.is_timestamp(lt) and pa.types.is_timestamp(rt)) or lt == rt:
             return None
-        unit = union_type([lt, rt])  # the coarser unit
-        return pc.subtract(self.cast_value(a, lt, unit, True), self.cast_value(b, rt, unit, True))
+        if lt.tz is not None and rt.tz is not None and lt.tz != rt.tz:
+            raise InvalidInputError(f"cannot subtract timestamps of two time zones ({lt} - {rt})")
+        t = union_type([lt, rt])  # the coarser unit; a plain timestamp as its wall time in the zone
+        return pc.subtract(self.cast_value(a, lt, t, True), self.cast_value(b, rt, t, True))
 
     def capped_decimal(self, node: Arith) -> tuple[pa.DataType, tuple[int, int], tuple[int, int]] | None:
         """DataFusion's result type of decimal ``+ - * %`` when it caps the precision at 38
