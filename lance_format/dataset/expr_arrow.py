@@ -257,6 +257,8 @@ class ToArrow(Visitor[pc.Expression]):
         if isinstance(node, Call):
             if node.name in ("regexp_like", "regexp_match") and not isinstance(node.args[1], Literal):
                 return True  # a pattern per row may not compile on some row
+            if node.name in ("like", "ilike"):
+                return False
             return node.name not in _NEVER_FAILING_CALLS
         if isinstance(node, Arith):
             return node.op in ("div", "mod") or not all(

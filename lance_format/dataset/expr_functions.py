@@ -145,6 +145,19 @@ def _regexp(kind: str, b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
     return udfs.call(name, [b.visit(value), b.visit(pattern)])
 
 
+def _like_rows(ignore_case: bool) -> Callable[[ToArrow, tuple[Node, ...]], pc.Expression]:
+    """``s [I]LIKE p`` with a pattern per row (a literal pattern is a :class:`.Like` node)."""
+
+    def build(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
+        vt, pt = b.type_of(args[0]), b.type_of(args[1])
+        if not _is_text(vt):
+            raise InvalidInputError(f"LIKE takes a string value, got {vt}")
+        name = udfs.regexp("sql_like", vt, pt, ignore_case, pa.bool_())
+        return udfs.call(name, [b.visit(args[0]), b.visit(args[1])])
+
+    return build
+
+
 def regexp_call(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
     """``regexp_like(s, pattern[, flags])``: whether ``s`` holds a match (NULL for a NULL ``s`` or
     pattern)."""
@@ -569,6 +582,8 @@ FUNCTIONS: dict[str, tuple[tuple[int, int], Callable[[ToArrow, tuple[Node, ...]]
     "rtrim": ((1, 2), _trim("right")),
     "regexp_like": ((2, 3), regexp_call),
     "regexp_match": ((2, 3), _regexp_match),
+    "like": ((2, 2), _like_rows(ignore_case=False)),
+    "ilike": ((2, 2), _like_rows(ignore_case=True)),
     "concat": ((1, 64), _concat),
     "concat_ws": ((2, 64), _concat_ws),
     "concat_op": ((2, 2), _concat_op),

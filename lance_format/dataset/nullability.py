@@ -44,10 +44,10 @@ from lance_format.dataset.expr import (
 __all__ = ["constant_value", "may_be_null"]
 
 #: Functions that are nullable only when an argument is: DataFusion rewrites them into operators
-#: (``regexp_like`` with a pattern, ``||``) or types their result from their arguments (``strpos``,
-#: ``round``). The others (``upper``, ``length``, ``abs``, ``sqrt``, ``contains`` ...) are always
-#: nullable in pylance, whatever their arguments.
-_FROM_ARGUMENTS = frozenset({"strpos", "round", "regexp_like", "concat_op"})
+#: (``regexp_like`` with a pattern, ``||``; ``LIKE`` with a pattern per row is one) or types their
+#: result from their arguments (``strpos``, ``round``). The others (``upper``, ``length``, ``abs``,
+#: ``sqrt``, ``contains`` ...) are always nullable in pylance, whatever their arguments.
+_FROM_ARGUMENTS = frozenset({"strpos", "round", "regexp_like", "concat_op", "like", "ilike"})
 
 
 def _column_may_be_null(node: Column, schema: pa.Schema) -> bool:

@@ -1,4 +1,4 @@
-"""``regexp_like`` and ``regexp_match`` on whole arrays, as DataFusion (arrow-rs) answers them.
+"""``regexp_like``, ``regexp_match`` and ``LIKE`` with a pattern per row, as DataFusion answers them.
 
 pyarrow's regex kernels take one pattern for the whole array and give no list of captures, so:
 
@@ -133,13 +133,15 @@ def _pattern_groups(values: pa.Array, patterns: pa.Array) -> tuple[np.ndarray, l
     return valid, groups
 
 
-def like_rows(values: pa.Array, patterns: pa.Array, ignore_case: bool) -> pa.Array:
-    """``regexp_like(values, patterns)`` with a pattern per row."""
+def like_rows(values: pa.Array, patterns: pa.Array, ignore_case: bool, sql: bool = False) -> pa.Array:
+    """``regexp_like(values, patterns)`` with a pattern per row; ``sql``: SQL ``LIKE`` patterns
+    (``%``, ``_``, ``\\`` escapes) instead of regexes."""
     valid, groups = _pattern_groups(values, patterns)
     out = np.zeros(len(values), bool)
+    kernel = pc.match_like if sql else pc.match_substring_regex
     for pattern, rows in groups:
         taken = values.take(pa.array(rows, pa.int64()))
-        hit = pc.match_substring_regex(taken, pattern=pattern, ignore_case=ignore_case)
+        hit = kernel(taken, pattern=pattern, ignore_case=ignore_case)
         out[rows] = hit.to_numpy(zero_copy_only=False)
     return pa.array(out, pa.bool_(), mask=~valid)
 

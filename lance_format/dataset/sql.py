@@ -671,11 +671,19 @@ class _Binder:
 
     def like(self, node: exp.Like | exp.ILike, escape: str) -> Node:
         pattern = self.convert(node.expression)
-        if not isinstance(pattern, Literal) or not pa.types.is_string(pattern.type):
-            raise self.fail("LIKE needs a string pattern")
         target = self.convert(node.this)
-        if not pattern.value.is_valid:
+        like: Node
+        if not isinstance(pattern, Literal):
+            pt = self.type_of(pattern)
+            if not (pa.types.is_string(pt) or pa.types.is_large_string(pt)):
+                raise self.fail("LIKE needs a string pattern")
+            # a pattern per row (s LIKE p): the "like"/"ilike" functions, not the Like node
+            like = Call("ilike" if isinstance(node, exp.ILike) else "like", (target, pattern))
+            return Not(like) if node.args.get("negate") else like
+        if not pattern.value.is_valid:  # s LIKE NULL is NULL
             return Literal(pa.scalar(None, pa.bool_()))
+        if not pa.types.is_string(pattern.type):
+            raise self.fail("LIKE needs a string pattern")
         like = Like(target, str(pattern.value.as_py()), isinstance(node, exp.ILike))
         # sqlglot parses ``s NOT LIKE p`` as one node with ``negate`` set, not as NOT(LIKE).
         return Not(like) if node.args.get("negate") else like
@@ -749,7 +757,7 @@ class _Binder:
             if not (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_dictionary(t)):
                 raise self.fail(f"octet_length() needs a string, got {t}")
             return Call(name, (arg,))
-        if name not in FUNCTIONS or name in ("list_get", "concat_op"):
+        if name not in FUNCTIONS or name in ("list_get", "concat_op", "like", "ilike"):
             raise NotSupportedError(f"filter {self.text!r}: function {name}() is not supported")
         return Call(name, tuple(self.convert(e) for e in node.expressions))
 

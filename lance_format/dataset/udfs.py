@@ -484,10 +484,10 @@ def text_function(name: str, types: list[pa.DataType]) -> str:
 def regexp(
     kind: str, value_type: pa.DataType, pattern_type: pa.DataType, ignore_case: bool, out: pa.DataType
 ) -> str:
-    """Name of ``regexp_like`` (``kind`` "like", ``out`` boolean) or ``regexp_match`` (``kind``
-    "match", ``out`` its list type) of strings of ``value_type`` and patterns of ``pattern_type``:
-    one pattern (a scalar) or one per row (an array, run once per distinct pattern), see
-    :mod:`lance_format.dataset.regexp`."""
+    """Name of ``regexp_like`` (``kind`` "like", ``out`` boolean), SQL ``LIKE`` ("sql_like") or
+    ``regexp_match`` ("match", ``out`` its list type) of strings of ``value_type`` and patterns of
+    ``pattern_type``: one pattern (a scalar) or one per row (an array, run once per distinct
+    pattern), see :mod:`lance_format.dataset.regexp`."""
 
     def run(ctx: Any, values: Any, patterns: Any) -> pa.Array:
         n = _rows(values, patterns)
@@ -496,11 +496,12 @@ def regexp(
             if not patterns.is_valid:
                 return pa.nulls(n, out)
             pattern = str(patterns.as_py())
-            if kind == "like":
-                return pc.match_substring_regex(values, pattern=pattern, ignore_case=ignore_case)
+            if kind in ("like", "sql_like"):
+                kernel = pc.match_like if kind == "sql_like" else pc.match_substring_regex
+                return kernel(values, pattern=pattern, ignore_case=ignore_case)
             return regexps.match_lists(values, pattern, ignore_case, out)
-        if kind == "like":
-            return regexps.like_rows(values, _as_array(patterns, n), ignore_case)
+        if kind in ("like", "sql_like"):
+            return regexps.like_rows(values, _as_array(patterns, n), ignore_case, kind == "sql_like")
         return regexps.match_rows(values, _as_array(patterns, n), ignore_case, out)
 
     case = "i" if ignore_case else ""

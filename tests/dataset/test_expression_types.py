@@ -743,3 +743,26 @@ def test_timestamps_of_two_zones_do_not_subtract_like_pylance(probe_uri: str) ->
 def test_timestamps_of_two_units_fixed_values(probe_uri: str) -> None:
     # row 0 is -1 ns, 1969-12-31 23:59:59.999999999: truncated toward zero, 1970-01-01 in us
     assert _same_value(probe_uri, "ts = CAST(ts AS TIMESTAMP)")[1][0] == "True"
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "s LIKE p",
+        "s NOT LIKE p",
+        "s ILIKE upper(p)",
+        "s LIKE concat(p, '%')",
+        "NOT (s ILIKE concat('%', p, '%'))",
+        "ls LIKE p",
+        "s LIKE NULL",
+    ],
+)
+def test_like_with_a_pattern_per_row_like_pylance(probe_uri: str, sql: str) -> None:
+    # Found probing session 18: ours refused a pattern that is not a literal ("LIKE needs a string
+    # pattern"), and LIKE NULL.
+    _same_value(probe_uri, sql)
+    _same_filter(probe_uri, sql)
+
+
+def test_like_with_a_pattern_per_row_fixed_values(probe_uri: str) -> None:
+    assert _same_filter(probe_uri, "s LIKE concat(p, '%')") == [0, 3]  # row 3: concat skips the NULL
