@@ -820,6 +820,42 @@ def _tokens_if(text: str, word: str) -> list[Any]:
         return []
 
 
+#: Function names sqlglot reads as functions of the dialect that pylance does not know ("Invalid
+#: function 'lcase'"): sqlglot's aliases of lower, upper, length, strpos, starts_with ...
+_FOREIGN_FUNCTIONS = frozenset(
+    {"lcase", "ucase", "len", "array_size", "locate", "position", "mod", "startswith", "endswith"}
+)
+#: Tokens that end an operand: after one, LIKE is the operator, not a call of ``like(..)``.
+_OPERAND_ENDS = frozenset(
+    {TokenType.VAR, TokenType.IDENTIFIER, TokenType.STRING, TokenType.NUMBER, TokenType.R_PAREN}
+    | {TokenType.R_BRACKET, TokenType.NULL, TokenType.TRUE, TokenType.FALSE}
+)
+
+
+def _refuse_foreign_spellings(text: str) -> None:
+    """Refuse what sqlglot reads but pylance does not: the names of :data:`_FOREIGN_FUNCTIONS`
+    called, ``like(..)``/``ilike(..)`` as functions (sqlglot swaps their arguments: ``like(s,
+    'a%')`` was a wrong answer), and the ``RLIKE``/``REGEXP`` operators."""
+    lowered = text.lower()
+    if not any(w in lowered for w in (*_FOREIGN_FUNCTIONS, "like", "regexp")):
+        return
+    try:
+        toks = list(LanceSQL().tokenize(text))
+    except SqlglotError:
+        return  # the parser reports it
+    for i, tok in enumerate(toks):
+        called = i + 1 < len(toks) and toks[i + 1].token_type == TokenType.L_PAREN
+        before = i - 1 - (i > 0 and toks[i - 1].token_type == TokenType.NOT)  # s NOT LIKE (..)
+        after_operand = before >= 0 and toks[before].token_type in _OPERAND_ENDS
+        word = tok.text.lower()
+        foreign = tok.token_type == TokenType.VAR and word in _FOREIGN_FUNCTIONS and called
+        like_call = tok.token_type in (TokenType.LIKE, TokenType.ILIKE) and called and not after_operand
+        if foreign or like_call or tok.token_type == TokenType.RLIKE:
+            raise NotSupportedError(
+                f"filter {text!r}: {tok.text} is not supported (pylance does not know it)"
+            )
+
+
 def _refuse_is_unknown(text: str) -> None:
     """Refuse ``IS [NOT] UNKNOWN`` as pylance does (sqlglot reads it as ``IS NULL``)."""
     toks = _tokens_if(text, "unknown")
@@ -927,6 +963,7 @@ def parse_sql(text: str, schema: pa.Schema, *, predicate: bool = False, literals
     if tree is None:
         raise InvalidInputError(f"invalid filter {text!r}")
     _refuse_is_unknown(text)
+    _refuse_foreign_spellings(text)
     _refuse_type_spellings(text)
     _refuse_binary_casts_in_functions(tree)  # type: ignore[arg-type]
     try:

@@ -181,6 +181,37 @@ def test_construct_matches_pylance(uri: str, flt: str) -> None:
 
 
 @pytest.mark.parametrize(
+    "expr",
+    [
+        "lcase(s)",
+        "ucase(s)",
+        "len(s)",
+        "array_size(l)",
+        "locate('a', s)",
+        "position('a' IN s)",
+        "mod(i, 3)",
+        "startswith(s, 'a')",
+        "endswith(s, 'c')",
+        "like(s, 'a%')",  # sqlglot read it as 'a%' LIKE s: a wrong answer
+        "s RLIKE 'a'",
+        "s REGEXP 'a'",
+    ],
+)
+def test_spellings_pylance_does_not_know_are_refused(uri: str, expr: str) -> None:
+    # Found probing session 18: sqlglot reads these as functions of the dialect (lower, upper,
+    # length, strpos, %, regexp_like ...); pylance refuses them ("Invalid function 'lcase'").
+    with pytest.raises((ValueError, OSError)):
+        lance.dataset(uri).to_table(columns={"v": expr, "id": "id"})
+    with pytest.raises(NotSupportedError):
+        lance_format.dataset(uri).to_table(columns={"v": expr, "id": "id"})
+
+
+@pytest.mark.parametrize("sql", ["s NOT LIKE ('%b')", "(s) LIKE 'a%'", "NOT s ILIKE ('A%')", "s = 'len(x)'"])
+def test_like_operators_and_text_that_look_like_calls_are_taken(uri: str, sql: str) -> None:
+    _same(uri, sql)
+
+
+@pytest.mark.parametrize(
     "sql",
     [
         "i = 7 IS NULL",  # (i = 7) IS NULL
