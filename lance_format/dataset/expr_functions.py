@@ -8,7 +8,9 @@ type checking).
 
 from __future__ import annotations
 
+import functools
 import math
+import operator
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -21,6 +23,7 @@ from lance_format.dataset import udfs
 from lance_format.dataset.expr import (
     Call,
     Cast,
+    Compare,
     Literal,
     Node,
 )
@@ -479,8 +482,77 @@ def _replace(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
 
 def _float_operand(b: ToArrow, node: Node) -> pc.Expression:
     """A number as DataFusion's float functions take it: floats as they are, others as float64."""
-    value = b.visit(node)
-    return value if pa.types.is_floating(b.type_of(node)) else value.cast(pa.float64())
+    value, t = b.visit(node), b.type_of(node)
+    if pa.types.is_floating(t):
+        return value
+    # integers past 2**53 round to the nearest float (pyarrow's safe cast refuses them)
+    return value.cast(pa.float64(), safe=not pa.types.is_integer(t))
+
+
+def _math(name: str) -> Callable[[ToArrow, tuple[Node, ...]], pc.Expression]:
+    """``ln``, ``log10``, ``log2``, ``exp``, ``power(x, y)`` and ``log([base, ]x)`` in floating point
+    (a decimal or an integer as float64), as DataFusion's: ``ln(0)`` is -inf, ``ln(-1)`` NaN;
+    ``log`` is Rust's ``x.log(base)``, ``ln(x) / ln(base)`` (base 10 with one argument), which is not
+    ``log10`` (``log(1e300)`` is 299.99999999999994, ``log10(1e300)`` 300)."""
+    unary = {"ln": pc.ln, "log10": pc.log10, "log2": pc.log2, "exp": pc.exp}
+
+    def build(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
+        for a in args:
+            t = b.type_of(a)
+            if not (is_number(t) or pa.types.is_decimal(t) or pa.types.is_null(t)):
+                raise InvalidInputError(f"{name}() takes numbers, got {t}")
+        if name == "power" and pa.types.is_decimal(b.type_of(args[0])):
+            # DataFusion keeps the decimal type (its digits truncated): not computed here
+            raise NotSupportedError("power() of a decimal")
+        values = [_float_operand(b, a).cast(pa.float64()) for a in args]
+        if name in unary:
+            return unary[name](values[0])
+        if name == "power":
+            return pc.power(values[0], values[1])
+        base, x = (pc.scalar(10.0), values[0]) if len(values) == 1 else values
+        return pc.divide(pc.ln(x), pc.ln(base))
+
+    return build
+
+
+def _extreme(greatest: bool) -> Callable[[ToArrow, tuple[Node, ...]], pc.Expression]:
+    """``greatest(..)`` / ``least(..)``: the arguments in their union type (as ``coalesce``'s),
+    NULLs skipped; a NaN is above every number, as DataFusion orders floats (pyarrow's kernels skip
+    it)."""
+
+    def build(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
+        types = [b.type_of(a) for a in args]
+        target = union_type(types)
+        values = [
+            b.cast_value(b.visit(a), t, target, True) if t != target else b.visit(a)
+            for a, t in zip(args, types, strict=True)
+            if not _null_literal(a)
+        ]
+        if not values:
+            return pc.scalar(pa.scalar(None, target))
+        kernel = pc.max_element_wise if greatest else pc.min_element_wise
+        out = kernel(*values, skip_nulls=True) if len(values) > 1 else values[0]
+        if pa.types.is_floating(target) and len(values) > 1:
+            nan = functools.reduce(
+                operator.or_, [pc.coalesce(pc.is_nan(v), pc.scalar(False)) for v in values]
+            )
+            every = functools.reduce(operator.and_, [pc.coalesce(pc.is_nan(v), v.is_null()) for v in values])
+            # greatest: any NaN wins; least: NaN only when every value is NaN or NULL
+            out = pc.if_else(nan if greatest else every & nan, pc.scalar(pa.scalar(math.nan, target)), out)
+        return out
+
+    return build
+
+
+def _nullif(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
+    """``nullif(a, b)``: NULL where ``a = b`` (DataFusion's equality), else ``a``, in the union type."""
+    types = [b.type_of(a) for a in args]
+    target = union_type(types)
+    value = b.visit(args[0])
+    if types[0] != target:
+        value = b.cast_value(value, types[0], target, True)
+    equal = b.visit(Compare("eq", args[0], args[1]))
+    return pc.if_else(pc.coalesce(equal, pc.scalar(False)), pc.scalar(pa.scalar(None, target)), value)
 
 
 def _round(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
@@ -591,4 +663,13 @@ FUNCTIONS: dict[str, tuple[tuple[int, int], Callable[[ToArrow, tuple[Node, ...]]
     "array_length": ((1, 1), _array_length),
     "list_get": ((2, 2), _list_get),
     "coalesce": ((1, 64), _coalesce),
+    "ln": ((1, 1), _math("ln")),
+    "log10": ((1, 1), _math("log10")),
+    "log2": ((1, 1), _math("log2")),
+    "exp": ((1, 1), _math("exp")),
+    "power": ((2, 2), _math("power")),
+    "log": ((1, 2), _math("log")),
+    "greatest": ((1, 64), _extreme(greatest=True)),
+    "least": ((1, 64), _extreme(greatest=False)),
+    "nullif": ((2, 2), _nullif),
 }

@@ -69,6 +69,13 @@ class LanceSQL(Dialect):
         # sqlglot releases before 30 have no such setting (there IS keeps sqlglot's precedence)
         if hasattr(parser, "IsPredicatePrecedence"):
             IS_PREDICATE_PRECEDENCE = parser.IsPredicatePrecedence.LOW
+        # log10(x) and log2(x) as themselves: sqlglot reads them as log(10, x), which DataFusion
+        # computes otherwise (ln(x) / ln(10), not log10's exact powers of ten)
+        FUNCTIONS = {
+            **parser.Parser.FUNCTIONS,
+            "LOG10": lambda args: exp.Anonymous(this="log10", expressions=args),
+            "LOG2": lambda args: exp.Anonymous(this="log2", expressions=args),
+        }
 
 
 _COMPARE: dict[type[exp.Expression], str] = {
@@ -547,6 +554,8 @@ class _Binder:
         if isinstance(node, exp.Concat):  # ConcatWs is a Concat too: its separator comes first
             name = "concat_ws" if isinstance(node, exp.ConcatWs) else "concat"
             return Call(name, tuple(self.convert(e) for e in node.expressions))
+        if isinstance(node, exp.Greatest | exp.Least | exp.Nullif | exp.Pow | exp.Ln | exp.Exp | exp.Log):
+            return self.math(node)
         if isinstance(node, exp.Coalesce):
             return Call("coalesce", tuple(self.convert(e) for e in [node.this, *node.expressions]))
         if isinstance(node, exp.ArrayContainsAll):
@@ -701,6 +710,16 @@ class _Binder:
                         f"the literal {lit.value} ({lit.type}) does not convert to {col}'s type {t}"
                     )
         return Call("concat_op", (left, right))
+
+    def math(self, node: exp.Expression) -> Node:
+        """``greatest``/``least``/``nullif`` and the float functions (``log(b, x)``: base first)."""
+        if isinstance(node, exp.Greatest | exp.Least):
+            name = "greatest" if isinstance(node, exp.Greatest) else "least"
+            return Call(name, tuple(self.convert(e) for e in [node.this, *node.expressions]))
+        names: dict[type[exp.Expression], str] = {exp.Nullif: "nullif", exp.Pow: "power", exp.Ln: "ln"}
+        names.update({exp.Exp: "exp", exp.Log: "log"})
+        parts = [node.this] + ([node.expression] if node.args.get("expression") is not None else [])
+        return Call(names[type(node)], tuple(self.convert(e) for e in parts))
 
     def trim(self, node: exp.Trim) -> Node:
         position = node.args.get("position")
