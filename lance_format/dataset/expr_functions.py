@@ -573,13 +573,18 @@ def _round(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
 
 
 def _trunc(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
-    # DataFusion's trunc of -0.0 is 0.0 (of -1e-300 it is -0.0, as Rust's trunc)
+    # DataFusion's trunc of -0.0 is 0.0 (of -1e-300 it is -0.0, as Rust's trunc); trunc(x, n) is
+    # trunc(x * 10^n) / 10^n, in float64
     value = _float_operand(b, args[0])
-    return pc.if_else(
-        value == pc.scalar(0),
-        pc.scalar(0).cast(b.type_of(args[0]) if pa.types.is_floating(b.type_of(args[0])) else pa.float64()),
-        pc.trunc(value),
-    )
+    zero = pc.scalar(0).cast(b.type_of(args[0]) if pa.types.is_floating(b.type_of(args[0])) else pa.float64())
+    if len(args) == 2:
+        digits = _literal_int(args[1], "trunc")
+        t = b.type_of(args[0])
+        # DataFusion's trunc(x, n) takes an integer x as a float32 (its first signature)
+        float_t = t if pa.types.is_floating(t) else pa.float32() if pa.types.is_integer(t) else pa.float64()
+        scale = pc.scalar(pa.scalar(10.0**digits, float_t))
+        return pc.divide(pc.trunc(pc.multiply(value.cast(float_t), scale)), scale)
+    return pc.if_else(value == pc.scalar(0), zero, pc.trunc(value))
 
 
 def _sqrt_of(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
@@ -641,7 +646,7 @@ FUNCTIONS: dict[str, tuple[tuple[int, int], Callable[[ToArrow, tuple[Node, ...]]
     "ceil": ((1, 1), _unary(pc.ceil)),
     "floor": ((1, 1), _unary(pc.floor)),
     "round": ((1, 2), _round),
-    "trunc": ((1, 1), _trunc),
+    "trunc": ((1, 2), _trunc),
     "sqrt": ((1, 1), _sqrt_of),
     "starts_with": ((2, 2), _pattern("starts_with", pc.starts_with)),
     "ends_with": ((2, 2), _pattern("ends_with", pc.ends_with)),

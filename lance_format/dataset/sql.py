@@ -182,7 +182,9 @@ _FUNCTION_NODES: dict[type[exp.Expression], tuple[str, tuple[str, ...]]] = {
 # IR function: the node class is mapped only where it exists (the minimum-versions job runs those).
 _TRUNC = getattr(exp, "Trunc", None)
 if _TRUNC is not None:
-    _FUNCTION_NODES[_TRUNC] = ("trunc", ("this",))
+    _FUNCTION_NODES[_TRUNC] = ("trunc", ("this", "decimals"))
+#: Arguments sqlglot sets on function nodes that are not the caller's arguments.
+_FLAG_ARGUMENTS = frozenset({"safe", "coalesce"})
 #: ``ltrim``/``rtrim`` (sqlglot's Trim with a position); pylance refuses ``TRIM(..)`` itself, as it
 #: refuses ``CEIL``, ``FLOOR`` and ``SUBSTR``/``SUBSTRING`` ("not supported SQL in lance"): its
 #: planner has no case for the syntax nodes they parse to (``btrim`` is a plain function).
@@ -565,6 +567,7 @@ class _Binder:
         spec = _FUNCTION_NODES.get(type(node))
         if spec is not None:
             name, arg_names = spec
+            self.refuse_dropped_arguments(node, arg_names)
             return Call(
                 name, tuple(self.convert(node.args[a]) for a in arg_names if node.args.get(a) is not None)
             )
@@ -710,6 +713,22 @@ class _Binder:
                         f"the literal {lit.value} ({lit.type}) does not convert to {col}'s type {t}"
                     )
         return Call("concat_op", (left, right))
+
+    def refuse_dropped_arguments(self, node: exp.Expression, taken: tuple[str, ...]) -> None:
+        """Refuse arguments sqlglot reads into a function's node that the IR call would drop
+        (``strpos(s, 'a', 2)``'s position, ``round(x, 1, 2)``, ``length(s, 1)``): pylance refuses
+        them ("expects 2 arguments"), and dropping one answered otherwise (``array_length(l, 2)``
+        is NULL in pylance). ``array_length(l, 1)`` is the length."""
+        for key, value in node.args.items():
+            if key in taken or key in _FLAG_ARGUMENTS or value in (None, False, []):
+                continue
+            if isinstance(node, exp.ArraySize) and key == "expression":
+                dim = self.convert(value)
+                if isinstance(dim, Literal) and pa.types.is_integer(dim.type) and dim.value.as_py() == 1:
+                    continue
+            raise NotSupportedError(
+                f"filter {self.text!r}: {node.sql(dialect=LanceSQL)!r}: too many arguments"
+            )
 
     def math(self, node: exp.Expression) -> Node:
         """``greatest``/``least``/``nullif`` and the float functions (``log(b, x)``: base first)."""

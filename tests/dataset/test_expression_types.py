@@ -797,3 +797,40 @@ def test_math_functions_fixed_values(probe_uri: str) -> None:
     assert _same_value(probe_uri, "log(f)")[1][5] == "299.99999999999994"
     assert _same_value(probe_uri, "log10(f)")[1][5] == "300.0"
     assert _same_value(probe_uri, "greatest(f, i8)")[1][1] == "nan"  # NaN above 1
+
+
+@pytest.mark.parametrize(
+    "expr",
+    ["trunc(f, 1)", "trunc(dec, 1)", "trunc(i8, 1)", "trunc(f, -1)", "trunc(-f, 1)", "array_length(li, 1)"],
+)
+def test_trunc_to_digits_like_pylance(probe_uri: str, expr: str) -> None:
+    # Found probing session 18: trunc(f, 1) dropped its digits (1.5 gave 1.0: a silent wrong
+    # answer, sqlglot's Trunc keeps them apart from the value).
+    _same_value(probe_uri, expr)
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "strpos(s, 'a', 2)",
+        "instr(s, 'a', 2)",
+        "round(f, 1, 2)",
+        "length(s, 1)",
+        "regexp_like(s, 'a', 'i', 1)",
+        "array_has(li, 1, 2)",
+    ],
+)
+def test_arguments_sqlglot_reads_aside_are_refused_like_pylance(probe_uri: str, expr: str) -> None:
+    # Found probing session 18: ours dropped the argument and answered; pylance refuses the call.
+    with pytest.raises((ValueError, OSError)):
+        lance.dataset(probe_uri).to_table(columns={"v": expr})
+    with pytest.raises(LanceError, match="too many arguments"):
+        lance_format.dataset(probe_uri).to_table(columns={"v": expr})
+
+
+def test_array_length_of_a_second_dimension_is_refused(probe_uri: str) -> None:
+    # pylance answers NULL (a list of int32 has one dimension); ours dropped the 2 and answered
+    # the length: refused now, a known difference (docs/filters.md)
+    assert lance.dataset(probe_uri).to_table(columns={"v": "array_length(li, 2)"})["v"].null_count == 8
+    with pytest.raises(LanceError, match="too many arguments"):
+        lance_format.dataset(probe_uri).to_table(columns={"v": "array_length(li, 2)"})
