@@ -154,7 +154,7 @@ SQL_TYPE_NAMES: dict[pa.DataType, str] = {
     pa.date32(): "DATE",
     pa.timestamp("s"): "TIMESTAMP(0)",
     pa.timestamp("ms"): "TIMESTAMP(3)",
-    pa.timestamp("us"): "TIMESTAMP",
+    pa.timestamp("us"): "TIMESTAMP(6)",  # not TIMESTAMP: nanoseconds in a function's arguments
     pa.timestamp("ns"): "TIMESTAMP(9)",
     pa.binary(): "BINARY",
 }
