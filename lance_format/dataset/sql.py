@@ -18,14 +18,11 @@ from __future__ import annotations
 
 import decimal
 import re
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import sqlglot
-from sqlglot import TokenType, parser, tokens
 from sqlglot import expressions as exp
-from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import SqlglotError
 
 from lance_format.core.errors import InvalidInputError, NotSupportedError
@@ -52,30 +49,16 @@ from lance_format.dataset.expr import (
     exact_number,
 )
 from lance_format.dataset.expr_arrow import DECIMAL_TEXT, FUNCTIONS, NO_DIGITS_TEXT, current_date
+from lance_format.dataset.sql_dialect import (
+    LanceSQL,
+    enclosing_function,
+    refuse_binary_casts_in_functions,
+    refuse_foreign_spellings,
+    refuse_is_unknown,
+    refuse_type_spellings,
+)
 
 __all__ = ["ARROW_TYPE_NAMES", "SQL_TYPE_NAMES", "LanceSQL", "parse_sql"]
-
-
-class LanceSQL(Dialect):
-    """sqlglot's default dialect with DataFusion's quoting (backticks and ``X'..'`` byte strings)
-    and its parser's precedence of ``IS``: below comparisons, so ``a = 5 IS NULL`` is ``(a = 5) IS
-    NULL``, as sqlparser-rs reads it (sqlglot's default reads ``a = (5 IS NULL)``)."""
-
-    class Tokenizer(tokens.Tokenizer):
-        IDENTIFIERS = ['"', "`"]
-        HEX_STRINGS = [("x'", "'"), ("X'", "'")]
-
-    class Parser(parser.Parser):
-        # sqlglot releases before 30 have no such setting (there IS keeps sqlglot's precedence)
-        if hasattr(parser, "IsPredicatePrecedence"):
-            IS_PREDICATE_PRECEDENCE = parser.IsPredicatePrecedence.LOW
-        # log10(x) and log2(x) as themselves: sqlglot reads them as log(10, x), which DataFusion
-        # computes otherwise (ln(x) / ln(10), not log10's exact powers of ten)
-        FUNCTIONS = {
-            **parser.Parser.FUNCTIONS,
-            "LOG10": lambda args: exp.Anonymous(this="log10", expressions=args),
-            "LOG2": lambda args: exp.Anonymous(this="log2", expressions=args),
-        }
 
 
 _COMPARE: dict[type[exp.Expression], str] = {
@@ -433,7 +416,7 @@ class _Binder:
             if unit is None:
                 raise self.fail(f"unsupported datetime resolution {precision.sql()} (0, 3, 6 or 9)")
             return pa.timestamp(unit)
-        if name in ("TIMESTAMP", "DATETIME") and _enclosing_function(node) is not None:
+        if name in ("TIMESTAMP", "DATETIME") and enclosing_function(node) is not None:
             # A function's arguments are planned by DataFusion's SQL planner, whose TIMESTAMP is
             # nanoseconds (pylance's own, for the rest, is microseconds): coalesce(ts_ns,
             # CAST(x AS TIMESTAMP)) keeps nanoseconds, array_has(l_us, TIMESTAMP '..') is refused;
@@ -846,124 +829,6 @@ def literal_converts(value: pa.Scalar, t: pa.DataType) -> bool:
     return True
 
 
-def _tokens_if(text: str, word: str) -> list[Any]:
-    """The tokens of ``text`` when it holds ``word`` (lower case) at all, else none (the common
-    case costs a substring test, not a tokenizer run). Text that does not tokenize gives none:
-    the parser reports it."""
-    if word not in text.lower():
-        return []
-    try:
-        return list(LanceSQL().tokenize(text))
-    except SqlglotError:
-        return []
-
-
-#: Function names sqlglot reads as functions of the dialect that pylance does not know ("Invalid
-#: function 'lcase'"): sqlglot's aliases of lower, upper, length, strpos, starts_with ...
-_FOREIGN_FUNCTIONS = frozenset(
-    {"lcase", "ucase", "len", "array_size", "locate", "position", "mod", "startswith", "endswith"}
-)
-#: Tokens that end an operand: after one, LIKE is the operator, not a call of ``like(..)``.
-_OPERAND_ENDS = frozenset(
-    {TokenType.VAR, TokenType.IDENTIFIER, TokenType.STRING, TokenType.NUMBER, TokenType.R_PAREN}
-    | {TokenType.R_BRACKET, TokenType.NULL, TokenType.TRUE, TokenType.FALSE}
-)
-
-
-def _refuse_foreign_spellings(text: str) -> None:
-    """Refuse what sqlglot reads but pylance does not: the names of :data:`_FOREIGN_FUNCTIONS`
-    called, ``like(..)``/``ilike(..)`` as functions (sqlglot swaps their arguments: ``like(s,
-    'a%')`` was a wrong answer), and the ``RLIKE``/``REGEXP`` operators."""
-    lowered = text.lower()
-    if not any(w in lowered for w in (*_FOREIGN_FUNCTIONS, "like", "regexp")):
-        return
-    try:
-        toks = list(LanceSQL().tokenize(text))
-    except SqlglotError:
-        return  # the parser reports it
-    for i, tok in enumerate(toks):
-        called = i + 1 < len(toks) and toks[i + 1].token_type == TokenType.L_PAREN
-        before = i - 1 - (i > 0 and toks[i - 1].token_type == TokenType.NOT)  # s NOT LIKE (..)
-        after_operand = before >= 0 and toks[before].token_type in _OPERAND_ENDS
-        word = tok.text.lower()
-        foreign = tok.token_type == TokenType.VAR and word in _FOREIGN_FUNCTIONS and called
-        like_call = tok.token_type in (TokenType.LIKE, TokenType.ILIKE) and called and not after_operand
-        if foreign or like_call or tok.token_type == TokenType.RLIKE:
-            raise NotSupportedError(
-                f"filter {text!r}: {tok.text} is not supported (pylance does not know it)"
-            )
-
-
-def _refuse_is_unknown(text: str) -> None:
-    """Refuse ``IS [NOT] UNKNOWN`` as pylance does (sqlglot reads it as ``IS NULL``)."""
-    toks = _tokens_if(text, "unknown")
-    for i, tok in enumerate(toks):
-        if tok.text.upper() == "UNKNOWN" and tok.token_type != TokenType.STRING:
-            prev = [t.text.upper() for t in toks[max(0, i - 2) : i]]
-            if "IS" in prev:
-                raise NotSupportedError(f"filter {text!r}: IS [NOT] UNKNOWN is not supported")
-
-
-#: Type names pylance's planner casts to (sqlglot reads more, and reads several names as one:
-#: ``REAL`` as ``FLOAT``, ``BOOL`` as ``BOOLEAN``, ``INT8`` as ``TINYINT``, ``TEXT`` as ``STRING``).
-_CAST_TYPE_NAMES = frozenset(
-    {"TINYINT", "SMALLINT", "INT", "INTEGER", "BIGINT", "FLOAT", "DOUBLE", "STRING", "BINARY", "DATE"}
-    | {"TIMESTAMP", "DATETIME", "DECIMAL", "BOOLEAN"}
-)
-_INTEGER_TYPE_NAMES = frozenset({"TINYINT", "SMALLINT", "INT", "INTEGER", "BIGINT"})
-
-
-def _refuse_type_spellings(text: str) -> None:
-    """Refuse a cast to a type pylance's planner does not name (``VARCHAR``, ``REAL``, ``BOOL``,
-    ``DOUBLE PRECISION``, ``INT8``...), as it refuses them; integers may be ``UNSIGNED``."""
-    toks = _tokens_if(text, "as")
-    for i, tok in enumerate(toks[:-1]):
-        if tok.token_type != TokenType.ALIAS:
-            continue
-        name = toks[i + 1].text.upper()
-        after = toks[i + 2].text.upper() if i + 2 < len(toks) else ")"
-        if after == "UNSIGNED" and name in _INTEGER_TYPE_NAMES:
-            after = toks[i + 3].text.upper() if i + 3 < len(toks) else ")"
-        if name not in _CAST_TYPE_NAMES or after not in ("(", ")"):
-            spelled = " ".join(t.text for t in toks[i + 1 : i + 3])
-            raise NotSupportedError(f"filter {text!r}: CAST to {spelled} is not supported")
-
-
-#: Function calls of the dialect that sqlglot models as binary predicates.
-_BINARY_CALLS = (exp.RegexpLike, exp.ArrayContains, exp.ArrayContainsAll)
-
-
-def _enclosing_function(node: exp.Expression) -> exp.Func | None:
-    """The function call ``node`` is (somewhere) an argument of, or ``None``: pylance's planner
-    hands a call's arguments to DataFusion's SQL planner, which types some of them its own way."""
-    parent = node.parent
-    while parent is not None:
-        # sqlglot models connectives, operators and predicates as functions too: only real
-        # function calls count.
-        operator = isinstance(parent, exp.Binary | exp.Unary | exp.Connector | exp.Predicate)
-        called = isinstance(parent, _BINARY_CALLS)  # functions sqlglot models as operators
-        if (
-            isinstance(parent, exp.Func)
-            and (called or not operator)
-            and not isinstance(parent, exp.Cast | exp.Array)
-        ):
-            return parent
-        parent = parent.parent
-    return None
-
-
-def _refuse_binary_casts_in_functions(tree: exp.Expression) -> None:
-    """Refuse ``CAST(x AS BINARY)`` as a function's argument (``concat(CAST(s AS BINARY))``), as
-    pylance's planner refuses it ("Unsupported SQL type BINARY" while parsing the function); at
-    the top of an expression, in a comparison or under ``||`` it is taken."""
-    for cast in tree.find_all(exp.Cast):  # TryCast is a Cast
-        if cast.to.this != exp.DataType.Type.BINARY:
-            continue
-        function = _enclosing_function(cast)
-        if function is not None:
-            raise NotSupportedError(f"CAST to BINARY as an argument of {function.sql(dialect=LanceSQL)!r}")
-
-
 def as_condition(node: Node) -> Node:
     """``node`` where a filter wants a boolean: ``regexp_match(...)`` (a list of captures, NULL when
     nothing matches) counts as matched, ``regexp_match(...) IS NOT NULL``, as pylance coerces it."""
@@ -1000,10 +865,10 @@ def parse_sql(text: str, schema: pa.Schema, *, predicate: bool = False, literals
         raise InvalidInputError(f"invalid filter {text!r}: {str(e).splitlines()[0]}") from None
     if tree is None:
         raise InvalidInputError(f"invalid filter {text!r}")
-    _refuse_is_unknown(text)
-    _refuse_foreign_spellings(text)
-    _refuse_type_spellings(text)
-    _refuse_binary_casts_in_functions(tree)  # type: ignore[arg-type]
+    refuse_is_unknown(text)
+    refuse_foreign_spellings(text)
+    refuse_type_spellings(text)
+    refuse_binary_casts_in_functions(tree)  # type: ignore[arg-type]
     try:
         binder = _Binder(schema, text)
         if predicate if literals is None else literals:
