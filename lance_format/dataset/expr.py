@@ -277,8 +277,12 @@ def may_be_nan(node: Node) -> bool:
         return may_be_nan(node.left) or may_be_nan(node.right)
     if isinstance(node, Cast):
         return bool(pa.types.is_floating(node.to))
-    if isinstance(node, Call) and node.name == "coalesce":  # a float when any argument is
-        return any(may_be_nan(a) for a in node.args)
+    if isinstance(node, Call) and node.name in ("coalesce", "greatest", "least", "nullif"):
+        return any(may_be_nan(a) for a in node.args)  # a float when any argument is
+    if isinstance(node, Call) and node.name in ("ln", "log", "log10", "log2", "power"):
+        return True  # of a negative number (exp only of a NaN: its argument's)
+    if isinstance(node, Call) and node.name == "exp":
+        return may_be_nan(node.args[0])
     if isinstance(node, Call) and node.name in _FLOAT_PRESERVING and node.args:
         return may_be_nan(node.args[0])
     if isinstance(node, Call) and node.name == "sqrt":

@@ -59,6 +59,7 @@ from lance_format.dataset.expr import (
     walk,
 )
 from lance_format.dataset.expr_functions import FUNCTIONS, regexp_call, rust_timestamp_text
+from lance_format.dataset.nullability import constant_value
 from lance_format.dataset.numeric_types import (
     EXACT,
     INT_DIGITS,
@@ -254,6 +255,10 @@ class ToArrow(Visitor[pc.Expression]):
         function, or a comparison of a decimal with a float (cast to a decimal, which a NaN
         does not fit)."""
         if isinstance(node, Call):
+            if node.name in ("regexp_like", "regexp_match") and not isinstance(node.args[1], Literal):
+                return True  # a pattern per row may not compile on some row
+            if node.name in ("like", "ilike"):
+                return False
             return node.name not in _NEVER_FAILING_CALLS
         if isinstance(node, Arith):
             return node.op in ("div", "mod") or not all(
@@ -353,6 +358,15 @@ class ToArrow(Visitor[pc.Expression]):
             # other side (pyarrow would cast int32 values to a float literal's float32 and refuse
             # those outside its exact range: NOT (di = 0.5) was an error).
             return self.visit_compare(Compare(node.op, _values_of(node.left, lt), _values_of(node.right, rt)))
+        literal = isinstance(node.left, Literal) or isinstance(node.right, Literal)
+        if pa.types.is_timestamp(lt) and pa.types.is_timestamp(rt) and lt != rt and not literal:
+            # DataFusion compares two timestamps in their union: the coarser unit (ts_ns =
+            # CAST(ts_ns AS TIMESTAMP) holds, the nanoseconds truncated), a plain one as its wall
+            # time in the other's zone (pyarrow refuses the mix, or compares in the finer unit).
+            # Against a literal its optimizer casts the literal to the column's type instead
+            # (when it converts exactly), so the column keeps its unit: left to pyarrow.
+            t = union_type([lt, rt])
+            return _OPS[node.op](self.cast_value(left, lt, t, True), self.cast_value(right, rt, t, True))
         unwrapped = self.unwrap_integer_cast(node)
         if unwrapped is not None:
             return self.visit(unwrapped)
@@ -473,11 +487,28 @@ class ToArrow(Visitor[pc.Expression]):
             converted = expr.cast(pa.decimal128(*_int_as_decimal(node, t, decimal)))
         return (left, converted) if decimal_left else (converted, right)
 
+    def constant(self, node: Node) -> bool | None:
+        """The constant DataFusion folds boolean ``node`` to before evaluating it (``None``: it is
+        not one), see :func:`.nullability.constant_value`."""
+        return constant_value(node, self.schema, self.type_of)
+
     def visit_and(self, node: And) -> pc.Expression:
         return self.connective(And(_absorbed(node.args, Or)), conjunction=True)
 
     def visit_or(self, node: Or) -> pc.Expression:
         return self.connective(Or(_absorbed(node.args, And)), conjunction=False)
+
+    def folded(self, args: tuple[Node, ...], conjunction: bool) -> tuple[Node, ...] | pc.Expression:
+        """The operands of an AND (``conjunction``) or OR left once the constants are folded, as
+        DataFusion's simplifier folds them first: one that is constantly false (of OR, true)
+        decides the whole, which is then that constant, the others never evaluated (``dec = f AND
+        coalesce(u64, -1) IS NULL`` is false, never a NaN cast failure); constantly true ones
+        (of OR, false) are dropped."""
+        values = [self.constant(a) for a in args]
+        if (not conjunction) in values:
+            return pc.scalar(not conjunction)
+        kept = tuple(a for a, v in zip(args, values, strict=True) if v is None)
+        return kept if kept else pc.scalar(conjunction)
 
     def connective(self, node: And | Or, conjunction: bool) -> pc.Expression:
         """``a AND b AND ..`` (``a OR b OR ..``), each operand that may fail evaluated only on the
@@ -487,9 +518,12 @@ class ToArrow(Visitor[pc.Expression]):
         of the mask (its rows are then evaluated, as a batch would be): a mask holding guarded
         operands would hold their masks in turn, and a chain's Expression would double per link.
         """
+        args = self.folded(node.args, conjunction)
+        if isinstance(args, pc.Expression):
+            return args
         out: pc.Expression | None = None
         keep: pc.Expression | None = None  # rows the plain operands so far left undecided
-        for a in node.args:
+        for a in args:
             if out is not None and keep is not None and self.fails_somewhere(a):
                 value = self.guarded(a, keep)
             else:
@@ -558,6 +592,8 @@ class ToArrow(Visitor[pc.Expression]):
         if isinstance(node.arg, Call) and node.arg.name == "regexp_match":
             # regexp_match is NULL exactly when nothing matches (or an input is NULL).
             return ~pc.coalesce(regexp_call(self, self.call_args(node.arg)), pc.scalar(False))
+        if self.constant(node) is False:
+            return pc.scalar(False)  # of a value that cannot be NULL: not evaluated, as DataFusion folds it
         return self.visit(node.arg).is_null()
 
     def visit_isnan(self, node: IsNan) -> pc.Expression:
@@ -632,6 +668,9 @@ class ToArrow(Visitor[pc.Expression]):
             source = wide_decimal(INT_DIGITS[source.bit_width], to.scale)
             value = value.cast(source)
         if pa.types.is_timestamp(source) and pa.types.is_timestamp(to):
+            if source.tz is None and to.tz is not None:
+                # a plain timestamp is the wall time in the zone (pyarrow's cast reads it as UTC)
+                value = pc.assume_timezone(value, timezone=to.tz)
             # DataFusion truncates to a coarser unit (CAST(ns AS TIMESTAMP) drops nanoseconds).
             return value.cast(options=pc.CastOptions(to, allow_time_truncate=True))
         if safe and not (pa.types.is_floating(source) and pa.types.is_integer(to)):
@@ -647,6 +686,10 @@ class ToArrow(Visitor[pc.Expression]):
             # other operand (a filter's di * 2 is an int64, as pylance's is: no int32 wrap).
             node = Arith(node.op, _values_of(node.left, left_t), _values_of(node.right, right_t))
             left_t, right_t = self.type_of(node.left), self.type_of(node.right)
+        if node.op == "sub":
+            difference = self.temporal_difference(node, left_t, right_t)
+            if difference is not None:
+                return difference
         if exact_decimal(left_t, right_t):
             # uint64 with a signed integer: both are Decimal(20, 0) in DataFusion, so the result is
             # a decimal128 typed by the decimal rules (u64 + i8 is a Decimal(21, 0), u64 * i32 a
@@ -664,6 +707,21 @@ class ToArrow(Visitor[pc.Expression]):
             a, b = a.cast(pa.decimal256(p1, s1)), b.cast(pa.decimal256(p2, s2))
             return self.visit_arith_values(node, a, b).cast(capped[0])
         return self.visit_arith_values(node, a, b)
+
+    def temporal_difference(self, node: Arith, lt: pa.DataType, rt: pa.DataType) -> pc.Expression | None:
+        """``a - b`` of two dates or two timestamps as DataFusion computes it: the days between two
+        dates as an int64 (pyarrow's is a duration in seconds), two timestamps' duration in the
+        coarser unit (``ts_ns - ts_us`` is in microseconds), a plain one taken as its wall time in
+        the other's zone; two zones are refused. ``None``: not such a difference."""
+        a, b = self.visit(node.left), self.visit(node.right)
+        if pa.types.is_date32(lt) and pa.types.is_date32(rt):
+            return pc.subtract(a.cast(pa.int32()).cast(pa.int64()), b.cast(pa.int32()).cast(pa.int64()))
+        if not (pa.types.is_timestamp(lt) and pa.types.is_timestamp(rt)) or lt == rt:
+            return None
+        if lt.tz is not None and rt.tz is not None and lt.tz != rt.tz:
+            raise InvalidInputError(f"cannot subtract timestamps of two time zones ({lt} - {rt})")
+        t = union_type([lt, rt])  # the coarser unit; a plain timestamp as its wall time in the zone
+        return pc.subtract(self.cast_value(a, lt, t, True), self.cast_value(b, rt, t, True))
 
     def capped_decimal(self, node: Arith) -> tuple[pa.DataType, tuple[int, int], tuple[int, int]] | None:
         """DataFusion's result type of decimal ``+ - * %`` when it caps the precision at 38

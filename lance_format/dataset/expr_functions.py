@@ -8,7 +8,9 @@ type checking).
 
 from __future__ import annotations
 
+import functools
 import math
+import operator
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -16,18 +18,19 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_format.core.errors import InvalidInputError, NotSupportedError
+from lance_format.dataset import regexp as regexps
 from lance_format.dataset import udfs
 from lance_format.dataset.expr import (
+    Call,
     Cast,
+    Compare,
     Literal,
     Node,
 )
 from lance_format.dataset.numeric_types import (
-    exact_decimal,
-    float_result,
+    implicitly_coerces,
     is_number,
     union_type,
-    wider_int,
 )
 from lance_format.dataset.value_text import list_text_supported
 
@@ -47,7 +50,7 @@ class ToArrow(Protocol):
     ) -> pc.Expression: ...
 
 
-__all__ = ["FUNCTIONS", "regexp_call", "rust_timestamp_text"]
+__all__ = ["FUNCTIONS", "presented_type", "regexp_call", "rust_timestamp_text"]
 
 
 def _literal_str(node: Node, what: str) -> str:
@@ -121,17 +124,54 @@ def _trim(kind: str) -> Callable[[ToArrow, tuple[Node, ...]], pc.Expression]:
     return build
 
 
-def regexp_call(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
+def _regexp(kind: str, b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
+    """``regexp_like`` (``kind`` "like") or ``regexp_match`` ("match") of a string and a pattern,
+    a literal or a string per row (``regexp_like(s, p)``, as pylance takes it); the flags, if any,
+    a literal ('i')."""
     flags = _literal_str(args[2], "regexp flags") if len(args) > 2 else ""
     if set(flags) - {"i"}:
         raise NotSupportedError(f"regexp flags {flags!r} (only 'i' is supported)")
-    pattern = _literal_str(args[1], "regexp pattern")
-    return pc.match_substring_regex(b.visit(args[0]), pattern=pattern, ignore_case="i" in flags)
+    value, pattern = args[0], args[1]
+    vt, pt = b.type_of(value), b.type_of(pattern)
+    for what, t in (("value", vt), ("pattern", pt)):
+        if not (_is_text(t) or pa.types.is_null(t)):
+            raise InvalidInputError(f"regexp_{kind}() takes a string {what}, got {t}")
+    # regexp_match: string views as strings while computed (see presented_type)
+    types = _presented_types(b, args)
+    out = pa.bool_() if kind == "like" else pa.list_(_kernel_type(regexps.match_type(types).value_type))
+    if pa.types.is_null(vt) or pa.types.is_null(pt):
+        return pc.scalar(pa.scalar(None, out))
+    if kind == "like" and _string_literal(pattern):
+        text = _literal_str(pattern, "regexp")
+        return pc.match_substring_regex(b.visit(value), pattern=text, ignore_case="i" in flags)
+    name = udfs.regexp(kind, vt, pt, "i" in flags, out)
+    return udfs.call(name, [b.visit(value), b.visit(pattern)])
+
+
+def _like_rows(ignore_case: bool) -> Callable[[ToArrow, tuple[Node, ...]], pc.Expression]:
+    """``s [I]LIKE p`` with a pattern per row (a literal pattern is a :class:`.Like` node)."""
+
+    def build(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
+        vt, pt = b.type_of(args[0]), b.type_of(args[1])
+        if not _is_text(vt):
+            raise InvalidInputError(f"LIKE takes a string value, got {vt}")
+        name = udfs.regexp("sql_like", vt, pt, ignore_case, pa.bool_())
+        return udfs.call(name, [b.visit(args[0]), b.visit(args[1])])
+
+    return build
+
+
+def regexp_call(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
+    """``regexp_like(s, pattern[, flags])``: whether ``s`` holds a match (NULL for a NULL ``s`` or
+    pattern)."""
+    return _regexp("like", b, args)
 
 
 def _regexp_match(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
-    # As a condition it is rewritten (sql.as_condition) to IS NOT NULL, which visit_isnull answers.
-    raise NotSupportedError("regexp_match as a value (test it with IS [NOT] NULL, or use regexp_like)")
+    """``regexp_match(s, pattern[, flags])``: the list of captures (of the whole match when the
+    pattern has no group), NULL when nothing matches. As a condition it is ``.. IS NOT NULL``
+    (``sql.as_condition``), which ``visit_isnull`` answers with :func:`regexp_call`."""
+    return _regexp("match", b, args)
 
 
 def _array_length(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
@@ -152,43 +192,44 @@ def _list_of(lt: pa.DataType, item: pa.DataType) -> pa.DataType:
 
 
 def _array_has(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
+    """``array_has(list, value)`` typed as DataFusion types it: the list's items and the value meet
+    in their union type (:func:`.numeric_types.union_type`: a list of int32 with an int64 as
+    int64s, with a float as floats, with a ``Decimal(21, 0)`` as decimals), which the value must
+    reach by an implicit coercion (:func:`.numeric_types.implicitly_coerces`; so a uint64, or a
+    decimal with a fraction, is refused)."""
     lists, value = args
     lt = b.type_of(lists)
     if not (pa.types.is_list(lt) or pa.types.is_large_list(lt) or pa.types.is_fixed_size_list(lt)):
         raise InvalidInputError(f"array_has needs a list, got {lt}")
-    v = b.visit(value)
     item, vt = lt.value_type, b.type_of(value)
-    numbers = is_number(item) and is_number(vt)
-    if numbers and item != vt:
-        # DataFusion compares in the common type of the items and the value (a list of int32
-        # with an int64 n as int64s, with a float as floats) and refuses mixes without one.
-        if exact_decimal(item, vt):
-            raise InvalidInputError(f"array_has of {lt} and {vt}: no common type")
-        common = (
-            float_result([item, vt])
-            if not (pa.types.is_integer(item) and pa.types.is_integer(vt))
-            else wider_int(item, vt)
-        )
-        lists_t = _list_of(lt, common)
-        return udfs.call(
-            udfs.array_has(lists_t, common),
-            [b.visit(lists).cast(lists_t, safe=False), v.cast(common, safe=False)],
-        )
-    if (is_number(item) or pa.types.is_decimal(item)) != (
-        is_number(vt) or pa.types.is_decimal(vt)
-    ) and not pa.types.is_null(vt):
-        raise InvalidInputError(f"array_has of {lt} and {vt}: no common type")
-    if pa.types.is_decimal(item) != pa.types.is_decimal(vt) and not pa.types.is_null(vt):
-        raise InvalidInputError(f"array_has of {lt} and {vt}: no common type")
-    if not isinstance(value, Literal) and vt != lt.value_type:
-        v = v.cast(lt.value_type)
-    if isinstance(value, Literal) and value.type != lt.value_type:
+    if pa.types.is_null(vt) or pa.types.is_dictionary(item):
+        element = item  # a NULL value is NULL in the item type; dictionaries compare as their values
+    else:
+        try:
+            element = union_type([item, vt])
+        except InvalidInputError:
+            raise InvalidInputError(f"array_has of {lt} and {vt}: no common type") from None
+        if not implicitly_coerces(element, vt):
+            raise InvalidInputError(f"array_has of {lt} and {vt}: {vt} does not coerce to {element}")
+    v = b.visit(value)
+    if isinstance(value, Literal):
+        v = pc.scalar(value.value.cast(element) if value.value.is_valid else pa.scalar(None, element))
+    elif vt != element:
         v = (
-            pc.scalar(value.value.cast(lt.value_type))
-            if value.value.is_valid
-            else pc.scalar(pa.scalar(None, lt.value_type))
+            b.cast_value(v, vt, element, True)
+            if pa.types.is_timestamp(vt)
+            else v.cast(element, safe=not (is_number(vt) and pa.types.is_floating(element)))
         )
-    return udfs.call(udfs.array_has(lt, lt.value_type), [b.visit(lists), v])
+    if pa.types.is_timestamp(item) and item.tz is None and element.tz is not None:
+        # The list's plain timestamps would be wall times in the value's zone: compare the
+        # value's wall time with them instead (pyarrow casts no lists that way).
+        v, element = pc.local_timestamp(v), pa.timestamp(element.unit)
+    lists_t, values = lt, b.visit(lists)
+    if item != element:
+        # safe=False: integers past 2**53 round to the nearest float, as DataFusion's cast does
+        lists_t = _list_of(lt, element)
+        values = values.cast(lists_t, safe=not (is_number(item) and pa.types.is_floating(element)))
+    return udfs.call(udfs.array_has(lists_t, element), [values, v])
 
 
 def _list_get(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
@@ -256,14 +297,101 @@ def _as_text(b: ToArrow, node: Node) -> Node:
     return Cast(node, pa.string())
 
 
+def _concat_type(types: list[pa.DataType]) -> pa.DataType:
+    """The type of ``concat`` / ``concat_ws`` of arguments of ``types``, as DataFusion picks its
+    kernel: the arguments' own type when they are all one string type, string views when all are
+    strings of some kind or NULL (``concat(ls, s)``, ``concat(s, NULL)``), else strings (the rest
+    are written as text: ``concat(ls, i8)`` is a string)."""
+    text = [_is_text(t) or pa.types.is_string_view(t) for t in types]
+    if text[0] and all(t == types[0] for t in types):
+        return types[0]
+    if all(is_text or pa.types.is_null(t) for is_text, t in zip(text, types, strict=True)):
+        return pa.string_view()
+    return pa.string()
+
+
+def _kernel_type(t: pa.DataType) -> pa.DataType:
+    """``t``, or the string type that stands in for string views while a value is computed:
+    pyarrow's kernels take no views (``is_in``, ``starts_with`` ...), so a value is cast to views
+    only as a computed column's result (:func:`presented_type`). A string, not a large string:
+    DataFusion types functions of views as of strings (``length`` is an int32)."""
+    return pa.string() if t == pa.string_view() else t
+
+
+def _in_kernel_type(value: pc.Expression, target: pa.DataType) -> pc.Expression:
+    """``value`` (a string or large string) as :func:`_kernel_type` of ``target``."""
+    return value.cast(_kernel_type(target))
+
+
+def _presented_types(b: ToArrow, args: tuple[Node, ...]) -> list[pa.DataType]:
+    """The arguments' types as DataFusion has them (string views where :func:`presented_type`
+    says so): ``concat(concat(ls, s), s)`` is of a view and a string, so a view too."""
+    return [presented_type(b, a) or b.type_of(a) for a in args]
+
+
+#: Functions whose result is text of their (first) argument's type: views give views.
+_TEXT_PRESERVING = frozenset({"upper", "lower", "reverse", "trim", "ltrim", "rtrim", "substr"})
+
+
+def presented_type(b: ToArrow, node: Node) -> pa.DataType | None:
+    """The type pylance gives a computed column of ``node`` when it is one :func:`_kernel_type`
+    stands in for (string views: ``concat(ls, s)``, ``regexp_match(ls, 'a')``, ``upper`` or an
+    element of them); ``None``: the type ``node`` is computed in is pylance's."""
+    view = pa.string_view()
+    if not isinstance(node, Call):
+        return None
+    if node.name in _TEXT_PRESERVING or node.name == "concat_op":
+        inner = [presented_type(b, a) for a in node.args[: 2 if node.name == "concat_op" else 1]]
+        return view if view in inner else None
+    if node.name == "list_get":
+        listed = presented_type(b, node.args[0])
+        return view if listed == pa.list_(view) else None
+    types = _presented_types(b, node.args)
+    if node.name == "regexp_match":
+        t = regexps.match_type(types)
+        return t if t.value_type == view else None
+    if node.name in ("concat", "concat_ws"):
+        return view if _concat_type(types) == view else None
+    return None
+
+
 def _concat(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
     # concat() skips NULL arguments (DataFusion); `||` (op "concat_op") propagates them. Other
     # types are written as text first (concat(s, 1.5) is 's1.5').
+    target = _concat_type(_presented_types(b, args))
     kept = tuple(_as_text(b, a) for a in args if not _null_literal(a))
     if not kept:
-        return pc.scalar("")
+        return pc.scalar(pa.scalar("", _kernel_type(target)))
     parts, empty = _string_parts(b, kept)
-    return pc.binary_join_element_wise(*(pc.coalesce(p, empty) for p in parts), empty)
+    return _in_kernel_type(
+        pc.binary_join_element_wise(*(pc.coalesce(p, empty) for p in parts), empty), target
+    )
+
+
+def _concat_ws(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
+    """``concat_ws(sep, a, ..)``: the non-NULL arguments (written as text) joined by ``sep``; NULL
+    for a NULL ``sep``, ``''`` when every argument is NULL, as DataFusion's.
+
+    Each argument is prefixed with ``sep`` when one before it is not NULL, and the parts are
+    joined with nothing (pyarrow's ``null_handling="skip"`` drops rows when a row's arguments are
+    all NULL, so it is not used)."""
+    target = _concat_type(_presented_types(b, args))
+    if _null_literal(args[0]):
+        return pc.scalar(pa.scalar(None, _kernel_type(target)))
+    kept = tuple(_as_text(b, a) for a in args[1:] if not _null_literal(a))
+    parts, empty = _string_parts(b, (_as_text(b, args[0]), *kept))
+    sep, values = parts[0], parts[1:]
+    joined: list[pc.Expression] = []
+    before: pc.Expression | None = None  # some argument so far is not NULL
+    for v in values:
+        text = pc.coalesce(v, empty)
+        if before is not None:
+            text = pc.if_else(before & v.is_valid(), pc.binary_join_element_wise(sep, v, empty), text)
+        joined.append(text)
+        before = v.is_valid() if before is None else before | v.is_valid()
+    out = pc.binary_join_element_wise(*joined, empty) if joined else empty
+    # NULL where the separator is (sep itself there, of the parts' type)
+    return _in_kernel_type(pc.if_else(sep.is_valid(), out, sep), target)
 
 
 def _concat_op(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
@@ -354,8 +482,77 @@ def _replace(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
 
 def _float_operand(b: ToArrow, node: Node) -> pc.Expression:
     """A number as DataFusion's float functions take it: floats as they are, others as float64."""
-    value = b.visit(node)
-    return value if pa.types.is_floating(b.type_of(node)) else value.cast(pa.float64())
+    value, t = b.visit(node), b.type_of(node)
+    if pa.types.is_floating(t):
+        return value
+    # integers past 2**53 round to the nearest float (pyarrow's safe cast refuses them)
+    return value.cast(pa.float64(), safe=not pa.types.is_integer(t))
+
+
+def _math(name: str) -> Callable[[ToArrow, tuple[Node, ...]], pc.Expression]:
+    """``ln``, ``log10``, ``log2``, ``exp``, ``power(x, y)`` and ``log([base, ]x)`` in floating point
+    (a decimal or an integer as float64), as DataFusion's: ``ln(0)`` is -inf, ``ln(-1)`` NaN;
+    ``log`` is Rust's ``x.log(base)``, ``ln(x) / ln(base)`` (base 10 with one argument), which is not
+    ``log10`` (``log(1e300)`` is 299.99999999999994, ``log10(1e300)`` 300)."""
+    unary = {"ln": pc.ln, "log10": pc.log10, "log2": pc.log2, "exp": pc.exp}
+
+    def build(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
+        for a in args:
+            t = b.type_of(a)
+            if not (is_number(t) or pa.types.is_decimal(t) or pa.types.is_null(t)):
+                raise InvalidInputError(f"{name}() takes numbers, got {t}")
+        if name == "power" and pa.types.is_decimal(b.type_of(args[0])):
+            # DataFusion keeps the decimal type (its digits truncated): not computed here
+            raise NotSupportedError("power() of a decimal")
+        values = [_float_operand(b, a).cast(pa.float64()) for a in args]
+        if name in unary:
+            return unary[name](values[0])
+        if name == "power":
+            return pc.power(values[0], values[1])
+        base, x = (pc.scalar(10.0), values[0]) if len(values) == 1 else values
+        return pc.divide(pc.ln(x), pc.ln(base))
+
+    return build
+
+
+def _extreme(greatest: bool) -> Callable[[ToArrow, tuple[Node, ...]], pc.Expression]:
+    """``greatest(..)`` / ``least(..)``: the arguments in their union type (as ``coalesce``'s),
+    NULLs skipped; a NaN is above every number, as DataFusion orders floats (pyarrow's kernels skip
+    it)."""
+
+    def build(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
+        types = [b.type_of(a) for a in args]
+        target = union_type(types)
+        values = [
+            b.cast_value(b.visit(a), t, target, True) if t != target else b.visit(a)
+            for a, t in zip(args, types, strict=True)
+            if not _null_literal(a)
+        ]
+        if not values:
+            return pc.scalar(pa.scalar(None, target))
+        kernel = pc.max_element_wise if greatest else pc.min_element_wise
+        out = kernel(*values, skip_nulls=True) if len(values) > 1 else values[0]
+        if pa.types.is_floating(target) and len(values) > 1:
+            nan = functools.reduce(
+                operator.or_, [pc.coalesce(pc.is_nan(v), pc.scalar(False)) for v in values]
+            )
+            every = functools.reduce(operator.and_, [pc.coalesce(pc.is_nan(v), v.is_null()) for v in values])
+            # greatest: any NaN wins; least: NaN only when every value is NaN or NULL
+            out = pc.if_else(nan if greatest else every & nan, pc.scalar(pa.scalar(math.nan, target)), out)
+        return out
+
+    return build
+
+
+def _nullif(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
+    """``nullif(a, b)``: NULL where ``a = b`` (DataFusion's equality), else ``a``, in the union type."""
+    types = [b.type_of(a) for a in args]
+    target = union_type(types)
+    value = b.visit(args[0])
+    if types[0] != target:
+        value = b.cast_value(value, types[0], target, True)
+    equal = b.visit(Compare("eq", args[0], args[1]))
+    return pc.if_else(pc.coalesce(equal, pc.scalar(False)), pc.scalar(pa.scalar(None, target)), value)
 
 
 def _round(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
@@ -376,13 +573,18 @@ def _round(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
 
 
 def _trunc(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
-    # DataFusion's trunc of -0.0 is 0.0 (of -1e-300 it is -0.0, as Rust's trunc)
+    # DataFusion's trunc of -0.0 is 0.0 (of -1e-300 it is -0.0, as Rust's trunc); trunc(x, n) is
+    # trunc(x * 10^n) / 10^n, in float64
     value = _float_operand(b, args[0])
-    return pc.if_else(
-        value == pc.scalar(0),
-        pc.scalar(0).cast(b.type_of(args[0]) if pa.types.is_floating(b.type_of(args[0])) else pa.float64()),
-        pc.trunc(value),
-    )
+    zero = pc.scalar(0).cast(b.type_of(args[0]) if pa.types.is_floating(b.type_of(args[0])) else pa.float64())
+    if len(args) == 2:
+        digits = _literal_int(args[1], "trunc")
+        t = b.type_of(args[0])
+        # DataFusion's trunc(x, n) takes an integer x as a float32 (its first signature)
+        float_t = t if pa.types.is_floating(t) else pa.float32() if pa.types.is_integer(t) else pa.float64()
+        scale = pc.scalar(pa.scalar(10.0**digits, float_t))
+        return pc.divide(pc.trunc(pc.multiply(value.cast(float_t), scale)), scale)
+    return pc.if_else(value == pc.scalar(0), zero, pc.trunc(value))
 
 
 def _sqrt_of(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
@@ -424,9 +626,10 @@ def _length(b: ToArrow, args: tuple[Node, ...]) -> pc.Expression:
         value = b.visit(args[0])
         value = value.cast(values) if values != t else value
         return pc.utf8_length(udfs.call(udfs.float_text(values), [value]))
-    if rust_timestamp_text(values):
+    if rust_timestamp_text(values) or list_text_supported(values):
+        # a list is measured as its text too: length([1, 2]) is 6, the characters of '[1, 2]'
         return pc.utf8_length(b.visit(Cast(args[0], pa.string())))
-    if pa.types.is_floating(values) or pa.types.is_temporal(values):
+    if pa.types.is_floating(values) or pa.types.is_temporal(values) or pa.types.is_nested(values):
         raise NotSupportedError(f"length() of {values} values (their text differs from DataFusion's)")
     return pc.utf8_length(b.visit(args[0]))
 
@@ -443,7 +646,7 @@ FUNCTIONS: dict[str, tuple[tuple[int, int], Callable[[ToArrow, tuple[Node, ...]]
     "ceil": ((1, 1), _unary(pc.ceil)),
     "floor": ((1, 1), _unary(pc.floor)),
     "round": ((1, 2), _round),
-    "trunc": ((1, 1), _trunc),
+    "trunc": ((1, 2), _trunc),
     "sqrt": ((1, 1), _sqrt_of),
     "starts_with": ((2, 2), _pattern("starts_with", pc.starts_with)),
     "ends_with": ((2, 2), _pattern("ends_with", pc.ends_with)),
@@ -456,10 +659,22 @@ FUNCTIONS: dict[str, tuple[tuple[int, int], Callable[[ToArrow, tuple[Node, ...]]
     "rtrim": ((1, 2), _trim("right")),
     "regexp_like": ((2, 3), regexp_call),
     "regexp_match": ((2, 3), _regexp_match),
+    "like": ((2, 2), _like_rows(ignore_case=False)),
+    "ilike": ((2, 2), _like_rows(ignore_case=True)),
     "concat": ((1, 64), _concat),
+    "concat_ws": ((2, 64), _concat_ws),
     "concat_op": ((2, 2), _concat_op),
     "array_has": ((2, 2), _array_has),
     "array_length": ((1, 1), _array_length),
     "list_get": ((2, 2), _list_get),
     "coalesce": ((1, 64), _coalesce),
+    "ln": ((1, 1), _math("ln")),
+    "log10": ((1, 1), _math("log10")),
+    "log2": ((1, 1), _math("log2")),
+    "exp": ((1, 1), _math("exp")),
+    "power": ((2, 2), _math("power")),
+    "log": ((1, 2), _math("log")),
+    "greatest": ((1, 64), _extreme(greatest=True)),
+    "least": ((1, 64), _extreme(greatest=False)),
+    "nullif": ((2, 2), _nullif),
 }

@@ -135,6 +135,7 @@ def parse_value(sql: str, schema: pa.Schema, to: pa.DataType | None = None) -> C
     decimal with more digits is rounded, half away from zero).
     """
     from lance_format.dataset.expr_arrow import ToArrow
+    from lance_format.dataset.expr_functions import presented_type
     from lance_format.dataset.nullability import may_be_null
 
     if not isinstance(sql, str):
@@ -152,6 +153,9 @@ def parse_value(sql: str, schema: pa.Schema, to: pa.DataType | None = None) -> C
     try:
         binder = ToArrow(schema)
         expression = binder.visit(tree)
+        presented = presented_type(binder, tree)
+        if presented is not None:
+            expression = expression.cast(presented)  # string views, computed as large strings
         return ComputedValue(expression, columns_of(tree), may_be_null(tree, schema, binder.type_of))
     except _EVAL_ERRORS as e:
         raise InvalidInputError(f"invalid expression {sql!r}: {e}") from None

@@ -41,13 +41,13 @@ from lance_format.dataset.expr import (
     children,
 )
 
-__all__ = ["may_be_null"]
+__all__ = ["constant_value", "may_be_null"]
 
 #: Functions that are nullable only when an argument is: DataFusion rewrites them into operators
-#: (``regexp_like`` with a pattern, ``||``) or types their result from their arguments (``strpos``,
-#: ``round``). The others (``upper``, ``length``, ``abs``, ``sqrt``, ``contains`` ...) are always
-#: nullable in pylance, whatever their arguments.
-_FROM_ARGUMENTS = frozenset({"strpos", "round", "regexp_like", "concat_op"})
+#: (``regexp_like`` with a pattern, ``||``; ``LIKE`` with a pattern per row is one) or types their
+#: result from their arguments (``strpos``, ``round``). The others (``upper``, ``length``, ``abs``,
+#: ``sqrt``, ``contains`` ...) are always nullable in pylance, whatever their arguments.
+_FROM_ARGUMENTS = frozenset({"strpos", "round", "regexp_like", "concat_op", "like", "ilike"})
 
 
 def _column_may_be_null(node: Column, schema: pa.Schema) -> bool:
@@ -82,20 +82,38 @@ def may_be_null(node: Node, schema: pa.Schema, type_of: Callable[[Node], pa.Data
     bool
         ``False`` when pylance marks the computed column ``not null``.
     """
+    return _Folder(schema, type_of).fold(node)[0]
 
-    def visit(n: Node) -> bool:
-        return fold(n)[0]
 
-    def fold(n: Node) -> tuple[bool, bool | None]:
+def constant_value(node: Node, schema: pa.Schema, type_of: Callable[[Node], pa.DataType]) -> bool | None:
+    """The constant DataFusion's simplifier folds boolean ``node`` to before evaluating it, or
+    ``None``: ``coalesce(x, 1) IS NULL`` (of a value that cannot be NULL) is false, so ``f(x) AND
+    coalesce(x, 1) IS NULL`` is false too, and ``f(x)`` is never evaluated (nor fails). Parameters
+    as :func:`may_be_null`'s."""
+    return _Folder(schema, type_of).fold(node)[1]
+
+
+class _Folder:
+    """The rules of the module docstring over one schema."""
+
+    def __init__(self, schema: pa.Schema, type_of: Callable[[Node], pa.DataType]) -> None:
+        self.schema = schema
+        self.type_of = type_of
+
+    def visit(self, n: Node) -> bool:
+        return self.fold(n)[0]
+
+    def fold(self, n: Node) -> tuple[bool, bool | None]:
         """``(may be null, constant value or None)``: DataFusion folds ``x IS NULL`` of a non-null
         ``x`` to false before typing, so ``x IS NULL AND n > 1`` is false, never NULL."""
+        visit = self.visit
         if isinstance(n, Literal):
             value = n.value.as_py() if n.value.is_valid and pa.types.is_boolean(n.type) else None
             return not n.value.is_valid, value
         if isinstance(n, IsNull):
             return False, False if not visit(n.arg) else None
         if isinstance(n, Not):
-            nullable, value = fold(n.arg)
+            nullable, value = self.fold(n.arg)
             return nullable, None if value is None else not value
         if isinstance(n, And | Or):
             # Absorption, as DataFusion simplifies: A AND (B OR A) is A, A OR (B AND A) is A.
@@ -105,7 +123,7 @@ def may_be_null(node: Node, schema: pa.Schema, type_of: Callable[[Node], pa.Data
                 for a in n.args
                 if not (isinstance(a, inner) and any(o is not a and o in a.args for o in n.args))
             ]
-            folded = [fold(a) for a in args]
+            folded = [self.fold(a) for a in args]
             decisive = isinstance(n, Or)  # the value that decides the whole: TRUE for OR
             if any(value is decisive for _, value in folded):
                 return False, decisive
@@ -116,15 +134,16 @@ def may_be_null(node: Node, schema: pa.Schema, type_of: Callable[[Node], pa.Data
             return False, True  # ``s LIKE '%'`` of a non-null s: DataFusion folds it to true
         if isinstance(n, Compare) and n.op == "eq" and n.left == n.right and not visit(n.left):
             return False, True  # DataFusion folds ``x = x`` of a non-null x (not ``x <> x``)
-        return single(n), None
+        return self.single(n), None
 
-    def single(n: Node) -> bool:
+    def single(self, n: Node) -> bool:
+        visit = self.visit
         if isinstance(n, Column):
-            return _column_may_be_null(n, schema)
+            return _column_may_be_null(n, self.schema)
         if isinstance(n, IsNan | Opaque):
             return True
         if isinstance(n, Cast) and not n.safe:
-            return n.to != type_of(n.arg) or visit(n.arg)
+            return n.to != self.type_of(n.arg) or visit(n.arg)
         if isinstance(n, Call):
             if n.name == "coalesce":
                 return all(visit(a) for a in n.args)
@@ -135,5 +154,3 @@ def may_be_null(node: Node, schema: pa.Schema, type_of: Callable[[Node], pa.Data
                 return not literal or any(visit(a) for a in n.args)
             return n.name not in _FROM_ARGUMENTS or any(visit(a) for a in n.args)
         return any(visit(c) for c in children(n))
-
-    return visit(node)

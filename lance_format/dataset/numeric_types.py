@@ -17,6 +17,7 @@ __all__ = [
     "UNSIGNED",
     "exact_decimal",
     "float_result",
+    "implicitly_coerces",
     "is_number",
     "union_type",
     "wide_decimal",
@@ -83,6 +84,26 @@ def _as_decimal(t: pa.DataType) -> tuple[int, int]:
     return _FLOAT_DECIMALS[t.bit_width]
 
 
+#: Timestamp units, coarsest first: two timestamps meet in the coarser unit.
+_UNIT_RANK = {"s": 0, "ms": 1, "us": 2, "ns": 3}
+
+
+def _temporal_union(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
+    """DataFusion's union of a date or timestamp with a timestamp: a date32 and a timestamp meet
+    in ``timestamp[ns]`` without a zone, whatever the timestamp's unit or zone (``coalesce(ts_us,
+    d)`` is nanoseconds), two timestamps in the coarser unit (``coalesce(ts_ns, ts_us)`` is
+    microseconds) and the zone of the second when it has one, else of the first (a zoned and a
+    plain one: the zone). ``None``: not such a pair."""
+    if pa.types.is_timestamp(a) and pa.types.is_timestamp(b):
+        unit = min((a.unit, b.unit), key=_UNIT_RANK.__getitem__)
+        return pa.timestamp(unit, b.tz if b.tz is not None else a.tz)
+    if (pa.types.is_date32(a) and pa.types.is_timestamp(b)) or (
+        pa.types.is_timestamp(a) and pa.types.is_date32(b)
+    ):
+        return pa.timestamp("ns")
+    return None
+
+
 def _union2(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
     """The type DataFusion's ``coalesce`` gives values of types ``a`` and ``b``; ``None``: none."""
     if a == b:
@@ -102,6 +123,9 @@ def _union2(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
         if exact_decimal(a, b):
             return pa.decimal128(INT_DIGITS[64], 0)
         return wider_int(a, b)
+    temporal = _temporal_union(a, b)
+    if temporal is not None:
+        return temporal
     text = [t for t in (a, b) if pa.types.is_string(t) or pa.types.is_large_string(t)]
     if len(text) == 2:
         return pa.large_string()  # a string and a large string (equal types returned above)
@@ -117,7 +141,8 @@ def union_type(types: list[pa.DataType]) -> pa.DataType:
     Integers meet in the wider integer (``coalesce(i8, 1)``: the literal is an int64, so int64),
     uint64 with a signed integer in ``Decimal(20, 0)``, integers with a float in that float, numbers
     with a decimal in a decimal holding both (an int64 as ``Decimal(20, 0)``, a float64 as
-    ``Decimal(30, 15)``), text with a number in the number. Other mixes are refused.
+    ``Decimal(30, 15)``), text with a number in the number, a date with a timestamp in
+    ``timestamp[ns]``, timestamps of two units in the coarser. Other mixes are refused.
     """
     out: pa.DataType = pa.null()
     for t in types:
@@ -126,3 +151,36 @@ def union_type(types: list[pa.DataType]) -> pa.DataType:
             raise InvalidInputError(f"coalesce() of {out} and {t}: no common type")
         out = joined
     return out
+
+
+def _int_into(into: pa.DataType, source: pa.DataType) -> bool:
+    """Whether integers of type ``source`` widen losslessly into integer type ``into``."""
+    if pa.types.is_signed_integer(into):
+        if pa.types.is_signed_integer(source):
+            return bool(source.bit_width <= into.bit_width)
+        return bool(source.bit_width < into.bit_width)
+    return bool(pa.types.is_unsigned_integer(source) and source.bit_width <= into.bit_width)
+
+
+def implicitly_coerces(into: pa.DataType, source: pa.DataType) -> bool:
+    """Whether DataFusion coerces a function argument of type ``source`` to ``into`` without being
+    asked (its ``coerced_from``): integers to wider ones, numbers to floats (decimals to float64
+    only), dates and timestamps without a zone to ``timestamp[ns]``, anything to text. Narrowing,
+    and anything into a decimal, is not: ``array_has(li, u64)`` (a uint64 into the ``Decimal(20,
+    0)`` it meets an int32 list in) is refused, ``array_has(li, u64 + i8)`` (already that decimal)
+    is not."""
+    if into == source or pa.types.is_null(source):
+        return True
+    if pa.types.is_integer(into):
+        return pa.types.is_integer(source) and _int_into(into, source)
+    if pa.types.is_float32(into):
+        return bool(pa.types.is_integer(source))
+    if pa.types.is_float64(into):
+        return bool(pa.types.is_integer(source) or pa.types.is_float32(source) or pa.types.is_decimal(source))
+    if pa.types.is_timestamp(into):
+        if into.tz is None and into.unit != "ns":
+            return False
+        stamp = pa.types.is_timestamp(source) and (source.tz is None or into.tz is not None)
+        text = pa.types.is_string(source) or pa.types.is_large_string(source)
+        return bool(stamp or text or pa.types.is_date32(source))
+    return bool(pa.types.is_string(into) or pa.types.is_large_string(into))

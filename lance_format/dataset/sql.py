@@ -18,14 +18,11 @@ from __future__ import annotations
 
 import decimal
 import re
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import sqlglot
-from sqlglot import TokenType, tokens
 from sqlglot import expressions as exp
-from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import SqlglotError
 
 from lance_format.core.errors import InvalidInputError, NotSupportedError
@@ -52,16 +49,16 @@ from lance_format.dataset.expr import (
     exact_number,
 )
 from lance_format.dataset.expr_arrow import DECIMAL_TEXT, FUNCTIONS, NO_DIGITS_TEXT, current_date
+from lance_format.dataset.sql_dialect import (
+    LanceSQL,
+    enclosing_function,
+    refuse_binary_casts_in_functions,
+    refuse_foreign_spellings,
+    refuse_is_unknown,
+    refuse_type_spellings,
+)
 
 __all__ = ["ARROW_TYPE_NAMES", "SQL_TYPE_NAMES", "LanceSQL", "parse_sql"]
-
-
-class LanceSQL(Dialect):
-    """sqlglot's default dialect with DataFusion's quoting: backticks and ``X'..'`` byte strings."""
-
-    class Tokenizer(tokens.Tokenizer):
-        IDENTIFIERS = ['"', "`"]
-        HEX_STRINGS = [("x'", "'"), ("X'", "'")]
 
 
 _COMPARE: dict[type[exp.Expression], str] = {
@@ -140,7 +137,7 @@ SQL_TYPE_NAMES: dict[pa.DataType, str] = {
     pa.date32(): "DATE",
     pa.timestamp("s"): "TIMESTAMP(0)",
     pa.timestamp("ms"): "TIMESTAMP(3)",
-    pa.timestamp("us"): "TIMESTAMP",
+    pa.timestamp("us"): "TIMESTAMP(6)",  # not TIMESTAMP: nanoseconds in a function's arguments
     pa.timestamp("ns"): "TIMESTAMP(9)",
     pa.binary(): "BINARY",
 }
@@ -168,7 +165,9 @@ _FUNCTION_NODES: dict[type[exp.Expression], tuple[str, tuple[str, ...]]] = {
 # IR function: the node class is mapped only where it exists (the minimum-versions job runs those).
 _TRUNC = getattr(exp, "Trunc", None)
 if _TRUNC is not None:
-    _FUNCTION_NODES[_TRUNC] = ("trunc", ("this",))
+    _FUNCTION_NODES[_TRUNC] = ("trunc", ("this", "decimals"))
+#: Arguments sqlglot sets on function nodes that are not the caller's arguments.
+_FLAG_ARGUMENTS = frozenset({"safe", "coalesce"})
 #: ``ltrim``/``rtrim`` (sqlglot's Trim with a position); pylance refuses ``TRIM(..)`` itself, as it
 #: refuses ``CEIL``, ``FLOOR`` and ``SUBSTR``/``SUBSTRING`` ("not supported SQL in lance"): its
 #: planner has no case for the syntax nodes they parse to (``btrim`` is a plain function).
@@ -417,6 +416,14 @@ class _Binder:
             if unit is None:
                 raise self.fail(f"unsupported datetime resolution {precision.sql()} (0, 3, 6 or 9)")
             return pa.timestamp(unit)
+        if name in ("TIMESTAMP", "DATETIME") and enclosing_function(node) is not None:
+            # A function's arguments are planned by DataFusion's SQL planner, whose TIMESTAMP is
+            # nanoseconds (pylance's own, for the rest, is microseconds): coalesce(ts_ns,
+            # CAST(x AS TIMESTAMP)) keeps nanoseconds, array_has(l_us, TIMESTAMP '..') is refused;
+            # it has no DATETIME ("Unsupported SQL type DATETIME").
+            if name == "DATETIME":
+                raise NotSupportedError(f"filter {self.text!r}: DATETIME as a function's argument")
+            return pa.timestamp("ns")
         t = _TYPES.get(name)
         if t is None:
             raise NotSupportedError(
@@ -529,8 +536,11 @@ class _Binder:
             return Literal(pa.scalar(current_date(), pa.date32()))
         if isinstance(node, exp.Trim):
             return self.trim(node)
-        if isinstance(node, exp.Concat):
-            return Call("concat", tuple(self.convert(e) for e in node.expressions))
+        if isinstance(node, exp.Concat):  # ConcatWs is a Concat too: its separator comes first
+            name = "concat_ws" if isinstance(node, exp.ConcatWs) else "concat"
+            return Call(name, tuple(self.convert(e) for e in node.expressions))
+        if isinstance(node, exp.Greatest | exp.Least | exp.Nullif | exp.Pow | exp.Ln | exp.Exp | exp.Log):
+            return self.math(node)
         if isinstance(node, exp.Coalesce):
             return Call("coalesce", tuple(self.convert(e) for e in [node.this, *node.expressions]))
         if isinstance(node, exp.ArrayContainsAll):
@@ -540,6 +550,7 @@ class _Binder:
         spec = _FUNCTION_NODES.get(type(node))
         if spec is not None:
             name, arg_names = spec
+            self.refuse_dropped_arguments(node, arg_names)
             return Call(
                 name, tuple(self.convert(node.args[a]) for a in arg_names if node.args.get(a) is not None)
             )
@@ -655,11 +666,19 @@ class _Binder:
 
     def like(self, node: exp.Like | exp.ILike, escape: str) -> Node:
         pattern = self.convert(node.expression)
-        if not isinstance(pattern, Literal) or not pa.types.is_string(pattern.type):
-            raise self.fail("LIKE needs a string pattern")
         target = self.convert(node.this)
-        if not pattern.value.is_valid:
+        like: Node
+        if not isinstance(pattern, Literal):
+            pt = self.type_of(pattern)
+            if not (pa.types.is_string(pt) or pa.types.is_large_string(pt)):
+                raise self.fail("LIKE needs a string pattern")
+            # a pattern per row (s LIKE p): the "like"/"ilike" functions, not the Like node
+            like = Call("ilike" if isinstance(node, exp.ILike) else "like", (target, pattern))
+            return Not(like) if node.args.get("negate") else like
+        if not pattern.value.is_valid:  # s LIKE NULL is NULL
             return Literal(pa.scalar(None, pa.bool_()))
+        if not pa.types.is_string(pattern.type):
+            raise self.fail("LIKE needs a string pattern")
         like = Like(target, str(pattern.value.as_py()), isinstance(node, exp.ILike))
         # sqlglot parses ``s NOT LIKE p`` as one node with ``negate`` set, not as NOT(LIKE).
         return Not(like) if node.args.get("negate") else like
@@ -677,6 +696,32 @@ class _Binder:
                         f"the literal {lit.value} ({lit.type}) does not convert to {col}'s type {t}"
                     )
         return Call("concat_op", (left, right))
+
+    def refuse_dropped_arguments(self, node: exp.Expression, taken: tuple[str, ...]) -> None:
+        """Refuse arguments sqlglot reads into a function's node that the IR call would drop
+        (``strpos(s, 'a', 2)``'s position, ``round(x, 1, 2)``, ``length(s, 1)``): pylance refuses
+        them ("expects 2 arguments"), and dropping one answered otherwise (``array_length(l, 2)``
+        is NULL in pylance). ``array_length(l, 1)`` is the length."""
+        for key, value in node.args.items():
+            if key in taken or key in _FLAG_ARGUMENTS or value in (None, False, []):
+                continue
+            if isinstance(node, exp.ArraySize) and key == "expression":
+                dim = self.convert(value)
+                if isinstance(dim, Literal) and pa.types.is_integer(dim.type) and dim.value.as_py() == 1:
+                    continue
+            raise NotSupportedError(
+                f"filter {self.text!r}: {node.sql(dialect=LanceSQL)!r}: too many arguments"
+            )
+
+    def math(self, node: exp.Expression) -> Node:
+        """``greatest``/``least``/``nullif`` and the float functions (``log(b, x)``: base first)."""
+        if isinstance(node, exp.Greatest | exp.Least):
+            name = "greatest" if isinstance(node, exp.Greatest) else "least"
+            return Call(name, tuple(self.convert(e) for e in [node.this, *node.expressions]))
+        names: dict[type[exp.Expression], str] = {exp.Nullif: "nullif", exp.Pow: "power", exp.Ln: "ln"}
+        names.update({exp.Exp: "exp", exp.Log: "log"})
+        parts = [node.this] + ([node.expression] if node.args.get("expression") is not None else [])
+        return Call(names[type(node)], tuple(self.convert(e) for e in parts))
 
     def trim(self, node: exp.Trim) -> Node:
         position = node.args.get("position")
@@ -733,7 +778,7 @@ class _Binder:
             if not (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_dictionary(t)):
                 raise self.fail(f"octet_length() needs a string, got {t}")
             return Call(name, (arg,))
-        if name not in FUNCTIONS or name in ("list_get", "concat_op"):
+        if name not in FUNCTIONS or name in ("list_get", "concat_op", "like", "ilike"):
             raise NotSupportedError(f"filter {self.text!r}: function {name}() is not supported")
         return Call(name, tuple(self.convert(e) for e in node.expressions))
 
@@ -784,70 +829,6 @@ def literal_converts(value: pa.Scalar, t: pa.DataType) -> bool:
     return True
 
 
-def _tokens_if(text: str, word: str) -> list[Any]:
-    """The tokens of ``text`` when it holds ``word`` (lower case) at all, else none (the common
-    case costs a substring test, not a tokenizer run). Text that does not tokenize gives none:
-    the parser reports it."""
-    if word not in text.lower():
-        return []
-    try:
-        return list(LanceSQL().tokenize(text))
-    except SqlglotError:
-        return []
-
-
-def _refuse_is_unknown(text: str) -> None:
-    """Refuse ``IS [NOT] UNKNOWN`` as pylance does (sqlglot reads it as ``IS NULL``)."""
-    toks = _tokens_if(text, "unknown")
-    for i, tok in enumerate(toks):
-        if tok.text.upper() == "UNKNOWN" and tok.token_type != TokenType.STRING:
-            prev = [t.text.upper() for t in toks[max(0, i - 2) : i]]
-            if "IS" in prev:
-                raise NotSupportedError(f"filter {text!r}: IS [NOT] UNKNOWN is not supported")
-
-
-#: Type names pylance's planner casts to (sqlglot reads more, and reads several names as one:
-#: ``REAL`` as ``FLOAT``, ``BOOL`` as ``BOOLEAN``, ``INT8`` as ``TINYINT``, ``TEXT`` as ``STRING``).
-_CAST_TYPE_NAMES = frozenset(
-    {"TINYINT", "SMALLINT", "INT", "INTEGER", "BIGINT", "FLOAT", "DOUBLE", "STRING", "BINARY", "DATE"}
-    | {"TIMESTAMP", "DATETIME", "DECIMAL", "BOOLEAN"}
-)
-_INTEGER_TYPE_NAMES = frozenset({"TINYINT", "SMALLINT", "INT", "INTEGER", "BIGINT"})
-
-
-def _refuse_type_spellings(text: str) -> None:
-    """Refuse a cast to a type pylance's planner does not name (``VARCHAR``, ``REAL``, ``BOOL``,
-    ``DOUBLE PRECISION``, ``INT8``...), as it refuses them; integers may be ``UNSIGNED``."""
-    toks = _tokens_if(text, "as")
-    for i, tok in enumerate(toks[:-1]):
-        if tok.token_type != TokenType.ALIAS:
-            continue
-        name = toks[i + 1].text.upper()
-        after = toks[i + 2].text.upper() if i + 2 < len(toks) else ")"
-        if after == "UNSIGNED" and name in _INTEGER_TYPE_NAMES:
-            after = toks[i + 3].text.upper() if i + 3 < len(toks) else ")"
-        if name not in _CAST_TYPE_NAMES or after not in ("(", ")"):
-            spelled = " ".join(t.text for t in toks[i + 1 : i + 3])
-            raise NotSupportedError(f"filter {text!r}: CAST to {spelled} is not supported")
-
-
-def _refuse_binary_casts_in_functions(tree: exp.Expression) -> None:
-    """Refuse ``CAST(x AS BINARY)`` as a function's argument (``concat(CAST(s AS BINARY))``), as
-    pylance's planner refuses it ("Unsupported SQL type BINARY" while parsing the function); at
-    the top of an expression, in a comparison or under ``||`` it is taken."""
-    for cast in tree.find_all(exp.Cast):  # TryCast is a Cast
-        if cast.to.this != exp.DataType.Type.BINARY:
-            continue
-        parent = cast.parent
-        while parent is not None:
-            # sqlglot models connectives, operators and predicates as functions too: only real
-            # function calls count.
-            operator = isinstance(parent, exp.Binary | exp.Unary | exp.Connector | exp.Predicate)
-            if isinstance(parent, exp.Func) and not operator and not isinstance(parent, exp.Cast | exp.Array):
-                raise NotSupportedError(f"CAST to BINARY as an argument of {parent.sql(dialect=LanceSQL)!r}")
-            parent = parent.parent
-
-
 def as_condition(node: Node) -> Node:
     """``node`` where a filter wants a boolean: ``regexp_match(...)`` (a list of captures, NULL when
     nothing matches) counts as matched, ``regexp_match(...) IS NOT NULL``, as pylance coerces it."""
@@ -884,9 +865,10 @@ def parse_sql(text: str, schema: pa.Schema, *, predicate: bool = False, literals
         raise InvalidInputError(f"invalid filter {text!r}: {str(e).splitlines()[0]}") from None
     if tree is None:
         raise InvalidInputError(f"invalid filter {text!r}")
-    _refuse_is_unknown(text)
-    _refuse_type_spellings(text)
-    _refuse_binary_casts_in_functions(tree)  # type: ignore[arg-type]
+    refuse_is_unknown(text)
+    refuse_foreign_spellings(text)
+    refuse_type_spellings(text)
+    refuse_binary_casts_in_functions(tree)  # type: ignore[arg-type]
     try:
         binder = _Binder(schema, text)
         if predicate if literals is None else literals:

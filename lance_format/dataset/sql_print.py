@@ -166,6 +166,8 @@ class _Printer(Visitor[str]):
             return f"{args[0]}[{args[1]}]"
         if node.name == "concat_op":
             return f"({args[0]} || {args[1]})"
+        if node.name in ("like", "ilike"):
+            return f"({args[0]} {node.name.upper()} {args[1]})"
         return f"{_NAMES.get(node.name, node.name)}({', '.join(args)})"
 
     def visit_opaque(self, node: Opaque) -> str:

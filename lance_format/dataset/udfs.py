@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 from lance_format.core import text_kernels
 from lance_format.core.errors import InvalidInputError
 from lance_format.core.float_text import rust_float_text
+from lance_format.dataset import regexp as regexps
 from lance_format.dataset import value_text
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "list_equal",
     "list_get",
     "list_text",
+    "regexp",
     "signature_count",
     "text_function",
 ]
@@ -477,3 +479,35 @@ def text_function(name: str, types: list[pa.DataType]) -> str:
 
     in_types = {f"arg{i}": t for i, t in enumerate(types)}
     return _register(f"lance_text_{name}<{','.join(map(str, types))}>", run, in_types, out)
+
+
+def regexp(
+    kind: str, value_type: pa.DataType, pattern_type: pa.DataType, ignore_case: bool, out: pa.DataType
+) -> str:
+    """Name of ``regexp_like`` (``kind`` "like", ``out`` boolean), SQL ``LIKE`` ("sql_like") or
+    ``regexp_match`` ("match", ``out`` its list type) of strings of ``value_type`` and patterns of
+    ``pattern_type``: one pattern (a scalar) or one per row (an array, run once per distinct
+    pattern), see :mod:`lance_format.dataset.regexp`."""
+
+    def run(ctx: Any, values: Any, patterns: Any) -> pa.Array:
+        n = _rows(values, patterns)
+        values = _as_array(values, n)
+        if isinstance(patterns, pa.Scalar):
+            if not patterns.is_valid:
+                return pa.nulls(n, out)
+            pattern = str(patterns.as_py())
+            if kind in ("like", "sql_like"):
+                kernel = pc.match_like if kind == "sql_like" else pc.match_substring_regex
+                return kernel(values, pattern=pattern, ignore_case=ignore_case)
+            return regexps.match_lists(values, pattern, ignore_case, out)
+        if kind in ("like", "sql_like"):
+            return regexps.like_rows(values, _as_array(patterns, n), ignore_case, kind == "sql_like")
+        return regexps.match_rows(values, _as_array(patterns, n), ignore_case, out)
+
+    case = "i" if ignore_case else ""
+    return _register(
+        f"lance_regexp_{kind}{case}<{value_type},{pattern_type},{out}>",
+        run,
+        {"value": value_type, "pattern": pattern_type},
+        out,
+    )

@@ -19,7 +19,7 @@ import pyarrow.substrait as ps
 import pytest
 
 import lance_format
-from lance_format.core.errors import NotSupportedError
+from lance_format.core.errors import LanceError, NotSupportedError
 from lance_format.dataset.filters import parse_filter, parse_substrait
 from lance_format.dataset.scanner import LanceScanner
 from lance_format.dataset.sql_print import to_sql
@@ -178,6 +178,63 @@ CONSTRUCTS = [
 @pytest.mark.parametrize("flt", CONSTRUCTS)
 def test_construct_matches_pylance(uri: str, flt: str) -> None:
     _same(uri, flt)
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "lcase(s)",
+        "ucase(s)",
+        "len(s)",
+        "array_size(l)",
+        "locate('a', s)",
+        "position('a' IN s)",
+        "mod(i, 3)",
+        "startswith(s, 'a')",
+        "endswith(s, 'c')",
+        "like(s, 'a%')",  # sqlglot read it as 'a%' LIKE s: a wrong answer
+        "s RLIKE 'a'",
+        "s REGEXP 'a'",
+    ],
+)
+def test_spellings_pylance_does_not_know_are_refused(uri: str, expr: str) -> None:
+    # Found probing session 18: sqlglot reads these as functions of the dialect (lower, upper,
+    # length, strpos, %, regexp_like ...); pylance refuses them ("Invalid function 'lcase'").
+    with pytest.raises((ValueError, OSError)):
+        lance.dataset(uri).to_table(columns={"v": expr, "id": "id"})
+    with pytest.raises(NotSupportedError):
+        lance_format.dataset(uri).to_table(columns={"v": expr, "id": "id"})
+
+
+@pytest.mark.parametrize("sql", ["s NOT LIKE ('%b')", "(s) LIKE 'a%'", "NOT s ILIKE ('A%')", "s = 'len(x)'"])
+def test_like_operators_and_text_that_look_like_calls_are_taken(uri: str, sql: str) -> None:
+    _same(uri, sql)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "i = 7 IS NULL",  # (i = 7) IS NULL
+        "i = 7 IS NOT NULL",
+        "i > 1 IS NOT TRUE",
+        "i <> 7 IS FALSE OR i IS NULL",
+        "NOT i > 1 IS NULL",  # NOT ((i > 1) IS NULL)
+        "i IS NULL = (f > 1)",
+        "i IS NOT DISTINCT FROM 1 = (f > 1)",  # i IS NOT DISTINCT FROM (1 = (f > 1)): a type error
+        "b = (i > 1 IS NULL)",
+    ],
+)
+def test_is_binds_below_comparisons_like_pylance(uri: str, sql: str) -> None:
+    # Found probing session 18: sqlglot read i = 7 IS NULL as i = (7 IS NULL) ("no kernel matching
+    # int32, bool"); sqlparser-rs, pylance's parser, gives IS a lower precedence than comparisons.
+    try:
+        want = cells(lance.dataset(uri).to_table(columns={"v": sql, "id": "id"}))
+    except (ValueError, OSError):
+        with pytest.raises(LanceError):
+            lance_format.dataset(uri).to_table(columns={"v": sql, "id": "id"})
+        return
+    assert cells(lance_format.dataset(uri).to_table(columns={"v": sql, "id": "id"})) == want
+    _same(uri, sql)
 
 
 @pytest.mark.parametrize("flt", ["CAST(f AS INT) > 1", "i / 0 > 1"])
@@ -452,6 +509,26 @@ def test_casts_print_as_sql_that_parses_back(flt: str) -> None:
     schema = CAST_TABLE.schema
     tree = parse_filter(flt, schema).tree
     assert parse_filter(to_sql(tree), schema).tree == tree
+
+
+@pytest.mark.parametrize(
+    "flt",
+    [
+        "coalesce(ts, CAST(ts AS TIMESTAMP(6))) IS NULL",  # microseconds inside a function
+        "coalesce(ts, CAST(ts AS TIMESTAMP)) IS NULL",  # nanoseconds there
+        "CAST(ts AS TIMESTAMP) > ts",
+        "s LIKE concat(s, '%')",
+        "concat_ws('-', s, s) = 'a'",
+        "log10(i) > 1 AND log(2, i) > 1",
+        "greatest(i, 1) > nullif(i, 2)",
+        "trunc(f, 1) > 0",
+    ],
+)
+def test_session_18_constructs_print_as_sql_that_parses_back(flt: str) -> None:
+    """A microsecond cast printed as ``TIMESTAMP`` read back as nanoseconds inside a function's
+    arguments; it prints as ``TIMESTAMP(6)``."""
+    tree = parse_filter(flt, TABLE.schema).tree
+    assert parse_filter(to_sql(tree), TABLE.schema).tree == tree
 
 
 def test_float_and_timestamp_text_matches_pylance(tmp_path: Path) -> None:
