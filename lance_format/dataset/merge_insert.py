@@ -23,14 +23,14 @@ import pyarrow.compute as pc
 
 from lance_format.core.errors import InvalidInputError, RetryableCommitConflictError, SchemaMismatchError
 from lance_format.dataset.filters import evaluate, parse_filter
-from lance_format.dataset.row_versions import CREATED, split_versions, versions_at
+from lance_format.dataset.row_versions import CREATED, versions_at
 from lance_format.dataset.scanner import ROWADDR, ROWID, LanceScanner
 from lance_format.dataset.take import take_addresses
 from lance_format.dataset.write import DEFAULT_MAX_ROWS_PER_FILE, to_reader, write_fragments
 from lance_format.table.commit import commit_transaction
 from lance_format.table.deletion import write_deletion_file
 from lance_format.table.model import DataFragment, Manifest, Transaction, Update
-from lance_format.table.rowids import encode_row_ids
+from lance_format.table.rowids import encode_row_ids, encode_row_versions
 
 if TYPE_CHECKING:
     from lance_format.dataset.snapshot import Snapshot
@@ -310,21 +310,28 @@ class MergeInsertBuilder:
             )
 
         new: list[DataFragment] = []
-        if updated_ids is not None and updated_rows is not None and updated_rows.num_rows:
-            # Rewritten rows keep their stable ids and creation versions; inserted ones get fresh
-            # ids at commit, and the commit records the update (see row_versions).
-            written = write(updated_rows)
-            assert updated_born is not None
-            created = split_versions(updated_born, [f.physical_rows for f in written])
-            start = 0
-            for f, born in zip(written, created, strict=True):
-                rows = updated_ids[start : start + f.physical_rows]
-                new.append(replace(f, row_ids=encode_row_ids(rows), created_at_versions=born))
-                start += f.physical_rows
-            updated_rows = None
         parts = [t for t in (updated_rows, inserted) if t is not None and t.num_rows]
         if parts:
-            new.extend(write(pa.concat_tables(parts)))
+            # Updated rows, then inserted ones, written together (one fragment where they fit, as
+            # pylance writes them).
+            new = write(pa.concat_tables(parts))
+        if updated_ids is not None and updated_rows is not None and updated_rows.num_rows:
+            # Rewritten rows keep their stable ids and creation versions; inserted ones get fresh
+            # ids at commit (``pending_row_ids``), and the commit records the update.
+            assert updated_born is not None
+            known = len(updated_ids)
+            start = 0
+            for i, f in enumerate(new):
+                kept = max(0, min(known - start, f.physical_rows))
+                if kept:
+                    rows = slice(start, start + kept)
+                    new[i] = replace(
+                        f,
+                        row_ids=encode_row_ids(updated_ids[rows]),
+                        created_at_versions=encode_row_versions(updated_born[rows]),
+                        pending_row_ids=f.physical_rows - kept,
+                    )
+                start += f.physical_rows
         return Update(tuple(removed), tuple(updated), tuple(new))
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid as uuidlib
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 
 import numpy as np
 import numpy.typing as npt
@@ -11,7 +12,7 @@ from google.protobuf.message import DecodeError, Message
 from pyroaring import BitMap
 
 from lance_format._proto import rowids_pb2, table_pb2, transaction_pb2
-from lance_format.core.errors import CorruptFileError
+from lance_format.core.errors import CorruptFileError, InternalError
 from lance_format.core.types import LanceSchema
 from lance_format.file import field_from_pb, field_to_pb, map_to_dict
 from lance_format.table.model import (
@@ -134,8 +135,20 @@ def _seq_to_pb(pb: table_pb2.DataFragment, value: bytes | ExternalFile | None, n
         ext.path, ext.offset, ext.size = value.path, value.offset, value.size
 
 
+def _as_planned(frag: DataFragment) -> DataFragment:
+    """A transaction's record of a new fragment whose rows get part of their ids at commit: its
+    row ids and versions are the manifest's business (recorded there once assigned)."""
+    if not frag.pending_row_ids:
+        return frag
+    return replace(
+        frag, row_ids=None, created_at_versions=None, last_updated_at_versions=None, pending_row_ids=0
+    )
+
+
 def fragment_to_pb(frag: DataFragment) -> table_pb2.DataFragment:
     """The ``DataFragment`` message of a fragment."""
+    if frag.pending_row_ids:
+        raise InternalError(f"fragment {frag.id}: {frag.pending_row_ids} row ids were never assigned")
     pb = table_pb2.DataFragment(id=frag.id, physical_rows=frag.physical_rows)
     pb.files.extend(_data_file_to_pb(f) for f in frag.files)
     d = frag.deletion_file
@@ -340,7 +353,7 @@ def _operation_to_pb(op: Operation, pb: transaction_pb2.Transaction) -> None:
     elif isinstance(op, Update):
         pb.update.removed_fragment_ids.extend(op.removed_fragment_ids)
         pb.update.updated_fragments.extend(fragment_to_pb(f) for f in op.updated_fragments)
-        pb.update.new_fragments.extend(fragment_to_pb(f) for f in op.new_fragments)
+        pb.update.new_fragments.extend(fragment_to_pb(_as_planned(f)) for f in op.new_fragments)
     elif isinstance(op, DataReplacement):
         for fid, new_file in op.replacements:
             group = pb.data_replacement.replacements.add()

@@ -113,6 +113,10 @@ class DataFragment:
     row_ids: bytes | ExternalFile | None = None
     last_updated_at_versions: bytes | ExternalFile | None = None
     created_at_versions: bytes | ExternalFile | None = None
+    #: Planned, never stored: this many trailing rows get fresh stable row ids at commit, after
+    #: the ``row_ids`` (and ``created_at_versions``) of the rows before them (a merge-insert writes
+    #: the rows it updates and those it inserts into one fragment, as pylance does).
+    pending_row_ids: int = 0
 
     @property
     def num_deleted_rows(self) -> int:

@@ -7,6 +7,8 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
 
+import numpy as np
+
 from lance_format.core.errors import CommitConflictError, InvalidInputError, RetryableCommitConflictError
 from lance_format.core.types import LanceSchema
 from lance_format.table import _serde
@@ -36,7 +38,13 @@ from lance_format.table.model import (
     UpdateMap,
     WriterVersion,
 )
-from lance_format.table.rowids import DEFAULT_ROW_VERSION
+from lance_format.table.rowids import (
+    DEFAULT_ROW_VERSION,
+    decode_row_ids,
+    decode_row_versions,
+    encode_row_ids,
+    encode_row_versions,
+)
 
 __all__ = ["WRITER_VERSION", "assign_base_ids", "build_manifest", "check_conflict"]
 
@@ -61,7 +69,9 @@ def _assign_ids(
         if not (keep_given and f.id):
             f = replace(f, id=nid)
             nid += 1
-        if next_row_id is not None and f.row_ids is None:
+        if next_row_id is not None and f.pending_row_ids:
+            f, next_row_id = _fill_pending(f, next_row_id, version)
+        elif next_row_id is not None and f.row_ids is None:
             n = f.physical_rows
             f = replace(
                 f,
@@ -72,6 +82,26 @@ def _assign_ids(
             next_row_id += n
         out.append(f)
     return tuple(out), next_row_id
+
+
+def _fill_pending(f: DataFragment, next_row_id: int, version: int) -> tuple[DataFragment, int]:
+    """``f`` with fresh row ids for its ``pending_row_ids`` trailing rows (created by ``version``)
+    after the planned ids of the rows before them, every row last updated by ``version``."""
+    n, fresh = f.physical_rows, f.pending_row_ids
+    if not isinstance(f.row_ids, bytes) or not isinstance(f.created_at_versions, bytes):
+        raise InvalidInputError(f"fragment {f.id}: pending row ids need inline planned ones before them")
+    known = decode_row_ids(f.row_ids, "<planned fragment>")
+    born = decode_row_versions(f.created_at_versions, n - fresh, "<planned fragment>")
+    ids = np.concatenate((known, np.arange(next_row_id, next_row_id + fresh, dtype=np.uint64)))
+    created = np.concatenate((born, np.full(fresh, version, dtype=np.uint64)))
+    f = replace(
+        f,
+        row_ids=encode_row_ids(ids),
+        created_at_versions=encode_row_versions(created),
+        last_updated_at_versions=_serde.version_run_bytes(n, version),
+        pending_row_ids=0,
+    )
+    return f, next_row_id + fresh
 
 
 def _mark_updated(frags: tuple[DataFragment, ...], version: int) -> tuple[DataFragment, ...]:

@@ -48,11 +48,9 @@ def _apply(engine: Any, uri: str, op: tuple[Any, ...]) -> None:
     elif kind == "delete":
         engine.dataset(uri).delete(f"id % 7 = {op[1]}")
     elif kind == "merge":
-        # Updates only or inserts only: a merge doing both writes its rows into one fragment in
-        # pylance and two in ours (left alone: see the session-18 notes), so later compactions and
-        # version numbers would part for layout reasons, not row versions.
-        builder = engine.dataset(uri).merge_insert("id")
-        builder = builder.when_matched_update_all() if op[3] else builder.when_not_matched_insert_all()
+        # Updates and inserts (one fragment for both, as pylance writes them), or inserts only.
+        builder = engine.dataset(uri).merge_insert("id").when_not_matched_insert_all()
+        builder = builder.when_matched_update_all() if op[3] else builder
         builder.execute(_table(op[1], op[2]))
     else:
         engine.dataset(uri).optimize.compact_files(target_rows_per_fragment=op[1])
