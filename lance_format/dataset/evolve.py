@@ -157,7 +157,7 @@ def add_columns(ds: Snapshot, transforms: ColumnsToAdd) -> Manifest:
         # expressions never see deleted values (one failing there must not fail the write).
         stored = reader.read_range(read, 0, frag.physical_rows)
         sources = reader.slot_sources()
-        if sources is not None:
+        if sources is not None and stored.num_columns:  # (a take of no columns keeps no rows)
             stored = stored.take(pa.array(sources))
         values = evaluate(stored, exprs)
         if new_arrow is None:
