@@ -312,6 +312,11 @@ def _with_members(cols: list[str], schema: pa.Schema, rng: np.random.Generator) 
     return [str(c) for c in out]
 
 
+def _some_columns(names: list[str], rng: np.random.Generator) -> list[str]:
+    """One to all of ``names``, drawn at random, sorted."""
+    return sorted(rng.choice(names, size=int(rng.integers(1, len(names) + 1)), replace=False).tolist())
+
+
 def _sorted_by_id(table: pa.Table) -> pa.Table:
     """``table`` in ``id`` order. ``Table.sort_by`` (and ``take``) must unify a dictionary
     column's chunks, which pyarrow cannot do when their dictionaries hold a null ("Cannot yet
@@ -637,7 +642,7 @@ class DifferentialMachine(RuleBasedStateMachine):
         n = table.num_rows
         self._same_value("count_rows()", ours.count_rows, theirs.count_rows)
         names = table.schema.names
-        cols = sorted(rng.choice(names, size=int(rng.integers(1, len(names) + 1)), replace=False).tolist())
+        cols = _some_columns(names, rng)
         if n:
             # By offset (all columns or a random projection) and by row id.
             idx = rng.integers(0, n, int(rng.integers(1, 12))).tolist()
@@ -709,9 +714,7 @@ class DifferentialMachine(RuleBasedStateMachine):
         names = table.schema.names
         kw: dict[str, Any] = {}
         if rng.random() < 0.5:
-            kw["columns"] = sorted(
-                rng.choice(names, size=int(rng.integers(1, len(names) + 1)), replace=False).tolist()
-            )
+            kw["columns"] = _some_columns(names, rng)
             kw["columns"] = _with_members(kw["columns"], table.schema, rng)
         r = float(rng.random())
         filt: Any = None
@@ -834,9 +837,7 @@ class DifferentialMachine(RuleBasedStateMachine):
         kw: dict[str, Any] = {"with_row_id": True, "include_deleted_rows": True}
         if rng.random() < 0.5:
             names = table.schema.names
-            kw["columns"] = sorted(
-                rng.choice(names, size=int(rng.integers(1, len(names) + 1)), replace=False).tolist()
-            )
+            kw["columns"] = _some_columns(names, rng)
         if rng.random() < 0.5:
             kw["filter"] = predicate(table, rng)
             # pylance 14.0.2 refuses deleted rows with a late-materialized projection ("not
@@ -905,9 +906,7 @@ class DifferentialMachine(RuleBasedStateMachine):
             # increasing"); ours answers them in the order given.
             idx = sorted(set(rng.integers(0, live, int(rng.integers(1, 6))).tolist()))
             names = table.schema.names
-            cols = sorted(
-                rng.choice(names, size=int(rng.integers(1, len(names) + 1)), replace=False).tolist()
-            )
+            cols = _some_columns(names, rng)
             take_cols = _with_members(cols, table.schema, rng) if rng.random() < 0.5 else None
             self._same_table(
                 f"get_fragment({one}).take({idx}, columns={take_cols})",
