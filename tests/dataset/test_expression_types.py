@@ -378,6 +378,24 @@ def test_a_constant_the_planner_folds_decides_its_and_or_like_pylance(fuzz_uri: 
     _same_filter(fuzz_uri, sql)
 
 
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "btrim(ls, NULL) = 'a'",
+        "s = ltrim(ls, NULL)",
+        "btrim(ls, NULL) IN (s, 'b')",
+        "btrim(ls, NULL) BETWEEN 'a' AND 'b'",
+        "NOT ((CAST(i8 AS BIGINT) IN (0)) AND (btrim(rtrim(ls, s), NULL) NOT IN (s, 'b')))",
+    ],
+)
+def test_a_null_large_string_compared_with_a_string_like_pylance(fuzz_uri: str, sql: str) -> None:
+    # Found by LANCE_FUZZ_EXAMPLES=1500 in session 18 (the last case): the process died of a
+    # segmentation fault binding the filter. trim with a NULL set of characters is a NULL of the
+    # large string's type, and pyarrow 26 crashes casting such a NULL scalar implicitly to compare
+    # it with a string; the string side is now cast to the large type explicitly.
+    _same_filter(fuzz_uri, sql)
+
+
 @pytest.mark.parametrize("expr", ["dec + 0.5", "dec * 0.5", "0.5 - dec", "dec % 0.5"])
 def test_a_decimal_column_with_a_float_literal_value_is_refused_like_pylance(
     fuzz_uri: str, expr: str
