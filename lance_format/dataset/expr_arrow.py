@@ -273,7 +273,7 @@ class ToArrow(Visitor[pc.Expression]):
         if isinstance(node, Call):
             if node.name == "abs" and len(node.args) == 1:
                 # only a signed integer's least value overflows (a float's or decimal's never)
-                return pa.types.is_signed_integer(self.type_of(node.args[0]))
+                return bool(pa.types.is_signed_integer(self.type_of(node.args[0])))
             return node.name not in _NEVER_FAILING_CALLS
         if isinstance(node, Arith):
             return node.op in ("div", "mod") or not all(
