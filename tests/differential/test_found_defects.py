@@ -1228,3 +1228,22 @@ def test_a_member_renamed_after_a_sibling_was_dropped_reads_its_values(
     assert_tables_equal(ours.to_table(), theirs.to_table())
     assert_tables_equal(ours.take([2, 0]), theirs.take([2, 0]))
     assert_tables_equal(ours.to_table(filter="sl IS NOT NULL"), theirs.to_table(filter="sl IS NOT NULL"))
+
+
+@pytest.mark.parametrize("size", [3, 4, 5])
+def test_strict_batches_across_fragments_with_dictionaries_holding_nulls(tmp_path: Path, size: int) -> None:
+    # Seed 1802 (session 18): to_batches with strict_batch_size joined batches of two 2.0
+    # fragments whose dictionaries differ and hold a null item: "ArrowInvalid: Cannot yet unify
+    # dictionaries with nulls" (untyped), where pylance answers.
+    uri = str(tmp_path / "ds")
+    first = pa.table(
+        {"id": pa.array([0, 1, 2, 3]), "ds": pa.array(["a", None, "b", "a"]).dictionary_encode()}
+    )
+    lance_format.write_dataset(first, uri, data_storage_version="2.0", max_rows_per_file=2)
+    more = pa.table({"id": pa.array([4, 5]), "ds": pa.array(["c", None]).dictionary_encode()})
+    lance.write_dataset(more, uri, mode="append")
+    kw: dict[str, Any] = {"batch_size": size, "strict_batch_size": True, "with_row_id": True}
+    mine = list(lance_format.dataset(uri).scanner(**kw).to_batches())
+    theirs = list(lance.dataset(uri).scanner(**kw).to_batches())
+    assert [b.num_rows for b in mine][:-1] == [size] * (len(mine) - 1)
+    assert_tables_equal(pa.Table.from_batches(mine), pa.Table.from_batches(theirs))
