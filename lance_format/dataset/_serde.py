@@ -161,7 +161,10 @@ class _Names:
         self.tree: list[tuple[str, list[Any]]] | None = None
         if base is not None and base.names:
             names = iter(base.names)
-            self.tree = [(next(names), self._children(t, names)) for t in base.struct.types]
+            try:
+                self.tree = [(next(names), self._children(t, names)) for t in base.struct.types]
+            except StopIteration:  # a malformed message: the server answered it as INTERNAL
+                raise InvalidInputError("the Substrait base schema has fewer names than fields") from None
 
     def _children(self, t: sp.Type, names: Any) -> list[Any]:
         kind = t.WhichOneof("kind")

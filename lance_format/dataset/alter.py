@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -284,13 +283,13 @@ def _rewrite(ds: Snapshot, schema: LanceSchema, casts: list[_Cast]) -> tuple[Dat
     frags: list[DataFragment] = []
     for frag in ds.manifest.fragments:
         reader = ds.fragment_reader(frag)
-        # Every physical row, so the new file lines up with the old ones; deleted rows as nulls,
-        # as pylance writes them (a value there that would not cast does not fail the cast).
+        # Every physical row, so the new file lines up with the old ones; a deleted row's slot
+        # holds a copy of a live row's value, as pylance writes it (not a null: the field may be
+        # non-nullable; not the deleted value: one that would not cast must not fail the cast).
         stored = reader.read_range([t.name for t in tops], 0, frag.physical_rows)
-        keep = reader.keep_mask()
-        if keep is not None:
-            rows = pa.array(np.arange(frag.physical_rows), mask=~keep)
-            stored = stored.take(rows)
+        sources = reader.slot_sources()
+        if sources is not None:
+            stored = stored.take(pa.array(sources))
         columns = [
             _values(stored.column(i).combine_chunks(), p, by_new, old, version != "2.0")
             for i, (p, old) in enumerate(zip(projected.fields, tops, strict=True))

@@ -141,13 +141,28 @@ def assemble_column(
     if not sources:
         return pa.nulls(n, target)
     if len(sources) == 1 and sources[0][1] == _dataset_paths(field):
-        col = sources[0][0]  # laid out as the dataset says: only names may differ
-        return col if col.type.equals(target) else _relabel(col, target)
+        col = sources[0][0]  # laid out as the dataset says: only names may differ ...
+        if col.type.equals(target):
+            return col
+        if _same_members(col.type, target):
+            return _relabel(col, target)
+        # ... unless the file's struct still holds members the dataset dropped: a cast matches
+        # members by name, so a renamed one read as nulls. Taken by position below.
     if not pa.types.is_struct(target) or not field.children:
         return _relabel(sources[0][0], target)
     return _struct(
         field, [(a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a, p) for a, p in sources], n
     )
+
+
+def _same_members(have: pa.DataType, want: pa.DataType) -> bool:
+    """Whether every struct in ``want`` has as many members as the one at its place in ``have``
+    (names aside): then :func:`_relabel` can map them by position."""
+    if not pa.types.is_struct(want):
+        return True
+    if not pa.types.is_struct(have) or have.num_fields != want.num_fields:
+        return False
+    return all(_same_members(have.field(i).type, want.field(i).type) for i in range(want.num_fields))
 
 
 def _struct(field: LanceField, sources: Sequence[tuple[pa.Array, LeafPaths]], n: int) -> pa.Array:

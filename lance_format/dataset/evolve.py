@@ -152,8 +152,14 @@ def add_columns(ds: Snapshot, transforms: ColumnsToAdd) -> Manifest:
     new_lance: LanceSchema | None = None
     for frag in ds.manifest.fragments:
         reader = ds.fragment_reader(frag)
-        # Every physical row (deleted ones too): the new file must line up with the old ones.
-        values = evaluate(reader.read_range(read, 0, frag.physical_rows), exprs)
+        # Every physical row (deleted ones too): the new file must line up with the old ones. A
+        # deleted row's slot is computed from a copy of a live row, as pylance fills it: the
+        # expressions never see deleted values (one failing there must not fail the write).
+        stored = reader.read_range(read, 0, frag.physical_rows)
+        sources = reader.slot_sources()
+        if sources is not None and stored.num_columns:  # (a take of no columns keeps no rows)
+            stored = stored.take(pa.array(sources))
+        values = evaluate(stored, exprs)
         if new_arrow is None:
             new_arrow = values.schema
             new_lance = _new_fields(ds, new_arrow)

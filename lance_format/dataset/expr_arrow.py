@@ -225,6 +225,23 @@ def _number_dictionary(t: pa.DataType) -> bool:
     return pa.types.is_dictionary(t) and is_number(t.value_type)
 
 
+def _large_text(
+    lt: pa.DataType, rt: pa.DataType, left: pc.Expression, right: pc.Expression
+) -> tuple[pc.Expression, pc.Expression]:
+    """A string (binary) side compared with a large string (large binary) one, cast to the large
+    type explicitly: pyarrow's implicit cast there crashes the process when the large side is a
+    NULL scalar (``btrim(ls, NULL) = 'a'``: a segmentation fault in pyarrow 26)."""
+    for small, large in (
+        (pa.types.is_string, pa.types.is_large_string),
+        (pa.types.is_binary, pa.types.is_large_binary),
+    ):
+        if small(lt) and large(rt):
+            return left.cast(rt), right
+        if large(lt) and small(rt):
+            return left, right.cast(lt)
+    return left, right
+
+
 class ToArrow(Visitor[pc.Expression]):
     """Builds the pyarrow compute Expression of a bound tree (fields referenced by name)."""
 
@@ -259,6 +276,9 @@ class ToArrow(Visitor[pc.Expression]):
                 return True  # a pattern per row may not compile on some row
             if node.name in ("like", "ilike"):
                 return False
+            if node.name == "abs" and len(node.args) == 1:
+                # only a signed integer's least value overflows (a float's or decimal's never)
+                return bool(pa.types.is_signed_integer(self.type_of(node.args[0])))
             return node.name not in _NEVER_FAILING_CALLS
         if isinstance(node, Arith):
             return node.op in ("div", "mod") or not all(
@@ -383,6 +403,7 @@ class ToArrow(Visitor[pc.Expression]):
             # two decimals in their union, capped at 38 digits (pyarrow's would need more).
             t = union_type([lt, rt])
             return _OPS[node.op](self.cast_value(left, lt, t, True), self.cast_value(right, rt, t, True))
+        left, right = _large_text(lt, rt, left, right)
         ra, rb = self.nan_rank(node.left, left), self.nan_rank(node.right, right)
         left, right = self.numeric(node.left, node.right, left, right)
         return _nan_ordered(node.op, left, right, ra, rb, self.signed_zeros(lt, rt, node))

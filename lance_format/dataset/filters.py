@@ -73,10 +73,13 @@ def _empty(schema: pa.Schema, names: set[str]) -> pa.Table:
 
 def bind(tree: Node, schema: pa.Schema, text: str) -> Predicate:
     """A Predicate of ``tree``: its pyarrow form built and checked to be a boolean over ``schema``."""
-    from lance_format.dataset.expr_arrow import to_arrow
+    from lance_format.dataset.expr_arrow import ToArrow
+    from lance_format.dataset.nullability import fold_logic
 
     try:
-        expr = to_arrow(tree, schema)
+        binder = ToArrow(schema)
+        tree = fold_logic(tree, schema, binder.type_of)
+        expr = binder.visit(tree)
         _empty(schema, columns_of(tree)).filter(expr)
     except _EVAL_ERRORS as e:
         raise InvalidInputError(f"invalid filter {text}: {str(e).splitlines()[0]}") from None

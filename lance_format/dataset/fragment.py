@@ -36,6 +36,9 @@ READER_CHARGE_FACTOR = 16
 #: Projection plans kept per fragment reader: clients use a handful of column lists; the bound
 #: keeps a client that sends endless distinct projections from growing a handle without limit.
 _MAX_PLANS = 64
+#: Physical rows per block whose deleted rows pylance fills from the block's first live row
+#: (:meth:`FragmentReader.slot_sources`).
+FILL_BLOCK_ROWS = 1024
 
 #: One data file's share of a read: a projected reader (None: columns no file holds), the dataset
 #: columns it provides, and where each column's leaves sit in it.
@@ -191,6 +194,29 @@ class FragmentReader:
         mask = np.ones(self.frag.physical_rows, dtype=bool)
         mask[deleted[deleted < self.frag.physical_rows]] = False
         return mask
+
+    def slot_sources(self) -> npt.NDArray[np.int64] | None:
+        """For every physical row, the physical row whose values a rewritten data file of this
+        fragment holds there (``None`` when nothing is deleted: each row its own).
+
+        A new file must line up with the fragment's others, so deleted rows keep a slot; pylance
+        14 fills it with a copy of a live row, never evaluating anything on the deleted row (an
+        expression or cast that would fail there must not fail the write), and never a null (the
+        column may be non-nullable). Which live row, as observed of pylance's ``add_columns`` and
+        ``alter_columns``: the first live row at or after the start of the deleted row's block of
+        :data:`FILL_BLOCK_ROWS` physical rows, or the fragment's first live row when none is.
+        ``include_deleted_rows`` scans show these copies.
+        """
+        keep = self.keep_mask()
+        if keep is None:
+            return None
+        offsets = np.arange(len(keep), dtype=np.int64)
+        live = np.flatnonzero(keep)
+        if not len(live):
+            return offsets  # a fragment with no live row is dropped at commit: nothing to copy
+        at = np.searchsorted(live, offsets - offsets % FILL_BLOCK_ROWS)
+        source = np.where(at < len(live), live[np.minimum(at, len(live) - 1)], live[0])
+        return np.where(keep, offsets, source)
 
     def row_ids(self) -> npt.NDArray[np.uint64]:
         """Stable row ids of every physical row."""

@@ -41,7 +41,7 @@ from lance_format.dataset.expr import (
     children,
 )
 
-__all__ = ["constant_value", "may_be_null"]
+__all__ = ["constant_value", "fold_logic", "may_be_null"]
 
 #: Functions that are nullable only when an argument is: DataFusion rewrites them into operators
 #: (``regexp_like`` with a pattern, ``||``; ``LIKE`` with a pattern per row is one) or types their
@@ -82,7 +82,16 @@ def may_be_null(node: Node, schema: pa.Schema, type_of: Callable[[Node], pa.Data
     bool
         ``False`` when pylance marks the computed column ``not null``.
     """
-    return _Folder(schema, type_of).fold(node)[0]
+    return _Folder(schema, type_of).visit(node)
+
+
+def fold_logic(node: Node, schema: pa.Schema, type_of: Callable[[Node], pa.DataType]) -> Node:
+    """``node`` with the parts of its ``AND`` / ``OR`` / ``NOT`` skeleton that DataFusion folds
+    to a constant replaced by it (``x IS NULL`` of a non-null ``x`` is false, and decides an
+    ``AND`` it is part of): pylance never evaluates what a folded constant decides, so an error
+    there (a NaN cast to a decimal) does not fail its filter. Same arguments as
+    :func:`may_be_null`; the result means what ``node`` means."""
+    return _Folder(schema, type_of).simplify(node)
 
 
 def constant_value(node: Node, schema: pa.Schema, type_of: Callable[[Node], pa.DataType]) -> bool | None:
@@ -93,8 +102,15 @@ def constant_value(node: Node, schema: pa.Schema, type_of: Callable[[Node], pa.D
     return _Folder(schema, type_of).fold(node)[1]
 
 
+def _constant(n: Node) -> bool | None:
+    """The value of a boolean literal (None: not one, or NULL)."""
+    if isinstance(n, Literal) and n.value.is_valid and pa.types.is_boolean(n.type):
+        return bool(n.value.as_py())
+    return None
+
+
 class _Folder:
-    """The rules of the module docstring over one schema."""
+    """The folds of :func:`may_be_null`, :func:`constant_value` and :func:`fold_logic` over one schema."""
 
     def __init__(self, schema: pa.Schema, type_of: Callable[[Node], pa.DataType]) -> None:
         self.schema = schema
@@ -103,15 +119,44 @@ class _Folder:
     def visit(self, n: Node) -> bool:
         return self.fold(n)[0]
 
+    def simplify(self, n: Node) -> Node:
+        # Down the logical skeleton only, folding just the leaves that fold (a comparison of
+        # arithmetic 200 deep is not walked again).
+        if isinstance(n, Not):
+            arg = self.simplify(n.arg)
+            value = _constant(arg)
+            if value is not None:
+                return Literal(pa.scalar(not value))
+            return n if arg is n.arg else Not(arg)
+        if isinstance(n, And | Or):
+            decisive = isinstance(n, Or)  # the value that decides the whole: TRUE for OR
+            args = [self.simplify(a) for a in n.args]
+            if any(_constant(a) is decisive for a in args):
+                return Literal(pa.scalar(decisive))
+            kept = [a for a in args if _constant(a) is None]
+            if not kept:
+                return Literal(pa.scalar(not decisive))
+            if len(kept) == 1:
+                return kept[0]
+            if len(kept) == len(n.args) and all(a is b for a, b in zip(kept, n.args, strict=True)):
+                return n
+            return type(n)(tuple(kept))
+        folds = (
+            isinstance(n, IsNull)
+            or (isinstance(n, Like) and not n.pattern.strip("%"))
+            or (isinstance(n, Compare) and n.op == "eq" and n.left == n.right)
+        )
+        value = self.fold(n)[1] if folds else None
+        return n if value is None else Literal(pa.scalar(value))
+
     def fold(self, n: Node) -> tuple[bool, bool | None]:
         """``(may be null, constant value or None)``: DataFusion folds ``x IS NULL`` of a non-null
         ``x`` to false before typing, so ``x IS NULL AND n > 1`` is false, never NULL."""
-        visit = self.visit
         if isinstance(n, Literal):
             value = n.value.as_py() if n.value.is_valid and pa.types.is_boolean(n.type) else None
             return not n.value.is_valid, value
         if isinstance(n, IsNull):
-            return False, False if not visit(n.arg) else None
+            return False, False if not self.visit(n.arg) else None
         if isinstance(n, Not):
             nullable, value = self.fold(n.arg)
             return nullable, None if value is None else not value
@@ -130,27 +175,26 @@ class _Folder:
             if all(value is not None for _, value in folded):
                 return False, not decisive
             return any(nullable for nullable, _ in folded), None
-        if isinstance(n, Like) and not n.pattern.strip("%") and not visit(n.arg):
+        if isinstance(n, Like) and not n.pattern.strip("%") and not self.visit(n.arg):
             return False, True  # ``s LIKE '%'`` of a non-null s: DataFusion folds it to true
-        if isinstance(n, Compare) and n.op == "eq" and n.left == n.right and not visit(n.left):
+        if isinstance(n, Compare) and n.op == "eq" and n.left == n.right and not self.visit(n.left):
             return False, True  # DataFusion folds ``x = x`` of a non-null x (not ``x <> x``)
         return self.single(n), None
 
     def single(self, n: Node) -> bool:
-        visit = self.visit
         if isinstance(n, Column):
             return _column_may_be_null(n, self.schema)
         if isinstance(n, IsNan | Opaque):
             return True
         if isinstance(n, Cast) and not n.safe:
-            return n.to != self.type_of(n.arg) or visit(n.arg)
+            return n.to != self.type_of(n.arg) or self.visit(n.arg)
         if isinstance(n, Call):
             if n.name == "coalesce":
-                return all(visit(a) for a in n.args)
+                return all(self.visit(a) for a in n.args)
             if n.name == "starts_with":
                 # with a literal prefix DataFusion rewrites it to LIKE 'prefix%' (an operator)
                 prefix = n.args[1]
                 literal = isinstance(prefix, Literal) and prefix.value.is_valid
-                return not literal or any(visit(a) for a in n.args)
-            return n.name not in _FROM_ARGUMENTS or any(visit(a) for a in n.args)
-        return any(visit(c) for c in children(n))
+                return not literal or any(self.visit(a) for a in n.args)
+            return n.name not in _FROM_ARGUMENTS or any(self.visit(a) for a in n.args)
+        return any(self.visit(c) for c in children(n))

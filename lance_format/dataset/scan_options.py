@@ -199,9 +199,17 @@ def strict_batches(batches: Iterable[pa.RecordBatch], size: int) -> Iterator[pa.
         pending.append(batch)
         held += batch.num_rows
         while held >= size:
-            joined = pa.concat_batches(pending) if len(pending) > 1 else pending[0]
+            joined = _joined(pending)
             yield joined.slice(0, size)
             rest = joined.slice(size)
             pending, held = ([rest] if rest.num_rows else []), rest.num_rows
     if held:
-        yield pa.concat_batches(pending) if len(pending) > 1 else pending[0]
+        yield _joined(pending)
+
+
+def _joined(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
+    """One batch of ``batches`` (``concat_batches`` cannot unify dictionaries holding a null:
+    :func:`combine_table` can)."""
+    if len(batches) == 1:
+        return batches[0]
+    return combine_table(pa.Table.from_batches(batches)).to_batches()[0]

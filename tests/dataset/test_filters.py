@@ -153,6 +153,23 @@ def test_substrait_positions_resolve_through_its_own_base_schema() -> None:
         parse_substrait(b"\xff\x00garbage", TABLE.schema)
 
 
+@pytest.mark.parametrize("names_kept", [1, 3])
+def test_substrait_base_schema_with_fewer_names_than_fields_is_invalid_input(names_kept: int) -> None:
+    """A base schema naming fewer fields than it types (the fuzzer's seed 18002: a byte changed in
+    a 300-column dataset's blob, sent to delete) escaped as a bare StopIteration: INTERNAL."""
+    import pyarrow.substrait as ps
+
+    from lance_format._proto import substrait_pb2
+    from lance_format.dataset.filters import parse_substrait
+
+    message = substrait_pb2.ExtendedExpression.FromString(
+        bytes(ps.serialize_expressions([pc.field("a") > 1], ["f"], TABLE.schema))
+    )
+    del message.base_schema.names[names_kept:]
+    with pytest.raises(InvalidInputError, match="fewer names than fields"):
+        parse_substrait(message.SerializeToString(), TABLE.schema)
+
+
 @settings(max_examples=200, deadline=None, derandomize=True)
 @given(st.data())
 def test_mutated_substrait_fails_typed(data: st.DataObject) -> None:

@@ -268,3 +268,22 @@ def test_commit_of_a_data_file_name_longer_than_a_file_name_can_be_is_invalid_in
     with pytest.raises(pa.ArrowInvalid, match="not a data file name"):
         _commit(served, doc)
     assert served.client.scan("ds").num_rows == 20
+
+
+def test_a_substrait_filter_naming_fewer_fields_than_it_types_is_invalid_argument(served: Served) -> None:
+    # Seed 18002 of the long fuzz run: a delete whose filter_substrait's base schema has fewer
+    # names than fields (a mutated blob) ended INTERNAL (StopIteration); nothing may be deleted.
+    import pyarrow.compute as pc
+    import pyarrow.substrait as ps
+
+    from lance_format._proto import substrait_pb2
+
+    data = seed(served, "ds", n=20)
+    message = substrait_pb2.ExtendedExpression.FromString(
+        bytes(ps.serialize_expressions([pc.field("id") > 1], ["f"], data.schema))
+    )
+    del message.base_schema.names[2:]
+    blob = message.SerializeToString()
+    with pytest.raises(pa.ArrowInvalid, match="fewer names"):  # INVALID_ARGUMENT
+        served.client.action("delete", ActionRequest("ds", filter_substrait=blob))
+    assert served.client.scan("ds").num_rows == 20
