@@ -285,7 +285,12 @@ def _kept(zm: ZoneMap, expr: pc.Expression | str, zones: int) -> list[int]:
     frag = DataFragment(0, (DataFile("x.lance", (0,), (0,)),), zones * 10)
     tree = parse_filter(expr, pa.schema([("x", zm.min.type)])).tree
     ranges = prune(tree, [frag], {("x",): [zm]})
-    assert ranges is not None
+    if ranges is None:
+        # The filter folded to a constant before planning, as pylance's planner folds it
+        # (``x > 100 OR TRUE`` is TRUE, ``x > 1 AND FALSE`` FALSE): no zone map to consult; the
+        # constant decides which rows match.
+        assert isinstance(tree, Literal), expr
+        return list(range(zones)) if tree.value.as_py() is True else []
     return sorted({s // 10 for lo, hi in ranges[0] for s in range(lo, hi, 10)})
 
 
